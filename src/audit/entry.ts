@@ -1,0 +1,121 @@
+import { z } from "zod";
+import { canonicalJson, sha256Hex } from "./canonical.js";
+
+/** `prev` of the very first entry of an agent's log: nothing came before it. */
+export const GENESIS_HASH = "0".repeat(64);
+
+/** Same rule as the protocol's agent ids; it also makes the id a safe directory name. */
+export const AuditAgentId = z
+  .string()
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/,
+    "must be 1-128 characters of A-Z a-z 0-9 _ - starting alphanumeric",
+  );
+
+const Hash = z.string().regex(/^[0-9a-f]{64}$/, "must be 64 lowercase hex digits (SHA-256)");
+
+/** One side of an exchange. The principal is null when the message did not say and the caller did not know. */
+export const AuditParty = z.strictObject({
+  agent: z.string().min(1, "must not be empty"),
+  principal: z.string().min(1, "must not be empty").nullable(),
+});
+
+export const HandshakeStep = z.enum(["announce", "verify", "capabilities", "trust"]);
+
+/**
+ * What the caller supplies for one entry: the seed's fields (ts excepted, which the log stamps) plus
+ * optional detail. `strictObject` everywhere: a field the schema does not know is an error, so nothing
+ * can be smuggled into an entry without failing verification.
+ */
+export const AuditEntryInputSchema = z.strictObject({
+  direction: z.enum(["sent", "received"]),
+  from: AuditParty,
+  to: AuditParty,
+  type: z.enum(["request", "response", "notification", "handoff"]),
+  method: z.string().min(1, "must not be empty"),
+  /** The JSON-RPC id (a response carries its request's), else the `message-id` header; null if neither. */
+  id: z.union([z.string(), z.int(), z.null()]),
+  /** The `message-id` header when it differs from `id` (the gateway's dedup key). */
+  messageId: z.string().min(1).optional(),
+  /** Set on every entry that is part of the four-step handshake. */
+  step: HandshakeStep.optional(),
+  /** The body was end-to-end encrypted; the summary then says nothing of the payload. */
+  encrypted: z.literal(true).optional(),
+  /** An error response, or a message this agent rejected. */
+  error: z.strictObject({ code: z.int(), message: z.string() }).optional(),
+  summary: z.string(),
+  channel: z.string().min(1, "must not be empty"),
+  /** From the seed's example: whether the summary was also posted to the human transparency channel. */
+  discord_summary: z.boolean().optional(),
+});
+
+export const AuditEntrySchema = z.strictObject({
+  seq: z.int().positive(),
+  ts: z.iso.datetime({ offset: true }),
+  ...AuditEntryInputSchema.shape,
+  prev: Hash,
+  hash: Hash,
+});
+
+export type AuditParty = z.infer<typeof AuditParty>;
+export type HandshakeStep = z.infer<typeof HandshakeStep>;
+export type AuditEntryInput = z.infer<typeof AuditEntryInputSchema>;
+export type AuditEntry = z.infer<typeof AuditEntrySchema>;
+
+/** The last entry of the chain: the next one gets `seq + 1` and `prev = hash`. */
+export interface AuditHead {
+  seq: number;
+  hash: string;
+}
+
+/** The hash an entry must carry: SHA-256 over the canonical JSON of every field except `hash`. */
+export function computeEntryHash(entry: Record<string, unknown>): string {
+  const { hash: _ignored, ...rest } = entry;
+  return sha256Hex(canonicalJson(rest));
+}
+
+/**
+ * Builds the stored entry with its fields in reading order (seq, ts, the seed's fields, detail, prev,
+ * hash). The order is cosmetic: the hash is over the canonical, key-sorted form.
+ */
+export function sealEntry(
+  input: AuditEntryInput,
+  chain: { seq: number; ts: string; prev: string },
+): AuditEntry {
+  const body = dropUndefined({
+    seq: chain.seq,
+    ts: chain.ts,
+    direction: input.direction,
+    from: input.from,
+    to: input.to,
+    type: input.type,
+    method: input.method,
+    id: input.id,
+    messageId: input.messageId,
+    step: input.step,
+    encrypted: input.encrypted,
+    error: input.error,
+    summary: input.summary,
+    channel: input.channel,
+    discord_summary: input.discord_summary,
+    prev: chain.prev,
+  });
+  return { ...body, hash: computeEntryHash(body) } as AuditEntry;
+}
+
+function dropUndefined<T extends Record<string, unknown>>(record: T): T {
+  for (const key of Object.keys(record)) if (record[key] === undefined) delete record[key];
+  return record;
+}
+
+/** The other side of the exchange, from the log owner's point of view. */
+export function peerOf(entry: Pick<AuditEntry, "direction" | "from" | "to">): AuditParty {
+  return entry.direction === "sent" ? entry.to : entry.from;
+}
+
+/** Formats a zod error as `field: problem; field: problem` for error messages. */
+export function describeIssues(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => `${issue.path.length > 0 ? issue.path.join(".") : "(entry)"}: ${issue.message}`)
+    .join("; ");
+}

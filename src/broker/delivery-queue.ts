@@ -1,0 +1,59 @@
+import { BrokerError } from "./errors.js";
+
+/**
+ * The async-iterable side of an inbox: the broker pushes deliveries, the gateway pulls them with
+ * `for await`. Items still buffered when it closes are dropped on purpose: they are unacknowledged,
+ * so the broker redelivers them to the next open inbox.
+ */
+export class DeliveryQueue<T> implements AsyncIterable<T> {
+  private items: T[] = [];
+  private waiter: ((result: IteratorResult<T>) => void) | null = null;
+  private closed = false;
+  private iterated = false;
+
+  /** `onLeave` runs when the consumer leaves its loop early (break/throw): it closes the inbox. */
+  constructor(private readonly onLeave: () => Promise<void>) {}
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  push(item: T): void {
+    if (this.closed) return;
+    const waiter = this.waiter;
+    if (waiter) {
+      this.waiter = null;
+      waiter({ value: item, done: false });
+    } else {
+      this.items.push(item);
+    }
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.items = [];
+    const waiter = this.waiter;
+    this.waiter = null;
+    waiter?.({ value: undefined, done: true });
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<T> {
+    if (this.iterated) throw new BrokerError("invalid_state", "an inbox can be iterated only once");
+    this.iterated = true;
+    return {
+      next: () => {
+        const item = this.items.shift();
+        if (item !== undefined) return Promise.resolve({ value: item, done: false });
+        if (this.closed) return Promise.resolve({ value: undefined, done: true });
+        return new Promise((resolve) => {
+          this.waiter = resolve;
+        });
+      },
+      return: async () => {
+        await this.onLeave();
+        return { value: undefined, done: true };
+      },
+    };
+  }
+}

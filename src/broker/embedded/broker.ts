@@ -1,0 +1,333 @@
+import type Database from "better-sqlite3";
+import { BrokerError } from "../errors.js";
+import { Listeners } from "../listeners.js";
+import {
+  type BrokerPolicy,
+  DEFAULT_LIST_LIMIT,
+  DEFAULT_MAX_IN_FLIGHT,
+  effectiveStatus,
+  resolvePolicy,
+} from "../policy.js";
+import type {
+  Broker,
+  BrokerEvent,
+  BrokerHealth,
+  EmbeddedBrokerOptions,
+  Inbox,
+  InboxOptions,
+  KvBucket,
+  ListPage,
+  ListQuery,
+  MessageRecord,
+  StoredMessage,
+  SubmitInput,
+  SubmitResult,
+  Unsubscribe,
+} from "../types.js";
+import {
+  checkAgentId,
+  checkListQuery,
+  checkMessageId,
+  checkSubmit,
+  decodeCursor,
+  encodeCursor,
+} from "../validation.js";
+import { CommitQueue } from "./commit-queue.js";
+import { DEFAULT_DATA_DIR, openDatabase } from "./database.js";
+import { EmbeddedInbox, type InboxHost } from "./inbox.js";
+import { KvStore } from "./kv.js";
+import { type MessageRow, MessageTable, toRecord, toStoredMessage } from "./messages.js";
+
+/** The single-process broker: one SQLite file, group-committed writes, redelivery timers in memory. */
+export class EmbeddedBroker implements Broker, InboxHost {
+  readonly kind = "embedded" as const;
+  readonly policy: BrokerPolicy;
+  readonly table: MessageTable;
+  readonly commits: CommitQueue;
+  private readonly kvStore: KvStore;
+  private readonly inboxes = new Map<string, EmbeddedInbox>();
+  private readonly listeners = new Listeners<BrokerEvent>();
+  private readonly sweepTimer: NodeJS.Timeout;
+  private lastQueuedAt: number;
+  private closed = false;
+
+  static open(options: EmbeddedBrokerOptions = {}): EmbeddedBroker {
+    const policy = resolvePolicy(options);
+    const db = openDatabase(options.data ?? DEFAULT_DATA_DIR, options.synchronous ?? "normal");
+    return new EmbeddedBroker(db, policy);
+  }
+
+  private constructor(
+    private readonly db: Database.Database,
+    policy: BrokerPolicy,
+  ) {
+    this.policy = policy;
+    this.table = new MessageTable(db);
+    this.commits = new CommitQueue(db);
+    this.kvStore = new KvStore(db, this.commits, (change) => {
+      if (this.listeners.size > 0) {
+        this.listeners.emit({
+          type: "kv",
+          bucket: change.bucket,
+          key: change.key,
+          op: change.op,
+          value: change.value,
+        });
+      }
+    });
+    this.lastQueuedAt = this.table.latestQueuedAt();
+    // Often enough that expiry is visible soon after it is due, rarely enough to cost nothing.
+    const interval = Math.min(60_000, Math.max(50, Math.floor(policy.retentionMs / 10)));
+    this.sweepTimer = setInterval(() => this.sweep(), interval);
+    this.sweepTimer.unref();
+  }
+
+  async submit(input: SubmitInput): Promise<SubmitResult> {
+    this.assertOpen();
+    checkSubmit(input);
+    const { row, duplicate } = await this.commits.run(
+      () => {
+        // queued_at never decreases with seq: the retention sweeps rely on it.
+        this.lastQueuedAt = Math.max(Date.now(), this.lastQueuedAt);
+        const inserted = this.table.insert(input, this.lastQueuedAt);
+        if (inserted) return { row: inserted, duplicate: false };
+        const existing = this.table.byId(input.id)!;
+        if (existing.sender !== input.from) {
+          throw new BrokerError("conflict", `message id ${input.id} is already used by another sender`, {
+            field: "id",
+          });
+        }
+        return { row: existing, duplicate: true };
+      },
+      (result) => {
+        if (result.duplicate) return;
+        this.inboxes.get(result.row.recipient)?.offer(result.row);
+        this.statusChanged(result.row);
+      },
+    );
+    return {
+      id: input.id,
+      status: effectiveStatus(this.policy, row.status, row.queued_at, Date.now()),
+      duplicate,
+    };
+  }
+
+  async openInbox(agentId: string, options: InboxOptions = {}): Promise<Inbox> {
+    this.assertOpen();
+    checkAgentId(agentId);
+    const maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
+    if (!Number.isInteger(maxInFlight) || maxInFlight < 1) {
+      throw new BrokerError("invalid_argument", "maxInFlight must be a positive integer", {
+        field: "maxInFlight",
+      });
+    }
+    if (this.inboxes.has(agentId)) {
+      throw new BrokerError("invalid_state", `the inbox of ${agentId} is already open in this broker`);
+    }
+    // Pending writes (recent submits) must be visible to the first page read.
+    this.commits.flush();
+    const inbox = new EmbeddedInbox(agentId, maxInFlight, this);
+    this.inboxes.set(agentId, inbox);
+    inbox.start();
+    return inbox;
+  }
+
+  ack(agentId: string, id: string): Promise<MessageRecord> {
+    return this.settle(agentId, id, "ack", (row, now) => {
+      this.table.markAcknowledged(row.seq, now);
+      return { ...row, status: "acknowledged", acknowledged_at: now, next_attempt_at: null };
+    });
+  }
+
+  reject(agentId: string, id: string, reason: string): Promise<MessageRecord> {
+    if (typeof reason !== "string" || reason.length === 0 || reason.length > 1024) {
+      return Promise.reject(
+        new BrokerError("invalid_argument", "reject: reason must be 1-1024 characters", { field: "reason" }),
+      );
+    }
+    const detail = `rejected by recipient: ${reason}`;
+    return this.settle(agentId, id, "reject", (row, now) => {
+      this.table.markFailed(row.seq, now, "rejected", detail);
+      return failedRow(row, now, "rejected", detail);
+    });
+  }
+
+  async status(id: string): Promise<MessageRecord | null> {
+    this.assertOpen();
+    checkMessageId(id);
+    const row = this.table.byId(id);
+    return row ? toRecord(row, this.policy, Date.now()) : null;
+  }
+
+  async get(id: string): Promise<StoredMessage | null> {
+    this.assertOpen();
+    checkMessageId(id);
+    const row = this.table.byId(id);
+    return row ? toStoredMessage(row, this.policy, Date.now()) : null;
+  }
+
+  async list(query: ListQuery): Promise<ListPage> {
+    this.assertOpen();
+    checkListQuery(query);
+    const limit = query.limit ?? DEFAULT_LIST_LIMIT;
+    const now = Date.now();
+    const rows = this.table.list(query, decodeCursor(query.cursor), limit + 1, now - this.policy.retentionMs);
+    const page = rows.slice(0, limit);
+    const last = page.at(-1);
+    return {
+      items: page.map((row) => toRecord(row, this.policy, now)),
+      nextCursor: rows.length > limit && last ? encodeCursor(last.seq) : null,
+    };
+  }
+
+  kv<T = unknown>(bucket: string): KvBucket<T> {
+    this.assertOpen();
+    return this.kvStore.bucket<T>(bucket);
+  }
+
+  async events(handler: (event: BrokerEvent) => void): Promise<Unsubscribe> {
+    this.assertOpen();
+    return this.listeners.add(handler);
+  }
+
+  async health(): Promise<BrokerHealth> {
+    if (this.closed) return { ok: false, detail: "closed" };
+    try {
+      this.db.prepare("SELECT 1").get();
+      return { ok: true, detail: `sqlite ${this.db.name}` };
+    } catch (error) {
+      return { ok: false, detail: String(error) };
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    clearInterval(this.sweepTimer);
+    await Promise.all([...this.inboxes.values()].map((inbox) => inbox.close()));
+    this.commits.close();
+    this.closed = true;
+    this.listeners.clear();
+    this.db.close();
+  }
+
+  // InboxHost
+
+  statusChanged(row: MessageRow): void {
+    if (this.listeners.size > 0) {
+      this.listeners.emit({ type: "message.status", message: toRecord(row, this.policy, Date.now()) });
+    }
+  }
+
+  deadLetter(row: MessageRow, detail: string): void {
+    const now = Date.now();
+    this.commits
+      .run(
+        () => this.table.markFailed(row.seq, now, "max-deliveries", detail),
+        (applied) => {
+          if (applied) this.statusChanged(failedRow(row, now, "max-deliveries", detail));
+        },
+      )
+      .catch((error: unknown) =>
+        process.emitWarning(`acp broker: dead-letter write failed: ${String(error)}`),
+      );
+  }
+
+  released(inbox: EmbeddedInbox): void {
+    if (this.inboxes.get(inbox.agentId) === inbox) this.inboxes.delete(inbox.agentId);
+  }
+
+  /**
+   * Checks run inside the commit batch, so an ack right after a submit (same tick) sees the message.
+   * Acknowledging twice returns the record; settling a failed or expired message is refused.
+   */
+  private async settle(
+    agentId: string,
+    id: string,
+    action: "ack" | "reject",
+    write: (row: MessageRow, now: number) => MessageRow,
+  ): Promise<MessageRecord> {
+    this.assertOpen();
+    checkAgentId(agentId);
+    checkMessageId(id);
+    const { row } = await this.commits.run(
+      () => {
+        const row = this.table.byId(id);
+        if (!row) throw new BrokerError("not_found", `no message ${id}`);
+        if (row.recipient !== agentId) {
+          throw new BrokerError("forbidden", `${agentId} is not the recipient of message ${id}`);
+        }
+        const now = Date.now();
+        const status = effectiveStatus(this.policy, row.status, row.queued_at, now);
+        if (action === "ack" && status === "acknowledged") return { row, changed: false };
+        if (status !== "queued" && status !== "delivered") {
+          throw new BrokerError(
+            "invalid_state",
+            `message ${id} is ${status}; it can no longer be ${action}ed`,
+          );
+        }
+        return { row: write(row, now), changed: true };
+      },
+      (result) => {
+        if (!result.changed) return;
+        this.inboxes.get(agentId)?.settled(id);
+        this.statusChanged(result.row);
+      },
+    );
+    return toRecord(row, this.policy, Date.now());
+  }
+
+  private sweep(): void {
+    if (this.closed) return;
+    const now = Date.now();
+    this.commits
+      .run(
+        () => {
+          const expired = this.table.expireThrough(now - this.policy.retentionMs);
+          this.table.purgeThrough(now - this.policy.recordRetentionMs);
+          // Last deliveries whose inbox closed before the ack wait ended; open inboxes handle their own.
+          const exhausted = this.table
+            .exhausted(this.policy.maxDeliver, now)
+            .filter((row) => !this.inboxes.has(row.recipient));
+          for (const row of exhausted) {
+            this.table.markFailed(
+              row.seq,
+              now,
+              "max-deliveries",
+              `not acknowledged after ${row.attempts} deliveries`,
+            );
+          }
+          return { expired, exhausted };
+        },
+        ({ expired, exhausted }) => {
+          for (const row of expired) this.statusChanged({ ...row, envelope: null, status: "expired" });
+          for (const row of exhausted) {
+            this.statusChanged(
+              failedRow(row, now, "max-deliveries", `not acknowledged after ${row.attempts} deliveries`),
+            );
+          }
+        },
+      )
+      .catch((error: unknown) => process.emitWarning(`acp broker: retention sweep failed: ${String(error)}`));
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new BrokerError("closed", "the broker is closed");
+  }
+}
+
+function failedRow(
+  row: MessageRow,
+  now: number,
+  reason: "max-deliveries" | "rejected",
+  detail: string,
+): MessageRow {
+  return {
+    ...row,
+    status: "failed",
+    failed_at: now,
+    next_attempt_at: null,
+    last_error: detail,
+    dead_letter_reason: reason,
+    dead_letter_detail: detail,
+  };
+}

@@ -1,0 +1,111 @@
+import type Database from "better-sqlite3";
+import { BrokerError } from "../errors.js";
+import { storageError } from "./database.js";
+
+interface QueuedWrite {
+  op: () => unknown;
+  afterCommit: ((result: unknown) => void) | undefined;
+  resolve: ((result: unknown) => void) | undefined;
+  reject: ((error: unknown) => void) | undefined;
+}
+
+/**
+ * Group commit: writes queued during one turn of the event loop run in a single transaction on the
+ * next `setImmediate`, and each caller's promise resolves only after that transaction committed.
+ * Durability per write is unchanged; the fsync/WAL cost is shared by the whole batch.
+ *
+ * An op may throw a BrokerError (a precondition failed) before it writes anything: only that op's
+ * promise rejects and the rest of the batch commits. Any other error aborts the whole batch.
+ */
+export class CommitQueue {
+  private queue: QueuedWrite[] = [];
+  private scheduled: NodeJS.Immediate | null = null;
+  private closed = false;
+
+  constructor(private readonly db: Database.Database) {}
+
+  /** Runs `op` in the next batch; `afterCommit` runs synchronously right after the commit, in queue order. */
+  run<T>(op: () => T, afterCommit?: (result: T) => void): Promise<T> {
+    if (this.closed) return Promise.reject(new BrokerError("closed", "the broker is closed"));
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({
+        op,
+        afterCommit: afterCommit as ((result: unknown) => void) | undefined,
+        resolve: resolve as (result: unknown) => void,
+        reject,
+      });
+      this.schedule();
+    });
+  }
+
+  /** A write nobody waits for (delivery bookkeeping); a failure is reported as a process warning. */
+  defer<T>(op: () => T, afterCommit?: (result: T) => void): void {
+    if (this.closed) return;
+    this.queue.push({
+      op,
+      afterCommit: afterCommit as ((result: unknown) => void) | undefined,
+      resolve: undefined,
+      reject: (error) => process.emitWarning(`acp broker: deferred write failed: ${String(error)}`),
+    });
+    this.schedule();
+  }
+
+  /** Commits everything queued so far, now. */
+  flush(): void {
+    if (this.scheduled) {
+      clearImmediate(this.scheduled);
+      this.scheduled = null;
+    }
+    while (this.queue.length > 0) this.commitBatch();
+  }
+
+  /** Flushes and refuses further writes. */
+  close(): void {
+    this.flush();
+    this.closed = true;
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = setImmediate(() => {
+      this.scheduled = null;
+      this.flush();
+    });
+  }
+
+  private commitBatch(): void {
+    const batch = this.queue;
+    this.queue = [];
+    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: BrokerError }> = [];
+    try {
+      this.db.transaction(() => {
+        for (const write of batch) {
+          try {
+            outcomes.push({ ok: true, value: write.op() });
+          } catch (error) {
+            if (!(error instanceof BrokerError)) throw error;
+            outcomes.push({ ok: false, error });
+          }
+        }
+      })();
+    } catch (error) {
+      const failure = storageError(error);
+      for (const write of batch) write.reject?.(failure);
+      return;
+    }
+    batch.forEach((write, index) => {
+      const outcome = outcomes[index];
+      if (!outcome) return;
+      if (outcome.ok) {
+        try {
+          write.afterCommit?.(outcome.value);
+        } catch (error) {
+          process.emitWarning(`acp broker: post-commit step failed: ${String(error)}`);
+        }
+        write.resolve?.(outcome.value);
+      } else {
+        write.reject?.(outcome.error);
+      }
+    });
+  }
+}

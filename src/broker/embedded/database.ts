@@ -1,0 +1,105 @@
+import { mkdirSync } from "node:fs";
+import { join, resolve } from "node:path";
+import Database from "better-sqlite3";
+import { BrokerError } from "../errors.js";
+
+export const DEFAULT_DATA_DIR = ".acp";
+export const DATABASE_FILE = "acp.db";
+
+/**
+ * `seq` orders everything (inbox order, list cursors, retention sweeps: `queued_at` never decreases
+ * with `seq`). AUTOINCREMENT so a sequence number is never reused after old rows are purged.
+ * The partial index holds only messages still waiting for an ack, so opening an inbox stays cheap
+ * however much acknowledged history an agent has.
+ */
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS messages (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  sender TEXT NOT NULL,
+  recipient TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  method TEXT NOT NULL,
+  envelope TEXT,
+  submitted_at TEXT NOT NULL,
+  queued_at INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  delivered_at INTEGER,
+  acknowledged_at INTEGER,
+  failed_at INTEGER,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  next_attempt_at INTEGER,
+  last_error TEXT,
+  dead_letter_reason TEXT,
+  dead_letter_detail TEXT
+);
+CREATE INDEX IF NOT EXISTS messages_unsettled ON messages(recipient, seq) WHERE status IN ('queued', 'delivered');
+CREATE INDEX IF NOT EXISTS messages_by_recipient ON messages(recipient, seq);
+CREATE INDEX IF NOT EXISTS messages_by_sender ON messages(sender, seq);
+CREATE TABLE IF NOT EXISTS kv (
+  bucket TEXT NOT NULL,
+  key TEXT NOT NULL,
+  value TEXT,
+  revision INTEGER NOT NULL,
+  PRIMARY KEY (bucket, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', 1), ('expired_through_seq', 0);
+`;
+
+function isBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === "SQLITE_BUSY" || code === "SQLITE_LOCKED";
+}
+
+/**
+ * Opens (creating if needed) `<dataDir>/acp.db`. The connection holds an exclusive lock for its whole
+ * life: the embedded broker keeps delivery state in memory, so a second process on the same file
+ * would break its guarantees; it gets a clear `unavailable` error instead.
+ */
+export function openDatabase(dataDir: string, synchronous: "normal" | "full"): Database.Database {
+  const dir = resolve(dataDir);
+  try {
+    mkdirSync(dir, { recursive: true });
+  } catch (error) {
+    throw new BrokerError("unavailable", `cannot create data directory ${dir}: ${String(error)}`, {
+      cause: error,
+    });
+  }
+  const file = join(dir, DATABASE_FILE);
+  let db: Database.Database;
+  try {
+    db = new Database(file, { timeout: 250 });
+  } catch (error) {
+    throw new BrokerError("unavailable", `cannot open ${file}: ${String(error)}`, { cause: error });
+  }
+  try {
+    // Exclusive locking must be set before WAL is entered, and WAL then needs no shared memory file.
+    db.pragma("locking_mode = EXCLUSIVE");
+    db.pragma("journal_mode = WAL");
+    // NORMAL in WAL: a commit is in the OS before it returns, so it survives a crash of this process.
+    db.pragma(`synchronous = ${synchronous === "full" ? "FULL" : "NORMAL"}`);
+    db.exec("BEGIN IMMEDIATE");
+    db.exec(SCHEMA);
+    db.exec("COMMIT");
+  } catch (error) {
+    db.close();
+    if (isBusy(error)) {
+      throw new BrokerError(
+        "unavailable",
+        `${file} is in use by another process (one broker per data directory)`,
+        {
+          cause: error,
+        },
+      );
+    }
+    throw new BrokerError("unavailable", `cannot initialise ${file}: ${String(error)}`, { cause: error });
+  }
+  return db;
+}
+
+/** SQLite failures while writing (disk full, read-only, I/O) surface as `unavailable`: nothing was accepted. */
+export function storageError(error: unknown): BrokerError {
+  if (error instanceof BrokerError) return error;
+  return new BrokerError("unavailable", `message store write failed: ${String(error)}`, { cause: error });
+}

@@ -1,0 +1,164 @@
+import { DeliveryQueue } from "../delivery-queue.js";
+import { ackWaitFor, type BrokerPolicy, expiresAtMs } from "../policy.js";
+import type { Delivery, Inbox } from "../types.js";
+import type { CommitQueue } from "./commit-queue.js";
+import { type MessageRow, type MessageTable, toDelivery } from "./messages.js";
+
+/** Rows read from the database at a time; also the most rows an inbox keeps in memory ahead of delivery. */
+const PAGE = 256;
+
+/** What an inbox needs from its broker. */
+export interface InboxHost {
+  readonly policy: BrokerPolicy;
+  readonly table: MessageTable;
+  readonly commits: CommitQueue;
+  statusChanged(row: MessageRow): void;
+  deadLetter(row: MessageRow, detail: string): void;
+  released(inbox: EmbeddedInbox): void;
+}
+
+interface InFlight {
+  row: MessageRow;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * One agent's inbox in this process. Messages come from two sources that never overlap: pages read
+ * from the database (`seq` above `lastSeq`) and rows offered right after their submit committed,
+ * accepted only while everything older is already in memory. Every hand-out arms an ack timer;
+ * when it fires the message is redelivered, or dead-lettered after `maxDeliver` deliveries.
+ */
+export class EmbeddedInbox implements Inbox {
+  private readonly queue: DeliveryQueue<Delivery>;
+  private readonly waiting: MessageRow[] = [];
+  private readonly inFlight = new Map<string, InFlight>();
+  private lastSeq = 0;
+  private caughtUp = false;
+  private closed = false;
+
+  constructor(
+    readonly agentId: string,
+    private readonly maxInFlight: number,
+    private readonly host: InboxHost,
+  ) {
+    this.queue = new DeliveryQueue<Delivery>(() => this.close());
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<Delivery> {
+    return this.queue[Symbol.asyncIterator]();
+  }
+
+  start(): void {
+    this.pump();
+  }
+
+  /** A message to this agent was just committed. */
+  offer(row: MessageRow): void {
+    if (this.closed || row.seq <= this.lastSeq) return;
+    if (!this.caughtUp || this.waiting.length >= PAGE) {
+      // The database has it; the pager reads it in order when memory has room again.
+      this.caughtUp = false;
+      return;
+    }
+    this.lastSeq = row.seq;
+    this.waiting.push(row);
+    this.pump();
+  }
+
+  /** The message was acknowledged or rejected through the broker: stop tracking it. */
+  settled(id: string): void {
+    const entry = this.inFlight.get(id);
+    if (entry) {
+      clearTimeout(entry.timer);
+      this.inFlight.delete(id);
+      this.pump();
+      return;
+    }
+    const index = this.waiting.findIndex((row) => row.id === id);
+    if (index >= 0) this.waiting.splice(index, 1);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const entry of this.inFlight.values()) clearTimeout(entry.timer);
+    this.inFlight.clear();
+    this.waiting.length = 0;
+    this.queue.close();
+    this.host.released(this);
+    // Delivery bookkeeping (attempts, next due time) must be on disk for the next open.
+    this.host.commits.flush();
+  }
+
+  private pump(): void {
+    while (!this.closed && this.inFlight.size < this.maxInFlight) {
+      if (this.waiting.length === 0) {
+        if (this.caughtUp) return;
+        this.readPage();
+        continue;
+      }
+      const row = this.waiting.shift()!;
+      const now = Date.now();
+      if (now >= expiresAtMs(this.host.policy, row.queued_at)) continue; // the sweep marks it expired
+      if (row.attempts >= this.host.policy.maxDeliver) {
+        this.host.deadLetter(row, `not acknowledged after ${row.attempts} deliveries`);
+        continue;
+      }
+      this.deliver(row, now);
+    }
+  }
+
+  private readPage(): void {
+    const rows = this.host.table.unsettled(this.agentId, this.lastSeq, PAGE);
+    if (rows.length < PAGE) this.caughtUp = true;
+    const now = Date.now();
+    for (const row of rows) {
+      this.lastSeq = row.seq;
+      if (row.status === "delivered" && row.next_attempt_at !== null && row.next_attempt_at > now) {
+        // Handed out before a close or restart and still inside its ack wait: wait for that to end.
+        this.track(row, row.next_attempt_at - now);
+      } else {
+        this.waiting.push(row);
+      }
+    }
+  }
+
+  private deliver(row: MessageRow, now: number): void {
+    const wait = ackWaitFor(this.host.policy, row.attempts + 1);
+    row.attempts += 1;
+    row.status = "delivered";
+    row.delivered_at ??= now;
+    row.next_attempt_at = now + wait;
+    const snapshot = { ...row };
+    this.host.commits.defer(
+      () => this.host.table.markDelivered(snapshot),
+      (applied) => {
+        if (applied) this.host.statusChanged(snapshot);
+      },
+    );
+    this.track(row, wait);
+    this.queue.push(toDelivery(row));
+  }
+
+  private track(row: MessageRow, waitMs: number): void {
+    const timer = setTimeout(() => this.ackWaitEnded(row.id), waitMs);
+    timer.unref();
+    this.inFlight.set(row.id, { row, timer });
+  }
+
+  private ackWaitEnded(id: string): void {
+    const entry = this.inFlight.get(id);
+    if (!entry || this.closed) return;
+    this.inFlight.delete(id);
+    const { row } = entry;
+    const now = Date.now();
+    if (now < expiresAtMs(this.host.policy, row.queued_at)) {
+      if (row.attempts >= this.host.policy.maxDeliver) {
+        this.host.deadLetter(row, `not acknowledged after ${row.attempts} deliveries`);
+      } else {
+        this.deliver(row, now);
+      }
+    }
+    this.pump();
+  }
+}

@@ -1,0 +1,402 @@
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { headers, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { BrokerError } from "../errors.js";
+import { Listeners } from "../listeners.js";
+import {
+  type BrokerPolicy,
+  DEFAULT_LIST_LIMIT,
+  DEFAULT_MAX_IN_FLIGHT,
+  effectiveStatus,
+  resolvePolicy,
+} from "../policy.js";
+import { buildRecord } from "../records.js";
+import type {
+  Broker,
+  BrokerEvent,
+  BrokerHealth,
+  Inbox,
+  InboxOptions,
+  KvBucket,
+  ListPage,
+  ListQuery,
+  MessageRecord,
+  NatsBrokerOptions,
+  StoredMessage,
+  SubmitInput,
+  SubmitResult,
+  Unsubscribe,
+} from "../types.js";
+import {
+  checkAgentId,
+  checkBucketName,
+  checkListQuery,
+  checkMessageId,
+  checkSubmit,
+  decodeCursor,
+} from "../validation.js";
+import { connectNats } from "./connection.js";
+import { DeadLetters } from "./dead-letters.js";
+import { NatsInbox, type NatsInboxHost } from "./inbox.js";
+import { NatsBucket } from "./kv.js";
+import {
+  consumerName,
+  ensureStreams,
+  Header,
+  INBOX_STREAM,
+  inboxConsumerConfig,
+  inboxSubject,
+  indexSubject,
+  STATUS_BUCKET,
+  USER_BUCKET_PREFIX,
+} from "./layout.js";
+import { type IndexEntry, listMessages } from "./listing.js";
+import { type StatusDoc, StatusStore } from "./status-store.js";
+
+const textDecoder = new TextDecoder();
+
+/**
+ * The broker on NATS JetStream. Every gateway process connected to the same NATS shares the
+ * streams, consumers and buckets, so a message submitted at one gateway reaches an inbox open at another.
+ */
+export class NatsBroker implements Broker, NatsInboxHost {
+  readonly kind = "nats" as const;
+  private readonly inboxes = new Map<string, NatsInbox>();
+  private readonly listeners = new Listeners<BrokerEvent>();
+  private eventSubscription: Subscription | null = null;
+  private readonly deadLetters: DeadLetters;
+  private closed = false;
+
+  static async open(options: NatsBrokerOptions): Promise<NatsBroker> {
+    const policy = resolvePolicy(options);
+    const replicas = options.nats.replicas ?? 1;
+    if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) {
+      throw new BrokerError("invalid_argument", "nats.replicas must be an integer from 1 to 5", {
+        field: "nats.replicas",
+      });
+    }
+    const nc = await connectNats(options.nats);
+    try {
+      const jsm = await jetstreamManager(nc);
+      await ensureStreams(jsm, policy, replicas);
+      const kvm = new Kvm(nc);
+      const statusKv = await kvm.create(STATUS_BUCKET, {
+        history: 1,
+        replicas,
+        ttl: policy.recordRetentionMs,
+      });
+      return new NatsBroker(nc, jsm, jetstream(nc), kvm, new StatusStore(statusKv), policy, replicas);
+    } catch (error) {
+      await nc.close();
+      throw error instanceof BrokerError
+        ? error
+        : new BrokerError("unavailable", `cannot set up JetStream: ${String(error)}`, { cause: error });
+    }
+  }
+
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly jsm: JetStreamManager,
+    private readonly js: JetStreamClient,
+    private readonly kvm: Kvm,
+    readonly statuses: StatusStore,
+    readonly policy: BrokerPolicy,
+    private readonly replicas: number,
+  ) {
+    this.deadLetters = new DeadLetters(nc, jsm, this);
+  }
+
+  submit(input: SubmitInput): Promise<SubmitResult> {
+    return this.guard(async () => {
+      checkSubmit(input);
+      const queuedAt = Date.now();
+      const h = headers();
+      h.set(Header.From, input.from);
+      h.set(Header.Kind, input.kind);
+      h.set(Header.Method, input.method);
+      h.set(Header.SubmittedAt, input.submittedAt);
+      h.set(Header.QueuedAt, String(queuedAt));
+      const entry: IndexEntry = {
+        id: input.id,
+        from: input.from,
+        to: input.to,
+        kind: input.kind,
+        method: input.method,
+        submittedAt: input.submittedAt,
+        queuedAt,
+      };
+      // Both publishes start before any await, so submit order per pair is stream order.
+      const [ack, indexAck] = await Promise.all([
+        this.js.publish(inboxSubject(input.to), input.envelope, { msgID: input.id, headers: h }),
+        this.js.publish(indexSubject(input.from, input.to), JSON.stringify(entry), { msgID: input.id }),
+      ]);
+      const doc: StatusDoc = {
+        ...entry,
+        status: "queued",
+        attempts: 0,
+        seq: ack.seq,
+        indexSeq: indexAck.seq,
+      };
+      // The record is written after the message is durable: a record never points at nothing.
+      const created = !ack.duplicate && (await this.statuses.create(doc));
+      if (created) return { id: input.id, status: "queued", duplicate: false };
+      // Either a duplicate (within the dedup window, or later: the record exists), or the recipient's
+      // inbox created the record first from the message headers.
+      const existing = await this.statuses.read(input.id);
+      if (!existing) {
+        // Duplicate within the window of a submit that stopped before writing its record.
+        await this.statuses.create(doc);
+        return { id: input.id, status: "queued", duplicate: true };
+      }
+      const current = existing.value;
+      if (current.from !== input.from) {
+        throw new BrokerError("conflict", `message id ${input.id} is already used by another sender`, {
+          field: "id",
+        });
+      }
+      const status = effectiveStatus(this.policy, current.status, current.queuedAt, Date.now());
+      return { id: input.id, status, duplicate: ack.duplicate || current.seq !== ack.seq };
+    });
+  }
+
+  openInbox(agentId: string, options: InboxOptions = {}): Promise<Inbox> {
+    return this.guard(async () => {
+      checkAgentId(agentId);
+      const maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
+      if (!Number.isInteger(maxInFlight) || maxInFlight < 1) {
+        throw new BrokerError("invalid_argument", "maxInFlight must be a positive integer", {
+          field: "maxInFlight",
+        });
+      }
+      if (this.inboxes.has(agentId)) {
+        throw new BrokerError("invalid_state", `the inbox of ${agentId} is already open in this broker`);
+      }
+      const config = inboxConsumerConfig(agentId, this.policy, maxInFlight);
+      const name = consumerName(agentId);
+      try {
+        await this.jsm.consumers.update(INBOX_STREAM, name, config);
+      } catch {
+        await this.jsm.consumers.add(INBOX_STREAM, config);
+      }
+      const consumer = await this.js.consumers.get(INBOX_STREAM, name);
+      const messages = await consumer.consume({ max_messages: maxInFlight });
+      const inbox = new NatsInbox(agentId, messages, this);
+      this.inboxes.set(agentId, inbox);
+      return inbox;
+    });
+  }
+
+  ack(agentId: string, id: string): Promise<MessageRecord> {
+    return this.settle(agentId, id, "ack", "");
+  }
+
+  reject(agentId: string, id: string, reason: string): Promise<MessageRecord> {
+    if (typeof reason !== "string" || reason.length === 0 || reason.length > 1024) {
+      return Promise.reject(
+        new BrokerError("invalid_argument", "reject: reason must be 1-1024 characters", { field: "reason" }),
+      );
+    }
+    return this.settle(agentId, id, "reject", `rejected by recipient: ${reason}`);
+  }
+
+  status(id: string): Promise<MessageRecord | null> {
+    return this.guard(async () => {
+      checkMessageId(id);
+      const current = await this.statuses.read(id);
+      return current ? buildRecord(current.value, this.policy, Date.now()) : null;
+    });
+  }
+
+  get(id: string): Promise<StoredMessage | null> {
+    return this.guard(async () => {
+      checkMessageId(id);
+      const current = await this.statuses.read(id);
+      if (!current) return null;
+      const now = Date.now();
+      const record = buildRecord(current.value, this.policy, now);
+      if (record.expiredAt !== undefined) return { ...record, envelope: null };
+      const stored = await this.jsm.direct.getMessage(INBOX_STREAM, { seq: current.value.seq });
+      return { ...record, envelope: stored ? stored.string() : null };
+    });
+  }
+
+  list(query: ListQuery): Promise<ListPage> {
+    return this.guard(async () => {
+      checkListQuery(query);
+      return listMessages(
+        this.jsm,
+        this.statuses,
+        this.policy,
+        query,
+        decodeCursor(query.cursor),
+        query.limit ?? DEFAULT_LIST_LIMIT,
+      );
+    });
+  }
+
+  kv<T = unknown>(bucket: string): KvBucket<T> {
+    checkBucketName(bucket);
+    return new NatsBucket<T>(bucket, this.kvm, this.replicas, (work) => this.guard(work));
+  }
+
+  events(handler: (event: BrokerEvent) => void): Promise<Unsubscribe> {
+    return this.guard(async () => {
+      const remove = this.listeners.add(handler);
+      if (!this.eventSubscription) {
+        // Every KV write is a message on $KV.<bucket>.<key>: one subscription sees the writes of all gateways.
+        this.eventSubscription = this.nc.subscribe("$KV.*.>", {
+          callback: (_error, msg) => this.kvWritten(msg),
+        });
+        await this.nc.flush();
+      }
+      return () => {
+        remove();
+        if (this.listeners.size === 0 && this.eventSubscription) {
+          this.eventSubscription.unsubscribe();
+          this.eventSubscription = null;
+        }
+      };
+    });
+  }
+
+  async health(): Promise<BrokerHealth> {
+    if (this.closed || this.nc.isClosed()) return { ok: false, detail: "closed" };
+    try {
+      const rtt = await this.nc.rtt();
+      return { ok: true, detail: `nats ${this.nc.getServer()} rtt ${rtt} ms` };
+    } catch (error) {
+      return { ok: false, detail: `nats unreachable: ${String(error)}` };
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.deadLetters.stop();
+    await Promise.all([...this.inboxes.values()].map((inbox) => inbox.close()));
+    this.listeners.clear();
+    await this.nc.drain();
+  }
+
+  // NatsInboxHost and DeadLetters host
+
+  released(inbox: NatsInbox): void {
+    if (this.inboxes.get(inbox.agentId) === inbox) this.inboxes.delete(inbox.agentId);
+  }
+
+  /** The live delivery of `id` if the recipient's inbox is open here. */
+  takeDelivery(agentId: string, id: string): ReturnType<NatsInbox["take"]> {
+    return this.inboxes.get(agentId)?.take(id);
+  }
+
+  warn(message: string): void {
+    process.emitWarning(`acp broker (nats): ${message}`);
+  }
+
+  /**
+   * The status record decides (recipient, state) with compare-and-set; then the JetStream ack or
+   * term goes through the live delivery if it is here, else through the ack subject recorded at
+   * delivery, so an ack reaches the consumer whichever gateway holds the inbox.
+   */
+  private settle(
+    agentId: string,
+    id: string,
+    action: "ack" | "reject",
+    detail: string,
+  ): Promise<MessageRecord> {
+    return this.guard(async () => {
+      checkAgentId(agentId);
+      checkMessageId(id);
+      const now = Date.now();
+      const doc = await this.statuses.mutate<StatusDoc>(id, (current) => {
+        if (!current) throw new BrokerError("not_found", `no message ${id}`);
+        const value = current.value;
+        if (value.to !== agentId)
+          throw new BrokerError("forbidden", `${agentId} is not the recipient of message ${id}`);
+        const status = effectiveStatus(this.policy, value.status, value.queuedAt, now);
+        if (action === "ack" && status === "acknowledged") return { result: value };
+        if (status !== "queued" && status !== "delivered") {
+          throw new BrokerError(
+            "invalid_state",
+            `message ${id} is ${status}; it can no longer be ${action}ed`,
+          );
+        }
+        const next: StatusDoc =
+          action === "ack"
+            ? { ...value, status: "acknowledged", acknowledgedAt: now }
+            : {
+                ...value,
+                status: "failed",
+                failedAt: now,
+                lastError: detail,
+                deadLetter: { reason: "rejected", detail },
+              };
+        return { next, result: next };
+      });
+      await this.settleDelivery(agentId, id, doc.ackSubject, action === "ack" ? "+ACK" : "+TERM");
+      return buildRecord(doc, this.policy, Date.now());
+    });
+  }
+
+  private async settleDelivery(
+    agentId: string,
+    id: string,
+    ackSubject: string | undefined,
+    verb: string,
+  ): Promise<void> {
+    const live = this.takeDelivery(agentId, id);
+    if (live) {
+      if (verb === "+ACK") await live.ackAck();
+      else live.term();
+      return;
+    }
+    if (!ackSubject) return; // never delivered: the inbox skips it when it comes, seeing the status
+    try {
+      await this.nc.request(ackSubject, verb, { timeout: 2000 });
+    } catch {
+      // The status record is already settled; a redelivery of it is acked silently by the inbox.
+    }
+  }
+
+  private kvWritten(msg: { subject: string; data: Uint8Array; headers?: { get(k: string): string } }): void {
+    const match = /^\$KV\.([^.]+)\.(.+)$/.exec(msg.subject);
+    if (!match?.[1] || !match[2]) return;
+    const [, bucket, key] = match;
+    const operation = msg.headers?.get("KV-Operation") ?? "";
+    const deleted = operation === "DEL" || operation === "PURGE";
+    try {
+      if (bucket === STATUS_BUCKET) {
+        if (deleted) return;
+        const doc = JSON.parse(textDecoder.decode(msg.data)) as StatusDoc;
+        this.listeners.emit({ type: "message.status", message: buildRecord(doc, this.policy, Date.now()) });
+      } else if (bucket.startsWith(USER_BUCKET_PREFIX)) {
+        this.listeners.emit({
+          type: "kv",
+          bucket: bucket.slice(USER_BUCKET_PREFIX.length),
+          key,
+          op: deleted ? "delete" : "put",
+          value: deleted ? null : (JSON.parse(textDecoder.decode(msg.data)) as unknown),
+        });
+      }
+    } catch (error) {
+      this.warn(`unreadable KV event on ${msg.subject}: ${String(error)}`);
+    }
+  }
+
+  /** Runs broker work; anything that is not already a BrokerError means NATS is unreachable or refused. */
+  private async guard<R>(work: () => Promise<R>): Promise<R> {
+    if (this.closed) throw new BrokerError("closed", "the broker is closed");
+    try {
+      return await work();
+    } catch (error) {
+      if (error instanceof BrokerError) throw error;
+      throw new BrokerError(
+        "unavailable",
+        `NATS: ${error instanceof Error ? error.message : String(error)}`,
+        {
+          cause: error,
+        },
+      );
+    }
+  }
+}

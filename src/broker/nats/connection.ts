@@ -1,0 +1,57 @@
+import { readFileSync } from "node:fs";
+import {
+  connect,
+  credsAuthenticator,
+  type NatsConnection,
+  type NodeConnectionOptions,
+} from "@nats-io/transport-node";
+import { BrokerError } from "../errors.js";
+import type { NatsConnectionOptions } from "../types.js";
+
+/**
+ * Connects with the broker's options. The connection reconnects forever: a NATS restart makes
+ * operations fail (`unavailable`) while it is down, and everything resumes when it is back.
+ */
+export async function connectNats(options: NatsConnectionOptions): Promise<NatsConnection> {
+  const servers = Array.isArray(options.servers) ? options.servers : [options.servers];
+  if (servers.length === 0 || servers.some((server) => typeof server !== "string" || server.length === 0)) {
+    throw new BrokerError("invalid_argument", "nats.servers must name at least one server URL", {
+      field: "nats.servers",
+    });
+  }
+  const connectOptions: NodeConnectionOptions = {
+    servers,
+    name: options.name ?? "acp-broker",
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+  };
+  if (options.user !== undefined) connectOptions.user = options.user;
+  if (options.pass !== undefined) connectOptions.pass = options.pass;
+  if (options.token !== undefined) connectOptions.token = options.token;
+  if (options.credsFile !== undefined) {
+    let creds: Uint8Array;
+    try {
+      creds = readFileSync(options.credsFile);
+    } catch (error) {
+      throw new BrokerError("invalid_argument", `nats.credsFile: cannot read ${options.credsFile}`, {
+        field: "nats.credsFile",
+        cause: error,
+      });
+    }
+    connectOptions.authenticator = credsAuthenticator(creds);
+  }
+  if (options.tls === true) connectOptions.tls = {};
+  else if (typeof options.tls === "object") connectOptions.tls = { ...options.tls };
+  try {
+    return await connect(connectOptions);
+  } catch (error) {
+    // The message names the server and the reason (refused, authorization violation, TLS required…).
+    throw new BrokerError(
+      "unavailable",
+      `cannot connect to NATS at ${servers.join(", ")}: ${String(error)}`,
+      {
+        cause: error,
+      },
+    );
+  }
+}

@@ -1,0 +1,141 @@
+/**
+ * Everything the NATS broker creates on the server, by name. docs/brokers.md describes this layout;
+ * change both together.
+ */
+import {
+  AckPolicy,
+  type ConsumerConfig,
+  DeliverPolicy,
+  DiscardPolicy,
+  JetStreamApiError,
+  type JetStreamManager,
+  RetentionPolicy,
+  StorageType,
+  type StreamConfig,
+} from "@nats-io/jetstream";
+import { nanos } from "@nats-io/transport-node";
+import { type BrokerPolicy, backoffSchedule } from "../policy.js";
+
+/** Every message, one subject per recipient: `agent.<recipient-id>.inbox` (seed 000). */
+export const INBOX_STREAM = "ACP_INBOX";
+/** One small entry per message on `acp.index.<from>.<to>`, so `list` can walk by sender or recipient. */
+export const INDEX_STREAM = "ACP_INDEX";
+/** Status record per message id (KV), kept after the envelope expires. */
+export const STATUS_BUCKET = "acp_message_status";
+/** `kv(name)` maps to this bucket, so user buckets never collide with the broker's own. */
+export const USER_BUCKET_PREFIX = "acp_kv_";
+/** Queue group for dead-letter advisories: exactly one gateway records each dead letter. */
+export const DEAD_LETTER_QUEUE = "acp-dead-letter";
+
+/** JetStream's dedup window: at least ten minutes, never longer than retention (the server refuses that). */
+const DUPLICATE_WINDOW_MS = 10 * 60 * 1000;
+
+export const Header = {
+  From: "Acp-From",
+  Kind: "Acp-Kind",
+  Method: "Acp-Method",
+  SubmittedAt: "Acp-Submitted-At",
+  QueuedAt: "Acp-Queued-At",
+} as const;
+
+export function inboxSubject(agentId: string): string {
+  return `agent.${agentId}.inbox`;
+}
+
+export function agentOfInboxSubject(subject: string): string | null {
+  const match = /^agent\.([^.]+)\.inbox$/.exec(subject);
+  return match?.[1] ?? null;
+}
+
+export function indexSubject(from: string, to: string): string {
+  return `acp.index.${from}.${to}`;
+}
+
+export function consumerName(agentId: string): string {
+  return `acp-inbox-${agentId}`;
+}
+
+export function userBucket(name: string): string {
+  return `${USER_BUCKET_PREFIX}${name}`;
+}
+
+export function deadLetterAdvisorySubject(): string {
+  return `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${INBOX_STREAM}.*`;
+}
+
+function streamConfigs(
+  policy: BrokerPolicy,
+  replicas: number,
+): Array<Partial<StreamConfig> & { name: string }> {
+  const common = {
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    discard: DiscardPolicy.Old,
+    num_replicas: replicas,
+    allow_direct: true,
+  };
+  return [
+    {
+      ...common,
+      name: INBOX_STREAM,
+      subjects: ["agent.*.inbox"],
+      max_age: nanos(policy.retentionMs),
+      duplicate_window: nanos(Math.min(DUPLICATE_WINDOW_MS, policy.retentionMs)),
+    },
+    {
+      ...common,
+      name: INDEX_STREAM,
+      subjects: ["acp.index.*.*"],
+      max_age: nanos(policy.recordRetentionMs),
+      duplicate_window: nanos(Math.min(DUPLICATE_WINDOW_MS, policy.recordRetentionMs)),
+    },
+  ];
+}
+
+/** Creates the streams, or brings an existing one to these settings (retention, replicas). */
+export async function ensureStreams(
+  jsm: JetStreamManager,
+  policy: BrokerPolicy,
+  replicas: number,
+): Promise<void> {
+  for (const config of streamConfigs(policy, replicas)) {
+    try {
+      const info = await jsm.streams.info(config.name);
+      const current = info.config;
+      if (
+        current.max_age !== config.max_age ||
+        current.duplicate_window !== config.duplicate_window ||
+        current.num_replicas !== config.num_replicas ||
+        current.allow_direct !== true
+      ) {
+        await jsm.streams.update(config.name, config);
+      }
+    } catch (error) {
+      if (!(error instanceof JetStreamApiError) || error.code !== 10059) throw error;
+      await jsm.streams.add(config);
+    }
+  }
+}
+
+/**
+ * One durable pull consumer per agent. With a backoff list JetStream takes the ack wait from it:
+ * delivery n waits backoff[n-1] (the last value repeats), then after max_deliver deliveries the
+ * server gives up and publishes the MAX_DELIVERIES advisory.
+ */
+export function inboxConsumerConfig(
+  agentId: string,
+  policy: BrokerPolicy,
+  maxInFlight: number,
+): Partial<ConsumerConfig> {
+  const backoff = backoffSchedule(policy).map((ms) => nanos(ms));
+  return {
+    durable_name: consumerName(agentId),
+    filter_subject: inboxSubject(agentId),
+    deliver_policy: DeliverPolicy.All,
+    ack_policy: AckPolicy.Explicit,
+    ack_wait: nanos(policy.ackWaitMs),
+    max_deliver: policy.maxDeliver,
+    max_ack_pending: maxInFlight,
+    ...(backoff.length > 0 ? { backoff } : {}),
+  };
+}

@@ -1,0 +1,75 @@
+import { JetStreamApiError } from "@nats-io/jetstream";
+import type { KV } from "@nats-io/kv";
+import { BrokerError } from "../errors.js";
+import type { StatusFields } from "../records.js";
+import { messageKey } from "../validation.js";
+
+/** The status record kept per message id in the `acp_message_status` KV bucket. */
+export interface StatusDoc extends StatusFields {
+  /** Sequence of the message in ACP_INBOX: a copy with another sequence is a late duplicate. */
+  seq: number;
+  /** Sequence of its ACP_INDEX entry, when known. */
+  indexSeq?: number;
+  /** Reply subject of the latest delivery: any gateway can ack or term through it. */
+  ackSubject?: string;
+}
+
+export interface Versioned<T> {
+  value: T;
+  revision: number;
+}
+
+/** What a mutation decided: write `next` (or nothing) and hand `result` back to the caller. */
+export interface Decision<R> {
+  next?: StatusDoc;
+  result: R;
+}
+
+const MAX_CAS_ATTEMPTS = 20;
+
+/** Compare-and-set lost a race ("wrong last sequence"): someone else wrote the key first. */
+export function isRevisionConflict(error: unknown): boolean {
+  return error instanceof JetStreamApiError && (error.code === 10071 || error.code === 10164);
+}
+
+/** Status records with compare-and-set updates, so gateways writing the same message never lose a change. */
+export class StatusStore {
+  constructor(private readonly kv: KV) {}
+
+  async read(id: string): Promise<Versioned<StatusDoc> | null> {
+    const entry = await this.kv.get(messageKey(id));
+    if (entry?.operation !== "PUT") return null;
+    return { value: entry.json<StatusDoc>(), revision: entry.revision };
+  }
+
+  /** Creates the record; false if one exists already. */
+  async create(doc: StatusDoc): Promise<boolean> {
+    try {
+      await this.kv.create(messageKey(doc.id), JSON.stringify(doc));
+      return true;
+    } catch (error) {
+      if (isRevisionConflict(error)) return false;
+      throw error;
+    }
+  }
+
+  /** Reads, decides, writes with compare-and-set; on a lost race reads again and decides again. */
+  async mutate<R>(id: string, decide: (current: Versioned<StatusDoc> | null) => Decision<R>): Promise<R> {
+    for (let attempt = 0; attempt < MAX_CAS_ATTEMPTS; attempt++) {
+      const current = await this.read(id);
+      const { next, result } = decide(current);
+      if (!next) return result;
+      try {
+        if (current) await this.kv.update(messageKey(id), JSON.stringify(next), current.revision);
+        else await this.kv.create(messageKey(id), JSON.stringify(next));
+        return result;
+      } catch (error) {
+        if (!isRevisionConflict(error)) throw error;
+      }
+    }
+    throw new BrokerError(
+      "unavailable",
+      `status of message ${id} keeps changing; gave up after ${MAX_CAS_ATTEMPTS} tries`,
+    );
+  }
+}

@@ -1,0 +1,244 @@
+/**
+ * The broker contract. The gateway talks only to this interface; `openBroker` picks the embedded
+ * (SQLite) or NATS JetStream implementation at start-up. Envelopes are opaque JSON strings here:
+ * validation and signature checks happen in the gateway before `submit`.
+ */
+
+export const MESSAGE_KINDS = ["request", "response", "notification", "handoff"] as const;
+export type MessageKind = (typeof MESSAGE_KINDS)[number];
+
+export const MESSAGE_STATUSES = ["queued", "delivered", "acknowledged", "failed", "expired"] as const;
+/**
+ * queued: persisted, not handed to the recipient yet. delivered: handed out, not acknowledged.
+ * acknowledged / failed: terminal. expired: retention ran out before it was acknowledged or failed.
+ */
+export type MessageStatus = (typeof MESSAGE_STATUSES)[number];
+
+export interface SubmitInput {
+  /** Unique message id (the dedup key; NATS `Nats-Msg-Id`). */
+  id: string;
+  /** Sender agent id. */
+  from: string;
+  /** Recipient agent id: the message goes to `agent.<to>.inbox`. */
+  to: string;
+  kind: MessageKind;
+  method: string;
+  /** The signed envelope, serialized. Stored and delivered byte for byte. */
+  envelope: string;
+  /** ISO 8601 time the sender created the message (its `timestamp` header). */
+  submittedAt: string;
+}
+
+export interface SubmitResult {
+  id: string;
+  status: MessageStatus;
+  /** True when this id was submitted before: nothing new was stored or delivered. */
+  duplicate: boolean;
+}
+
+/** Why a message ended `failed`; visible to the sender through `status()`. */
+export interface DeadLetter {
+  reason: "max-deliveries" | "rejected";
+  detail: string;
+  at: string;
+}
+
+/** A message's routing metadata and delivery status (everything but the envelope). */
+export interface MessageRecord {
+  id: string;
+  from: string;
+  to: string;
+  kind: MessageKind;
+  method: string;
+  submittedAt: string;
+  status: MessageStatus;
+  queuedAt: string;
+  deliveredAt?: string;
+  acknowledgedAt?: string;
+  failedAt?: string;
+  /** When the envelope left retention (set once that time has passed, whatever the status). */
+  expiredAt?: string;
+  /** Deliveries after the first (0 after one delivery). */
+  retryCount: number;
+  lastError?: string;
+  deadLetter?: DeadLetter;
+}
+
+export interface StoredMessage extends MessageRecord {
+  /** The envelope, or null once retention has removed it. */
+  envelope: string | null;
+}
+
+/** One hand-out of a message to its recipient. Acknowledge with `broker.ack(to, id)`. */
+export interface Delivery {
+  id: string;
+  from: string;
+  to: string;
+  kind: MessageKind;
+  method: string;
+  envelope: string;
+  submittedAt: string;
+  queuedAt: string;
+  /** 1 for the first delivery, 2 for the first redelivery, … up to `maxDeliver`. */
+  attempt: number;
+}
+
+export interface InboxOptions {
+  /** Deliveries handed out and not yet acknowledged, at most. Default 32. */
+  maxInFlight?: number;
+}
+
+/**
+ * An agent's open inbox: deliveries in submit order (redeliveries come when their ack wait ends).
+ * Iterate it once. Closing it (or leaving the loop) keeps unacknowledged messages for the next open.
+ */
+export interface Inbox extends AsyncIterable<Delivery> {
+  readonly agentId: string;
+  close(): Promise<void>;
+}
+
+export interface ListQuery {
+  /** The agent asking: only messages it sent or received are listed. */
+  participant: string;
+  from?: string;
+  to?: string;
+  kind?: MessageKind;
+  method?: string;
+  status?: MessageStatus;
+  /** `nextCursor` of the previous page. */
+  cursor?: string;
+  /** Page size, 1..500. Default 50. */
+  limit?: number;
+}
+
+export interface ListPage {
+  /** Oldest first. */
+  items: MessageRecord[];
+  /** Pass as `cursor` for the next page; null when there is none. */
+  nextCursor: string | null;
+}
+
+export interface KvEntry<T> {
+  key: string;
+  value: T;
+  /** Changes on every write; pass to `update` for compare-and-set. */
+  revision: number;
+}
+
+export interface KvChange<T> {
+  bucket: string;
+  key: string;
+  op: "put" | "delete";
+  /** The new value; null for a delete. */
+  value: T | null;
+  revision: number;
+}
+
+export type Unsubscribe = () => void;
+
+/**
+ * Keyed JSON state (registry, presence, handshake state, …). Bucket names: `[A-Za-z0-9_-]{1,64}`.
+ * Keys: `[A-Za-z0-9_=/.-]`, 1..256 characters, not starting or ending with `.`.
+ */
+export interface KvBucket<T = unknown> {
+  readonly name: string;
+  get(key: string): Promise<KvEntry<T> | null>;
+  /** Writes unconditionally; returns the new revision. */
+  put(key: string, value: T): Promise<number>;
+  /** Writes only if the key does not exist; BrokerError `exists` otherwise. */
+  create(key: string, value: T): Promise<number>;
+  /** Writes only if the key is still at `expectedRevision`; BrokerError `conflict` otherwise. */
+  update(key: string, value: T, expectedRevision: number): Promise<number>;
+  delete(key: string): Promise<void>;
+  /** Live keys, sorted; only those starting with `prefix` when given. */
+  keys(prefix?: string): Promise<string[]>;
+  /** Changes made after the returned promise resolves, in order. */
+  watch(handler: (change: KvChange<T>) => void, options?: { prefix?: string }): Promise<Unsubscribe>;
+}
+
+/**
+ * Live change feed for dashboards, metrics and webhooks (at most once, not replayed).
+ * On NATS it covers changes made through every gateway on that NATS.
+ */
+export type BrokerEvent =
+  | { type: "message.status"; message: MessageRecord }
+  | { type: "kv"; bucket: string; key: string; op: "put" | "delete"; value: unknown };
+
+export interface BrokerHealth {
+  ok: boolean;
+  detail: string;
+}
+
+export interface Broker {
+  readonly kind: "embedded" | "nats";
+  /** Persists the message (durable when this resolves) and queues it for `to`. Idempotent by id. */
+  submit(input: SubmitInput): Promise<SubmitResult>;
+  /** One open inbox per agent per broker instance; a second open fails until the first is closed. */
+  openInbox(agentId: string, options?: InboxOptions): Promise<Inbox>;
+  /** Only the recipient may acknowledge. Acknowledging twice is harmless. */
+  ack(agentId: string, id: string): Promise<MessageRecord>;
+  /** The recipient declines the message: it ends `failed` with a dead-letter record. */
+  reject(agentId: string, id: string, reason: string): Promise<MessageRecord>;
+  status(id: string): Promise<MessageRecord | null>;
+  get(id: string): Promise<StoredMessage | null>;
+  list(query: ListQuery): Promise<ListPage>;
+  kv<T = unknown>(bucket: string): KvBucket<T>;
+  events(handler: (event: BrokerEvent) => void): Promise<Unsubscribe>;
+  health(): Promise<BrokerHealth>;
+  /** Flushes pending writes, closes inboxes and releases the store or connection. */
+  close(): Promise<void>;
+}
+
+export interface DeliveryOptions {
+  /** Time to acknowledge the first delivery before it is redelivered. Default 30 s. */
+  ackWaitMs?: number;
+  /** Deliveries per message before it is dead-lettered. Default 5. */
+  maxDeliver?: number;
+  /** Each further ack wait is this many times the previous one. Default 2. */
+  backoffFactor?: number;
+}
+
+export interface CommonBrokerOptions {
+  delivery?: DeliveryOptions;
+  /** How long envelopes are kept (and undelivered messages wait) before `expired`. Default 7 days. */
+  retentionMs?: number;
+  /** How long status records are kept, so `status(id)` still answers `expired`. Default 30 days. */
+  recordRetentionMs?: number;
+}
+
+export interface EmbeddedBrokerOptions extends CommonBrokerOptions {
+  /** Data directory; the database is `<data>/acp.db`. Default `./.acp`. */
+  data?: string;
+  /**
+   * `normal` (default): WAL with synchronous=NORMAL, nothing acknowledged is lost when the process
+   * dies (kill -9); a power loss may drop the last transactions. `full`: fsync on every commit.
+   */
+  synchronous?: "normal" | "full";
+}
+
+export interface NatsTlsOptions {
+  caFile?: string;
+  certFile?: string;
+  keyFile?: string;
+}
+
+export interface NatsConnectionOptions {
+  servers: string | string[];
+  user?: string;
+  pass?: string;
+  token?: string;
+  /** A `.creds` file (JWT + NKey seed). */
+  credsFile?: string;
+  /** `true` requires TLS with the system CAs; an object adds files. */
+  tls?: boolean | NatsTlsOptions;
+  /** Stream and KV replicas (3 on a 3-node cluster). Default 1. */
+  replicas?: number;
+  /** Connection name shown by the server (`nats server report connections`). */
+  name?: string;
+}
+
+export interface NatsBrokerOptions extends CommonBrokerOptions {
+  nats: NatsConnectionOptions;
+}
+
+export type OpenBrokerOptions = EmbeddedBrokerOptions | NatsBrokerOptions;

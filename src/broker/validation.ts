@@ -1,0 +1,144 @@
+/**
+ * Input checks shared by both brokers, so both reject the same input with the same error, and the
+ * encodings both use for ids in keys and for list cursors.
+ */
+import { z } from "zod";
+import { AgentId, MessageId } from "../protocol/schemas.js";
+import { BrokerError } from "./errors.js";
+import { type ListQuery, MESSAGE_KINDS, MESSAGE_STATUSES, type SubmitInput } from "./types.js";
+
+const Method = z
+  .string()
+  .min(1, "must not be empty")
+  .max(128, "must be at most 128 characters")
+  .regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces");
+
+const SubmitSchema = z.object({
+  id: MessageId,
+  from: AgentId,
+  to: AgentId,
+  kind: z.enum(MESSAGE_KINDS),
+  method: Method,
+  envelope: z.string().min(2, "must be the serialized envelope"),
+  submittedAt: z.string().min(1, "must not be empty").max(64, "must be at most 64 characters"),
+});
+
+const ListSchema = z.object({
+  participant: AgentId,
+  from: AgentId.optional(),
+  to: AgentId.optional(),
+  kind: z.enum(MESSAGE_KINDS).optional(),
+  method: Method.optional(),
+  status: z.enum(MESSAGE_STATUSES).optional(),
+  cursor: z.string().optional(),
+  limit: z
+    .number()
+    .int("must be an integer")
+    .min(1, "must be at least 1")
+    .max(500, "must be at most 500")
+    .optional(),
+});
+
+const BUCKET = /^[A-Za-z0-9_-]{1,64}$/;
+/** The characters NATS KV accepts in keys, so a key valid on one broker is valid on both. */
+const KV_KEY = /^[A-Za-z0-9_=/.-]{1,256}$/;
+
+function parseOrThrow<T>(schema: z.ZodType<T>, input: unknown, what: string): T {
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  const field = issue?.path.map(String).join(".") || undefined;
+  throw new BrokerError(
+    "invalid_argument",
+    `${what}: ${field ?? "input"} ${issue?.message ?? "is invalid"}`,
+    field === undefined ? {} : { field },
+  );
+}
+
+export function checkSubmit(input: SubmitInput): void {
+  parseOrThrow(SubmitSchema, input, "submit");
+}
+
+export function checkListQuery(query: ListQuery): void {
+  parseOrThrow(ListSchema, query, "list");
+}
+
+export function checkAgentId(agentId: string, field = "agentId"): void {
+  const result = AgentId.safeParse(agentId);
+  if (!result.success) {
+    throw new BrokerError(
+      "invalid_argument",
+      `${field} ${JSON.stringify(agentId)} ${result.error.issues[0]?.message ?? "is invalid"}`,
+      { field },
+    );
+  }
+}
+
+export function checkMessageId(id: string): void {
+  const result = MessageId.safeParse(id);
+  if (!result.success) {
+    throw new BrokerError(
+      "invalid_argument",
+      `message id ${JSON.stringify(id)} ${result.error.issues[0]?.message ?? "is invalid"}`,
+      { field: "id" },
+    );
+  }
+}
+
+export function checkBucketName(name: string): void {
+  if (typeof name !== "string" || !BUCKET.test(name)) {
+    throw new BrokerError(
+      "invalid_argument",
+      `kv bucket ${JSON.stringify(name)} must match [A-Za-z0-9_-]{1,64}`,
+      {
+        field: "bucket",
+      },
+    );
+  }
+}
+
+export function checkKvKey(key: string): void {
+  if (
+    typeof key !== "string" ||
+    !KV_KEY.test(key) ||
+    key.startsWith(".") ||
+    key.endsWith(".") ||
+    key.includes("..")
+  ) {
+    throw new BrokerError(
+      "invalid_argument",
+      `kv key ${JSON.stringify(key)} must be 1-256 characters of A-Z a-z 0-9 _ = / . - without leading, trailing or double dots`,
+      { field: "key" },
+    );
+  }
+}
+
+/** A KV-safe key for a message id: ids of [A-Za-z0-9_-] stay readable, others are base64url behind `=`. */
+export function messageKey(id: string): string {
+  return /^[A-Za-z0-9_-]+$/.test(id) ? id : `=${Buffer.from(id, "utf8").toString("base64url")}`;
+}
+
+/** Cursors are opaque to callers; inside they are the last listed sequence number. */
+export function encodeCursor(seq: number): string {
+  return Buffer.from(`c1:${seq}`, "utf8").toString("base64url");
+}
+
+export function decodeCursor(cursor: string | undefined): number {
+  if (cursor === undefined) return 0;
+  const match = /^c1:(\d{1,15})$/.exec(Buffer.from(cursor, "base64url").toString("utf8"));
+  if (!match?.[1]) {
+    throw new BrokerError("invalid_argument", "list: cursor is not one returned by list()", {
+      field: "cursor",
+    });
+  }
+  return Number(match[1]);
+}
+
+/** JSON values only: anything JSON.stringify would drop or mangle is refused up front. */
+export function serializeKvValue(value: unknown): string {
+  const text = value === undefined ? undefined : JSON.stringify(value);
+  if (text === undefined) {
+    throw new BrokerError("invalid_argument", "kv value must be JSON-serializable", { field: "value" });
+  }
+  return text;
+}

@@ -1,0 +1,94 @@
+import type { Command } from "commander";
+import type { NatsConnectionOptions } from "../../broker/index.js";
+import { startGateway } from "../../gateway/index.js";
+import { CliError, printLine } from "../io.js";
+
+export interface GatewayCliOptions {
+  data?: string;
+  nats?: string;
+  natsUser?: string;
+  natsPass?: string;
+  natsToken?: string;
+  natsCreds?: string;
+  natsTls?: boolean;
+  natsReplicas?: string;
+  port: string;
+  host: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  insecure?: boolean;
+  maxEnvelope?: string;
+  rateLimit?: string;
+  audit: boolean;
+}
+
+function positiveInt(value: string | undefined, flag: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value)) throw new CliError(`${flag} must be a whole number, got ${JSON.stringify(value)}`);
+  return Number(value);
+}
+
+export function natsOptionsFrom(options: GatewayCliOptions): NatsConnectionOptions | undefined {
+  if (!options.nats) return undefined;
+  const replicas = positiveInt(options.natsReplicas, "--nats-replicas");
+  return {
+    servers: options.nats.split(","),
+    ...(options.natsUser ? { user: options.natsUser } : {}),
+    ...(options.natsPass ? { pass: options.natsPass } : {}),
+    ...(options.natsToken ? { token: options.natsToken } : {}),
+    ...(options.natsCreds ? { credsFile: options.natsCreds } : {}),
+    ...(options.natsTls ? { tls: true } : {}),
+    ...(replicas ? { replicas } : {}),
+    name: "acp-gateway",
+  };
+}
+
+export function registerGateway(program: Command): void {
+  program
+    .command("gateway")
+    .description("run the ACP gateway: REST + WebSocket relay of signed messages (embedded SQLite by default, or NATS)")
+    .option("--data <dir>", "embedded broker data directory", "./.acp")
+    .option("--nats <urls>", "use NATS JetStream instead (comma-separated server URLs, e.g. nats://127.0.0.1:4222)")
+    .option("--nats-user <user>")
+    .option("--nats-pass <pass>")
+    .option("--nats-token <token>")
+    .option("--nats-creds <file>", "NATS credentials file")
+    .option("--nats-tls", "require TLS to NATS")
+    .option("--nats-replicas <n>", "JetStream stream/KV replicas (3 on a 3-node cluster)")
+    .option("--port <port>", "port to listen on", "8080")
+    .option("--host <host>", "address to bind", "127.0.0.1")
+    .option("--tls-cert <file>", "TLS certificate (PEM)")
+    .option("--tls-key <file>", "TLS private key (PEM)")
+    .option("--insecure", "allow plain HTTP on a non-loopback address")
+    .option("--max-envelope <bytes>", "largest accepted envelope", "1048576")
+    .option("--rate-limit <perSecond>", "messages per second per agent", "2000")
+    .option("--no-audit", "do not keep the relay audit log")
+    .action(async (options: GatewayCliOptions) => {
+      if (Boolean(options.tlsCert) !== Boolean(options.tlsKey)) throw new CliError("--tls-cert and --tls-key go together");
+      const nats = natsOptionsFrom(options);
+      const rate = positiveInt(options.rateLimit, "--rate-limit") ?? 2000;
+      const gateway = await startGateway({
+        host: options.host,
+        port: positiveInt(options.port, "--port") ?? 8080,
+        ...(nats ? { nats } : { data: options.data ?? "./.acp" }),
+        ...(options.tlsCert && options.tlsKey ? { tls: { cert: options.tlsCert, key: options.tlsKey } } : {}),
+        insecure: options.insecure ?? false,
+        limits: { maxEnvelopeBytes: positiveInt(options.maxEnvelope, "--max-envelope") ?? 1048576, ratePerSecond: rate, burst: rate * 2 },
+        audit: options.audit,
+      }).catch((err: Error) => {
+        throw new CliError(err.message);
+      });
+      printLine(`ACP gateway on ${gateway.url} (${gateway.broker.kind} broker${nats ? "" : `, data in ${options.data}`})`);
+      if (gateway.adminTokenCreated) {
+        printLine(`admin token (shown once; register agents with it): ${gateway.adminToken}`);
+      }
+      await new Promise<void>((resolve) => {
+        const stop = () => {
+          printLine("shutting down…");
+          void gateway.close().then(resolve);
+        };
+        process.once("SIGTERM", stop);
+        process.once("SIGINT", stop);
+      });
+    });
+}

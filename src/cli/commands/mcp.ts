@@ -1,0 +1,266 @@
+import { type Command, InvalidArgumentError, Option } from "commander";
+import type { AgentDescriptor, AgentRunEvent, AgentsClient, JsonValue, Transport } from "../../mcp/index.js";
+import { CliError, parseJsonInput, printJson, printLine, readInput } from "../io.js";
+
+// The MCP SDK is loaded only when an mcp command runs, so it does not slow down every `acp` start.
+const loadMcp = () => import("../../mcp/index.js");
+
+interface CallOptions {
+  list?: boolean;
+  input?: string;
+  inputFile?: string;
+  url?: string;
+  apiKey?: string;
+  timeout: number;
+  json?: boolean;
+}
+
+interface ServeOptions {
+  demo?: boolean;
+  pageSize?: number;
+  quiet?: boolean;
+}
+
+export function registerMcp(program: Command): void {
+  const mcp = program
+    .command("mcp")
+    .description(
+      "the MCP `agents` capability: serve agents to MCP clients, list and run agents of MCP servers",
+    );
+
+  mcp
+    .command("call")
+    .description("list or run the agents of an MCP server, printing streamed deltas as they arrive")
+    .argument("[agent]", "name of the agent to run")
+    .argument("[server-command...]", "after --: the command that starts a stdio MCP server")
+    .option("--list", "list the server's agents")
+    .option("--input <json>", "the agent's input, as JSON")
+    .option("--input-file <file>", "read the agent's input (JSON) from a file, - for stdin")
+    .option("--url <url>", "an MCP server over Streamable HTTP (instead of -- COMMAND)")
+    .addOption(new Option("--api-key <key>", "API key sent as X-API-Key with --url").env("ACP_API_KEY"))
+    .option("--timeout <ms>", "give up after this long without any delta or result", parsePositiveInt, 60_000)
+    .option("--json", "machine output: one JSON object per line ({delta}… then {output}), or the list")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  acp mcp call --list -- acp mcp serve --demo\n" +
+        "  acp mcp call count --input '{\"to\":5}' -- acp mcp serve --demo\n" +
+        "  acp mcp call --url http://127.0.0.1:8080/mcp --api-key KEY --list",
+    )
+    .action(async function (
+      this: Command,
+      agent: string | undefined,
+      serverCommand: string[],
+      options: CallOptions,
+    ) {
+      await runCall(rootArgs(this), agent, serverCommand, options);
+    });
+
+  mcp
+    .command("serve")
+    .description("serve agents over stdio, for desktop MCP clients (and `acp mcp call -- …`)")
+    .option("--demo", "serve the built-in example agents: echo, count, summarize-text")
+    .option("--page-size <n>", "agents per agents/list page", parsePositiveInt)
+    .option("--quiet", "do not log runs on stderr")
+    .action(async (options: ServeOptions) => {
+      await runServe(options);
+    });
+}
+
+async function runCall(
+  rawArgs: string[],
+  agentArg: string | undefined,
+  serverArgs: string[],
+  options: CallOptions,
+): Promise<void> {
+  // Commander fills [agent] from operands after `--` too; only what precedes `--` is ours.
+  const dashDash = rawArgs.indexOf("--");
+  const command = dashDash === -1 ? [] : rawArgs.slice(dashDash + 1);
+  const operands = [...(agentArg === undefined ? [] : [agentArg]), ...serverArgs];
+  const ownOperands = operands.slice(0, operands.length - command.length);
+  if (ownOperands.length > 1) throw new CliError(`expected one agent name, got: ${ownOperands.join(" ")}`);
+  const agent = ownOperands[0];
+  if (options.list && agent !== undefined)
+    throw new CliError("give either --list or an agent to run, not both");
+  if (!options.list && agent === undefined) throw new CliError("name an agent to run, or pass --list");
+  if (options.url !== undefined && command.length > 0)
+    throw new CliError("give either --url or -- COMMAND, not both");
+  if (options.url === undefined && command.length === 0) {
+    throw new CliError("which MCP server? pass --url URL, or -- COMMAND [ARGS…] to start one over stdio");
+  }
+  if (options.input !== undefined && options.inputFile !== undefined) {
+    throw new CliError("give either --input or --input-file, not both");
+  }
+  const input = agent === undefined ? undefined : await readAgentInput(options);
+
+  const client = await connect(options, command);
+  try {
+    if (!client.hasAgentsCapability) {
+      const declared = Object.keys(client.serverCapabilities).join(", ") || "none";
+      throw new CliError(`the MCP server does not declare the agents capability (it declares: ${declared})`);
+    }
+    if (agent === undefined) await printAgents(await client.listAgents(), options.json === true);
+    else await runAndPrint(client, agent, input, options);
+  } finally {
+    await client.close();
+  }
+}
+
+async function readAgentInput(options: CallOptions): Promise<JsonValue | undefined> {
+  if (options.input !== undefined) return parseJsonInput(options.input, "--input") as JsonValue;
+  if (options.inputFile !== undefined) {
+    const { text, name } = await readInput(options.inputFile);
+    return parseJsonInput(text, `--input-file ${name}`) as JsonValue;
+  }
+  return undefined;
+}
+
+async function connect(options: CallOptions, command: string[]): Promise<AgentsClient> {
+  const { AgentsClient, stdioClientTransport, streamableHttpClientTransport } = await loadMcp();
+  let transport: Transport;
+  let target: string;
+  if (options.url !== undefined) {
+    try {
+      transport = streamableHttpClientTransport(options.url, {
+        ...(options.apiKey !== undefined && { apiKey: options.apiKey }),
+      });
+    } catch {
+      throw new CliError(`--url: ${JSON.stringify(options.url)} is not a valid URL`);
+    }
+    target = options.url;
+  } else {
+    const [program = "", ...args] = command;
+    const env = Object.fromEntries(
+      Object.entries(process.env).filter((entry): entry is [string, string] => entry[1] !== undefined),
+    );
+    transport = stdioClientTransport({ command: program, args, env, stderr: "inherit" });
+    target = command.join(" ");
+  }
+  try {
+    return await AgentsClient.connect(transport);
+  } catch (err) {
+    throw new CliError(`cannot connect to the MCP server (${target}): ${(err as Error).message}`);
+  }
+}
+
+async function printAgents(agents: AgentDescriptor[], json: boolean): Promise<void> {
+  if (json) return printJson({ agents });
+  const width = Math.max(4, ...agents.map((agent) => agent.name.length));
+  for (const agent of agents) {
+    printLine(`${agent.name.padEnd(width)}  ${agent.description ?? ""}`.trimEnd());
+    printLine(
+      `${" ".repeat(width)}  input ${describeSchema(agent.inputSchema)} → output ${describeSchema(agent.outputSchema)}`,
+    );
+  }
+  printLine(`${agents.length} agent${agents.length === 1 ? "" : "s"}`);
+}
+
+async function runAndPrint(
+  client: AgentsClient,
+  agent: string,
+  input: JsonValue | undefined,
+  options: CallOptions,
+): Promise<void> {
+  const { AgentsRpcError } = await loadMcp();
+  const json = options.json === true;
+  const interrupt = new AbortController();
+  const onSigint = () => interrupt.abort(new CliError(`interrupted: agents/run "${agent}" cancelled`, 130));
+  process.once("SIGINT", onSigint);
+  try {
+    const output = await client.runAgent(agent, input, {
+      signal: interrupt.signal,
+      timeoutMs: options.timeout,
+      onDelta: (delta) => {
+        if (json) process.stdout.write(`${JSON.stringify({ delta })}\n`);
+        else process.stderr.write(`delta ${JSON.stringify(delta)}\n`);
+      },
+    });
+    if (json) process.stdout.write(`${JSON.stringify({ output })}\n`);
+    else printJson(output);
+  } catch (err) {
+    if (err instanceof AgentsRpcError) {
+      const stdout = json
+        ? `${JSON.stringify({ error: { code: err.code, message: err.message, data: err.data } })}\n`
+        : undefined;
+      throw new CliError(`agents/run "${agent}" failed (${err.code}): ${err.message}`, 1, stdout);
+    }
+    throw err;
+  } finally {
+    process.off("SIGINT", onSigint);
+  }
+}
+
+/** `{text: string, n?: integer}`: a one-line reading of a JSON Schema for the list. */
+function describeSchema(schema: Record<string, unknown>): string {
+  const properties = schema.properties;
+  if (schema.type === "object" && typeof properties === "object" && properties !== null) {
+    const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+    const fields = Object.entries(properties as Record<string, Record<string, unknown>>).map(
+      ([name, property]) => `${name}${required.has(name) ? "" : "?"}: ${describeType(property)}`,
+    );
+    return `{${fields.join(", ")}}`;
+  }
+  return describeType(schema);
+}
+
+function describeType(schema: Record<string, unknown>): string {
+  if (schema.type === "array" && typeof schema.items === "object" && schema.items !== null) {
+    return `${describeType(schema.items as Record<string, unknown>)}[]`;
+  }
+  return typeof schema.type === "string" ? schema.type : "any";
+}
+
+async function runServe(options: ServeOptions): Promise<void> {
+  if (!options.demo) {
+    throw new CliError("nothing to serve: pass --demo to serve the built-in example agents");
+  }
+  const { createAgentsMcpServer, createDemoAgents } = await loadMcp();
+  const { StdioServerTransport } = await import("@modelcontextprotocol/sdk/server/stdio.js");
+  const agents = createDemoAgents(options.pageSize === undefined ? {} : { pageSize: options.pageSize });
+  const log = (line: string) => {
+    if (!options.quiet) process.stderr.write(`acp mcp serve: ${line}\n`);
+  };
+  const server = createAgentsMcpServer({
+    name: "acp-kit-demo",
+    version: "0.1.0",
+    agents,
+    onRunEvent: (event) => log(describeRunEvent(event)),
+  });
+  const closed = new Promise<void>((resolve) => {
+    server.server.onclose = resolve;
+  });
+  await server.connect(new StdioServerTransport());
+  log(`serving ${agents.size} demo agents over stdio`);
+  // The client closing our stdin ends the session; so do the usual signals.
+  const stop = () => void server.close();
+  process.stdin.once("end", stop);
+  process.once("SIGTERM", stop);
+  process.once("SIGINT", stop);
+  await closed;
+}
+
+function describeRunEvent(event: AgentRunEvent): string {
+  switch (event.type) {
+    case "started":
+      return `run ${event.agent} started${event.streaming ? " (streaming)" : ""}`;
+    case "completed":
+      return `run ${event.agent} completed after ${event.deltas} deltas`;
+    case "failed":
+      return `run ${event.agent} failed: ${event.error}`;
+    case "cancelled":
+      return `run ${event.agent} cancelled after ${event.deltas} deltas`;
+  }
+}
+
+/** The argv the program parsed (commander keeps it, untyped, on the root command). */
+function rootArgs(command: Command): string[] {
+  let root = command;
+  while (root.parent !== null) root = root.parent;
+  return (root as Command & { rawArgs?: string[] }).rawArgs ?? process.argv;
+}
+
+function parsePositiveInt(value: string): number {
+  const parsed = Number(value);
+  if (!Number.isInteger(parsed) || parsed < 1)
+    throw new InvalidArgumentError(`expected a positive integer, got "${value}"`);
+  return parsed;
+}

@@ -1,0 +1,464 @@
+import { Argument, type Command, InvalidArgumentError, Option } from "commander";
+import {
+  AGENT_STATUSES,
+  aggregateReports,
+  type CountKey,
+  countEvents,
+  EVENT_TYPES,
+  type EventFilter,
+  type EventType,
+  formatAgent,
+  formatAgentTable,
+  formatAggregate,
+  formatArtifacts,
+  formatEvent,
+  formatFinding,
+  formatReport,
+  formatWaited,
+  type LogProblem,
+  loadPlan,
+  ProgressDisplay,
+  parseJsonText,
+  reportFindings,
+  runPlan,
+  SEVERITIES,
+  Session,
+  type SessionEventInput,
+  type Severity,
+  timeline,
+  timelineLine,
+} from "../../coordination/index.js";
+import { CliError, printJson, printLine, readInput } from "../io.js";
+
+interface Common {
+  root?: string;
+  session?: string;
+  json?: boolean;
+}
+
+/** --root, --session and --json on every command, so they can be given after the command name. */
+function leaf(parent: Command, name: string, description: string): Command {
+  return parent
+    .command(name)
+    .description(description)
+    .option("--root <dir>", "context root (default: $ACP_CONTEXT_DIR, else .acp/context)")
+    .option("--session <id>", "session id (default: $ACP_SESSION_ID, else $CLAUDE_SESSION_ID)")
+    .option("--json", "machine-readable output");
+}
+
+const open = (o: Common) => Session.fromEnvironment({ root: o.root, session: o.session });
+const severityOption = () =>
+  new Option("--severity <level>", "only findings of this severity").choices(SEVERITIES);
+const suffixOption = () =>
+  new Option("--suffix <text>", "only agents whose name ends with this (e.g. analyzer)");
+
+export function registerSession(program: Command): void {
+  const session = program
+    .command("session")
+    .description(
+      "coordinate parallel agents through a shared session directory (coordination.json, events, reports, data)",
+    );
+
+  leaf(session, "init", "create a session; prints its id")
+    .option("--project-type <type>", "recorded as project_type")
+    .option("--project-path <path>", "recorded as project_path")
+    .option("--export", "print `export ACP_SESSION_ID=…` for eval in a shell")
+    .action(async (o: Common & { projectType?: string; projectPath?: string; export?: boolean }) => {
+      const s = await Session.create({
+        root: o.root,
+        id: o.session,
+        projectType: o.projectType,
+        projectPath: o.projectPath,
+      });
+      if (o.json) printJson({ session_id: s.id, root: s.root, dir: s.paths.dir });
+      else if (o.export)
+        printLine(`export ACP_SESSION_ID=${s.id}${o.root ? ` ACP_CONTEXT_DIR=${shellQuote(s.root)}` : ""}`);
+      else printLine(s.id);
+    });
+
+  leaf(session, "status", "all agents (or one), from coordination.json")
+    .argument("[agent]", "one agent")
+    .addOption(new Option("--status <status>", "only agents in this status").choices(AGENT_STATUSES))
+    .option("--watch", "redraw whenever coordination.json changes (Ctrl-C to stop)")
+    .action(async (agent: string | undefined, o: Common & { status?: string; watch?: boolean }) => {
+      const s = await open(o);
+      const show = async () => {
+        const agents = Object.entries((await s.readCoordination()).agents).filter(
+          ([name, e]) =>
+            (agent === undefined || name === agent) && (o.status === undefined || e.status === o.status),
+        );
+        if (agent !== undefined && agents.length === 0 && o.status === undefined) await s.agent(agent);
+        if (o.json) printJson(agent !== undefined ? (agents[0]?.[1] ?? null) : Object.fromEntries(agents));
+        else if (agent !== undefined)
+          printLine(agents[0] ? formatAgent(agent, agents[0][1]) : `${agent}: not ${o.status}`);
+        else printLine(formatAgentTable(Object.fromEntries(agents)));
+      };
+      if (!o.watch) return show();
+      const stop = interruption();
+      const redraw = async () => {
+        if (process.stdout.isTTY) process.stdout.write("\x1b[H\x1b[2J");
+        else printLine(`--- ${new Date().toISOString()}`);
+        await show();
+      };
+      const watcher = s.watch((changes) => void (changes.includes("coordination") && redraw()));
+      await watcher.ready;
+      await redraw();
+      await new Promise((resolve) => stop.signal.addEventListener("abort", resolve));
+      watcher.close();
+    });
+
+  leaf(session, "update", "change an agent's entry; completed fills completed_at and report_path")
+    .argument("<agent>")
+    .addOption(new Option("--status <status>").choices(AGENT_STATUSES))
+    .option("--progress <text>", "what the agent is doing")
+    .option("--reason <text>", "why it is waiting")
+    .option("--error <text>", "what went wrong")
+    .option("--depends-on <agents>", "comma-separated agents it waits for (replaces the list)")
+    .action(
+      async (
+        agent: string,
+        o: Common & {
+          status?: (typeof AGENT_STATUSES)[number];
+          progress?: string;
+          reason?: string;
+          error?: string;
+          dependsOn?: string;
+        },
+      ) => {
+        const patch = {
+          status: o.status,
+          progress: o.progress,
+          reason: o.reason,
+          error: o.error,
+          dependencies:
+            o.dependsOn === undefined
+              ? undefined
+              : o.dependsOn
+                  .split(",")
+                  .map((d) => d.trim())
+                  .filter(Boolean),
+        };
+        if (Object.values(patch).every((v) => v === undefined)) {
+          throw new CliError(
+            "nothing to update: give --status, --progress, --reason, --error or --depends-on",
+          );
+        }
+        const entry = await (await open(o)).updateAgent(agent, patch);
+        if (o.json) printJson(entry);
+        else printLine(formatAgent(agent, entry));
+      },
+    );
+
+  leaf(session, "log", "append an event to messages.jsonl")
+    .argument("<agent>", "who is speaking (the event's `from`)")
+    .addArgument(new Argument("<type>").choices(EVENT_TYPES))
+    .argument("[message]")
+    .addOption(severityOption().makeOptionMandatory(false))
+    .option("--data <json>", "a JSON object attached as `data` (a finding's title may go in data.title)")
+    .option("--artifact <ref>", "for type data: the artifact (data/NAME.json)")
+    .option("--description <text>", "for type data: what the artifact holds")
+    .option("--error <details>", "for type error: the details")
+    .action(
+      async (
+        from: string,
+        type: EventType,
+        message: string | undefined,
+        o: Common & Record<string, string | undefined>,
+      ) => {
+        const data = o.data === undefined ? undefined : parseJsonText(o.data, "--data");
+        if (data !== undefined && (typeof data !== "object" || data === null || Array.isArray(data))) {
+          throw new CliError("--data: must be a JSON object");
+        }
+        const fields = {
+          message,
+          severity: o.severity,
+          data,
+          artifact: o.artifact,
+          description: o.description,
+          error: o.error,
+        };
+        const input = {
+          from,
+          type,
+          ...Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)),
+        };
+        const event = await (await open(o)).log(input as SessionEventInput);
+        if (o.json) printJson(event);
+        else printLine(timelineLine(event));
+      },
+    );
+
+  addEventFilters(leaf(session, "events", "the event log, filtered; --follow keeps printing new events"))
+    .option(
+      "--follow",
+      "keep printing new events as they are appended (Ctrl-C to stop); --json prints one per line",
+    )
+    .action(async (o: Common & EventFilter & { follow?: boolean }) => {
+      const s = await open(o);
+      const filter = eventFilter(o);
+      if (o.follow) {
+        const stop = interruption();
+        await s.follow((e) => printLine(o.json ? JSON.stringify(e.event) : formatEvent(e)), {
+          filter,
+          signal: stop.signal,
+          onProblem: (p) => process.stderr.write(`acp: ${p.message}\n`),
+        });
+        return;
+      }
+      const { events, problems } = await s.readEvents(filter);
+      if (o.json) printJson(events.map((e) => e.event));
+      else for (const e of events) printLine(formatEvent(e));
+      reportProblems(problems);
+    });
+
+  addEventFilters(leaf(session, "timeline", "events in time order: `time [agent] type: message`")).action(
+    async (o: Common & EventFilter) => {
+      const { events, problems } = await (await open(o)).readEvents(eventFilter(o));
+      const ordered = timeline(events);
+      if (o.json) printJson(ordered.map((e) => e.event));
+      else for (const e of ordered) printLine(timelineLine(e.event));
+      reportProblems(problems);
+    },
+  );
+
+  leaf(session, "counts", "how many events of each type (or sender, or severity)")
+    .addOption(new Option("--by <field>", "group by").choices(["type", "from", "severity"]).default("type"))
+    .action(async (o: Common & { by: CountKey }) => {
+      const { events, problems } = await (await open(o)).readEvents();
+      const counts = countEvents(
+        events.map((e) => e.event),
+        o.by,
+      );
+      if (o.json) printJson(counts.map(({ key, count }) => ({ [o.by]: key, count })));
+      else for (const { key, count } of counts) printLine(`${key.padEnd(12)} ${count}`);
+      reportProblems(problems);
+    });
+
+  registerReport(session);
+  registerArtifact(session);
+
+  leaf(session, "wait", "block until the agents complete; exit 1 naming any that failed, 124 on --timeout")
+    .argument("[agents...]", "agents to wait for")
+    .addOption(suffixOption())
+    .option("--timeout <seconds>", "give up after this long", positiveNumber)
+    .action(async (agents: string[], o: Common & { suffix?: string; timeout?: number }) => {
+      if (agents.length === 0 && o.suffix === undefined)
+        throw new CliError("name at least one agent, or give --suffix");
+      const stop = interruption();
+      const result = await (await open(o)).waitFor(
+        { agents, ...(o.suffix !== undefined && { suffix: o.suffix }) },
+        {
+          signal: stop.signal,
+          ...(o.timeout !== undefined && { timeoutMs: o.timeout * 1000 }),
+          onProgress: (states) => process.stderr.write(`waiting: ${formatWaited(states)}\n`),
+        },
+      );
+      if (o.json) printJson(result);
+      const names = (status: string) => result.agents.filter((a) => a.status === status).map((a) => a.name);
+      if (result.outcome === "completed") {
+        if (!o.json) printLine(`completed: ${names("completed").join(", ")}`);
+        return;
+      }
+      if (result.outcome === "failed") {
+        const failed = result.agents
+          .filter((a) => a.status === "failed")
+          .map((a) => `${a.name} (${a.error ?? "no error given"})`);
+        throw new CliError(`failed: ${failed.join(", ")}`, 1);
+      }
+      const pending = result.agents.filter((a) => a.status !== "completed").map((a) => a.name);
+      const why = result.outcome === "timeout" ? `timed out after ${o.timeout}s` : "interrupted";
+      throw new CliError(
+        `${why}; still waiting for: ${pending.join(", ") || `any agent ending in "${o.suffix}"`}`,
+        result.outcome === "timeout" ? 124 : 130,
+      );
+    });
+
+  leaf(session, "failed", "agents that failed, with their error, exit code and stderr tail").action(
+    async (o: Common) => {
+      const failed = Object.entries((await (await open(o)).readCoordination()).agents).filter(
+        ([, e]) => e.status === "failed",
+      );
+      if (o.json) printJson(failed.map(([name, entry]) => ({ name, ...entry })));
+      else
+        printLine(
+          failed.length === 0 ? "no failed agents" : failed.map(([n, e]) => formatAgent(n, e)).join("\n"),
+        );
+    },
+  );
+
+  leaf(session, "run", "run a plan of agents, respecting dependencies; exit 1 if a critical agent failed")
+    .argument("<plan>", "plan file (YAML)")
+    .option(
+      "--max-parallel <n>",
+      "agents running at once (default: the plan's max_parallel, else 4)",
+      positiveInteger,
+    )
+    .action(async (file: string, o: Common & { maxParallel?: number }) => runCommand(file, o));
+}
+
+function registerReport(session: Command): void {
+  const report = session.command("report").description("agents' standard reports (reports/AGENT.json)");
+  leaf(report, "write", "validate and write an agent's report (JSON from FILE or stdin)")
+    .argument("<agent>")
+    .argument("[file]", "report JSON (default: stdin)")
+    .action(async (agent: string, file: string | undefined, o: Common) => {
+      const s = await open(o);
+      const { text, name } = await readInput(file);
+      const written = await s.writeReport(agent, parseJsonText(text, name), { file: name, text });
+      if (o.json) printJson(written);
+      else printLine(`wrote reports/${agent}.json (${written.findings.length} findings)`);
+    });
+  leaf(report, "show", "one agent's report")
+    .argument("<agent>")
+    .action(async (agent: string, o: Common) => {
+      const r = await (await open(o)).readReport(agent);
+      if (o.json) printJson(r);
+      else printLine(formatReport(r));
+    });
+  leaf(report, "summaries", "every report's summary")
+    .addOption(suffixOption())
+    .action(async (o: Common & { suffix?: string }) => {
+      const reports = await (await open(o)).readReports(o);
+      if (o.json) printJson(reports.map(({ agent, report: r }) => ({ agent, summary: r.summary })));
+      else for (const { agent, report: r } of reports) printLine(`${agent}: ${r.summary}`);
+    });
+  leaf(report, "findings", "findings across all reports")
+    .addOption(severityOption())
+    .addOption(suffixOption())
+    .action(async (o: Common & { severity?: Severity; suffix?: string }) => {
+      const findings = reportFindings(await (await open(o)).readReports(o), o.severity);
+      if (o.json) printJson(findings);
+      else printLine(findings.length === 0 ? "no findings" : findings.map(formatFinding).join("\n"));
+    });
+  leaf(report, "aggregate", "totals across reports: findings by severity, automation suggestions, artifacts")
+    .addOption(suffixOption())
+    .action(async (o: Common & { suffix?: string }) => {
+      const aggregate = aggregateReports(await (await open(o)).readReports(o));
+      if (o.json) printJson(aggregate);
+      else printLine(formatAggregate(aggregate));
+    });
+}
+
+function registerArtifact(session: Command): void {
+  const artifact = session.command("artifact").description("shared data artifacts (data/NAME.json)");
+  leaf(
+    artifact,
+    "put",
+    "write an artifact (JSON from FILE or stdin); with --from, announce it as a data event",
+  )
+    .argument("<name>", "NAME, NAME.json or data/NAME.json")
+    .argument("[file]", "artifact JSON (default: stdin)")
+    .option("--from <agent>", "the agent creating it (logs a `data` event)")
+    .option("--description <text>", "what it holds (for the data event)")
+    .action(
+      async (ref: string, file: string | undefined, o: Common & { from?: string; description?: string }) => {
+        const s = await open(o);
+        const { text, name } = await readInput(file);
+        const written = await s.putArtifact(ref, parseJsonText(text, name), o);
+        if (o.json) printJson({ artifact: written });
+        else printLine(written);
+      },
+    );
+  leaf(artifact, "get", "print an artifact")
+    .argument("<name>")
+    .action(async (ref: string, o: Common) => printJson(await (await open(o)).getArtifact(ref)));
+  leaf(artifact, "list", "artifacts with size and the agents that announced them").action(
+    async (o: Common) => {
+      const artifacts = await (await open(o)).listArtifacts();
+      if (o.json) printJson(artifacts);
+      else printLine(formatArtifacts(artifacts));
+    },
+  );
+}
+
+async function runCommand(file: string, o: Common & { maxParallel?: number }): Promise<void> {
+  const plan = await loadPlan(file);
+  // Only an explicit --session resumes (or names) a session: a stale ACP_SESSION_ID must not.
+  const s = o.session
+    ? await Session.open({ root: o.root, id: o.session }).catch(() =>
+        Session.create({
+          root: o.root,
+          id: o.session,
+          projectType: plan.projectType,
+          projectPath: plan.projectPath,
+        }),
+      )
+    : await Session.create({ root: o.root, projectType: plan.projectType, projectPath: plan.projectPath });
+  process.stderr.write(`session ${s.id} (${s.paths.dir})\n`);
+  const display = new ProgressDisplay(
+    process.stderr,
+    plan.agents.map((a) => a.name),
+  );
+  const watcher = s.watch(async (changes) => {
+    if (!changes.includes("coordination")) return;
+    const agents = (await s.readCoordination().catch(() => undefined))?.agents ?? {};
+    for (const [name, entry] of Object.entries(agents)) display.progress(name, entry.progress);
+  });
+  const stop = interruption();
+  display.start();
+  const result = await runPlan(plan, s, {
+    signal: stop.signal,
+    onTransition: (t) => display.transition(t),
+    ...(o.maxParallel !== undefined && { maxParallel: o.maxParallel }),
+  });
+  display.stop();
+  watcher.close();
+  if (o.json) printJson(result);
+  else {
+    for (const a of result.agents) printLine(`${a.name}: ${a.status}${a.error ? ` (${a.error})` : ""}`);
+    printLine(`session ${s.id}`);
+  }
+  if (!result.ok) {
+    const why =
+      result.stoppedBy === "interrupted" ? "interrupted" : `critical agent ${result.stoppedBy} failed`;
+    throw new CliError(`run stopped: ${why} (see \`acp session failed --session ${s.id}\`)`, 1);
+  }
+}
+
+function addEventFilters(command: Command): Command {
+  return command
+    .option("--from <agent>", "only events from this agent")
+    .addOption(new Option("--type <type>", "only events of this type").choices(EVENT_TYPES))
+    .addOption(severityOption());
+}
+
+function eventFilter(o: EventFilter): EventFilter {
+  return {
+    ...(o.from !== undefined && { from: o.from }),
+    ...(o.type !== undefined && { type: o.type }),
+    ...(o.severity !== undefined && { severity: o.severity }),
+  };
+}
+
+/** Torn lines are warnings (a crash artifact); invalid lines fail the command after printing the rest. */
+function reportProblems(problems: readonly LogProblem[]): void {
+  for (const p of problems)
+    process.stderr.write(`acp: ${p.kind === "torn" ? "warning: " : ""}${p.message}\n`);
+  const invalid = problems.filter((p) => p.kind === "invalid").length;
+  if (invalid > 0)
+    throw new CliError(`${invalid} invalid line${invalid > 1 ? "s" : ""} in messages.jsonl (see above)`);
+}
+
+/** An AbortSignal fired by Ctrl-C or SIGTERM, for commands that run until stopped. */
+function interruption(): AbortController {
+  const controller = new AbortController();
+  const stop = () => controller.abort();
+  process.once("SIGINT", stop).once("SIGTERM", stop);
+  return controller;
+}
+
+function positiveNumber(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError("must be a positive number");
+  return n;
+}
+
+function positiveInteger(value: string): number {
+  const n = positiveNumber(value);
+  if (!Number.isInteger(n)) throw new InvalidArgumentError("must be a whole number");
+  return n;
+}
+
+function shellQuote(text: string): string {
+  return /^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replaceAll("'", `'\\''`)}'`;
+}

@@ -1,0 +1,45 @@
+import { readFile } from "node:fs/promises";
+
+/** An expected failure: printed as `acp: <message>` with the given exit code, no stack trace. */
+export class CliError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+    /** Text to print on stdout before exiting (e.g. a JSON-RPC error object for `--json` consumers). */
+    readonly stdout?: string,
+  ) {
+    super(message);
+    this.name = "CliError";
+  }
+}
+
+/** Reads a file argument, or standard input when the argument is `-` or absent. */
+export async function readInput(file: string | undefined): Promise<{ text: string; name: string }> {
+  if (file === undefined || file === "-") {
+    const chunks: Buffer[] = [];
+    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+    return { text: Buffer.concat(chunks).toString("utf8"), name: "<stdin>" };
+  }
+  try {
+    return { text: await readFile(file, "utf8"), name: file };
+  } catch (err) {
+    throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
+}
+
+/** Parses JSON text, naming the source and position on failure. */
+export function parseJsonInput(text: string, name: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new CliError(`${name}: not valid JSON (${(err as Error).message})`);
+  }
+}
+
+export function printJson(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+export function printLine(text = ""): void {
+  process.stdout.write(`${text}\n`);
+}

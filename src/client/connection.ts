@@ -1,0 +1,309 @@
+import WebSocket from "ws";
+import { type ClientFrame, type ServerFrame, type SubmitResponse, WS_PATH } from "../gateway/wire.js";
+import { AcpError } from "../protocol/index.js";
+import { errorFromObject, GatewayUnreachableError } from "./errors.js";
+import { websocketUrl } from "./http.js";
+
+export type NewMessageFrame = Extract<ServerFrame, { type: "new_message" }>;
+
+export interface ReconnectOptions {
+  /** First delay after a lost connection (default 250 ms); doubles per failed attempt. */
+  initialDelayMs?: number;
+  /** Upper bound of the delay (default 10 s). Each delay is jittered to 50-100 % of its value. */
+  maxDelayMs?: number;
+}
+
+export interface ConnectionEvents {
+  message(frame: NewMessageFrame): void;
+  connected(info: { gateway: string; heartbeatMs: number; reconnected: boolean }): void;
+  disconnected(info: { code: number; reason: string; willReconnect: boolean }): void;
+  error(err: Error): void;
+}
+
+interface PendingSubmit {
+  envelope: Record<string, unknown>;
+  resolve(result: SubmitResponse): void;
+  reject(err: Error): void;
+  rateLimitedRetries: number;
+}
+
+const MAX_RATE_LIMIT_RETRIES = 5;
+
+/**
+ * One agent's WebSocket to the gateway: authenticates, receives `new_message` frames, submits
+ * envelopes (`submit` → `submitted`/`error`, correlated by `ref`), sends acks and heartbeats, and
+ * reconnects with exponential backoff and jitter until closed. Submissions made while the socket is
+ * down wait and go out on the next connection; one that was in flight when the socket dropped is
+ * sent again, which is safe because the gateway deduplicates by message-id.
+ */
+export class GatewayConnection {
+  private ws: WebSocket | undefined;
+  private ready = false;
+  private closed = false;
+  private everConnected = false;
+  private attempt = 0;
+  private nextRef = 1;
+  private readonly outbox = new Map<number, PendingSubmit>();
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private lastHeard = 0;
+
+  constructor(
+    private readonly options: {
+      baseUrl: string;
+      apiKey: string;
+      agentId: string;
+      reconnect?: ReconnectOptions;
+      events: ConnectionEvents;
+    },
+  ) {}
+
+  get isReady(): boolean {
+    return this.ready;
+  }
+
+  /** Opens the socket; resolves on the gateway's `ready`, rejects if this first attempt fails. */
+  connect(): Promise<void> {
+    if (this.closed) return Promise.reject(new AcpError("Cancelled", "this connection was closed"));
+    return new Promise((resolve, reject) => this.open({ resolve, reject }));
+  }
+
+  submit(envelope: Record<string, unknown>): Promise<SubmitResponse> {
+    if (this.closed) return Promise.reject(new AcpError("Cancelled", "the agent is closed"));
+    return new Promise((resolve, reject) => {
+      const ref = this.nextRef++;
+      this.outbox.set(ref, { envelope, resolve, reject, rateLimitedRetries: 0 });
+      if (this.ready) this.send({ type: "submit", ref, envelope });
+    });
+  }
+
+  /** False when the socket is down: the gateway will redeliver the message and it is acked then. */
+  acknowledge(id: string): boolean {
+    return this.ready && this.send({ type: "acknowledge", id });
+  }
+
+  reject(id: string, reason: string): boolean {
+    return this.ready && this.send({ type: "reject", id, reason: reason.slice(0, 1000) || "rejected" });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearTimeout(this.reconnectTimer);
+    this.stopHeartbeat();
+    for (const pending of this.outbox.values()) {
+      pending.reject(new AcpError("Cancelled", "the agent closed before the gateway accepted the message"));
+    }
+    this.outbox.clear();
+    const ws = this.ws;
+    this.ws = undefined;
+    this.ready = false;
+    if (!ws || ws.readyState === WebSocket.CLOSED) return;
+    await new Promise<void>((resolve) => {
+      const force = setTimeout(() => ws.terminate(), 2_000);
+      ws.once("close", () => {
+        clearTimeout(force);
+        resolve();
+      });
+      if (ws.readyState === WebSocket.CONNECTING) ws.terminate();
+      else ws.close(1000, "agent closing");
+    });
+  }
+
+  private open(first?: { resolve(): void; reject(err: Error): void }): void {
+    const ws = new WebSocket(websocketUrl(this.options.baseUrl, WS_PATH), {
+      headers: { "x-api-key": this.options.apiKey },
+      handshakeTimeout: 10_000,
+    });
+    this.ws = ws;
+    let failure: Error | undefined;
+    ws.on("unexpected-response", (_req, res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        text += chunk;
+      });
+      res.on("end", () => {
+        failure = upgradeRefused(res.statusCode ?? 0, text);
+        ws.terminate();
+      });
+    });
+    ws.on("error", (err) => {
+      failure ??= new GatewayUnreachableError(this.options.baseUrl, err);
+    });
+    ws.on("pong", () => {
+      this.lastHeard = Date.now();
+    });
+    ws.on("message", (data) => {
+      this.lastHeard = Date.now();
+      const frame = parseFrame(data.toString());
+      if (frame?.type === "ready") {
+        if (frame.agentId !== this.options.agentId) {
+          failure = new AcpError(
+            "Forbidden",
+            `the API key belongs to ${frame.agentId}, not to ${this.options.agentId}`,
+          );
+          ws.close(1008, "wrong agent");
+          return;
+        }
+        this.onReady(frame, first);
+        first = undefined;
+      } else if (frame) {
+        this.onFrame(frame);
+      }
+    });
+    ws.on("close", (code, reason) => {
+      if (this.ws !== ws) return;
+      const wasReady = this.ready;
+      this.ready = false;
+      this.ws = undefined;
+      this.stopHeartbeat();
+      if (first) {
+        first.reject(failure ?? new AcpError("Unauthorized", `the gateway closed the connection (${code})`));
+        return;
+      }
+      if (this.closed) return;
+      // A refused key will not become valid by retrying: stop and say why.
+      const fatal = failure instanceof AcpError && ["Unauthorized", "Forbidden"].includes(failure.reason);
+      if (fatal) this.options.events.error(failure as Error);
+      if (wasReady || fatal) {
+        this.options.events.disconnected({ code, reason: reason.toString(), willReconnect: !fatal });
+      }
+      if (!fatal) {
+        this.scheduleReconnect();
+        return;
+      }
+      this.closed = true;
+      for (const pending of this.outbox.values()) pending.reject(failure as Error);
+      this.outbox.clear();
+    });
+  }
+
+  private onReady(
+    frame: Extract<ServerFrame, { type: "ready" }>,
+    first: { resolve(): void } | undefined,
+  ): void {
+    this.ready = true;
+    this.attempt = 0;
+    this.startHeartbeat(frame.heartbeatMs);
+    for (const [ref, pending] of this.outbox) this.send({ type: "submit", ref, envelope: pending.envelope });
+    this.options.events.connected({
+      gateway: frame.gateway,
+      heartbeatMs: frame.heartbeatMs,
+      reconnected: this.everConnected,
+    });
+    this.everConnected = true;
+    first?.resolve();
+  }
+
+  private onFrame(frame: ServerFrame): void {
+    switch (frame.type) {
+      case "new_message":
+        this.options.events.message(frame);
+        return;
+      case "submitted": {
+        const pending = this.takePending(frame.ref);
+        pending?.resolve({ id: frame.id, status: frame.status, duplicate: frame.duplicate });
+        return;
+      }
+      case "error": {
+        const err = errorFromObject(frame.error, frame.id ? { messageId: frame.id } : {});
+        const ref = typeof frame.ref === "number" ? frame.ref : Number(frame.ref);
+        const pending = frame.ref === undefined ? undefined : this.outbox.get(ref);
+        if (!pending) {
+          this.options.events.error(err);
+          return;
+        }
+        if (err.reason === "RateLimited" && pending.rateLimitedRetries < MAX_RATE_LIMIT_RETRIES) {
+          pending.rateLimitedRetries++;
+          setTimeout(() => {
+            if (this.ready && this.outbox.has(ref)) this.send({ type: "submit", ref, envelope: pending.envelope });
+          }, retryDelayMs(err.data)).unref();
+          return;
+        }
+        this.outbox.delete(ref);
+        pending.reject(err);
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  private takePending(ref: string | number): PendingSubmit | undefined {
+    const key = typeof ref === "number" ? ref : Number(ref);
+    const pending = this.outbox.get(key);
+    this.outbox.delete(key);
+    return pending;
+  }
+
+  private send(frame: ClientFrame): boolean {
+    const ws = this.ws;
+    if (!ws || ws.readyState !== WebSocket.OPEN) return false;
+    ws.send(JSON.stringify(frame));
+    return true;
+  }
+
+  private scheduleReconnect(): void {
+    const { initialDelayMs = 250, maxDelayMs = 10_000 } = this.options.reconnect ?? {};
+    const base = Math.min(maxDelayMs, initialDelayMs * 2 ** this.attempt);
+    this.attempt++;
+    const delay = base / 2 + (Math.random() * base) / 2;
+    this.reconnectTimer = setTimeout(() => {
+      if (!this.closed) this.open();
+    }, delay);
+  }
+
+  /** Heartbeats keep presence "online"; a gateway silent for three periods is presumed gone. */
+  private startHeartbeat(periodMs: number): void {
+    this.stopHeartbeat();
+    this.lastHeard = Date.now();
+    const period = Math.max(100, periodMs);
+    this.heartbeatTimer = setInterval(() => {
+      const ws = this.ws;
+      if (!ws || ws.readyState !== WebSocket.OPEN) return;
+      if (Date.now() - this.lastHeard > 3 * period) {
+        ws.terminate();
+        return;
+      }
+      this.send({ type: "heartbeat" });
+      ws.ping();
+    }, period);
+    this.heartbeatTimer.unref();
+  }
+
+  private stopHeartbeat(): void {
+    clearInterval(this.heartbeatTimer);
+    this.heartbeatTimer = undefined;
+  }
+}
+
+function parseFrame(text: string): ServerFrame | undefined {
+  try {
+    const frame = JSON.parse(text) as ServerFrame;
+    return typeof frame === "object" && frame !== null && typeof frame.type === "string" ? frame : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The gateway refused the upgrade (bad key, revoked agent …): its JSON-RPC error, or the status. */
+function upgradeRefused(status: number, body: string): Error {
+  try {
+    const error = (JSON.parse(body) as { error?: { code: number; message: string; data?: unknown } }).error;
+    if (error && typeof error.code === "number") return errorFromObject(error, { httpStatus: status });
+  } catch {
+    // not JSON: fall through to a status-based error
+  }
+  const reason = status === 401 ? "Unauthorized" : status === 403 ? "Forbidden" : "InternalError";
+  return new AcpError(reason, `the gateway refused the WebSocket upgrade (HTTP ${status})`, {
+    httpStatus: status,
+  });
+}
+
+function retryDelayMs(data: Record<string, unknown>): number {
+  if (typeof data.retryAfterMs === "number") return data.retryAfterMs;
+  if (typeof data.retryAfterSeconds === "number") return data.retryAfterSeconds * 1000;
+  if (typeof data.retryAfter === "number") return data.retryAfter * 1000;
+  return 1_000;
+}

@@ -1,0 +1,192 @@
+import { Handshakes, type PeerHandshake } from "../handshake/index.js";
+import type { TrustLedger } from "../identity/index.js";
+import {
+  AcpError,
+  type AnnounceBody,
+  type CapabilitiesBody,
+  createSigner,
+  type EncryptedBody,
+  encryptBody,
+  type PrivateIdentity,
+  ReplayGuard,
+  type SenderIdentity,
+  type Signer,
+  signMessage,
+} from "../protocol/index.js";
+import type { AgentAudit, AuditNote } from "./audit.js";
+import type { GatewayConnection } from "./connection.js";
+import type { GatewayClient } from "./http.js";
+import { DeliveryLedger } from "./ledger.js";
+import { PeerDirectory } from "./peers.js";
+import { PendingRequests } from "./pending.js";
+import type { AgentEvents, HandoffHandler, NotificationHandler, RequestHandler } from "./types.js";
+
+export type Emit = <K extends keyof AgentEvents>(event: K, ...args: Parameters<AgentEvents[K]>) => void;
+
+export interface Handlers {
+  byMethod: Map<string, RequestHandler>;
+  anyRequest: RequestHandler | undefined;
+  handoff: HandoffHandler | undefined;
+  notifications: NotificationHandler[];
+}
+
+export interface CoreSettings {
+  layers: number[];
+  announce: AnnounceBody;
+  capabilities: CapabilitiesBody;
+  replayWindowMs: number;
+  undeclaredLayers: "decline" | "maximum-caution";
+  consume: "all" | "replies";
+}
+
+/**
+ * The state of a connected agent, shared by the public AcpAgent (outbound) and the Inbound
+ * pipeline: identity and signer, the gateway link, peers' keys, the handshake machine, trust,
+ * replay and dedup state, pending requests, and the audit log. Sending always goes through `send`
+ * so that every message is signed, submitted and audited the same way.
+ */
+export class AgentCore {
+  readonly self: SenderIdentity;
+  readonly signer: Signer;
+  readonly handshakes: Handshakes;
+  readonly replay: ReplayGuard;
+  readonly ledger = new DeliveryLedger();
+  readonly pending: PendingRequests;
+  readonly peers: PeerDirectory;
+  private readonly handshaking = new Map<string, Promise<PeerHandshake>>();
+  private readonly waiters = new Map<string, Set<() => void>>();
+
+  constructor(
+    readonly identity: PrivateIdentity,
+    readonly settings: CoreSettings,
+    readonly http: GatewayClient,
+    readonly connection: GatewayConnection,
+    readonly trust: TrustLedger,
+    readonly audit: AgentAudit | undefined,
+    readonly handlers: Handlers,
+    readonly emit: Emit,
+  ) {
+    this.self = { agentId: identity.agentId, principalId: identity.principalId, layers: settings.layers };
+    this.signer = createSigner(identity);
+    this.peers = new PeerDirectory(http);
+    this.replay = new ReplayGuard({ skewMs: settings.replayWindowMs });
+    this.pending = new PendingRequests((peer) => this.trust.observe(peer, "timeout"));
+    this.handshakes = new Handshakes(
+      {
+        self: this.self,
+        announce: settings.announce,
+        capabilities: settings.capabilities,
+        trust,
+        undeclaredLayers: settings.undeclaredLayers,
+      },
+      (event) => emit("handshake", event),
+    );
+  }
+
+  /** Signs, submits (over the WebSocket) and audits one message; resolves once the gateway accepted it. */
+  async send<M extends object>(
+    message: M,
+    peer: string,
+    note: Omit<AuditNote, "direction" | "peer"> = {},
+  ): Promise<{ signed: M & { signature: string }; id: string; duplicate: boolean }> {
+    const signed = signMessage(message, this.signer);
+    const submitted = await this.connection.submit(signed as unknown as Record<string, unknown>);
+    await this.record(signed, "sent", peer, note);
+    return { signed, id: submitted.id, duplicate: submitted.duplicate };
+  }
+
+  record(
+    message: unknown,
+    direction: "sent" | "received",
+    peer: string,
+    note: Omit<AuditNote, "direction" | "peer"> = {},
+  ): Promise<void> {
+    if (!this.audit) return Promise.resolve();
+    return this.audit.record(message, { ...note, direction, peer: { agent: peer, principal: this.principalOf(peer) } });
+  }
+
+  principalOf(peer: string): string | undefined {
+    return this.handshakes.list().find((record) => record.peer === peer)?.principalId ?? this.peers.cachedPrincipal(peer);
+  }
+
+  async encryptFor(peer: string, body: Record<string, unknown>): Promise<EncryptedBody> {
+    const recipientKey = await this.peers.encryptionKey(peer);
+    return encryptBody(body, { senderId: this.self.agentId, recipientId: peer, recipientKey });
+  }
+
+  /** Runs the four-step handshake with `peer` (or joins the one under way); resolves when established. */
+  handshake(peer: string, options: { timeoutMs: number; signal?: AbortSignal }): Promise<PeerHandshake> {
+    if (peer === this.self.agentId) {
+      return Promise.reject(new AcpError("InvalidParams", "an agent does not handshake with itself"));
+    }
+    if (this.handshakes.isEstablished(peer)) return Promise.resolve(this.handshakes.get(peer));
+    let running = this.handshaking.get(peer);
+    if (!running) {
+      running = this.runHandshake(peer, options).finally(() => this.handshaking.delete(peer));
+      this.handshaking.set(peer, running);
+    }
+    return running;
+  }
+
+  /** Called by the inbound pipeline after every handshake message: wakes whoever waits for `peer`. */
+  handshakeProgressed(peer: string): void {
+    if (!this.handshakes.isEstablished(peer)) return;
+    for (const wake of this.waiters.get(peer) ?? []) wake();
+    this.waiters.delete(peer);
+  }
+
+  private async runHandshake(
+    peer: string,
+    options: { timeoutMs: number; signal?: AbortSignal },
+  ): Promise<PeerHandshake> {
+    const established = this.waitEstablished(peer, options);
+    // A handshake already under way (the peer announced first) only needs waiting for.
+    if (this.handshakes.get(peer).state === "none") {
+      try {
+        for (const message of this.handshakes.start(peer)) await this.send(message, peer);
+      } catch (err) {
+        this.handshakes.reset(peer);
+        established.catch(() => undefined);
+        throw err;
+      }
+    }
+    return established;
+  }
+
+  private waitEstablished(
+    peer: string,
+    options: { timeoutMs: number; signal?: AbortSignal },
+  ): Promise<PeerHandshake> {
+    return new Promise((resolve, reject) => {
+      const waiters = this.waiters.get(peer) ?? new Set();
+      this.waiters.set(peer, waiters);
+      const fail = (err: AcpError) => {
+        waiters.delete(wake);
+        clearTimeout(timer);
+        options.signal?.removeEventListener("abort", onAbort);
+        // Start afresh next time: the peer may have declined or never seen our announce.
+        if (!this.handshakes.isEstablished(peer)) this.handshakes.reset(peer);
+        reject(err);
+      };
+      const wake = () => {
+        clearTimeout(timer);
+        options.signal?.removeEventListener("abort", onAbort);
+        resolve(this.handshakes.get(peer));
+      };
+      const onAbort = () => fail(new AcpError("Cancelled", `the handshake with ${peer} was cancelled`));
+      const timer = setTimeout(() => {
+        const state = this.handshakes.get(peer).state;
+        this.trust.observe(peer, "timeout");
+        fail(
+          new AcpError("Timeout", `the handshake with ${peer} did not complete within ${options.timeoutMs} ms`, {
+            peer,
+            state,
+          }),
+        );
+      }, options.timeoutMs);
+      waiters.add(wake);
+      if (options.signal?.aborted) onAbort();
+      else options.signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+}

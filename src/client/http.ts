@@ -1,0 +1,215 @@
+import { AcpError } from "../protocol/index.js";
+import {
+  API_PREFIX,
+  AgentView,
+  type PresenceUpdate,
+  type RegisterAgentRequest,
+  RegisterAgentResponse,
+  SubmitResponse,
+} from "../gateway/wire.js";
+import { errorFromObject, GatewayUnreachableError } from "./errors.js";
+
+export interface GatewayClientOptions {
+  /** Base URL of the gateway, e.g. `http://127.0.0.1:8700`. */
+  gateway: string;
+  /** The agent's API key (X-API-Key). */
+  apiKey?: string;
+  /** The gateway's admin token, for registering and revoking agents. */
+  adminToken?: string;
+}
+
+/** GET /api/v1/messages/:id/status: delivery status with timestamps (seed 004). */
+export interface MessageStatusView {
+  id: string;
+  status: SubmitResponse["status"];
+  queued_at: string;
+  delivered_at?: string;
+  acknowledged_at?: string;
+  failed_at?: string;
+  expired_at?: string;
+  retry_count: number;
+  last_error?: string;
+  dead_letter?: { reason: string; detail: string; at: string };
+}
+
+export interface ListMessagesQuery {
+  fromAgentId?: string;
+  toAgentId?: string;
+  type?: string;
+  status?: SubmitResponse["status"];
+  cursor?: string;
+  limit?: number;
+}
+
+/** One row of GET /api/v1/messages: routing metadata and status, never the body. */
+export type MessageListItem = Record<string, unknown> & { id: string; status: string };
+
+export interface MessagePage {
+  items: MessageListItem[];
+  nextCursor: string | null;
+}
+
+type Auth = "agent" | "admin" | "admin-or-agent";
+
+/**
+ * The gateway's REST API (docs/gateway.md), typed. Every non-2xx answer becomes the AcpError the
+ * gateway sent (its JSON-RPC error object), with the HTTP status in `data.httpStatus`.
+ */
+export class GatewayClient {
+  readonly baseUrl: string;
+
+  constructor(private readonly options: GatewayClientOptions) {
+    this.baseUrl = normaliseGatewayUrl(options.gateway);
+  }
+
+  registerAgent(request: RegisterAgentRequest): Promise<RegisterAgentResponse> {
+    return this.call("POST", "/agents", { auth: "admin", body: request, schema: RegisterAgentResponse });
+  }
+
+  async listAgents(): Promise<AgentView[]> {
+    const page = await this.call<{ agents: unknown[] }>("GET", "/agents", { auth: "admin-or-agent" });
+    return page.agents.map((agent) => AgentView.parse(agent));
+  }
+
+  getAgent(agentId: string): Promise<AgentView> {
+    return this.call("GET", `/agents/${encodeURIComponent(agentId)}`, {
+      auth: "admin-or-agent",
+      schema: AgentView,
+    });
+  }
+
+  /** A new API key for the agent; the old one stops working. Admin token, or the agent's own key. */
+  rotateApiKey(agentId: string): Promise<RegisterAgentResponse> {
+    return this.call("POST", `/agents/${encodeURIComponent(agentId)}/rotate`, {
+      auth: "admin-or-agent",
+      schema: RegisterAgentResponse,
+    });
+  }
+
+  revokeAgent(agentId: string): Promise<{ agentId: string; revokedAt: string }> {
+    return this.call("POST", `/agents/${encodeURIComponent(agentId)}/revoke`, { auth: "admin" });
+  }
+
+  updatePresence(agentId: string, update: PresenceUpdate): Promise<unknown> {
+    return this.call("PUT", `/agents/${encodeURIComponent(agentId)}/presence`, {
+      auth: "agent",
+      body: update,
+    });
+  }
+
+  /** POST /api/v1/messages: submits a signed envelope (the SDK prefers its WebSocket for this). */
+  submit(envelope: object): Promise<SubmitResponse> {
+    return this.call("POST", "/messages", { auth: "agent", body: envelope, schema: SubmitResponse });
+  }
+
+  listMessages(query: ListMessagesQuery = {}): Promise<MessagePage> {
+    const params = new URLSearchParams();
+    const names: [keyof ListMessagesQuery, string][] = [
+      ["fromAgentId", "from_agent_id"],
+      ["toAgentId", "to_agent_id"],
+      ["type", "type"],
+      ["status", "status"],
+      ["cursor", "cursor"],
+      ["limit", "limit"],
+    ];
+    for (const [key, name] of names) {
+      const value = query[key];
+      if (value !== undefined) params.set(name, String(value));
+    }
+    const search = params.size > 0 ? `?${params}` : "";
+    return this.call("GET", `/messages${search}`, { auth: "agent" });
+  }
+
+  /** The message record with its `envelope` (participants only). */
+  getMessage(id: string): Promise<MessageListItem & { envelope: Record<string, unknown> | null }> {
+    return this.call("GET", `/messages/${encodeURIComponent(id)}`, { auth: "agent" });
+  }
+
+  messageStatus(id: string): Promise<MessageStatusView> {
+    return this.call("GET", `/messages/${encodeURIComponent(id)}/status`, { auth: "agent" });
+  }
+
+  acknowledge(id: string): Promise<unknown> {
+    return this.call("POST", `/messages/${encodeURIComponent(id)}/acknowledge`, { auth: "agent" });
+  }
+
+  private credential(auth: Auth): Record<string, string> {
+    const { apiKey, adminToken } = this.options;
+    if (auth === "admin" || (auth === "admin-or-agent" && apiKey === undefined)) {
+      if (adminToken === undefined) {
+        throw new AcpError("Unauthorized", "this call needs the gateway's admin token (ACP_ADMIN_TOKEN)");
+      }
+      return { authorization: `Bearer ${adminToken}` };
+    }
+    if (apiKey === undefined) {
+      throw new AcpError("Unauthorized", "this call needs the agent's API key (ACP_API_KEY)");
+    }
+    return { "x-api-key": apiKey };
+  }
+
+  private async call<T>(
+    method: string,
+    path: string,
+    options: { auth: Auth; body?: unknown; schema?: { parse(value: unknown): T } },
+  ): Promise<T> {
+    const url = `${this.baseUrl}${API_PREFIX}${path}`;
+    const headers: Record<string, string> = { accept: "application/json", ...this.credential(options.auth) };
+    if (options.body !== undefined) headers["content-type"] = "application/json";
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method,
+        headers,
+        ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+      });
+    } catch (err) {
+      throw new GatewayUnreachableError(this.baseUrl, err);
+    }
+    const text = await response.text();
+    let parsed: unknown;
+    try {
+      parsed = text === "" ? {} : JSON.parse(text);
+    } catch {
+      throw new AcpError("InternalError", `${method} ${path}: the gateway answered ${response.status} with non-JSON`, {
+        httpStatus: response.status,
+      });
+    }
+    if (!response.ok) {
+      const error = (parsed as { error?: { code?: unknown; message?: unknown; data?: unknown } }).error;
+      if (typeof error?.code === "number" && typeof error.message === "string") {
+        const retryAfter = response.headers.get("retry-after");
+        throw errorFromObject(
+          { code: error.code, message: error.message, data: error.data },
+          { httpStatus: response.status, ...(retryAfter ? { retryAfterSeconds: Number(retryAfter) } : {}) },
+        );
+      }
+      throw new AcpError("InternalError", `${method} ${path}: the gateway answered ${response.status}`, {
+        httpStatus: response.status,
+      });
+    }
+    return options.schema ? options.schema.parse(parsed) : (parsed as T);
+  }
+}
+
+/** `http://host:port` without a trailing slash; refuses anything that is not an http(s) URL. */
+export function normaliseGatewayUrl(gateway: string): string {
+  let url: URL;
+  try {
+    url = new URL(gateway);
+  } catch {
+    throw new AcpError("InvalidParams", `gateway URL ${JSON.stringify(gateway)} is not a URL`, {
+      problems: [{ path: "/gateway", message: "must be an http:// or https:// URL" }],
+    });
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new AcpError("InvalidParams", `gateway URL ${gateway} must use http:// or https://`, {
+      problems: [{ path: "/gateway", message: "must be an http:// or https:// URL" }],
+    });
+  }
+  return url.origin + url.pathname.replace(/\/+$/, "");
+}
+
+/** The WebSocket URL for a gateway base URL (http → ws, https → wss). */
+export function websocketUrl(baseUrl: string, path: string): string {
+  return baseUrl.replace(/^http/, "ws") + path;
+}

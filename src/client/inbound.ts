@@ -1,0 +1,306 @@
+import type { PeerHandshake } from "../handshake/index.js";
+import {
+  AcpError,
+  type AcpMessage,
+  agentOfKeyId,
+  buildErrorResponse,
+  buildResponse,
+  decryptBody,
+  type HandoffBody,
+  isEncryptedBody,
+  type JsonRpcId,
+  messageKind,
+  type VerifiedEnvelope,
+  verifyEnvelope,
+} from "../protocol/index.js";
+import type { NewMessageFrame } from "./connection.js";
+import type { AgentCore } from "./core.js";
+import { errorFromObject } from "./errors.js";
+import type { InboundContext, InboundMessage } from "./types.js";
+
+const HANDSHAKE_METHODS = new Set(["agent.announce", "agent.capabilities"]);
+
+type MethodMessage = Extract<AcpMessage, { method: string }>;
+
+/**
+ * The receive side. Deliveries are verified one at a time in arrival order (signature against the
+ * sender's registered key, timestamp window, recipient, handshake gate, decryption), so handshake
+ * state is always current when the next message is checked. Handlers then run concurrently, each
+ * acknowledging its delivery only after it finished and its response was accepted by the gateway.
+ */
+export class Inbound {
+  private chain: Promise<void> = Promise.resolve();
+  private readonly tasks = new Set<Promise<void>>();
+  private stopping = false;
+
+  constructor(private readonly core: AgentCore) {}
+
+  onFrame(frame: NewMessageFrame): void {
+    if (this.stopping) return;
+    const { ledger, connection, settings } = this.core;
+    const state = ledger.state(frame.id);
+    if (state === "done") {
+      connection.acknowledge(frame.id);
+      return;
+    }
+    if (state === "processing") return;
+    if (settings.consume === "replies" && frame.kind !== "response" && !HANDSHAKE_METHODS.has(frame.method)) {
+      return; // someone else's work: leave it unacknowledged for the agent's real consumer
+    }
+    ledger.start(frame.id);
+    this.chain = this.chain
+      .then(() => this.process(frame))
+      .catch((err: unknown) => {
+        ledger.finish(frame.id);
+        this.core.emit("error", err as Error);
+      });
+  }
+
+  /** Stops taking deliveries and waits for the ones under way (their acks and responses go out). */
+  async drain(): Promise<void> {
+    this.stopping = true;
+    await this.chain;
+    await Promise.allSettled([...this.tasks]);
+  }
+
+  private async process(frame: NewMessageFrame): Promise<void> {
+    let verified: VerifiedEnvelope;
+    try {
+      verified = await this.verify(frame);
+    } catch (err) {
+      await this.refuse(frame, err);
+      return;
+    }
+    const { message } = verified;
+    if ("method" in message && HANDSHAKE_METHODS.has(message.method)) {
+      await this.handshakeStep(frame, verified, message);
+    } else if ("method" in message) {
+      await this.substantive(frame, verified, message);
+    } else {
+      await this.response(frame, verified);
+    }
+  }
+
+  /** End-to-end verification; a key the cache does not know is fetched from the registry once. */
+  private async verify(frame: NewMessageFrame): Promise<VerifiedEnvelope> {
+    const options = {
+      resolveKey: (agentId: string, kid: string) => this.core.peers.resolve(agentId, kid),
+      expectedRecipient: this.core.self.agentId,
+    };
+    let verified: VerifiedEnvelope;
+    try {
+      verified = verifyEnvelope(frame.envelope, options);
+    } catch (err) {
+      if (!(err instanceof AcpError && err.reason === "UnknownKey" && typeof err.data.kid === "string")) throw err;
+      await this.core.peers.ensureKey(agentOfKeyId(err.data.kid), err.data.kid);
+      verified = verifyEnvelope(frame.envelope, options);
+    }
+    const { headers } = verified;
+    const base = "params" in verified.message ? "/params/headers" : "/result/headers";
+    // Dedup happens on the gateway's id, so it must be the id the sender signed.
+    if (headers["message-id"] !== frame.id) {
+      throw new AcpError("InvalidRequest", `delivered as ${frame.id} but signed as ${headers["message-id"]}`, {
+        problems: [{ path: `${base}/message-id`, message: `does not match the delivery id ${frame.id}` }],
+      });
+    }
+    // Ids are deduplicated by the ledger; the guard bounds how old a delivered message may be.
+    this.core.replay.checkTimestamp(headers.timestamp, base);
+    return verified;
+  }
+
+  /** A delivery that fails verification is never acted on: it is rejected (dead-lettered) with the reason. */
+  private async refuse(frame: NewMessageFrame, err: unknown): Promise<void> {
+    const error = err instanceof AcpError ? err : new AcpError("InternalError", (err as Error).message);
+    if (error.reason === "SignatureInvalid") this.core.trust.observe(frame.from, "bad-signature");
+    if (HANDSHAKE_METHODS.has(frame.method) || error.reason.startsWith("Signature")) {
+      await this.core.record(frame.envelope, "received", frame.from, {
+        step: "verify",
+        error: { code: error.code, message: error.message },
+      });
+    }
+    this.core.connection.reject(frame.id, `${error.code} ${error.message}`);
+    this.core.ledger.finish(frame.id);
+    this.core.emit("error", new AcpError(error.reason, `refused ${frame.id} from ${frame.from}: ${error.message}`, error.data));
+  }
+
+  private async handshakeStep(frame: NewMessageFrame, verified: VerifiedEnvelope, message: MethodMessage) {
+    const { core } = this;
+    const peer = verified.headers["agent-id"];
+    await core.record(message, "received", peer);
+    core.emit("message", this.view(verified, message.params.body, false));
+    const wasEstablished = core.handshakes.isEstablished(peer);
+    let replies: MethodMessage[];
+    try {
+      replies = core.handshakes.receive(verified);
+    } catch (err) {
+      await this.refuse(frame, err);
+      return;
+    }
+    if (message.method === "agent.announce") {
+      await core.record(message, "received", peer, {
+        step: "verify",
+        summary: `Verified ${peer}'s announce signature (key ${verified.kid}).`,
+      });
+    }
+    for (const reply of replies) await core.send(reply, peer);
+    const record = core.handshakes.get(peer);
+    if (!wasEstablished && record.state === "established") {
+      await core.record(message, "received", peer, { step: "trust", summary: trustSummary(record) });
+    }
+    core.handshakeProgressed(peer);
+    this.complete(frame);
+  }
+
+  private async substantive(frame: NewMessageFrame, verified: VerifiedEnvelope, message: MethodMessage) {
+    const { core } = this;
+    const peer = verified.headers["agent-id"];
+    const expectsAnswer = "id" in message;
+    let handshake: PeerHandshake;
+    let body: Record<string, unknown>;
+    const encrypted = isEncryptedBody(message.params.body);
+    try {
+      handshake = core.handshakes.requireEstablished(verified.headers, verified.kid);
+      body = encrypted
+        ? await decryptBody(message.params.body as { jwe: string }, core.identity, peer)
+        : message.params.body;
+    } catch (err) {
+      const error = err instanceof AcpError ? err : new AcpError("DecryptionFailed", "the body cannot be decrypted");
+      await core.record(message, "received", peer, { error: { code: error.code, message: error.message } });
+      if (!expectsAnswer) {
+        await this.refuse(frame, error);
+        return;
+      }
+      // The requester is verified, so it gets a signed error response rather than silence.
+      await core.send(buildErrorResponse(core.self, message as MethodMessage & { id: JsonRpcId }, error), peer);
+      this.complete(frame);
+      return;
+    }
+    await core.record(message, "received", peer);
+    core.emit("message", this.view(verified, body, encrypted));
+    const context: InboundContext = {
+      from: peer,
+      principalId: verified.headers["principal-id"],
+      method: message.method,
+      type: verified.headers["message-type"],
+      id: "id" in message ? (message.id as JsonRpcId) : undefined,
+      messageId: verified.headers["message-id"],
+      headers: verified.headers,
+      encrypted,
+      handshake,
+      trust: core.trust.get(peer),
+    };
+    const task = (
+      expectsAnswer
+        ? this.answer(message as MethodMessage & { id: JsonRpcId }, body, context)
+        : this.notify(body, context)
+    )
+      .then(() => this.complete(frame))
+      .catch((err: unknown) => {
+        core.ledger.finish(frame.id);
+        core.emit("error", err as Error);
+      })
+      .finally(() => this.tasks.delete(task));
+    this.tasks.add(task);
+  }
+
+  /** Runs the request's handler; its value becomes the signed response, a throw a signed error response. */
+  private async answer(message: MethodMessage & { id: JsonRpcId }, body: Record<string, unknown>, context: InboundContext) {
+    const { core } = this;
+    const handlers = core.handlers;
+    let reply: object;
+    try {
+      const handler =
+        message.method === "agent.handoff"
+          ? handlers.handoff && ((b: Record<string, unknown>) => handlers.handoff!(b as HandoffBody, context))
+          : (handlers.byMethod.get(message.method) ?? handlers.anyRequest);
+      if (!handler) {
+        throw new AcpError("MethodNotFound", `${core.self.agentId} has no handler for ${message.method}`, {
+          method: message.method,
+        });
+      }
+      const result = responseBody(await handler(body, context));
+      const outgoing = context.encrypted ? await core.encryptFor(context.from, result) : result;
+      reply = buildResponse(core.self, message, outgoing);
+      core.trust.observe(context.from, "clean-exchange");
+    } catch (err) {
+      if (!(err instanceof AcpError)) core.emit("error", err as Error);
+      // Anything but an AcpError is reported as -32603 without its message or stack.
+      const error = err instanceof AcpError ? err : new AcpError("InternalError");
+      reply = buildErrorResponse(core.self, message, error);
+    }
+    await core.send(reply, context.from);
+  }
+
+  private async notify(body: Record<string, unknown>, context: InboundContext): Promise<void> {
+    for (const handler of this.core.handlers.notifications) {
+      try {
+        await handler(body, context);
+      } catch (err) {
+        this.core.emit("error", err as Error);
+      }
+    }
+    this.core.trust.observe(context.from, "clean-exchange");
+  }
+
+  private async response(frame: NewMessageFrame, verified: VerifiedEnvelope): Promise<void> {
+    const { core } = this;
+    const message = verified.message as Extract<AcpMessage, { id: unknown }>;
+    const peer = verified.headers["agent-id"];
+    const awaited = core.pending.expects(message.id, peer);
+    let body: Record<string, unknown> | undefined;
+    let encrypted = false;
+    let outcome: Parameters<AgentCore["pending"]["settle"]>[1] | undefined;
+    if ("error" in message) {
+      outcome = { error: errorFromObject(message.error, { peer }) };
+      if (awaited) core.trust.observe(peer, "rejected-request");
+    } else if ("result" in message) {
+      body = message.result.body;
+      encrypted = isEncryptedBody(body);
+      try {
+        if (encrypted) body = await decryptBody(body as { jwe: string }, core.identity, peer);
+        outcome = { body, encrypted };
+        if (awaited) core.trust.observe(peer, "clean-exchange");
+      } catch (err) {
+        outcome = { error: err as AcpError };
+      }
+    }
+    await core.record(message, "received", peer);
+    core.emit("message", this.view(verified, body, encrypted));
+    if (awaited && outcome && message.id !== null) core.pending.settle(message.id, outcome);
+    this.complete(frame);
+  }
+
+  private complete(frame: NewMessageFrame): void {
+    this.core.ledger.finish(frame.id);
+    this.core.connection.acknowledge(frame.id);
+  }
+
+  private view(verified: VerifiedEnvelope, body: Record<string, unknown> | undefined, encrypted: boolean): InboundMessage {
+    const { message, headers } = verified;
+    return {
+      kind: messageKind(message),
+      method: "method" in message ? message.method : "agent.response",
+      from: headers["agent-id"],
+      principalId: headers["principal-id"],
+      messageId: headers["message-id"],
+      id: "id" in message ? (message.id as JsonRpcId | null) : undefined,
+      headers,
+      body,
+      error: "error" in message ? message.error : undefined,
+      encrypted,
+      envelope: message,
+    };
+  }
+}
+
+function responseBody(value: unknown): Record<string, unknown> {
+  if (value === undefined || value === null) return {};
+  if (typeof value === "object" && !Array.isArray(value)) return value as Record<string, unknown>;
+  throw new TypeError(`a handler must return a JSON object (or nothing), not ${Array.isArray(value) ? "an array" : typeof value}`);
+}
+
+function trustSummary(record: PeerHandshake): string {
+  const trust = record.trust;
+  const level = trust ? `${trust.level} (score ${trust.score})` : "unknown";
+  return `Handshake with ${record.peer} complete; initial trust ${level}; common layers [${(record.commonLayers ?? []).join(", ")}].`;
+}

@@ -1,0 +1,133 @@
+import type { HandshakeEvent, PeerHandshake } from "../handshake/index.js";
+import type { TrustPolicy, TrustRecord } from "../identity/index.js";
+import type {
+  AcpMessage,
+  AnnounceBody,
+  CapabilitiesBody,
+  EnvelopeHeaders,
+  ErrorObject,
+  HandoffBody,
+  JsonRpcId,
+  MessageKind,
+  PrivateIdentity,
+} from "../protocol/index.js";
+import type { AuditSettings } from "./audit.js";
+import type { ReconnectOptions } from "./connection.js";
+
+export interface AcpAgentOptions {
+  /** The gateway's base URL, e.g. `http://127.0.0.1:8700`. */
+  gateway: string;
+  /** The agent's private identity; or give `keyFile` (from `acp keygen`). */
+  identity?: PrivateIdentity;
+  keyFile?: string;
+  /** The API key the gateway issued at registration. */
+  apiKey: string;
+  /** skill-layers-loaded declared on every message. Default [0, 1]. */
+  layers?: number[];
+  /** The body of this agent's `agent.announce` (handshake step 1). */
+  announce?: AnnounceBody;
+  /** The body of this agent's `agent.capabilities` (handshake step 3). */
+  capabilities?: CapabilitiesBody;
+  /** Which principals this agent's principal knows or shares context with (initial trust). */
+  trust?: TrustPolicy;
+  /** Where the audit log goes; `false` disables it (not ACP-compliant, for throwaway tools). */
+  audit?: AuditSettings | false;
+  /**
+   * How old (or how far in the future) a delivered message's timestamp may be. Default: 7 days and
+   * 5 minutes, the gateway's retention plus clock skew, so an offline queue is still accepted.
+   */
+  replayWindowMs?: number;
+  reconnect?: ReconnectOptions;
+  /** Default timeout of request, handoff and handshake. Default 30 s. */
+  requestTimeoutMs?: number;
+  /** A peer that declares no skill layers: decline it (default) or accept it with maximum caution. */
+  undeclaredLayers?: "decline" | "maximum-caution";
+  /**
+   * "all" (default): this agent processes its whole inbox. "replies": only handshake messages and
+   * responses to its own requests; anything else is left unacknowledged for the agent's real
+   * consumer (the gateway redelivers it). For short-lived senders such as `acp send`.
+   */
+  consume?: "all" | "replies";
+}
+
+/** What a handler knows about the message it handles; everything here has been verified. */
+export interface InboundContext {
+  from: string;
+  principalId: string;
+  method: string;
+  type: EnvelopeHeaders["message-type"];
+  /** The JSON-RPC id (requests and handoffs). */
+  id: JsonRpcId | undefined;
+  messageId: string;
+  headers: EnvelopeHeaders;
+  /** The body arrived end-to-end encrypted (the handler sees it decrypted; the reply is encrypted too). */
+  encrypted: boolean;
+  handshake: PeerHandshake;
+  trust: TrustRecord | undefined;
+}
+
+/** Whatever it returns (a JSON object, or nothing for `{}`) is the signed response body. */
+export type RequestHandler = (body: Record<string, unknown>, context: InboundContext) => unknown;
+export type NotificationHandler = (body: Record<string, unknown>, context: InboundContext) => unknown;
+/** Returns the answer to a handoff, e.g. `{ accepted: true }` or `{ accepted: false, reason }`. */
+export type HandoffHandler = (handoff: HandoffBody, context: InboundContext) => unknown;
+
+/** Every verified message the agent received (the body decrypted), for the `message` event. */
+export interface InboundMessage {
+  kind: MessageKind;
+  /** `agent.response` for responses and error responses. */
+  method: string;
+  from: string;
+  principalId: string;
+  messageId: string;
+  id: JsonRpcId | null | undefined;
+  headers: EnvelopeHeaders;
+  body: Record<string, unknown> | undefined;
+  error: ErrorObject | undefined;
+  encrypted: boolean;
+  /** The signed envelope exactly as received. */
+  envelope: AcpMessage;
+}
+
+export interface AgentEvents {
+  message: (message: InboundMessage) => void;
+  handshake: (event: HandshakeEvent) => void;
+  connected: (info: { gateway: string; heartbeatMs: number; reconnected: boolean }) => void;
+  disconnected: (info: { code: number; reason: string; willReconnect: boolean }) => void;
+  error: (err: Error) => void;
+}
+
+export interface RequestOptions {
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  /** `agent.request` (default) or an extension method such as `agent.command`. */
+  method?: string;
+  /** Encrypt the body end to end to the peer's registered X25519 key. */
+  encrypt?: boolean;
+  /** The human-readable summary for the audit log (else one is generated from the body). */
+  summary?: string;
+}
+
+export interface NotifyOptions {
+  /** `agent.notification` (default) or an extension method. */
+  method?: string;
+  encrypt?: boolean;
+  summary?: string;
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface HandoffOptions {
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  encrypt?: boolean;
+  summary?: string;
+}
+
+export interface PresenceInput {
+  state?: "online" | "busy" | "away";
+  load?: number;
+  activeTasks?: number;
+  tasks?: { id: string; title?: string; progress?: number }[];
+  metrics?: { responseTimeMs: number; errorRate: number };
+}

@@ -1,0 +1,225 @@
+/**
+ * messages.jsonl: one event per line. Each append is ONE write(2) on an O_APPEND descriptor, so
+ * concurrent writers never interleave inside a line. Readers only parse lines that end in "\n"; a
+ * trailing fragment is either a write still in flight (left for later) or a torn line from a crash
+ * (reported with its line number, never parsed as garbage).
+ */
+import { closeSync, fstatSync, openSync, readSync, writeSync } from "node:fs";
+import { open } from "node:fs/promises";
+import { CoordinationError } from "./errors.js";
+import { sleep } from "./fs-atomic.js";
+import { type SessionEvent, SessionEventSchema } from "./schemas.js";
+import { validateWith } from "./validate.js";
+
+/** Larger events belong in a data artifact; the cap also keeps every append a single write. */
+export const MAX_EVENT_BYTES = 256 * 1024;
+const NEWLINE = 0x0a;
+
+export interface LoggedEvent {
+  /** 1-based line number in messages.jsonl. */
+  line: number;
+  event: SessionEvent;
+}
+
+export interface LogProblem {
+  /** torn: a line cut short by a crash or a failed write; invalid: a complete line that is wrong. */
+  kind: "torn" | "invalid";
+  file: string;
+  line: number;
+  /** Byte offset of the line's start. */
+  offset: number;
+  bytes: number;
+  message: string;
+}
+
+/** Where a reader has got to: the byte offset and line number of the next unread line. */
+export interface LogPosition {
+  offset: number;
+  line: number;
+}
+
+export interface LogChunk {
+  events: LoggedEvent[];
+  problems: LogProblem[];
+  next: LogPosition;
+  /** Bytes after `next` that do not end in a newline yet. */
+  pendingBytes: number;
+}
+
+export async function appendEvent(path: string, event: SessionEvent): Promise<void> {
+  const line = Buffer.from(`${JSON.stringify(event)}\n`, "utf8");
+  if (line.length > MAX_EVENT_BYTES) {
+    throw new CoordinationError(
+      "invalid",
+      `event is ${line.length} bytes, more than ${MAX_EVENT_BYTES}: put large data in an artifact`,
+      { file: path },
+    );
+  }
+  // Synchronous calls on purpose: each takes microseconds on a local file, and the thread-pool
+  // round trips of the async API would cost several times the write itself.
+  // a+ = O_APPEND|O_CREAT|O_RDWR: every write lands at the end, and we can peek at the last byte.
+  const fd = openSync(path, "a+", 0o644);
+  try {
+    // A torn line left by a crashed writer is ended first, so our event starts on a line of its own.
+    const out = (await endsInFragment(fd)) ? Buffer.concat([Buffer.from("\n"), line]) : line;
+    const written = writeSync(fd, out);
+    if (written !== out.length) {
+      throw new CoordinationError("torn", `short write (${written} of ${out.length} bytes)`, { file: path });
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * True when the log ends in a fragment that stays: another writer's line caught mid-copy finishes
+ * within microseconds, so the fragment is looked at twice. (Should the second look still race, the
+ * cost is one blank line, which readers pass over.)
+ */
+async function endsInFragment(fd: number): Promise<boolean> {
+  const lastByte = (): { size: number; byte: number | undefined } => {
+    const { size } = fstatSync(fd);
+    if (size === 0) return { size, byte: undefined };
+    const last = Buffer.alloc(1);
+    readSync(fd, last, 0, 1, size - 1);
+    return { size, byte: last[0] };
+  };
+  const first = lastByte();
+  if (first.byte === undefined || first.byte === NEWLINE) return false;
+  await sleep(2);
+  const second = lastByte();
+  return second.size === first.size && second.byte !== NEWLINE;
+}
+
+/** Reads the complete lines from `from` on; a trailing fragment is left unread (see pendingBytes). */
+export async function readEventsFrom(
+  path: string,
+  from: LogPosition = { offset: 0, line: 1 },
+): Promise<LogChunk> {
+  const bytes = await readBytesFrom(path, from.offset);
+  const events: LoggedEvent[] = [];
+  const problems: LogProblem[] = [];
+  let start = 0;
+  let line = from.line;
+  for (let end = bytes.indexOf(NEWLINE); end !== -1; end = bytes.indexOf(NEWLINE, start)) {
+    const text = bytes.subarray(start, end).toString("utf8").replace(/\r$/, "");
+    const offset = from.offset + start;
+    if (text.trim() !== "") {
+      const parsed = parseLine(text, path, line, offset);
+      if ("event" in parsed) events.push(parsed);
+      else problems.push(parsed);
+    }
+    start = end + 1;
+    line++;
+  }
+  return {
+    events,
+    problems,
+    next: { offset: from.offset + start, line },
+    pendingBytes: bytes.length - start,
+  };
+}
+
+/**
+ * Reads the whole log. A trailing fragment gets a moment to be completed by a writer still in flight;
+ * if it stays, it is reported as a torn line.
+ */
+export async function readEventLog(
+  path: string,
+  options: { settleMs?: number } = {},
+): Promise<{ events: LoggedEvent[]; problems: LogProblem[] }> {
+  const events: LoggedEvent[] = [];
+  const problems: LogProblem[] = [];
+  let position: LogPosition = { offset: 0, line: 1 };
+  for (let attempt = 0; ; attempt++) {
+    const chunk = await readEventsFrom(path, position);
+    events.push(...chunk.events);
+    problems.push(...chunk.problems);
+    position = chunk.next;
+    if (chunk.pendingBytes === 0) break;
+    if (attempt >= 3) {
+      problems.push(tornProblem(path, position, chunk.pendingBytes));
+      break;
+    }
+    await sleep(options.settleMs ?? 20);
+  }
+  return { events, problems };
+}
+
+export function tornProblem(file: string, at: LogPosition, bytes: number): LogProblem {
+  return {
+    kind: "torn",
+    file,
+    line: at.line,
+    offset: at.offset,
+    bytes,
+    message: `${file}:${at.line}: torn line (${bytes} bytes with no newline, cut short by a crash?): not parsed`,
+  };
+}
+
+function parseLine(text: string, file: string, line: number, offset: number): LoggedEvent | LogProblem {
+  const bytes = Buffer.byteLength(text);
+  const problem = (kind: LogProblem["kind"], message: string): LogProblem => ({
+    kind,
+    file,
+    line,
+    offset,
+    bytes,
+    message,
+  });
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    const reason = (err as Error).message;
+    if (isTruncatedJson(text, reason)) {
+      return problem("torn", `${file}:${line}: torn line (${bytes} bytes of an event cut short): not parsed`);
+    }
+    return problem("invalid", `${file}:${line}: not valid JSON (${reason})`);
+  }
+  try {
+    return { line, event: validateWith(SessionEventSchema, value, { file, line }) };
+  } catch (err) {
+    if (err instanceof CoordinationError) return problem("invalid", err.message);
+    throw err;
+  }
+}
+
+/** JSON that stops early (rather than JSON with a wrong character) is a line cut short. */
+function isTruncatedJson(text: string, message: string): boolean {
+  if (/end of JSON input/.test(message)) return true;
+  const position = /at position (\d+)/.exec(message);
+  return position !== null && Number(position[1]) >= text.length && text.startsWith("{");
+}
+
+async function readBytesFrom(path: string, offset: number): Promise<Buffer> {
+  let handle: Awaited<ReturnType<typeof open>>;
+  try {
+    handle = await open(path, "r");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return Buffer.alloc(0);
+    throw err;
+  }
+  try {
+    const { size } = await handle.stat();
+    if (size < offset) {
+      throw new CoordinationError(
+        "invalid",
+        `shrank from ${offset} to ${size} bytes: the log was truncated`,
+        {
+          file: path,
+        },
+      );
+    }
+    const buffer = Buffer.alloc(size - offset);
+    let filled = 0;
+    while (filled < buffer.length) {
+      const { bytesRead } = await handle.read(buffer, filled, buffer.length - filled, offset + filled);
+      if (bytesRead === 0) break;
+      filled += bytesRead;
+    }
+    return buffer.subarray(0, filled);
+  } finally {
+    await handle.close();
+  }
+}

@@ -1,0 +1,54 @@
+import { randomBytes } from "node:crypto";
+import { open, readFile, rename, rm } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
+
+/**
+ * Replaces a file whole: write a temp file beside it, fsync it, rename it over the target, fsync the
+ * directory. A reader sees the old content or the new one, never a mix, even across a crash.
+ */
+export async function writeFileAtomic(path: string, content: string): Promise<void> {
+  // Hidden and without the `.json` suffix, so listings of reports/ and data/ never pick it up.
+  const temp = join(dirname(path), `.${basename(path)}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`);
+  try {
+    const handle = await open(temp, "wx", 0o644);
+    try {
+      await handle.writeFile(content, "utf8");
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temp, path);
+  } catch (err) {
+    await rm(temp, { force: true });
+    throw err;
+  }
+  await fsyncDirectory(dirname(path));
+}
+
+/** Makes a rename durable. Some file systems refuse to fsync a directory; that is not an error. */
+async function fsyncDirectory(dir: string): Promise<void> {
+  let handle: Awaited<ReturnType<typeof open>> | undefined;
+  try {
+    handle = await open(dir, "r");
+    await handle.sync();
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== "EINVAL" && code !== "EISDIR" && code !== "EPERM" && code !== "EBADF") throw err;
+  } finally {
+    await handle?.close();
+  }
+}
+
+/** The file's text, or undefined when it does not exist. */
+export async function readTextIfExists(path: string): Promise<string | undefined> {
+  try {
+    return await readFile(path, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw err;
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

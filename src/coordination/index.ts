@@ -1,0 +1,98 @@
+/**
+ * acp-kit/coordination: file-based coordination of parallel agents (seed 002). A session directory
+ * holds coordination.json (locked, atomically replaced), messages.jsonl (single-write appends),
+ * reports/ and data/; a coordinator runs a plan of agents respecting their dependencies.
+ */
+export { type AgentProcessExit, runAgentProcess } from "./agent-process.js";
+export {
+  type AgentOutcome,
+  COORDINATOR_NAME,
+  DEFAULT_MAX_PARALLEL,
+  describeFailure,
+  type RunOptions,
+  type RunResult,
+  runPlan,
+  type Transition,
+} from "./coordinator.js";
+export { CoordinationError, type CoordinationErrorKind, type ErrorLocation } from "./errors.js";
+export {
+  appendEvent,
+  type LogChunk,
+  type LoggedEvent,
+  type LogPosition,
+  type LogProblem,
+  MAX_EVENT_BYTES,
+  readEventLog,
+  readEventsFrom,
+} from "./event-log.js";
+export type { FollowOptions } from "./follow.js";
+export {
+  formatAgent,
+  formatAgentTable,
+  formatAggregate,
+  formatArtifacts,
+  formatEvent,
+  formatFinding,
+  formatReport,
+  formatWaited,
+} from "./format.js";
+export { writeFileAtomic } from "./fs-atomic.js";
+export {
+  DEFAULT_LOCK_STALE_MS,
+  DEFAULT_LOCK_TIMEOUT_MS,
+  FileLock,
+  inspectLock,
+  type LockOptions,
+  type LockState,
+  staleReason,
+  withFileLock,
+} from "./lock.js";
+export {
+  artifactName,
+  artifactRef,
+  CONTEXT_ROOT_ENV,
+  DEFAULT_CONTEXT_ROOT,
+  newSessionId,
+  reportRef,
+  resolveContextRoot,
+  resolveSessionId,
+  SESSION_ID_ENVS,
+  type SessionPaths,
+  sessionPaths,
+} from "./paths.js";
+export {
+  findCycle,
+  loadPlan,
+  type Plan,
+  type PlanInput,
+  type PlannedAgent,
+  PlanSchema,
+  parsePlan,
+} from "./plan.js";
+export { ProgressDisplay, type ProgressOutput } from "./progress.js";
+export {
+  type AgentFinding,
+  aggregateReports,
+  type CountKey,
+  countEvents,
+  type EventFilter,
+  eventText,
+  matchesFilter,
+  type NamedReport,
+  type ReportAggregate,
+  reportFindings,
+  timeline,
+  timelineLine,
+} from "./queries.js";
+export * from "./schemas.js";
+export {
+  type AgentPatch,
+  type ArtifactInfo,
+  applyAgentPatch,
+  type CreateSessionOptions,
+  Session,
+  type SessionOptions,
+} from "./session.js";
+export { formatPath, lineOfPath, parseJsonFile, parseJsonText, validateWith } from "./validate.js";
+export type { WaitedAgent, WaitOptions, WaitResult, WaitSelector } from "./wait.js";
+export type { SessionChange, SessionWatcher, WatchOptions } from "./watch.js";

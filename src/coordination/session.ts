@@ -1,0 +1,368 @@
+import { mkdir, open, readdir, stat } from "node:fs/promises";
+import { join } from "node:path";
+import { CoordinationError } from "./errors.js";
+import { appendEvent, type LoggedEvent, type LogProblem, readEventLog } from "./event-log.js";
+import { type FollowOptions, followEvents } from "./follow.js";
+import { readTextIfExists, writeFileAtomic } from "./fs-atomic.js";
+import { type LockOptions, withFileLock } from "./lock.js";
+import {
+  artifactName,
+  artifactRef,
+  assertName,
+  assertSessionId,
+  newSessionId,
+  reportRef,
+  resolveContextRoot,
+  resolveSessionId,
+  type SessionPaths,
+  sessionPaths,
+} from "./paths.js";
+import { type EventFilter, matchesFilter, type NamedReport } from "./queries.js";
+import {
+  type AgentEntry,
+  type AgentStatus,
+  type Coordination,
+  CoordinationSchema,
+  type Report,
+  ReportInputSchema,
+  ReportSchema,
+  type SessionEvent,
+  type SessionEventInput,
+  SessionEventSchema,
+} from "./schemas.js";
+import { parseJsonFile, parseJsonText, validateWith } from "./validate.js";
+import { type WaitOptions, type WaitResult, type WaitSelector, waitForAgents } from "./wait.js";
+import { type SessionChange, type SessionWatcher, type WatchOptions, watchSession } from "./watch.js";
+
+export interface SessionOptions {
+  /** The context root holding session directories (default: `ACP_CONTEXT_DIR` or `.acp/context`). */
+  root?: string;
+  lock?: LockOptions;
+}
+
+export interface CreateSessionOptions extends SessionOptions {
+  id?: string;
+  projectType?: string;
+  projectPath?: string;
+}
+
+/** A change to one agent's entry. Setting a status fills the seed's timestamps (see applyAgentPatch). */
+export interface AgentPatch {
+  status?: AgentStatus;
+  progress?: string;
+  reason?: string;
+  error?: string;
+  dependencies?: string[];
+  report_path?: string;
+  exit_code?: number | null;
+  signal?: string;
+  stderr_tail?: string;
+  attempts?: number;
+}
+
+export interface ArtifactInfo {
+  name: string;
+  ref: string;
+  bytes: number;
+  modified_at: string;
+  /** Agents that announced it with a `data` event. */
+  created_by: string[];
+}
+
+/**
+ * One coordination session directory: coordination.json (locked read-modify-write, atomic replace),
+ * messages.jsonl (single-write appends), reports/ and data/ (atomic replace). Safe to use from any
+ * number of processes at once.
+ */
+export class Session {
+  readonly paths: SessionPaths;
+
+  private constructor(
+    readonly root: string,
+    readonly id: string,
+    private readonly lockOptions: LockOptions | undefined,
+  ) {
+    this.paths = sessionPaths(root, id);
+  }
+
+  static async create(options: CreateSessionOptions = {}): Promise<Session> {
+    const id = options.id ?? newSessionId();
+    assertSessionId(id);
+    const session = new Session(resolveContextRoot(options.root), id, options.lock);
+    await mkdir(session.root, { recursive: true });
+    try {
+      await mkdir(session.paths.dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      throw new CoordinationError("exists", `session ${id} already exists`, { file: session.paths.dir });
+    }
+    await Promise.all([mkdir(session.paths.reports), mkdir(session.paths.data)]);
+    const coordination: Coordination = {
+      session_id: id,
+      started_at: new Date().toISOString(),
+      ...(options.projectType !== undefined && { project_type: options.projectType }),
+      ...(options.projectPath !== undefined && { project_path: options.projectPath }),
+      agents: {},
+    };
+    await writeFileAtomic(session.paths.coordination, `${JSON.stringify(coordination, null, 2)}\n`);
+    await (await open(session.paths.messages, "a")).close();
+    return session;
+  }
+
+  /** Opens an existing session; fails naming the directory when it has no coordination.json. */
+  static async open(options: SessionOptions & { id: string }): Promise<Session> {
+    assertSessionId(options.id);
+    const session = new Session(resolveContextRoot(options.root), options.id, options.lock);
+    if ((await stat(session.paths.coordination).catch(() => undefined)) === undefined) {
+      throw new CoordinationError("not_found", `no session ${options.id} here (coordination.json missing)`, {
+        file: session.paths.dir,
+      });
+    }
+    return session;
+  }
+
+  /** Opens the session named by `session`, else by ACP_SESSION_ID / CLAUDE_SESSION_ID. */
+  static fromEnvironment(
+    options: SessionOptions & { session?: string; env?: NodeJS.ProcessEnv } = {},
+  ): Promise<Session> {
+    const env = options.env ?? process.env;
+    return Session.open({
+      ...options,
+      root: resolveContextRoot(options.root, env),
+      id: resolveSessionId(options.session, env),
+    });
+  }
+
+  async readCoordination(): Promise<Coordination> {
+    const file = this.paths.coordination;
+    const text = await readTextIfExists(file);
+    if (text === undefined)
+      throw new CoordinationError("not_found", "coordination.json is missing", { file });
+    const coordination = parseJsonFile(CoordinationSchema, text, file);
+    if (coordination.session_id !== this.id) {
+      throw new CoordinationError(
+        "invalid",
+        `is ${coordination.session_id} but the directory is ${this.id}`,
+        {
+          file,
+          field: "session_id",
+        },
+      );
+    }
+    return coordination;
+  }
+
+  /** Read-modify-write under the lock; lands by temp + fsync + rename, so no update is ever lost. */
+  async update(mutate: (coordination: Coordination) => void): Promise<Coordination> {
+    return withFileLock(
+      this.paths.lock,
+      async (lock) => {
+        const coordination = await this.readCoordination();
+        mutate(coordination);
+        const checked = validateWith(CoordinationSchema, coordination, { file: this.paths.coordination });
+        if (!(await lock.stillHeld())) {
+          throw new CoordinationError("lock_lost", "our lock was broken as stale before we could write", {
+            file: this.paths.lock,
+          });
+        }
+        await writeFileAtomic(this.paths.coordination, `${JSON.stringify(checked, null, 2)}\n`);
+        return checked;
+      },
+      this.lockOptions,
+    );
+  }
+
+  async updateAgent(name: string, patch: AgentPatch): Promise<AgentEntry> {
+    assertName(name, "agent");
+    for (const dependency of patch.dependencies ?? []) assertName(dependency, "agent");
+    const now = new Date().toISOString();
+    const updated = await this.update((c) => {
+      c.agents[name] = applyAgentPatch(c.agents[name], name, patch, now);
+    });
+    return updated.agents[name]!;
+  }
+
+  async agent(name: string): Promise<AgentEntry> {
+    const entry = (await this.readCoordination()).agents[name];
+    if (entry === undefined) {
+      throw new CoordinationError("not_found", `no agent "${name}" in this session`, {
+        file: this.paths.coordination,
+      });
+    }
+    return entry;
+  }
+
+  /** Appends one event (timestamp filled in when absent) after checking it against its schema. */
+  async log(input: SessionEventInput): Promise<SessionEvent> {
+    const event = validateWith(
+      SessionEventSchema,
+      { timestamp: new Date().toISOString(), ...input },
+      { file: "event" },
+    );
+    await appendEvent(this.paths.messages, event);
+    return event;
+  }
+
+  async readEvents(filter: EventFilter = {}): Promise<{ events: LoggedEvent[]; problems: LogProblem[] }> {
+    const { events, problems } = await readEventLog(this.paths.messages);
+    return { events: events.filter((e) => matchesFilter(e.event, filter)), problems };
+  }
+
+  /** Writes `reports/{agent}.json`, filling agent_name, timestamp and status (completed) when absent. */
+  /** `source` names where the input came from in errors; with its `text`, errors give the line too. */
+  async writeReport(
+    agent: string,
+    input: unknown,
+    source: { file: string; text?: string } = { file: "report" },
+  ): Promise<Report> {
+    assertName(agent, "agent");
+    const given = validateWith(ReportInputSchema, input, source);
+    if (given.agent_name !== undefined && given.agent_name !== agent) {
+      throw new CoordinationError("invalid", `is "${given.agent_name}" but the report is for "${agent}"`, {
+        file: source.file,
+        field: "agent_name",
+      });
+    }
+    const report = validateWith(
+      ReportSchema,
+      {
+        ...given,
+        agent_name: agent,
+        timestamp: given.timestamp ?? new Date().toISOString(),
+        status: given.status ?? "completed",
+      },
+      source,
+    );
+    await writeFileAtomic(join(this.paths.dir, reportRef(agent)), `${JSON.stringify(report, null, 2)}\n`);
+    return report;
+  }
+
+  async readReport(agent: string): Promise<Report> {
+    assertName(agent, "agent");
+    const file = join(this.paths.dir, reportRef(agent));
+    const text = await readTextIfExists(file);
+    if (text === undefined)
+      throw new CoordinationError("not_found", `agent "${agent}" has written no report`, { file });
+    return parseJsonFile(ReportSchema, text, file);
+  }
+
+  /** Every report (or those of agents whose name ends with `suffix`), sorted by agent name. */
+  async readReports(options: { suffix?: string } = {}): Promise<NamedReport[]> {
+    const agents = (await jsonNames(this.paths.reports)).filter((a) => a.endsWith(options.suffix ?? ""));
+    return Promise.all(agents.map(async (agent) => ({ agent, report: await this.readReport(agent) })));
+  }
+
+  /** Writes `data/{name}.json`; with `from`, announces it with a `data` event as the seed does. */
+  async putArtifact(
+    ref: string,
+    value: unknown,
+    options: { from?: string; description?: string } = {},
+  ): Promise<string> {
+    const name = artifactName(ref);
+    if (options.from !== undefined) assertName(options.from, "agent");
+    await writeFileAtomic(join(this.paths.data, `${name}.json`), `${JSON.stringify(value, null, 2)}\n`);
+    if (options.from !== undefined) {
+      await this.log({
+        from: options.from,
+        type: "data",
+        artifact: artifactRef(name),
+        ...(options.description !== undefined && { description: options.description }),
+      });
+    }
+    return artifactRef(name);
+  }
+
+  async getArtifact(ref: string): Promise<unknown> {
+    const file = join(this.paths.data, `${artifactName(ref)}.json`);
+    const text = await readTextIfExists(file);
+    if (text === undefined) throw new CoordinationError("not_found", `no artifact "${ref}"`, { file });
+    return parseJsonText(text, file);
+  }
+
+  async listArtifacts(): Promise<ArtifactInfo[]> {
+    const names = await jsonNames(this.paths.data);
+    const { events } = await this.readEvents({ type: "data" });
+    return Promise.all(
+      names.map(async (name) => {
+        const info = await stat(join(this.paths.data, `${name}.json`));
+        const ref = artifactRef(name);
+        const creators = events.flatMap(({ event }) =>
+          event.type === "data" && artifactName(event.artifact) === name ? [event.from] : [],
+        );
+        return {
+          name,
+          ref,
+          bytes: info.size,
+          modified_at: info.mtime.toISOString(),
+          created_by: [...new Set(creators)],
+        };
+      }),
+    );
+  }
+
+  /** Calls `onChange` whenever coordination.json, the event log, reports/ or data/ change. */
+  watch(onChange: (changes: SessionChange[]) => void, options?: WatchOptions): SessionWatcher {
+    return watchSession(this.paths, onChange, options);
+  }
+
+  /** Delivers each event (matching the filter) once, live, until `options.signal` aborts. */
+  follow(onEvent: (event: LoggedEvent) => void, options?: FollowOptions): Promise<void> {
+    return followEvents(this, onEvent, options);
+  }
+
+  /** Blocks until the selected agents have completed, or one has failed, or the timeout passes. */
+  waitFor(selector: WaitSelector, options?: WaitOptions): Promise<WaitResult> {
+    return waitForAgents(this, selector, options);
+  }
+}
+
+/**
+ * The seed's status rules: entering in_progress stamps started_at and clears the previous attempt's
+ * outcome; completed stamps completed_at and report_path; failed stamps failed_at.
+ */
+export function applyAgentPatch(
+  previous: AgentEntry | undefined,
+  name: string,
+  patch: AgentPatch,
+  now: string,
+): AgentEntry {
+  const entry: AgentEntry = previous ? { ...previous } : { status: "waiting", dependencies: [] };
+  const { status, ...fields } = patch;
+  if (status !== undefined && (status !== entry.status || previous === undefined)) {
+    if (status === "in_progress") {
+      entry.started_at = now;
+      for (const key of [
+        "completed_at",
+        "failed_at",
+        "error",
+        "exit_code",
+        "signal",
+        "stderr_tail",
+      ] as const) {
+        delete entry[key];
+      }
+    }
+    if (status === "completed") {
+      entry.completed_at = now;
+      entry.report_path = reportRef(name);
+    }
+    if (status === "failed") entry.failed_at = now;
+    entry.status = status;
+  }
+  for (const [key, value] of Object.entries(fields)) {
+    if (value !== undefined) (entry as Record<string, unknown>)[key] = value;
+  }
+  return entry;
+}
+
+/** The `*.json` names in a directory, without the suffix; temp files (dot-prefixed) are left out. */
+async function jsonNames(dir: string): Promise<string[]> {
+  const files = await readdir(dir).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === "ENOENT") return [] as string[];
+    throw err;
+  });
+  return files
+    .filter((f) => f.endsWith(".json") && !f.startsWith("."))
+    .map((f) => f.slice(0, -".json".length))
+    .sort();
+}

@@ -1,0 +1,106 @@
+import type { Broker, KvBucket, Unsubscribe } from "../broker/index.js";
+import { AcpError, type EnvelopeHeaders } from "../protocol/index.js";
+
+/** One side of a pair's handshake, as the gateway saw it relayed. */
+interface Side {
+  kid: string;
+  layers: number[];
+  announced: boolean;
+  capabilities: boolean;
+  at: string;
+}
+
+type PairState = Record<string, Side>;
+
+/**
+ * The gateway's view of each pair's four-step handshake (bucket `handshakes`, key `<a>.<b>` with
+ * a < b), built from the announce and capabilities messages it relays. Substantive messages between
+ * a pair are relayed only once both sides announced and exchanged capabilities, signed with the
+ * keys and declaring the layers they announced; any change resets the pair (seed 000: "no
+ * substantive messages before the four-step handshake completes").
+ */
+export class HandshakeGate {
+  private readonly bucket: KvBucket<PairState>;
+  private readonly cache = new Map<string, PairState | null>();
+  private unwatch: Unsubscribe | undefined;
+
+  constructor(broker: Broker) {
+    this.bucket = broker.kv<PairState>("handshakes");
+  }
+
+  async start(): Promise<void> {
+    this.unwatch = await this.bucket.watch((change) => this.cache.delete(change.key));
+  }
+
+  stop(): void {
+    this.unwatch?.();
+  }
+
+  /** Records an announce or capabilities message being relayed from `headers.agent-id`. */
+  async observe(method: "agent.announce" | "agent.capabilities", headers: EnvelopeHeaders, kid: string): Promise<void> {
+    const from = headers["agent-id"];
+    const key = pairKey(from, headers["recipient-id"]);
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const entry = await this.bucket.get(key);
+      const state: PairState = { ...(entry?.value ?? {}) };
+      const side = state[from];
+      const at = new Date().toISOString();
+      if (method === "agent.announce") {
+        state[from] = { kid, layers: [...headers["skill-layers-loaded"]], announced: true, capabilities: false, at };
+      } else {
+        if (!side?.announced || side.kid !== kid) {
+          throw new AcpError("HandshakeRequired", "agent.capabilities before a verified agent.announce with the same key", {
+            peer: headers["recipient-id"],
+          });
+        }
+        state[from] = { ...side, capabilities: true, at };
+      }
+      try {
+        if (entry) await this.bucket.update(key, state, entry.revision);
+        else await this.bucket.create(key, state);
+        this.cache.set(key, state);
+        return;
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        if (code !== "conflict" && code !== "exists") throw err;
+      }
+    }
+    throw new AcpError("Conflict", "the handshake state changed concurrently; retry");
+  }
+
+  /** Throws HandshakeRequired unless the pair completed the handshake with these keys and layers. */
+  async require(headers: EnvelopeHeaders, kid: string): Promise<void> {
+    const from = headers["agent-id"];
+    const to = headers["recipient-id"];
+    const key = pairKey(from, to);
+    let state = this.cache.get(key);
+    if (state === undefined) {
+      state = (await this.bucket.get(key))?.value ?? null;
+      this.cache.set(key, state);
+    }
+    const mine = state?.[from];
+    const theirs = state?.[to];
+    const complete = mine?.announced && mine.capabilities && theirs?.announced && theirs.capabilities;
+    if (!complete) {
+      throw new AcpError("HandshakeRequired", `complete the four-step handshake between ${from} and ${to} first`, {
+        peer: to,
+      });
+    }
+    const sameLayers = sortedKey(headers["skill-layers-loaded"]) === sortedKey(mine.layers);
+    if (mine.kid !== kid || !sameLayers) {
+      await this.bucket.delete(key);
+      this.cache.delete(key);
+      throw new AcpError(
+        "HandshakeRequired",
+        mine.kid !== kid ? "the signing key changed since the handshake; handshake again" : "declared skill layers changed since the handshake; handshake again",
+        { peer: to },
+      );
+    }
+  }
+}
+
+const sortedKey = (layers: readonly number[]) => [...layers].sort((a, b) => a - b).join(",");
+
+function pairKey(a: string, b: string): string {
+  return a < b ? `${a}.${b}` : `${b}.${a}`;
+}

@@ -1,0 +1,167 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { AcpError, type ErrorCodeName, toErrorObject } from "../protocol/index.js";
+
+/** HTTP status for each ACP error: the JSON-RPC error object is always the body. */
+const STATUS: Partial<Record<ErrorCodeName, number>> = {
+  ParseError: 400,
+  InvalidRequest: 400,
+  InvalidParams: 400,
+  MethodNotFound: 404,
+  SignatureMissing: 400,
+  SignatureInvalid: 401,
+  UnknownKey: 401,
+  HandshakeRequired: 409,
+  Replay: 409,
+  StaleTimestamp: 400,
+  Misrouted: 400,
+  LayersDeclined: 403,
+  DecryptionFailed: 400,
+  Unauthorized: 401,
+  Forbidden: 403,
+  PayloadTooLarge: 413,
+  RateLimited: 429,
+  UnknownRecipient: 404,
+  NoCommonVersion: 400,
+  NotFound: 404,
+  Conflict: 409,
+  StorageUnavailable: 503,
+  Timeout: 504,
+  Cancelled: 499,
+  PermissionDenied: 403,
+  CapabilityMissing: 422,
+};
+
+export function httpStatusOf(err: AcpError): number {
+  return STATUS[err.reason] ?? 500;
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(text),
+    "cache-control": "no-store",
+    ...headers,
+  });
+  res.end(text);
+}
+
+/** Broker errors surface as ACP errors with stable codes. */
+export function brokerToAcp(err: unknown): unknown {
+  if (!(err instanceof Error) || err.name !== "BrokerError") return err;
+  const code = (err as { code?: string }).code;
+  switch (code) {
+    case "not_found":
+      return new AcpError("NotFound", err.message);
+    case "forbidden":
+      return new AcpError("Forbidden", err.message);
+    case "invalid_argument":
+      return new AcpError("InvalidParams", err.message);
+    case "conflict":
+    case "exists":
+    case "invalid_state":
+      return new AcpError("Conflict", err.message);
+    case "unavailable":
+    case "closed":
+      return new AcpError("StorageUnavailable", err.message);
+    default:
+      return err;
+  }
+}
+
+/** Every rejection is a JSON-RPC error response body with the mapped HTTP status. */
+export function sendError(res: ServerResponse, thrown: unknown): void {
+  const err = brokerToAcp(thrown);
+  const error = toErrorObject(err);
+  const status = err instanceof AcpError ? httpStatusOf(err) : 500;
+  const headers: Record<string, string> = {};
+  if (err instanceof AcpError && typeof err.data.retryAfterSeconds === "number") {
+    headers["retry-after"] = String(err.data.retryAfterSeconds);
+  }
+  if (status === 401) headers["www-authenticate"] = 'Bearer realm="acp"';
+  sendJson(res, status, { jsonrpc: "2.0", error, id: null }, headers);
+}
+
+/**
+ * Reads the whole request body, refusing more than `limit` bytes as soon as it is exceeded
+ * (Content-Length up front, or while streaming), without buffering the excess.
+ */
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const declared = Number(req.headers["content-length"]);
+  if (Number.isFinite(declared) && declared > limit) return Promise.reject(tooLarge(limit));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        req.removeAllListeners("data");
+        req.resume();
+        reject(tooLarge(limit));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on("end", () => resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks)));
+    req.on("error", reject);
+  });
+}
+
+export function tooLarge(limit: number): AcpError {
+  return new AcpError("PayloadTooLarge", `the body exceeds the ${limit}-byte limit`, { limit });
+}
+
+export async function readJsonBody(req: IncomingMessage, limit: number): Promise<unknown> {
+  const body = await readBody(req, limit);
+  try {
+    return JSON.parse(body.toString("utf8"));
+  } catch (err) {
+    throw new AcpError("ParseError", "the request body is not valid JSON", {
+      problems: [{ path: "", message: (err as Error).message }],
+    });
+  }
+}
+
+export type Params = Record<string, string>;
+export type Handler = (req: IncomingMessage, res: ServerResponse, params: Params, url: URL) => Promise<void> | void;
+
+interface Route {
+  method: string;
+  pattern: RegExp;
+  names: string[];
+  handler: Handler;
+}
+
+/** A minimal router: `/api/v1/messages/:id/status` style patterns, exact method match. */
+export class Router {
+  private readonly routes: Route[] = [];
+
+  add(method: string, path: string, handler: Handler): this {
+    const names: string[] = [];
+    const pattern = new RegExp(
+      `^${path.replace(/:([a-zA-Z_]+)/g, (_, name: string) => {
+        names.push(name);
+        return "([^/]+)";
+      })}$`,
+    );
+    this.routes.push({ method, pattern, names, handler });
+    return this;
+  }
+
+  /** The matching route's handler, or 404/405 as JSON-RPC errors. */
+  match(method: string, pathname: string): { handler: Handler; params: Params } | { status: 404 | 405 } {
+    let pathMatched = false;
+    for (const route of this.routes) {
+      const m = route.pattern.exec(pathname);
+      if (!m) continue;
+      pathMatched = true;
+      if (route.method !== method) continue;
+      const params: Params = {};
+      route.names.forEach((name, i) => {
+        params[name] = decodeURIComponent(m[i + 1] ?? "");
+      });
+      return { handler: route.handler, params };
+    }
+    return { status: pathMatched ? 405 : 404 };
+  }
+}

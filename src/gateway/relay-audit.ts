@@ -1,0 +1,49 @@
+import { AuditLog, auditEntryFor } from "../audit/index.js";
+import type { AcpMessage } from "../protocol/index.js";
+
+/**
+ * The gateway's own audit trail of what it relayed: one hash-chained log per sending agent under
+ * `<data>/relay-audit/` (agents keep their own logs under their audit root; two writers must never
+ * share one log). Appends are queued by AuditLog and never delay the submit answer; a failure to
+ * audit is logged and counted, it does not un-accept a persisted message.
+ */
+export class RelayAudit {
+  private readonly logs = new Map<string, Promise<AuditLog>>();
+
+  constructor(
+    private readonly root: string,
+    private readonly onError: (err: unknown) => void,
+  ) {}
+
+  record(message: AcpMessage, fromPrincipal: string, toPrincipal: string, channel: string): void {
+    const from = (("params" in message ? message.params.headers : "result" in message ? message.result.headers : undefined) ?? {})[
+      "agent-id"
+    ];
+    if (!from) return;
+    const entry = auditEntryFor(message, {
+      direction: "sent",
+      channel,
+      self: { principal: fromPrincipal },
+      peer: { principal: toPrincipal },
+    });
+    this.log(from)
+      .then((log) => log.append(entry))
+      .catch(this.onError);
+  }
+
+  async close(): Promise<void> {
+    const logs = await Promise.allSettled(this.logs.values());
+    this.logs.clear();
+    await Promise.all(logs.map((l) => (l.status === "fulfilled" ? l.value.close() : undefined)));
+  }
+
+  private log(agent: string): Promise<AuditLog> {
+    let log = this.logs.get(agent);
+    if (!log) {
+      log = AuditLog.open({ root: this.root, agent });
+      this.logs.set(agent, log);
+      log.catch(() => this.logs.delete(agent));
+    }
+    return log;
+  }
+}

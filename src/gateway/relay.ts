@@ -1,0 +1,145 @@
+import type { Broker, MessageKind as BrokerKind } from "../broker/index.js";
+import {
+  AcpError,
+  type AcpMessage,
+  type EnvelopeHeaders,
+  headersOf,
+  messageKind,
+  parseMessageText,
+  ReplayGuard,
+  validateMessage,
+  verifyMessageSignature,
+} from "../protocol/index.js";
+import type { HandshakeGate } from "./handshake-gate.js";
+import { brokerToAcp } from "./http.js";
+import type { Metrics } from "./metrics.js";
+import type { RateLimiter } from "./rate-limit.js";
+import { negotiateVersion, type Registry, type ResolvedAgent } from "./registry.js";
+import type { RelayAudit } from "./relay-audit.js";
+import type { SubmitResponse } from "./wire.js";
+
+export interface RelayOptions {
+  maxEnvelopeBytes: number;
+  /** Allowed clock skew of a message's timestamp (default ±5 min). */
+  skewMs: number;
+  /** `embedded` or `nats`, for audit channel names. */
+  transport: string;
+}
+
+const HANDSHAKE_METHODS = new Set(["agent.announce", "agent.capabilities"]);
+
+/**
+ * The relay pipeline behind POST /api/v1/messages and the WebSocket `submit` frame, in this order:
+ * size, rate limit, parse, validate (before any processing), verify the signature against the
+ * registry, refuse impersonation, check freshness, recipient, protocol version and handshake, then
+ * persist (dedup by message-id), audit, and answer with the id and status.
+ */
+export class Relay {
+  private readonly freshness: ReplayGuard;
+
+  constructor(
+    private readonly broker: Broker,
+    private readonly registry: Registry,
+    private readonly gate: HandshakeGate,
+    private readonly limiter: RateLimiter,
+    private readonly metrics: Metrics,
+    private readonly audit: RelayAudit | undefined,
+    private readonly options: RelayOptions,
+  ) {
+    this.freshness = new ReplayGuard({ skewMs: options.skewMs });
+  }
+
+  async submit(sender: ResolvedAgent, input: string | object, size: number): Promise<SubmitResponse> {
+    try {
+      const result = await this.relay(sender, input, size);
+      this.metrics.count("acp_messages_submitted_total", { duplicate: String(result.duplicate) });
+      return result;
+    } catch (thrown) {
+      const err = brokerToAcp(thrown);
+      this.metrics.count("acp_messages_rejected_total", { reason: err instanceof AcpError ? err.reason : "InternalError" });
+      throw err;
+    }
+  }
+
+  private async relay(sender: ResolvedAgent, input: string | object, size: number): Promise<SubmitResponse> {
+    if (size > this.options.maxEnvelopeBytes) {
+      throw new AcpError("PayloadTooLarge", `the envelope exceeds the ${this.options.maxEnvelopeBytes}-byte limit`, {
+        limit: this.options.maxEnvelopeBytes,
+      });
+    }
+    this.limiter.take(sender.record.agentId);
+    const message = validateMessage(typeof input === "string" ? parseMessageText(input) : input, { envelope: true });
+    const headers = headersOf(message) as EnvelopeHeaders;
+    const from = headers["agent-id"];
+    if (from !== sender.record.agentId) {
+      throw new AcpError("Forbidden", `this API key acts for ${sender.record.agentId}; it cannot send as ${from}`, {
+        problems: [{ path: pathOf(message, "agent-id"), message: `must be ${sender.record.agentId}` }],
+      });
+    }
+    const kid = verifyMessageSignature(message, (agentId, signedBy) =>
+      agentId === sender.record.agentId && signedBy === sender.kid ? sender.key : undefined,
+    );
+    this.freshness.checkTimestamp(headers.timestamp, pathOf(message, "").slice(0, -1));
+    const to = headers["recipient-id"];
+    const recipient = await this.registry.resolve(to);
+    if (!recipient) {
+      throw new AcpError("UnknownRecipient", `no agent ${to} is registered here`, {
+        problems: [{ path: pathOf(message, "recipient-id"), message: "not a registered agent" }],
+      });
+    }
+    this.checkVersion(sender, recipient, headers, message);
+    const kind = messageKind(message);
+    const method = "method" in message ? message.method : kind === "error" ? "error" : "response";
+    if (HANDSHAKE_METHODS.has(method)) await this.gate.observe(method as "agent.announce", headers, kid);
+    else if (kind !== "error") await this.gate.require(headers, kid);
+
+    const envelope = typeof input === "string" ? input : JSON.stringify(input);
+    const result = await this.broker.submit({
+      id: headers["message-id"],
+      from,
+      to,
+      kind: (kind === "error" ? "response" : kind) as BrokerKind,
+      method,
+      envelope,
+      submittedAt: headers.timestamp,
+    });
+    if (result.duplicate) {
+      await this.refuseReusedId(result.id, (message as { signature?: string }).signature);
+    } else {
+      this.audit?.record(message, sender.record.principalId, recipient.record.principalId, `${this.options.transport}:agent.${to}.inbox`);
+    }
+    return { id: result.id, status: result.status, duplicate: result.duplicate };
+  }
+
+  /** Same id, same signed bytes: an idempotent resubmission. Same id, other content: a replay. */
+  private async refuseReusedId(id: string, signature: string | undefined): Promise<void> {
+    const stored = await this.broker.get(id);
+    const storedSignature = stored?.envelope ? (JSON.parse(stored.envelope) as { signature?: string }).signature : undefined;
+    if (storedSignature !== signature) {
+      throw new AcpError("Replay", `message-id ${id} was already used for a different message`, {
+        problems: [{ path: "/params/headers/message-id", message: "already used" }],
+      });
+    }
+  }
+
+  private checkVersion(sender: ResolvedAgent, recipient: ResolvedAgent, headers: EnvelopeHeaders, message: AcpMessage): void {
+    const agreed = negotiateVersion(sender.record.protocolVersions, recipient.record.protocolVersions);
+    if (!agreed) {
+      throw new AcpError("NoCommonVersion", `${sender.record.agentId} and ${recipient.record.agentId} share no protocol version`, {
+        sender: sender.record.protocolVersions,
+        recipient: recipient.record.protocolVersions,
+      });
+    }
+    if (headers["trust-layer-version"] !== agreed) {
+      throw new AcpError("NoCommonVersion", `this pair speaks protocol ${agreed}; ${headers["trust-layer-version"]} is refused`, {
+        problems: [{ path: pathOf(message, "trust-layer-version"), message: `must be ${agreed}` }],
+        negotiated: agreed,
+      });
+    }
+  }
+}
+
+function pathOf(message: AcpMessage, header: string): string {
+  const base = "params" in message ? "/params/headers" : "result" in message ? "/result/headers" : "/error/data/headers";
+  return `${base}/${header}`;
+}

@@ -1,0 +1,65 @@
+import { AcpError } from "../../protocol/index.js";
+import { authenticate, type GatewayContext, requireAdmin } from "../context.js";
+import { readJsonBody, type Router, sendJson } from "../http.js";
+import type { AgentRecord } from "../registry.js";
+import { type AgentView, PresenceUpdate } from "../wire.js";
+
+async function view(ctx: GatewayContext, record: AgentRecord): Promise<AgentView> {
+  const { apiKeyHash: _secret, rotatedAt: _rotated, ...rest } = record;
+  return { ...rest, presence: await ctx.presence.get(record.agentId) };
+}
+
+/** Registry endpoints: register/rotate/revoke with the admin token; reading with any valid key. */
+export function agentRoutes(router: Router, ctx: GatewayContext): void {
+  router.add("POST", "/api/v1/agents", async (req, res) => {
+    await requireAdmin(ctx, req);
+    const registered = await ctx.registry.register(await readJsonBody(req, 64 * 1024));
+    ctx.logger.info({ agent: registered.agentId }, "agent registered");
+    sendJson(res, 201, registered);
+  });
+
+  router.add("GET", "/api/v1/agents", async (req, res) => {
+    await authenticate(ctx, req);
+    const records = await ctx.registry.list();
+    sendJson(res, 200, { agents: await Promise.all(records.map((r) => view(ctx, r))) });
+  });
+
+  router.add("GET", "/api/v1/agents/:id", async (req, res, { id }) => {
+    await authenticate(ctx, req);
+    const record = await ctx.registry.get(id as string);
+    if (!record) throw new AcpError("NotFound", `no registered agent ${id}`);
+    sendJson(res, 200, await view(ctx, record));
+  });
+
+  router.add("POST", "/api/v1/agents/:id/rotate", async (req, res, { id }) => {
+    const caller = await authenticate(ctx, req);
+    if (caller.kind === "agent" && caller.agent.record.agentId !== id) {
+      throw new AcpError("Forbidden", "an agent can rotate only its own key");
+    }
+    const rotated = await ctx.registry.rotate(id as string);
+    ctx.logger.info({ agent: id }, "api key rotated");
+    sendJson(res, 200, rotated);
+  });
+
+  router.add("POST", "/api/v1/agents/:id/revoke", async (req, res, { id }) => {
+    await requireAdmin(ctx, req);
+    const revoked = await ctx.registry.revoke(id as string);
+    ctx.logger.info({ agent: id }, "agent revoked");
+    sendJson(res, 200, revoked);
+  });
+
+  router.add("PUT", "/api/v1/agents/:id/presence", async (req, res, { id }) => {
+    const caller = await authenticate(ctx, req);
+    if (caller.kind !== "agent" || caller.agent.record.agentId !== id) {
+      throw new AcpError("Forbidden", "an agent can set only its own presence");
+    }
+    const parsed = PresenceUpdate.safeParse(await readJsonBody(req, 64 * 1024));
+    if (!parsed.success) {
+      throw new AcpError("InvalidParams", "invalid presence update", {
+        problems: parsed.error.issues.map((i) => ({ path: `/${i.path.join("/")}`, message: i.message })),
+      });
+    }
+    await ctx.presence.update(id as string, parsed.data);
+    sendJson(res, 200, await ctx.presence.get(id as string));
+  });
+}

@@ -1,0 +1,93 @@
+import type { ListQuery, MessageRecord } from "../../broker/index.js";
+import { AcpError } from "../../protocol/index.js";
+import { authenticateAgent, type GatewayContext } from "../context.js";
+import { readBody, type Router, sendJson } from "../http.js";
+
+const KINDS = new Set(["request", "response", "notification", "handoff"]);
+const STATUSES = new Set(["queued", "delivered", "acknowledged", "failed", "expired"]);
+
+/** Seed 004's status shape (snake_case), with every timestamp the record has. */
+export function statusView(r: MessageRecord): Record<string, unknown> {
+  return {
+    id: r.id,
+    from: r.from,
+    to: r.to,
+    status: r.status,
+    queued_at: r.queuedAt,
+    ...(r.deliveredAt ? { delivered_at: r.deliveredAt } : {}),
+    ...(r.acknowledgedAt ? { acknowledged_at: r.acknowledgedAt } : {}),
+    ...(r.failedAt ? { failed_at: r.failedAt } : {}),
+    ...(r.expiredAt ? { expired_at: r.expiredAt } : {}),
+    retry_count: r.retryCount,
+    ...(r.lastError ? { last_error: r.lastError } : {}),
+    ...(r.deadLetter ? { dead_letter: r.deadLetter } : {}),
+  };
+}
+
+function queryParam(url: URL, ...names: string[]): string | undefined {
+  for (const name of names) {
+    const value = url.searchParams.get(name);
+    if (value !== null && value !== "") return value;
+  }
+  return undefined;
+}
+
+/** Messages: submit, list, read, status, acknowledge; an agent sees only messages it sent or received. */
+export function messageRoutes(router: Router, ctx: GatewayContext): void {
+  router.add("POST", "/api/v1/messages", async (req, res) => {
+    const agent = await authenticateAgent(ctx, req);
+    const body = await readBody(req, ctx.maxEnvelopeBytes);
+    const result = await ctx.relay.submit(agent, body.toString("utf8"), body.length);
+    sendJson(res, 202, result);
+  });
+
+  router.add("GET", "/api/v1/messages", async (req, res, _params, url) => {
+    const agent = await authenticateAgent(ctx, req);
+    const type = queryParam(url, "type", "kind");
+    const status = queryParam(url, "status");
+    const limit = queryParam(url, "limit");
+    const problems = [
+      ...(type && !KINDS.has(type) ? [{ path: "type", message: `must be one of ${[...KINDS].join(", ")}` }] : []),
+      ...(status && !STATUSES.has(status) ? [{ path: "status", message: `must be one of ${[...STATUSES].join(", ")}` }] : []),
+      ...(limit && !/^\d+$/.test(limit) ? [{ path: "limit", message: "must be a whole number" }] : []),
+    ];
+    if (problems.length > 0) throw new AcpError("InvalidParams", "invalid query parameters", { problems });
+    const query: ListQuery = { participant: agent.record.agentId };
+    const from = queryParam(url, "from_agent_id", "from");
+    const to = queryParam(url, "to_agent_id", "to");
+    const cursor = queryParam(url, "cursor");
+    if (from) query.from = from;
+    if (to) query.to = to;
+    if (type) query.kind = type as ListQuery["kind"] & string;
+    if (status) query.status = status as ListQuery["status"] & string;
+    if (cursor) query.cursor = cursor;
+    if (limit) query.limit = Math.min(500, Math.max(1, Number(limit)));
+    sendJson(res, 200, await ctx.broker.list(query));
+  });
+
+  const participantRecord = async (agentId: string, id: string) => {
+    const stored = await ctx.broker.get(id);
+    // Not a participant reads the same as not existing: no probing other agents' message ids.
+    if (!stored || (stored.from !== agentId && stored.to !== agentId)) throw new AcpError("NotFound", `no message ${id}`);
+    return stored;
+  };
+
+  router.add("GET", "/api/v1/messages/:id", async (req, res, { id }) => {
+    const agent = await authenticateAgent(ctx, req);
+    const { envelope, ...record } = await participantRecord(agent.record.agentId, id as string);
+    sendJson(res, 200, { ...record, envelope: envelope === null ? null : JSON.parse(envelope) });
+  });
+
+  router.add("GET", "/api/v1/messages/:id/status", async (req, res, { id }) => {
+    const agent = await authenticateAgent(ctx, req);
+    sendJson(res, 200, statusView(await participantRecord(agent.record.agentId, id as string)));
+  });
+
+  router.add("POST", "/api/v1/messages/:id/acknowledge", async (req, res, { id }) => {
+    const agent = await authenticateAgent(ctx, req);
+    await participantRecord(agent.record.agentId, id as string);
+    const record = await ctx.broker.ack(agent.record.agentId, id as string);
+    ctx.metrics.count("acp_messages_acknowledged_total");
+    sendJson(res, 200, statusView(record));
+  });
+}

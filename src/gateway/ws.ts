@@ -1,0 +1,236 @@
+import type { IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
+import type { Logger } from "pino";
+import { type RawData, WebSocket, WebSocketServer } from "ws";
+import type { Broker, Delivery, Inbox } from "../broker/index.js";
+import { AcpError, toErrorObject } from "../protocol/index.js";
+import { credentialOf } from "./auth.js";
+import { brokerToAcp } from "./http.js";
+import type { Metrics } from "./metrics.js";
+import type { PresenceTracker } from "./presence.js";
+import type { Registry, ResolvedAgent } from "./registry.js";
+import type { Relay } from "./relay.js";
+import { ClientFrame, type ServerFrame } from "./wire.js";
+
+export interface WsOptions {
+  heartbeatMs: number;
+  maxInFlight: number;
+  maxEnvelopeBytes: number;
+  authTimeoutMs: number;
+  gatewayId: string;
+}
+
+/** Close codes (RFC 6455 private range) so clients can tell why they were closed. */
+export const CloseCode = { Unauthorized: 4401, Replaced: 4409, HeartbeatTimeout: 4408, ShuttingDown: 1001 } as const;
+
+/**
+ * Agents' real-time connections: authenticate, stream the agent's inbox (offline queue first, in
+ * order) as `new_message` frames, take acknowledgements, rejections, presence and submissions.
+ * One inbox per agent per gateway: a new connection replaces the previous one.
+ */
+export class WsHub {
+  private readonly server: WebSocketServer;
+  private readonly sessions = new Map<string, Session>();
+
+  constructor(
+    private readonly deps: {
+      broker: Broker;
+      registry: Registry;
+      relay: Relay;
+      presence: PresenceTracker;
+      metrics: Metrics;
+      logger: Logger;
+    },
+    private readonly options: WsOptions,
+  ) {
+    this.server = new WebSocketServer({ noServer: true, maxPayload: options.maxEnvelopeBytes * 2 + 4096 });
+  }
+
+  get connectionCount(): number {
+    return this.server.clients.size;
+  }
+
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    this.server.handleUpgrade(req, socket, head, (ws) => {
+      void this.accept(ws, credentialOf(req.headers));
+    });
+  }
+
+  async close(): Promise<void> {
+    const sessions = [...this.sessions.values()];
+    await Promise.all(sessions.map((s) => s.stop(CloseCode.ShuttingDown, "gateway shutting down")));
+    for (const ws of this.server.clients) ws.terminate();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private async accept(ws: WebSocket, headerKey: string | undefined): Promise<void> {
+    const apiKey = headerKey ?? (await this.firstFrameKey(ws));
+    const agent = apiKey ? await this.deps.registry.authenticate(apiKey).catch(() => undefined) : undefined;
+    if (!agent) {
+      this.send(ws, { type: "error", error: new AcpError("Unauthorized", "a valid API key is required").toJSON() });
+      ws.close(CloseCode.Unauthorized, "unauthorized");
+      return;
+    }
+    const agentId = agent.record.agentId;
+    const previous = this.sessions.get(agentId);
+    if (previous) await previous.stop(CloseCode.Replaced, "replaced by a newer connection");
+    if (ws.readyState !== WebSocket.OPEN) return;
+    const session = new Session(ws, agent, this.deps, this.options, () => {
+      if (this.sessions.get(agentId) === session) this.sessions.delete(agentId);
+    });
+    this.sessions.set(agentId, session);
+    await session.start();
+  }
+
+  /** Browsers cannot set headers on a WebSocket: the first frame may carry the key instead. */
+  private firstFrameKey(ws: WebSocket): Promise<string | undefined> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(undefined), this.options.authTimeoutMs);
+      ws.once("message", (data: RawData) => {
+        clearTimeout(timer);
+        try {
+          const frame = ClientFrame.parse(JSON.parse(data.toString()));
+          resolve(frame.type === "auth" ? frame.apiKey : undefined);
+        } catch {
+          resolve(undefined);
+        }
+      });
+      ws.once("close", () => resolve(undefined));
+    });
+  }
+
+  private send(ws: WebSocket, frame: ServerFrame): void {
+    if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(frame));
+  }
+}
+
+class Session {
+  private inbox: Inbox | undefined;
+  private pump: Promise<void> | undefined;
+  private lastSeen = Date.now();
+  private heartbeat: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private readonly agentId: string;
+
+  constructor(
+    private readonly ws: WebSocket,
+    private readonly agent: ResolvedAgent,
+    private readonly deps: { broker: Broker; relay: Relay; presence: PresenceTracker; metrics: Metrics; logger: Logger },
+    private readonly options: WsOptions,
+    private readonly onEnd: () => void,
+  ) {
+    this.agentId = agent.record.agentId;
+  }
+
+  async start(): Promise<void> {
+    this.ws.on("message", (data: RawData, isBinary: boolean) => this.onFrame(data, isBinary));
+    this.ws.on("pong", () => {
+      this.lastSeen = Date.now();
+    });
+    this.ws.on("close", () => void this.stop());
+    this.ws.on("error", () => void this.stop());
+    try {
+      this.inbox = await this.deps.broker.openInbox(this.agentId, { maxInFlight: this.options.maxInFlight });
+    } catch (err) {
+      this.deps.logger.warn({ agent: this.agentId, err: (err as Error).message }, "cannot open inbox");
+      this.ws.close(1011, "inbox unavailable");
+      return;
+    }
+    await this.deps.presence.connected(this.agentId).catch(() => undefined);
+    this.deps.metrics.count("acp_ws_connections_total");
+    this.send({ type: "ready", agentId: this.agentId, gateway: this.options.gatewayId, heartbeatMs: this.options.heartbeatMs });
+    this.heartbeat = setInterval(() => this.checkAlive(), this.options.heartbeatMs);
+    this.heartbeat.unref();
+    this.pump = this.deliver(this.inbox);
+  }
+
+  /** Stops delivery and closes the socket; unacknowledged messages stay queued for the next connection. */
+  async stop(code?: number, reason?: string): Promise<void> {
+    if (this.stopped) return this.pump;
+    this.stopped = true;
+    clearInterval(this.heartbeat);
+    if (code !== undefined && this.ws.readyState === WebSocket.OPEN) this.ws.close(code, reason);
+    await this.inbox?.close().catch(() => undefined);
+    await this.pump?.catch(() => undefined);
+    if (this.inbox) await this.deps.presence.disconnected(this.agentId).catch(() => undefined);
+    this.onEnd();
+  }
+
+  private async deliver(inbox: Inbox): Promise<void> {
+    for await (const delivery of inbox) {
+      if (this.stopped || this.ws.readyState !== WebSocket.OPEN) break;
+      this.ws.send(deliveryFrame(delivery));
+      this.deps.metrics.count("acp_messages_delivered_total");
+    }
+  }
+
+  private checkAlive(): void {
+    if (Date.now() - this.lastSeen > this.options.heartbeatMs * 3) {
+      this.ws.terminate();
+      void this.stop();
+      return;
+    }
+    this.ws.ping();
+  }
+
+  private onFrame(data: RawData, isBinary: boolean): void {
+    this.lastSeen = Date.now();
+    const size = Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : (data as Buffer).byteLength;
+    let frame: ClientFrame;
+    try {
+      if (isBinary) throw new AcpError("InvalidRequest", "frames must be JSON text");
+      const parsed = ClientFrame.safeParse(JSON.parse(data.toString()));
+      if (!parsed.success) {
+        throw new AcpError("InvalidRequest", "unknown or malformed frame", {
+          problems: parsed.error.issues.map((i) => ({ path: `/${i.path.join("/")}`, message: i.message })),
+        });
+      }
+      frame = parsed.data;
+    } catch (err) {
+      const error = err instanceof SyntaxError ? new AcpError("ParseError", "the frame is not valid JSON") : err;
+      this.send({ type: "error", error: toErrorObject(error) });
+      return;
+    }
+    void this.handle(frame, size);
+  }
+
+  private async handle(frame: ClientFrame, size: number): Promise<void> {
+    switch (frame.type) {
+      case "submit":
+        try {
+          const result = await this.deps.relay.submit(this.agent, frame.envelope, size);
+          this.send({ type: "submitted", ref: frame.ref, ...result });
+        } catch (err) {
+          this.send({ type: "error", ref: frame.ref, error: toErrorObject(brokerToAcp(err)) });
+        }
+        return;
+      case "acknowledge":
+      case "reject":
+        try {
+          if (frame.type === "acknowledge") await this.deps.broker.ack(this.agentId, frame.id);
+          else await this.deps.broker.reject(this.agentId, frame.id, frame.reason);
+          this.deps.metrics.count(frame.type === "acknowledge" ? "acp_messages_acknowledged_total" : "acp_messages_rejected_by_recipient_total");
+        } catch (err) {
+          this.send({ type: "error", id: frame.id, error: toErrorObject(brokerToAcp(err)) });
+        }
+        return;
+      case "presence":
+        await this.deps.presence.update(this.agentId, frame.presence).catch(() => undefined);
+        return;
+      case "heartbeat":
+        await this.deps.presence.heartbeat(this.agentId).catch(() => undefined);
+        return;
+      case "auth":
+        return;
+    }
+  }
+
+  private send(frame: ServerFrame): void {
+    if (this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(frame));
+  }
+}
+
+/** Built by concatenation: the stored envelope text is embedded as is, never re-parsed. */
+function deliveryFrame(d: Delivery): string {
+  return `{"type":"new_message","id":${JSON.stringify(d.id)},"from":${JSON.stringify(d.from)},"kind":"${d.kind}","method":${JSON.stringify(d.method)},"attempt":${d.attempt},"envelope":${d.envelope}}`;
+}

@@ -1,0 +1,2 @@
+export * from "./files.js";
+export * from "./trust.js";

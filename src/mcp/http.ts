@@ -1,0 +1,104 @@
+/**
+ * A minimal Streamable HTTP host for MCP servers on `node:http`: one SDK transport and one server
+ * per MCP session (`Mcp-Session-Id`), created on `initialize`, freed on DELETE or close. It has no
+ * authentication: it is for local use, tests and benchmarks (the gateway serves `/mcp` itself).
+ */
+import { randomUUID } from "node:crypto";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import type { Transport } from "./sdk-adapter.js";
+
+/** What the host needs of a server: an SDK `McpServer` (or our `AgentsMcpServer`) fits. */
+export interface ConnectableMcpServer {
+  connect(transport: Transport): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface McpHttpHostOptions {
+  /** Called once per MCP session. */
+  createServer: () => ConnectableMcpServer;
+  host?: string;
+  /** 0 (default) picks a free port. */
+  port?: number;
+  path?: string;
+  /** Answer requests with plain JSON instead of an SSE stream (no progress notifications then). */
+  enableJsonResponse?: boolean;
+}
+
+export interface McpHttpHost {
+  readonly url: string;
+  readonly sessionCount: number;
+  close(): Promise<void>;
+}
+
+export async function serveMcpOverHttp(options: McpHttpHostOptions): Promise<McpHttpHost> {
+  const path = options.path ?? "/mcp";
+  const sessions = new Map<
+    string,
+    { transport: StreamableHTTPServerTransport; server: ConnectableMcpServer }
+  >();
+
+  async function openSession(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const server = options.createServer();
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: randomUUID,
+      enableJsonResponse: options.enableJsonResponse ?? false,
+      onsessioninitialized: (sessionId) => {
+        sessions.set(sessionId, { transport, server });
+      },
+    });
+    transport.onclose = () => {
+      if (transport.sessionId !== undefined) sessions.delete(transport.sessionId);
+    };
+    await server.connect(transport);
+    await transport.handleRequest(req, res);
+    // Anything but a valid initialize was answered with an error and opened no session.
+    if (transport.sessionId === undefined || !sessions.has(transport.sessionId)) await server.close();
+  }
+
+  async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://localhost");
+    if (url.pathname !== path) return reply(res, 404, `no MCP endpoint at ${url.pathname}; use ${path}`);
+    const sessionId = req.headers["mcp-session-id"];
+    if (typeof sessionId === "string") {
+      const session = sessions.get(sessionId);
+      if (session === undefined) return reply(res, 404, `unknown MCP session ${sessionId}`);
+      return session.transport.handleRequest(req, res);
+    }
+    if (req.method === "POST") return openSession(req, res);
+    return reply(res, 400, "missing Mcp-Session-Id header");
+  }
+
+  const http = createServer((req, res) => {
+    route(req, res).catch((err: unknown) => {
+      if (!res.headersSent) reply(res, 500, err instanceof Error ? err.message : String(err));
+      else res.destroy();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    http.once("error", reject);
+    http.listen(options.port ?? 0, options.host ?? "127.0.0.1", () => resolve());
+  });
+  const address = http.address() as AddressInfo;
+  const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
+
+  return {
+    url: `http://${host}:${address.port}${path}`,
+    get sessionCount() {
+      return sessions.size;
+    },
+    async close() {
+      const open = [...sessions.values()];
+      sessions.clear();
+      await Promise.allSettled(open.map((session) => session.server.close()));
+      http.closeAllConnections();
+      await new Promise<void>((resolve) => http.close(() => resolve()));
+    },
+  };
+}
+
+function reply(res: ServerResponse, status: number, message: string): void {
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32000, message } }));
+}

@@ -1,0 +1,61 @@
+/** `acp-kit/mcp`: the MCP `agents` capability (seed 001): delta algorithm, server, client. */
+export {
+  AgentsClient,
+  type ConnectOptions,
+  connectAgentsClient,
+  type RunAgentOptions,
+  type StdioServerCommand,
+  stdioClientTransport,
+  streamableHttpClientTransport,
+} from "./client.js";
+export {
+  combineDelta,
+  combineDeltas,
+  DeltaCombineError,
+  DeltaMismatchError,
+  remainingDelta,
+  type SplitOptions,
+  splitIntoDeltas,
+} from "./delta.js";
+export { createDemoAgents } from "./demo.js";
+export {
+  AgentInputError,
+  AgentOutputError,
+  AgentsRpcError,
+  InvalidCursorError,
+  UnknownAgentError,
+} from "./errors.js";
+export {
+  type ConnectableMcpServer,
+  type McpHttpHost,
+  type McpHttpHostOptions,
+  serveMcpOverHttp,
+} from "./http.js";
+export { firstDifference, type JsonObject, type JsonType, type JsonValue, jsonEqual } from "./json.js";
+export {
+  AGENTS_CAPABILITY,
+  type AgentDescriptor,
+  type AgentPage,
+  AgentsMethods,
+  type AgentsRunResult,
+  JsonRpcErrorCodes,
+  type JsonSchema,
+  McpNotifications,
+  type ProgressToken,
+  type RunProgressParams,
+} from "./protocol.js";
+export {
+  type AgentDefinition,
+  type AgentHandler,
+  AgentRegistry,
+  type AgentRegistryOptions,
+  type AgentRunContext,
+  type AgentSource,
+} from "./registry.js";
+export {
+  AgentsMcpServer,
+  type AgentsMcpServerOptions,
+  createAgentsMcpServer,
+  type Transport,
+} from "./sdk-adapter.js";
+export type { AgentRunEvent, OutgoingNotification, RunRequestContext } from "./server.js";

@@ -1,0 +1,78 @@
+import { CompactEncrypt, compactDecrypt, decodeProtectedHeader } from "jose";
+import { AcpError } from "./errors.js";
+import { importPrivateKey, importPublicKey, type PrivateIdentity, type X25519PublicJwk } from "./keys.js";
+import { EncryptedBody } from "./schemas.js";
+
+/**
+ * End-to-end encryption of a message body to its recipient (the seed's security floor, item 4):
+ * a compact JWE (RFC 7516) with ECDH-ES key agreement on X25519 and A256GCM content encryption
+ * (RFC 7518 / RFC 8037). The sender encrypts first, then signs the whole message, so the gateway
+ * can verify and route without reading the body. The protected header names sender and recipient
+ * (`acp-from`, `acp-to`); it is authenticated by AES-GCM, so a JWE lifted into another agent's
+ * message is refused on decryption.
+ */
+const decoder = new TextDecoder();
+
+export function isEncryptedBody(body: unknown): body is EncryptedBody {
+  return EncryptedBody.safeParse(body).success;
+}
+
+export interface EncryptFor {
+  senderId: string;
+  recipientId: string;
+  recipientKey: X25519PublicJwk;
+}
+
+export async function encryptBody(body: Record<string, unknown>, target: EncryptFor): Promise<EncryptedBody> {
+  const jwe = await new CompactEncrypt(new TextEncoder().encode(JSON.stringify(body)))
+    .setProtectedHeader({
+      alg: "ECDH-ES",
+      enc: "A256GCM",
+      ...(target.recipientKey.kid ? { kid: target.recipientKey.kid } : {}),
+      "acp-from": target.senderId,
+      "acp-to": target.recipientId,
+    })
+    .encrypt(importPublicKey(target.recipientKey));
+  return { jwe };
+}
+
+function failed(message: string): AcpError {
+  return new AcpError("DecryptionFailed", message, { problems: [{ path: "/params/body/jwe", message }] });
+}
+
+/** Decrypts a body encrypted to `recipient`; `senderId` is the verified signer of the message. */
+export async function decryptBody(
+  body: EncryptedBody,
+  recipient: PrivateIdentity,
+  senderId: string,
+): Promise<Record<string, unknown>> {
+  let header: Record<string, unknown>;
+  try {
+    header = decodeProtectedHeader(body.jwe) as Record<string, unknown>;
+  } catch {
+    throw failed("the JWE protected header cannot be decoded");
+  }
+  if (header["acp-to"] !== recipient.agentId)
+    throw failed(`the body is encrypted to ${String(header["acp-to"])}`);
+  if (header["acp-from"] !== senderId) {
+    throw failed(`the body was encrypted by ${String(header["acp-from"])}, not by the signer ${senderId}`);
+  }
+  let plaintext: Uint8Array;
+  try {
+    ({ plaintext } = await compactDecrypt(body.jwe, importPrivateKey(recipient.encryption), {
+      keyManagementAlgorithms: ["ECDH-ES"],
+      contentEncryptionAlgorithms: ["A256GCM"],
+    }));
+  } catch {
+    throw failed("the JWE cannot be decrypted with this agent's encryption key");
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(decoder.decode(plaintext));
+  } catch {
+    throw failed("the decrypted body is not JSON");
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+    throw failed("the decrypted body is not a JSON object");
+  return parsed as Record<string, unknown>;
+}

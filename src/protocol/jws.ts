@@ -1,0 +1,139 @@
+import { sign as edSign, verify as edVerify, type KeyObject } from "node:crypto";
+import { CanonicalizationError, canonicalize } from "./canonical.js";
+import { AcpError } from "./errors.js";
+import { agentOfKeyId, importPrivateKey, keyId, type PrivateIdentity } from "./keys.js";
+import type { AcpMessage } from "./schemas.js";
+import { headersOf } from "./validate.js";
+
+/**
+ * Per-message signatures: Ed25519 over the RFC 8785 canonical bytes of the message without its
+ * `signature` member, carried as a detached compact JWS (RFC 7515 appendix F, `alg: EdDSA`):
+ *
+ *   signature     = BASE64URL(protected) ".." BASE64URL(Ed25519(signingInput))
+ *   signingInput  = BASE64URL(protected) "." BASE64URL(UTF8(JCS(message minus "signature")))
+ *   protected     = JCS({"alg":"EdDSA","kid":"<agent-id>#<key thumbprint>"})
+ *
+ * The same construction A2A uses for signed agent cards. Because the routing headers
+ * (`recipient-id`, `message-id`, `timestamp`) are inside the signed bytes, a signed message can be
+ * neither re-routed nor replayed undetected.
+ */
+export interface Signer {
+  agentId: string;
+  kid: string;
+  privateKey: KeyObject;
+  /** BASE64URL(JCS(protected header)), fixed per key. */
+  protectedB64: string;
+}
+
+export function createSigner(identity: PrivateIdentity): Signer {
+  // Always derived, never taken from the file: verifiers derive the same id from the public key.
+  const kid = keyId(identity.agentId, identity.signing);
+  return {
+    agentId: identity.agentId,
+    kid,
+    privateKey: importPrivateKey(identity.signing),
+    protectedB64: Buffer.from(canonicalize({ alg: "EdDSA", kid })).toString("base64url"),
+  };
+}
+
+/** The exact bytes that are signed (exposed for test vectors and other implementations). */
+export function signingInput(protectedB64: string, message: object): Buffer {
+  const { signature: _detached, ...unsigned } = message as { signature?: unknown };
+  const payload = Buffer.from(canonicalize(unsigned)).toString("base64url");
+  return Buffer.from(`${protectedB64}.${payload}`, "ascii");
+}
+
+/** Returns a copy of the message with its `signature` member set. */
+export function signMessage<M extends object>(message: M, signer: Signer): M & { signature: string } {
+  const sig = edSign(null, signingInput(signer.protectedB64, message), signer.privateKey);
+  return { ...message, signature: `${signer.protectedB64}..${sig.toString("base64url")}` };
+}
+
+export interface ProtectedHeader {
+  alg: string;
+  kid: string;
+}
+
+const headerCache = new Map<string, ProtectedHeader>();
+
+/** Decodes and checks the protected header; cached because one agent's header never changes. */
+export function decodeProtectedHeader(protectedB64: string): ProtectedHeader {
+  const cached = headerCache.get(protectedB64);
+  if (cached) return cached;
+  let header: unknown;
+  try {
+    header = JSON.parse(Buffer.from(protectedB64, "base64url").toString("utf8"));
+  } catch {
+    throw invalid("the JWS protected header is not base64url JSON");
+  }
+  const { alg, kid, crit } = (header ?? {}) as Record<string, unknown>;
+  // RFC 7515 section 4.1.11: a critical extension the verifier does not understand must be refused.
+  if (crit !== undefined) throw invalid("the JWS protected header has crit extensions ACP does not define");
+  if (alg !== "EdDSA")
+    throw invalid(`unsupported JWS alg ${JSON.stringify(alg)}; ACP requires EdDSA (Ed25519)`);
+  if (typeof kid !== "string" || kid.length === 0) throw invalid("the JWS protected header has no kid");
+  const decoded = { alg, kid };
+  if (headerCache.size > 4096) headerCache.clear();
+  headerCache.set(protectedB64, decoded);
+  return decoded;
+}
+
+function invalid(message: string): AcpError {
+  return new AcpError("SignatureInvalid", message, { problems: [{ path: "/signature", message }] });
+}
+
+/** Finds the public key for an agent's key id, or undefined when none is registered. */
+export type KeyResolver = (agentId: string, kid: string) => KeyObject | undefined;
+
+/**
+ * Verifies a message's detached JWS against the key its signer registered. The signer (kid's agent)
+ * must be the agent named in the message's `agent-id` header. Throws AcpError on any failure.
+ * Returns the key id that signed it.
+ */
+export function verifyMessageSignature(message: AcpMessage, resolveKey: KeyResolver): string {
+  const signature = (message as { signature?: unknown }).signature;
+  if (typeof signature !== "string") {
+    throw new AcpError("SignatureMissing", "the message carries no signature", {
+      problems: [{ path: "/signature", message: "every message must be signed" }],
+    });
+  }
+  const separator = signature.indexOf("..");
+  if (separator <= 0 || signature.indexOf(".", separator + 2) !== -1) {
+    throw invalid("the signature is not a detached compact JWS (header..signature)");
+  }
+  const protectedB64 = signature.slice(0, separator);
+  const { kid } = decodeProtectedHeader(protectedB64);
+  const agentId = headersOf(message)?.["agent-id"];
+  if (agentOfKeyId(kid) !== agentId) {
+    throw invalid(`signed with key ${kid}, which does not belong to agent-id ${String(agentId)}`);
+  }
+  const key = resolveKey(agentId, kid);
+  if (!key) {
+    throw new AcpError("UnknownKey", `no registered public key ${kid}`, {
+      problems: [{ path: "/signature", message: `key ${kid} is not registered for ${agentId}` }],
+      kid,
+    });
+  }
+  const encodedSig = signature.slice(separator + 2);
+  const sig = Buffer.from(encodedSig, "base64url");
+  // Exactly one encoding of the 64 bytes is accepted, so a signature string cannot be varied.
+  if (sig.length !== 64 || sig.toString("base64url") !== encodedSig) {
+    throw invalid("the signature is not 64 base64url-encoded bytes");
+  }
+  if (!edVerify(null, signedBytes(protectedB64, message), key, sig)) {
+    throw invalid("the signature does not match the message (tampered, re-routed, or signed by another key)");
+  }
+  return kid;
+}
+
+/** The signing input of a received message; a value JCS cannot represent was never validly signed. */
+function signedBytes(protectedB64: string, message: AcpMessage): Buffer {
+  try {
+    return signingInput(protectedB64, message);
+  } catch (err) {
+    if (!(err instanceof CanonicalizationError)) throw err;
+    throw new AcpError("InvalidParams", `the message cannot be canonicalized: ${err.message}`, {
+      problems: [{ path: err.path, message: err.message }],
+    });
+  }
+}

@@ -1,0 +1,66 @@
+import { AcpError } from "./errors.js";
+
+export interface ReplayGuardOptions {
+  /** Allowed clock skew either side of now, in ms (default ±5 minutes). */
+  skewMs?: number;
+  now?: () => number;
+}
+
+/**
+ * Replay protection: a message is accepted only if its timestamp lies within ±skew of now and its
+ * message-id was not seen within that window. An id only needs remembering until its timestamp
+ * leaves the window (after that the timestamp check refuses it), so memory is bounded by the
+ * message rate times twice the window.
+ */
+export class ReplayGuard {
+  readonly skewMs: number;
+  private readonly now: () => number;
+  /** message-id → time after which it can be forgotten. */
+  private readonly seen = new Map<string, number>();
+  private nextPrune = 0;
+
+  constructor(options: ReplayGuardOptions = {}) {
+    this.skewMs = options.skewMs ?? 5 * 60_000;
+    this.now = options.now ?? Date.now;
+  }
+
+  /** Throws StaleTimestamp or Replay; otherwise records the id. */
+  check(messageId: string, timestamp: string, path = "/params/headers"): void {
+    this.checkTimestamp(timestamp, path);
+    const now = this.now();
+    if (now >= this.nextPrune) this.prune(now);
+    const forgetAt = this.seen.get(messageId);
+    if (forgetAt !== undefined && forgetAt > now) {
+      throw new AcpError("Replay", `message-id ${messageId} was already received`, {
+        problems: [{ path: `${path}/message-id`, message: "already seen within the replay window" }],
+      });
+    }
+    this.seen.set(messageId, Date.parse(timestamp) + 2 * this.skewMs);
+  }
+
+  checkTimestamp(timestamp: string, path = "/params/headers"): void {
+    const at = Date.parse(timestamp);
+    const drift = at - this.now();
+    if (!Number.isFinite(at) || Math.abs(drift) > this.skewMs) {
+      throw new AcpError(
+        "StaleTimestamp",
+        `timestamp ${timestamp} is outside the ±${this.skewMs / 1000}s window`,
+        {
+          problems: [
+            { path: `${path}/timestamp`, message: `${Math.round(drift / 1000)}s from the receiver's clock` },
+          ],
+          skewMs: this.skewMs,
+        },
+      );
+    }
+  }
+
+  get size(): number {
+    return this.seen.size;
+  }
+
+  private prune(now: number): void {
+    for (const [id, forgetAt] of this.seen) if (forgetAt <= now) this.seen.delete(id);
+    this.nextPrune = now + Math.min(this.skewMs, 30_000);
+  }
+}

@@ -1,0 +1,290 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { AuditEntryInputSchema, AuditEntrySchema, auditEntryFor, summarize } from "../../src/audit/index.js";
+import { headers, seedRequest, seedResponse } from "./fixtures.js";
+
+const JWE =
+  "eyJhbGciOiJFQ0RILUVTIiwiZW5jIjoiQTI1NkdDTSJ9.ZW5jcnlwdGVka2V5.aXZpdml2aXY.U0VDUkVUUEFZTE9BRE1FRElDQUw.dGFndGFndGFn";
+
+function notification(method: string, body: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+  return {
+    jsonrpc: "2.0",
+    method,
+    params: { headers: headers("agent-alpha", "principal-a", "notification", extra), body },
+  };
+}
+
+describe("summarize", () => {
+  it("describes a request with an action and its parameters", () => {
+    expect(summarize(seedRequest())).toBe(
+      "agent-alpha requested get-availability (date_range: 2026-02-17/2026-02-21, duration_minutes: 60).",
+    );
+  });
+
+  it("describes a request without an action by its fields", () => {
+    const message = { ...seedRequest(), params: { ...seedRequest().params, body: { question: "Lunch?", urgent: true } } };
+    expect(summarize(message)).toBe("agent-alpha sent a request (question: Lunch?, urgent: true).");
+  });
+
+  it("describes a response with the request it answers", () => {
+    expect(summarize(seedResponse())).toBe(
+      "agent-beta responded to req-7f3a-4b2c-9d1e with available_slots: 2026-02-18T10:00:00Z, 2026-02-19T14:00:00Z, 2026-02-20T09:00:00Z.",
+    );
+  });
+
+  it("describes an error response by code and message", () => {
+    const error = { jsonrpc: "2.0", error: { code: -32001, message: "handshake required" }, id: "req-9" };
+    expect(summarize(error)).toBe("Error response to req-9: -32001 handshake required.");
+  });
+
+  it("describes the seed's announce", () => {
+    const announce = notification("agent.announce", {
+      capabilities: ["calendar-management", "document-retrieval"],
+      purpose: "Coordinate scheduling between principals",
+    });
+    expect(summarize(announce)).toBe(
+      'agent-alpha announced itself to "Coordinate scheduling between principals"; capabilities: calendar-management, document-retrieval.',
+    );
+  });
+
+  it("describes a capabilities exchange", () => {
+    const capabilities = notification("agent.capabilities", {
+      tools: ["calendar.read", { name: "calendar.write", description: "books slots" }],
+      domains: ["scheduling"],
+      limits: { max_requests_per_hour: 60 },
+      requests: ["availability"],
+    });
+    expect(summarize(capabilities)).toBe(
+      "agent-alpha shared its capabilities: tools calendar.read, calendar.write; domains scheduling; limits {max_requests_per_hour}; requests availability.",
+    );
+  });
+
+  it("describes a notification by its message", () => {
+    expect(summarize(notification("agent.notification", { status: "done", message: "Booked the room\nfor Tuesday" }))).toBe(
+      "agent-alpha sent a notification: Booked the room for Tuesday.",
+    );
+  });
+
+  it("describes a handoff by what was completed and what remains", () => {
+    const handoff = {
+      jsonrpc: "2.0",
+      method: "agent.handoff",
+      params: {
+        headers: headers("agent-alpha", "principal-a", "handoff"),
+        body: {
+          completed: ["found 3 slots", "asked principal-a"],
+          remaining: "confirm a slot with principal-b",
+          context: { slots: ["2026-02-18T10:00:00Z"] },
+        },
+      },
+      id: "handoff-1",
+    };
+    expect(summarize(handoff)).toBe(
+      "agent-alpha handed off a task: completed found 3 slots, asked principal-a; remaining confirm a slot with principal-b.",
+    );
+  });
+
+  it("describes an unknown agent.* method generically", () => {
+    expect(summarize(notification("agent.ping", { n: 1 }))).toBe("agent-alpha sent agent.ping (n: 1).");
+  });
+
+  it("says only that an encrypted exchange happened, ignoring any given summary", () => {
+    const encrypted = { ...seedRequest(), params: { ...seedRequest().params, body: { jwe: JWE } } };
+    const summary = summarize(encrypted, { summary: "Asked about the medical appointment" });
+    expect(summary).toBe("agent-alpha sent an end-to-end encrypted request; the payload is not shown.");
+    for (const part of JWE.split(".")) expect(summary).not.toContain(part);
+    const response = { ...seedResponse("req-5"), result: { ...seedResponse().result, body: { jwe: JWE } } };
+    expect(summarize(response)).toBe(
+      "agent-beta sent an end-to-end encrypted response in reply to req-5; the payload is not shown.",
+    );
+  });
+
+  it("uses the sender's summary, given as an option or in the body, cleaned up", () => {
+    expect(summarize(seedRequest(), { summary: "  Requested available meeting\ttimes\n for next week " })).toBe(
+      "Requested available meeting times for next week",
+    );
+    const withSummary = notification("agent.notification", { summary: "Shared the agenda", agenda: ["a"] });
+    expect(summarize(withSummary)).toBe("Shared the agenda");
+    expect(summarize(withSummary, { summary: "   " })).toBe("Shared the agenda");
+  });
+
+  it("redacts fields and words that look like secrets", () => {
+    const message = notification("agent.notification", {
+      api_key: "hunter2",
+      password: "correct horse",
+      token: "abc",
+      session: "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln",
+      id: "550e8400-e29b-41d4-a716-446655440000",
+    });
+    const summary = summarize(message);
+    expect(summary).toBe(
+      "agent-alpha sent a notification (api_key: [redacted], password: [redacted], token: [redacted], session: [redacted] (+1 more)).",
+    );
+    expect(summarize(seedRequest(), { summary: "Sent key sk-live_0123456789abcdef to beta" })).toBe(
+      "Sent key [redacted] to beta",
+    );
+  });
+
+  it("shortens long values and the whole summary", () => {
+    const long = "x".repeat(500);
+    const summary = summarize(notification("agent.notification", { detail: long, more: long, extra: long }));
+    expect(summary.length).toBeLessThanOrEqual(240);
+    expect(summary).toContain("detail: xxxxxxxx");
+    expect(summary).toContain("…");
+    expect(summarize(seedRequest(), { summary: "y".repeat(1000) })).toHaveLength(240);
+  });
+
+  it("never splits a surrogate pair and replaces lone surrogates", () => {
+    const summary = summarize(seedRequest(), { summary: `${"😀".repeat(300)}` });
+    expect(summary.isWellFormed()).toBe(true);
+    expect(summarize(seedRequest(), { summary: "bad \ud800 half" })).toBe("bad \ufffd half");
+  });
+
+  it("copes with things that are not ACP messages", () => {
+    expect(summarize(null)).toBe("The sender sent a message.");
+    expect(summarize({ method: 42, params: "x" })).toBe("The sender sent a message.");
+  });
+
+  it("is always one short, well-formed line without the encrypted payload (property)", () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.option(fc.string()), (body, given) => {
+        const message = {
+          ...seedRequest(),
+          params: { ...seedRequest().params, body: { jwe: JWE, other: body } },
+        };
+        const encrypted = summarize(message, given === null ? {} : { summary: given });
+        expect(encrypted).not.toContain(JWE.slice(0, 20));
+        expect(encrypted).toContain("encrypted");
+        const plain = summarize({ ...seedRequest(), params: { ...seedRequest().params, body: { data: body } } }, {
+          summary: given ?? undefined,
+        });
+        for (const summary of [encrypted, plain]) {
+          expect(Array.from(summary).length).toBeLessThanOrEqual(240);
+          expect(summary).not.toMatch(/[\n\r\u0000-\u001f]/);
+          expect(summary.isWellFormed()).toBe(true);
+        }
+      }),
+    );
+  });
+});
+
+describe("auditEntryFor", () => {
+  it("builds a sent request's entry with the peer's principal", () => {
+    const entry = auditEntryFor(
+      {
+        ...seedRequest(),
+        params: { ...seedRequest().params, headers: { ...seedRequest().params.headers, "message-id": "msg-0001-abcd" } },
+      },
+      { direction: "sent", channel: "nats:agent.agent-beta.inbox", peer: { principal: "principal-b" } },
+    );
+    expect(entry).toEqual({
+      direction: "sent",
+      from: { agent: "agent-alpha", principal: "principal-a" },
+      to: { agent: "agent-beta", principal: "principal-b" },
+      type: "request",
+      method: "agent.request",
+      id: "req-7f3a-4b2c-9d1e",
+      messageId: "msg-0001-abcd",
+      summary: "agent-alpha requested get-availability (date_range: 2026-02-17/2026-02-21, duration_minutes: 60).",
+      channel: "nats:agent.agent-beta.inbox",
+    });
+    expect(AuditEntryInputSchema.safeParse(entry).success).toBe(true);
+  });
+
+  it("builds a received response's entry with the local principal", () => {
+    expect(
+      auditEntryFor(seedResponse(), {
+        direction: "received",
+        channel: "nats:agent.agent-alpha.inbox",
+        self: { agent: "agent-alpha", principal: "principal-a" },
+      }),
+    ).toMatchObject({
+      direction: "received",
+      from: { agent: "agent-beta", principal: "principal-b" },
+      to: { agent: "agent-alpha", principal: "principal-a" },
+      type: "response",
+      method: "agent.response",
+      id: "req-7f3a-4b2c-9d1e",
+    });
+  });
+
+  it("takes a notification's id from its message-id and marks handshake steps", () => {
+    const announce = notification(
+      "agent.announce",
+      { capabilities: [], purpose: "hello" },
+      { "message-id": "ann-0001-abcd", "recipient-id": "agent-beta" },
+    );
+    const entry = auditEntryFor(announce, { direction: "sent", channel: "nats:agent.agent-beta.inbox" });
+    expect(entry).toMatchObject({ type: "notification", id: "ann-0001-abcd", step: "announce", to: { principal: null } });
+    expect(entry.messageId).toBeUndefined();
+    const verified = auditEntryFor(announce, {
+      direction: "received",
+      channel: "nats:agent.agent-beta.inbox",
+      step: "verify",
+      error: { code: -32002, message: "bad signature" },
+    });
+    expect(verified).toMatchObject({ step: "verify", error: { code: -32002, message: "bad signature" } });
+  });
+
+  it("marks an encrypted message and an error response", () => {
+    const encrypted = { ...seedRequest(), params: { ...seedRequest().params, body: { jwe: JWE } } };
+    const entry = auditEntryFor(encrypted, { direction: "sent", channel: "c" });
+    expect(entry.encrypted).toBe(true);
+    expect(JSON.stringify(entry)).not.toContain(JWE.split(".")[3]);
+    const error = { jsonrpc: "2.0", error: { code: -32001, message: "handshake required" }, id: "req-9" };
+    expect(
+      auditEntryFor(error, {
+        direction: "received",
+        channel: "c",
+        self: { agent: "agent-alpha", principal: "principal-a" },
+        peer: { agent: "agent-beta", principal: "principal-b" },
+      }),
+    ).toMatchObject({
+      from: { agent: "agent-beta", principal: "principal-b" },
+      to: { agent: "agent-alpha", principal: "principal-a" },
+      type: "response",
+      method: "agent.response",
+      id: "req-9",
+      error: { code: -32001, message: "handshake required" },
+    });
+  });
+
+  it("says which party it cannot name", () => {
+    const error = { jsonrpc: "2.0", error: { code: -32600, message: "invalid" }, id: null };
+    expect(() => auditEntryFor(error, { direction: "received", channel: "c" })).toThrow(
+      "cannot tell who sent this message: no agent-id header and no peer.agent",
+    );
+    expect(() => auditEntryFor(notification("agent.notification", {}), { direction: "sent", channel: "c" })).toThrow(
+      "cannot tell who received this message: no recipient-id header and no peer.agent",
+    );
+    expect(() =>
+      auditEntryFor({ jsonrpc: "2.0", method: "agent.custom", params: { headers: {}, body: {} } }, {
+        direction: "sent",
+        channel: "c",
+        self: { agent: "a" },
+        peer: { agent: "b" },
+      }),
+    ).toThrow("cannot tell the message type of agent.custom");
+  });
+});
+
+describe("AuditEntrySchema", () => {
+  it("accepts the seed's example entry once chained", () => {
+    const seedEntry = {
+      ts: "2026-02-14T12:05:00Z",
+      direction: "sent",
+      from: { agent: "agent-alpha", principal: "principal-a" },
+      to: { agent: "agent-beta", principal: "principal-b" },
+      type: "request",
+      method: "agent.request",
+      id: "550e8400-e29b-41d4-a716-446655440000",
+      summary: "Requested available meeting times for next week",
+      channel: "nats:agent.agent-beta.inbox",
+      discord_summary: true,
+    };
+    expect(AuditEntrySchema.safeParse({ ...seedEntry, seq: 1, prev: "0".repeat(64), hash: "a".repeat(64) }).success).toBe(
+      true,
+    );
+    expect(AuditEntrySchema.safeParse(seedEntry).success).toBe(false);
+  });
+});
