@@ -1,3 +1,4 @@
+import { writeSync } from "node:fs";
 import { type FileHandle, mkdir, open } from "node:fs/promises";
 import { join } from "node:path";
 import {
@@ -132,11 +133,10 @@ export class AuditLog {
     const line = Buffer.from(`${JSON.stringify(entry)}\n`, "utf8");
     const fh = this.fh!;
     try {
+      // A synchronous write of one small line to the page cache takes microseconds, far less than a
+      // thread-pool round trip; only the optional fdatasync, which waits for the disk, is asynchronous.
       let offset = 0;
-      while (offset < line.length) {
-        const { bytesWritten } = await fh.write(line, offset, line.length - offset, null);
-        offset += bytesWritten;
-      }
+      while (offset < line.length) offset += writeSync(fh.fd, line, offset, line.length - offset);
       if (this.fsync) await fh.datasync();
     } catch (err) {
       await this.undoPartialWrite(err as Error);

@@ -148,7 +148,7 @@ async function* readAgent(
     if (name.slice(0, 7) < firstMonth) continue;
     const path = join(dir, name);
     for await (const line of readLines(path)) {
-      if (false) break;
+      if (!line.complete) break;
       const entry = parseEntry(line.text, `${path} line ${line.number}`);
       if (matches(entry, filter)) yield { agent, file: path, line: line.number, entry };
     }

@@ -124,7 +124,9 @@ export async function verifyAudit(dir: string, options: VerifyOptions = {}): Pro
       }
       if (entry.seq !== expectedSeq) {
         const missing =
-          entry.seq - expectedSeq === 1 ? `entry ${expectedSeq} is` : `entries ${expectedSeq}–${entry.seq - 1} are`;
+          entry.seq - expectedSeq === 1
+            ? `entry ${expectedSeq} is`
+            : `entries ${expectedSeq}–${entry.seq - 1} are`;
         if (result.entries === 0) {
           return fail(
             "missing-start",

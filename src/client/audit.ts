@@ -32,7 +32,11 @@ export class AgentAudit {
     settings: AuditSettings,
     onError: (err: Error) => void,
   ): Promise<AgentAudit> {
-    const log = await AuditLog.open({ agent: self.agent, root: settings.root, fsync: settings.fsync ?? false });
+    const log = await AuditLog.open({
+      agent: self.agent,
+      root: settings.root,
+      fsync: settings.fsync ?? false,
+    });
     return new AgentAudit(log, self, onError);
   }
 

@@ -28,6 +28,8 @@ interface PendingSubmit {
 }
 
 const MAX_RATE_LIMIT_RETRIES = 5;
+/** The gateway closes an agent's older connection with this code when a newer one authenticates. */
+const CLOSE_REPLACED = 4409;
 
 /**
  * One agent's WebSocket to the gateway: authenticates, receives `new_message` frames, submits
@@ -131,9 +133,11 @@ export class GatewayConnection {
     ws.on("error", (err) => {
       failure ??= new GatewayUnreachableError(this.options.baseUrl, err);
     });
-    ws.on("pong", () => {
+    const heard = () => {
       this.lastHeard = Date.now();
-    });
+    };
+    ws.on("pong", heard);
+    ws.on("ping", heard);
     ws.on("message", (data) => {
       this.lastHeard = Date.now();
       const frame = parseFrame(data.toString());
@@ -148,6 +152,8 @@ export class GatewayConnection {
         }
         this.onReady(frame, first);
         first = undefined;
+      } else if (frame?.type === "error" && !this.ready) {
+        failure = errorFromObject(frame.error); // e.g. the key was refused; the close follows
       } else if (frame) {
         this.onFrame(frame);
       }
@@ -163,8 +169,13 @@ export class GatewayConnection {
         return;
       }
       if (this.closed) return;
-      // A refused key will not become valid by retrying: stop and say why.
-      const fatal = failure instanceof AcpError && ["Unauthorized", "Forbidden"].includes(failure.reason);
+      if (code === CLOSE_REPLACED) {
+        failure = new AcpError("Conflict", `another connection for ${this.options.agentId} replaced this one`);
+      }
+      // A refused key will not become valid by retrying, and a replaced connection must not fight
+      // back: stop and say why.
+      const fatal =
+        failure instanceof AcpError && ["Unauthorized", "Forbidden", "Conflict"].includes(failure.reason);
       if (fatal) this.options.events.error(failure as Error);
       if (wasReady || fatal) {
         this.options.events.disconnected({ code, reason: reason.toString(), willReconnect: !fatal });
@@ -217,7 +228,8 @@ export class GatewayConnection {
         if (err.reason === "RateLimited" && pending.rateLimitedRetries < MAX_RATE_LIMIT_RETRIES) {
           pending.rateLimitedRetries++;
           setTimeout(() => {
-            if (this.ready && this.outbox.has(ref)) this.send({ type: "submit", ref, envelope: pending.envelope });
+            if (this.ready && this.outbox.has(ref))
+              this.send({ type: "submit", ref, envelope: pending.envelope });
           }, retryDelayMs(err.data)).unref();
           return;
         }

@@ -2,19 +2,25 @@ import { Handshakes, type PeerHandshake } from "../handshake/index.js";
 import type { TrustLedger } from "../identity/index.js";
 import {
   AcpError,
+  type AcpMessage,
+  agentOfKeyId,
   type AnnounceBody,
   type CapabilitiesBody,
   createSigner,
   type EncryptedBody,
   encryptBody,
+  headersOf,
   type PrivateIdentity,
   ReplayGuard,
   type SenderIdentity,
   type Signer,
   signMessage,
+  type VerifiedEnvelope,
+  verifyEnvelope,
 } from "../protocol/index.js";
 import type { AgentAudit, AuditNote } from "./audit.js";
 import type { GatewayConnection } from "./connection.js";
+import type { HandshakeStore, PeerProof } from "./handshake-store.js";
 import type { GatewayClient } from "./http.js";
 import { DeliveryLedger } from "./ledger.js";
 import { PeerDirectory } from "./peers.js";
@@ -53,6 +59,9 @@ export class AgentCore {
   readonly ledger = new DeliveryLedger();
   readonly pending: PendingRequests;
   readonly peers: PeerDirectory;
+  /** The latest verified announce and capabilities of each peer: saved once the handshake completes. */
+  private readonly proofs = new Map<string, Partial<PeerProof>>();
+  private restoring = false;
   private readonly handshaking = new Map<string, Promise<PeerHandshake>>();
   private readonly waiters = new Map<string, Set<() => void>>();
 
@@ -63,6 +72,7 @@ export class AgentCore {
     readonly connection: GatewayConnection,
     readonly trust: TrustLedger,
     readonly audit: AgentAudit | undefined,
+    private readonly store: HandshakeStore | undefined,
     readonly handlers: Handlers,
     readonly emit: Emit,
   ) {
@@ -79,7 +89,67 @@ export class AgentCore {
         trust,
         undeclaredLayers: settings.undeclaredLayers,
       },
-      (event) => emit("handshake", event),
+      (event) => {
+        if (!this.restoring) emit("handshake", event);
+      },
+    );
+  }
+
+  /**
+   * Verifies a delivered envelope end to end: signature against the sender's registered key
+   * (fetched once more if the key id is unknown), recipient = this agent. Freshness is the caller's.
+   */
+  async verify(envelope: unknown): Promise<VerifiedEnvelope> {
+    const options = {
+      resolveKey: (agentId: string, kid: string) => this.peers.resolve(agentId, kid),
+      expectedRecipient: this.self.agentId,
+    };
+    try {
+      return verifyEnvelope(envelope, options);
+    } catch (err) {
+      if (!(err instanceof AcpError && err.reason === "UnknownKey" && typeof err.data.kid === "string")) throw err;
+      await this.peers.ensureKey(agentOfKeyId(err.data.kid), err.data.kid);
+      return verifyEnvelope(envelope, options);
+    }
+  }
+
+  /** Records a verified handshake message from `peer`; once established, its proof is saved. */
+  async rememberHandshake(peer: string, message: AcpMessage): Promise<void> {
+    const method = "method" in message ? message.method : "";
+    if (method === "agent.announce") this.proofs.set(peer, { announce: message });
+    else if (method === "agent.capabilities") this.proofs.set(peer, { ...this.proofs.get(peer), capabilities: message });
+    const proof = this.proofs.get(peer);
+    if (this.store && proof?.announce && proof.capabilities && this.handshakes.isEstablished(peer)) {
+      await this.store.save(peer, { announce: proof.announce, capabilities: proof.capabilities });
+    }
+  }
+
+  /** Re-establishes the handshakes saved by an earlier run, each proof verified again. */
+  async restoreHandshakes(): Promise<void> {
+    if (!this.store) return;
+    const saved = await this.store.load();
+    await Promise.all(
+      Object.entries(saved).map(async ([peer, proof]) => {
+        try {
+          const announce = await this.verify(proof.announce);
+          const capabilities = await this.verify(proof.capabilities);
+          if (announce.headers["agent-id"] !== peer || capabilities.headers["agent-id"] !== peer) {
+            throw new AcpError("InvalidParams", "saved proof names another agent");
+          }
+          this.restoring = true;
+          try {
+            this.handshakes.receive(announce);
+            this.handshakes.receive(capabilities);
+          } finally {
+            this.restoring = false;
+          }
+          if (!this.handshakes.isEstablished(peer)) throw new AcpError("HandshakeRequired");
+          this.proofs.set(peer, proof);
+        } catch {
+          this.handshakes.reset(peer);
+          await this.store?.forget(peer);
+        }
+      }),
     );
   }
 
@@ -89,6 +159,8 @@ export class AgentCore {
     peer: string,
     note: Omit<AuditNote, "direction" | "peer"> = {},
   ): Promise<{ signed: M & { signature: string }; id: string; duplicate: boolean }> {
+    const headers = headersOf(message as unknown as AcpMessage);
+    if (headers) headers["trust-layer-version"] = await this.peers.protocolVersion(peer);
     const signed = signMessage(message, this.signer);
     const submitted = await this.connection.submit(signed as unknown as Record<string, unknown>);
     await this.record(signed, "sent", peer, note);
@@ -102,11 +174,18 @@ export class AgentCore {
     note: Omit<AuditNote, "direction" | "peer"> = {},
   ): Promise<void> {
     if (!this.audit) return Promise.resolve();
-    return this.audit.record(message, { ...note, direction, peer: { agent: peer, principal: this.principalOf(peer) } });
+    return this.audit.record(message, {
+      ...note,
+      direction,
+      peer: { agent: peer, principal: this.principalOf(peer) },
+    });
   }
 
   principalOf(peer: string): string | undefined {
-    return this.handshakes.list().find((record) => record.peer === peer)?.principalId ?? this.peers.cachedPrincipal(peer);
+    return (
+      this.handshakes.list().find((record) => record.peer === peer)?.principalId ??
+      this.peers.cachedPrincipal(peer)
+    );
   }
 
   async encryptFor(peer: string, body: Record<string, unknown>): Promise<EncryptedBody> {
@@ -178,10 +257,14 @@ export class AgentCore {
         const state = this.handshakes.get(peer).state;
         this.trust.observe(peer, "timeout");
         fail(
-          new AcpError("Timeout", `the handshake with ${peer} did not complete within ${options.timeoutMs} ms`, {
-            peer,
-            state,
-          }),
+          new AcpError(
+            "Timeout",
+            `the handshake with ${peer} did not complete within ${options.timeoutMs} ms`,
+            {
+              peer,
+              state,
+            },
+          ),
         );
       }, options.timeoutMs);
       waiters.add(wake);

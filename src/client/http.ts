@@ -1,12 +1,13 @@
-import { AcpError } from "../protocol/index.js";
 import {
-  API_PREFIX,
   AgentView,
+  API_PREFIX,
   type PresenceUpdate,
   type RegisterAgentRequest,
   RegisterAgentResponse,
   SubmitResponse,
 } from "../gateway/wire.js";
+import type { MessageRecord } from "../broker/index.js";
+import { AcpError } from "../protocol/index.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
 
 export interface GatewayClientOptions {
@@ -21,6 +22,8 @@ export interface GatewayClientOptions {
 /** GET /api/v1/messages/:id/status: delivery status with timestamps (seed 004). */
 export interface MessageStatusView {
   id: string;
+  from: string;
+  to: string;
   status: SubmitResponse["status"];
   queued_at: string;
   delivered_at?: string;
@@ -42,7 +45,7 @@ export interface ListMessagesQuery {
 }
 
 /** One row of GET /api/v1/messages: routing metadata and status, never the body. */
-export type MessageListItem = Record<string, unknown> & { id: string; status: string };
+export type MessageListItem = MessageRecord;
 
 export interface MessagePage {
   items: MessageListItem[];
@@ -170,9 +173,13 @@ export class GatewayClient {
     try {
       parsed = text === "" ? {} : JSON.parse(text);
     } catch {
-      throw new AcpError("InternalError", `${method} ${path}: the gateway answered ${response.status} with non-JSON`, {
-        httpStatus: response.status,
-      });
+      throw new AcpError(
+        "InternalError",
+        `${method} ${path}: the gateway answered ${response.status} with non-JSON`,
+        {
+          httpStatus: response.status,
+        },
+      );
     }
     if (!response.ok) {
       const error = (parsed as { error?: { code?: unknown; message?: unknown; data?: unknown } }).error;

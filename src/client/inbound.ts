@@ -2,7 +2,6 @@ import type { PeerHandshake } from "../handshake/index.js";
 import {
   AcpError,
   type AcpMessage,
-  agentOfKeyId,
   buildErrorResponse,
   buildResponse,
   decryptBody,
@@ -11,7 +10,6 @@ import {
   type JsonRpcId,
   messageKind,
   type VerifiedEnvelope,
-  verifyEnvelope,
 } from "../protocol/index.js";
 import type { NewMessageFrame } from "./connection.js";
 import type { AgentCore } from "./core.js";
@@ -81,27 +79,20 @@ export class Inbound {
     }
   }
 
-  /** End-to-end verification; a key the cache does not know is fetched from the registry once. */
+  /** End-to-end verification, then the checks that tie the delivery to what was signed. */
   private async verify(frame: NewMessageFrame): Promise<VerifiedEnvelope> {
-    const options = {
-      resolveKey: (agentId: string, kid: string) => this.core.peers.resolve(agentId, kid),
-      expectedRecipient: this.core.self.agentId,
-    };
-    let verified: VerifiedEnvelope;
-    try {
-      verified = verifyEnvelope(frame.envelope, options);
-    } catch (err) {
-      if (!(err instanceof AcpError && err.reason === "UnknownKey" && typeof err.data.kid === "string")) throw err;
-      await this.core.peers.ensureKey(agentOfKeyId(err.data.kid), err.data.kid);
-      verified = verifyEnvelope(frame.envelope, options);
-    }
+    const verified = await this.core.verify(frame.envelope);
     const { headers } = verified;
     const base = "params" in verified.message ? "/params/headers" : "/result/headers";
     // Dedup happens on the gateway's id, so it must be the id the sender signed.
     if (headers["message-id"] !== frame.id) {
-      throw new AcpError("InvalidRequest", `delivered as ${frame.id} but signed as ${headers["message-id"]}`, {
-        problems: [{ path: `${base}/message-id`, message: `does not match the delivery id ${frame.id}` }],
-      });
+      throw new AcpError(
+        "InvalidRequest",
+        `delivered as ${frame.id} but signed as ${headers["message-id"]}`,
+        {
+          problems: [{ path: `${base}/message-id`, message: `does not match the delivery id ${frame.id}` }],
+        },
+      );
     }
     // Ids are deduplicated by the ledger; the guard bounds how old a delivered message may be.
     this.core.replay.checkTimestamp(headers.timestamp, base);
@@ -120,7 +111,10 @@ export class Inbound {
     }
     this.core.connection.reject(frame.id, `${error.code} ${error.message}`);
     this.core.ledger.finish(frame.id);
-    this.core.emit("error", new AcpError(error.reason, `refused ${frame.id} from ${frame.from}: ${error.message}`, error.data));
+    this.core.emit(
+      "error",
+      new AcpError(error.reason, `refused ${frame.id} from ${frame.from}: ${error.message}`, error.data),
+    );
   }
 
   private async handshakeStep(frame: NewMessageFrame, verified: VerifiedEnvelope, message: MethodMessage) {
@@ -143,6 +137,7 @@ export class Inbound {
       });
     }
     for (const reply of replies) await core.send(reply, peer);
+    await core.rememberHandshake(peer, message);
     const record = core.handshakes.get(peer);
     if (!wasEstablished && record.state === "established") {
       await core.record(message, "received", peer, { step: "trust", summary: trustSummary(record) });
@@ -164,14 +159,18 @@ export class Inbound {
         ? await decryptBody(message.params.body as { jwe: string }, core.identity, peer)
         : message.params.body;
     } catch (err) {
-      const error = err instanceof AcpError ? err : new AcpError("DecryptionFailed", "the body cannot be decrypted");
+      const error =
+        err instanceof AcpError ? err : new AcpError("DecryptionFailed", "the body cannot be decrypted");
       await core.record(message, "received", peer, { error: { code: error.code, message: error.message } });
       if (!expectsAnswer) {
         await this.refuse(frame, error);
         return;
       }
       // The requester is verified, so it gets a signed error response rather than silence.
-      await core.send(buildErrorResponse(core.self, message as MethodMessage & { id: JsonRpcId }, error), peer);
+      await core.send(
+        buildErrorResponse(core.self, message as MethodMessage & { id: JsonRpcId }, error),
+        peer,
+      );
       this.complete(frame);
       return;
     }
@@ -204,7 +203,11 @@ export class Inbound {
   }
 
   /** Runs the request's handler; its value becomes the signed response, a throw a signed error response. */
-  private async answer(message: MethodMessage & { id: JsonRpcId }, body: Record<string, unknown>, context: InboundContext) {
+  private async answer(
+    message: MethodMessage & { id: JsonRpcId },
+    body: Record<string, unknown>,
+    context: InboundContext,
+  ) {
     const { core } = this;
     const handlers = core.handlers;
     let reply: object;
@@ -275,7 +278,11 @@ export class Inbound {
     this.core.connection.acknowledge(frame.id);
   }
 
-  private view(verified: VerifiedEnvelope, body: Record<string, unknown> | undefined, encrypted: boolean): InboundMessage {
+  private view(
+    verified: VerifiedEnvelope,
+    body: Record<string, unknown> | undefined,
+    encrypted: boolean,
+  ): InboundMessage {
     const { message, headers } = verified;
     return {
       kind: messageKind(message),
@@ -296,7 +303,9 @@ export class Inbound {
 function responseBody(value: unknown): Record<string, unknown> {
   if (value === undefined || value === null) return {};
   if (typeof value === "object" && !Array.isArray(value)) return value as Record<string, unknown>;
-  throw new TypeError(`a handler must return a JSON object (or nothing), not ${Array.isArray(value) ? "an array" : typeof value}`);
+  throw new TypeError(
+    `a handler must return a JSON object (or nothing), not ${Array.isArray(value) ? "an array" : typeof value}`,
+  );
 }
 
 function trustSummary(record: PeerHandshake): string {

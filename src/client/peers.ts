@@ -1,6 +1,14 @@
 import type { KeyObject } from "node:crypto";
+import { negotiateVersion } from "../gateway/registry.js";
 import type { AgentView } from "../gateway/wire.js";
-import { AcpError, importPublicKey, keyId, type X25519PublicJwk } from "../protocol/index.js";
+import {
+  AcpError,
+  importPublicKey,
+  keyId,
+  type PrivateIdentity,
+  TRUST_LAYER_VERSION,
+  type X25519PublicJwk,
+} from "../protocol/index.js";
 import type { GatewayClient } from "./http.js";
 
 interface PeerKeys {
@@ -18,8 +26,41 @@ interface PeerKeys {
 export class PeerDirectory {
   private readonly peers = new Map<string, PeerKeys>();
   private readonly inflight = new Map<string, Promise<PeerKeys | undefined>>();
+  private selfVersions: string[] = [TRUST_LAYER_VERSION];
 
   constructor(private readonly http: GatewayClient) {}
+
+  /**
+   * Reads this agent's own registry entry: its protocol versions, and a check that the key file is
+   * the one registered (else every message would be refused as badly signed).
+   */
+  async loadSelf(identity: PrivateIdentity): Promise<void> {
+    const view = await this.http.getAgent(identity.agentId);
+    if (view.revokedAt !== undefined) {
+      throw new AcpError("Unauthorized", `${identity.agentId} was revoked at ${view.revokedAt}`);
+    }
+    if (view.signing.x !== identity.signing.x) {
+      throw new AcpError(
+        "UnknownKey",
+        `the key file's signing key is not the one registered for ${identity.agentId} at the gateway`,
+      );
+    }
+    this.selfVersions = view.protocolVersions;
+  }
+
+  /** The protocol version the gateway negotiated for this pair: the highest both registered. */
+  async protocolVersion(agentId: string): Promise<string> {
+    const peer = this.peers.get(agentId) ?? (await this.fetch(agentId));
+    if (!peer) throw new AcpError("UnknownRecipient", `${agentId} is not registered at the gateway`);
+    const version = negotiateVersion(this.selfVersions, peer.view.protocolVersions);
+    if (!version) {
+      throw new AcpError("NoCommonVersion", `this agent and ${agentId} share no protocol version`, {
+        mine: this.selfVersions,
+        theirs: peer.view.protocolVersions,
+      });
+    }
+    return version;
+  }
 
   /** Synchronous lookup for verifyEnvelope's KeyResolver: only what is cached. */
   resolve(agentId: string, kid: string): KeyObject | undefined {
@@ -39,7 +80,10 @@ export class PeerDirectory {
     if (!peer) throw new AcpError("UnknownRecipient", `${agentId} is not registered at the gateway`);
     const key = peer.view.encryption;
     if (!key) {
-      throw new AcpError("CapabilityMissing", `${agentId} registered no encryption key; cannot encrypt to it`);
+      throw new AcpError(
+        "CapabilityMissing",
+        `${agentId} registered no encryption key; cannot encrypt to it`,
+      );
     }
     return key;
   }

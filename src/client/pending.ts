@@ -32,10 +32,14 @@ export class PendingRequests {
         this.entries.delete(key);
         this.onTimeout(peer);
         reject(
-          new AcpError("Timeout", `no response from ${peer} to ${options.method} within ${options.timeoutMs} ms`, {
-            peer,
-            id,
-          }),
+          new AcpError(
+            "Timeout",
+            `no response from ${peer} to ${options.method} within ${options.timeoutMs} ms`,
+            {
+              peer,
+              id,
+            },
+          ),
         );
       }, options.timeoutMs);
       const onAbort = () => {

@@ -33,6 +33,11 @@ export interface AcpAgentOptions {
   /** Where the audit log goes; `false` disables it (not ACP-compliant, for throwaway tools). */
   audit?: AuditSettings | false;
   /**
+   * Where completed handshakes are kept across restarts (`<root>/<agent-id>/handshakes.json`;
+   * default root `$ACP_STATE_DIR`, else `./.acp/state`). `false`: every run handshakes afresh.
+   */
+  state?: { root?: string } | false;
+  /**
    * How old (or how far in the future) a delivered message's timestamp may be. Default: 7 days and
    * 5 minutes, the gateway's retention plus clock skew, so an offline queue is still accepted.
    */

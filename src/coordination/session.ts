@@ -122,7 +122,7 @@ export class Session {
   }
 
   /** Opens the session named by `session`, else by ACP_SESSION_ID / CLAUDE_SESSION_ID. */
-  static fromEnvironment(
+  static async fromEnvironment(
     options: SessionOptions & { session?: string; env?: NodeJS.ProcessEnv } = {},
   ): Promise<Session> {
     const env = options.env ?? process.env;

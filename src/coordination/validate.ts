@@ -35,9 +35,85 @@ export function parseJsonText(text: string, file: string): unknown {
   } catch (err) {
     const message = (err as Error).message;
     const position = /at position (\d+)/.exec(message);
-    const line = position ? lineAtOffset(text, Number(position[1])) : undefined;
+    // Node 20 leaves the position out of some messages ("Unexpected token '}', … is not valid JSON").
+    const offset = position ? Number(position[1]) : jsonSyntaxErrorOffset(text);
+    const line = offset === undefined ? undefined : lineAtOffset(text, offset);
     throw new CoordinationError("invalid", `not valid JSON (${message})`, { file, line });
   }
+}
+
+const LITERAL = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null/y;
+
+/** Where JSON text first goes wrong (a small scanner, used only to name the line of an error). */
+export function jsonSyntaxErrorOffset(text: string): number | undefined {
+  let i = 0;
+  const fail = (): never => {
+    throw new SyntaxAt(i);
+  };
+  const space = (): void => {
+    while (i < text.length && " \t\n\r".includes(text[i]!)) i++;
+  };
+  const string = (): void => {
+    for (i++; i < text.length; i++) {
+      if (text[i] === '"') {
+        i++;
+        return;
+      }
+      if (text[i] === "\\") i++;
+      else if (text[i]! < " ") fail();
+    }
+    fail();
+  };
+  const sequence = (close: string, item: () => void): void => {
+    i++;
+    space();
+    if (text[i] === close) {
+      i++;
+      return;
+    }
+    for (;;) {
+      item();
+      space();
+      if (text[i] === close) {
+        i++;
+        return;
+      }
+      if (text[i] !== ",") fail();
+      i++;
+    }
+  };
+  const value = (): void => {
+    space();
+    if (text[i] === "{") {
+      sequence("}", () => {
+        space();
+        if (text[i] !== '"') fail();
+        string();
+        space();
+        if (text[i] !== ":") fail();
+        i++;
+        value();
+      });
+    } else if (text[i] === "[") sequence("]", value);
+    else if (text[i] === '"') string();
+    else {
+      LITERAL.lastIndex = i;
+      if (LITERAL.exec(text) === null) fail();
+      i = LITERAL.lastIndex;
+    }
+  };
+  try {
+    value();
+    space();
+    return i < text.length ? i : undefined;
+  } catch (err) {
+    if (err instanceof SyntaxAt) return err.offset;
+    throw err;
+  }
+}
+
+class SyntaxAt {
+  constructor(readonly offset: number) {}
 }
 
 export function lineAtOffset(text: string, offset: number): number {
@@ -48,11 +124,12 @@ export function lineAtOffset(text: string, offset: number): number {
 
 /** Describes one zod issue in plain words: a missing field says so rather than "received undefined". */
 export function describeIssue(issue: z.core.$ZodIssue, input: unknown): string {
-  const missing = issue.path.length > 0 && valueAt(input, issue.path) === undefined;
-  if (missing && issue.code === "invalid_type")
-    return `required field is missing (expected ${issue.expected})`;
-  if (missing && issue.code === "invalid_value") {
-    return `required field is missing (expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")})`;
+  if (issue.path.length > 0 && valueAt(input, issue.path) === undefined) {
+    if (issue.code === "invalid_type") return `required field is missing (expected ${issue.expected})`;
+    if (issue.code === "invalid_value") {
+      return `required field is missing (expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")})`;
+    }
+    if (issue.code === "invalid_union") return "required field is missing";
   }
   if (issue.code === "unrecognized_keys") return `unknown field(s): ${issue.keys.join(", ")}`;
   if (issue.code === "invalid_key") return `invalid name: ${issue.issues[0]?.message ?? issue.message}`;

@@ -125,12 +125,8 @@ function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
 function zodProblems(error: z.ZodError, input: unknown, prefix = ""): Problem[] {
   return error.issues.map((issue) => ({
     path: prefix + toPointer(issue.path),
-    // zod words a missing member as a type error; say what it means.
-    message:
-      (issue.code === "invalid_type" || issue.code === "invalid_union") &&
-      valueAt(input, issue.path) === undefined
-        ? "is required"
-        : issue.message,
+    // zod words a missing member as a wrong type or value; say what it means.
+    message: valueAt(input, issue.path) === undefined ? "is required" : issue.message,
   }));
 }
 

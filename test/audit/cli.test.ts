@@ -5,7 +5,15 @@ import { afterEach, describe, expect, it } from "vitest";
 import { AuditLog, auditEntryFor } from "../../src/audit/index.js";
 import { CLI_PATH, runAcp } from "../helpers/cli.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { appendRequests, manualClock, readLinesOf, seedRequest, seedResponse, threeMonthLog, writeLinesTo } from "./fixtures.js";
+import {
+  appendRequests,
+  manualClock,
+  readLinesOf,
+  seedRequest,
+  seedResponse,
+  threeMonthLog,
+  writeLinesTo,
+} from "./fixtures.js";
 
 const tmp = useTmpDir("acp-audit-cli-");
 const children: ChildProcess[] = [];
@@ -20,11 +28,20 @@ async function exchangeLog(root: string): Promise<void> {
   await appendRequests(log, 1);
   clock.set("2026-02-14T14:30:05Z");
   await log.append(
-    auditEntryFor(seedResponse("req-1"), { direction: "received", channel: "c", self: { principal: "principal-a" } }),
+    auditEntryFor(seedResponse("req-1"), {
+      direction: "received",
+      channel: "c",
+      self: { principal: "principal-a" },
+    }),
   );
   clock.set("2026-03-01T08:00:00Z");
-  const encrypted = { ...seedRequest("req-2"), params: { ...seedRequest().params, body: { jwe: "a.b.c.d.e" } } };
-  await log.append(auditEntryFor(encrypted, { direction: "sent", channel: "c", summary: "\u001b[31mred\u001b[0m" }));
+  const encrypted = {
+    ...seedRequest("req-2"),
+    params: { ...seedRequest().params, body: { jwe: "a.b.c.d.e" } },
+  };
+  await log.append(
+    auditEntryFor(encrypted, { direction: "sent", channel: "c", summary: "\u001b[31mred\u001b[0m" }),
+  );
   await log.close();
 }
 
@@ -35,7 +52,9 @@ describe("acp audit verify", () => {
     const result = await runAcp(["audit", "verify", "--root", root]);
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(/^agent-alpha: intact, 9 entries in 3 month files; head seq 9, hash [0-9a-f]{64}\n$/);
+    expect(result.stdout).toMatch(
+      /^agent-alpha: intact, 9 entries in 3 month files; head seq 9, hash [0-9a-f]{64}\n$/,
+    );
   });
 
   it("finds the root in $ACP_AUDIT_DIR and prints JSON with --json", async () => {
@@ -62,7 +81,11 @@ describe("acp audit verify", () => {
     expect(result.stderr).toBe(`acp: audit log broken at ${file} line 2: hash-mismatch\n`);
     const json = await runAcp(["audit", "verify", "--root", root, "--json"]);
     expect(json.code).toBe(1);
-    expect(JSON.parse(json.stdout).agents[0].problem).toMatchObject({ reason: "hash-mismatch", file, line: 2 });
+    expect(JSON.parse(json.stdout).agents[0].problem).toMatchObject({
+      reason: "hash-mismatch",
+      file,
+      line: 2,
+    });
   });
 
   it("exits 1 naming a missing month file", async () => {
@@ -82,7 +105,9 @@ describe("acp audit verify", () => {
     appendFileSync(join(dir, "2026-03.jsonl"), '{"seq":10,"ts"');
     const result = await runAcp(["audit", "verify", "--root", root]);
     expect(result.code).toBe(0);
-    expect(result.stdout).toContain(`note: ${join(dir, "2026-03.jsonl")} line 4 is an incomplete line (14 bytes)`);
+    expect(result.stdout).toContain(
+      `note: ${join(dir, "2026-03.jsonl")} line 4 is an incomplete line (14 bytes)`,
+    );
   });
 
   it("exits 1 when there is nothing to verify", async () => {
@@ -112,8 +137,12 @@ describe("acp audit show", () => {
     expect(lines[0]).toMatch(
       /^2026-02-14 14:30:00Z {2}→ agent-beta \(principal-b\) +request +agent-alpha requested get-availability \(date_range/,
     );
-    expect(lines[1]).toMatch(/^2026-02-14 14:30:05Z {2}← agent-beta \(principal-b\) +response +agent-beta responded to req-1/);
-    expect(lines[2]).toMatch(/→ agent-beta +request +\[encrypted\] agent-alpha sent an end-to-end encrypted request;/);
+    expect(lines[1]).toMatch(
+      /^2026-02-14 14:30:05Z {2}← agent-beta \(principal-b\) +response +agent-beta responded to req-1/,
+    );
+    expect(lines[2]).toMatch(
+      /→ agent-beta +request +\[encrypted\] agent-alpha sent an end-to-end encrypted request;/,
+    );
     expect(result.stdout).not.toContain("\u001b");
   });
 
@@ -137,7 +166,12 @@ describe("acp audit show", () => {
     const result = await runAcp(["audit", "show", "--root", root, "--agent", "agent-alpha", "--json"]);
     const records = JSON.parse(result.stdout);
     expect(records).toHaveLength(9);
-    expect(records[8]).toMatchObject({ agent: "agent-alpha", file: join(dir, "2026-03.jsonl"), line: 3, entry: { seq: 9 } });
+    expect(records[8]).toMatchObject({
+      agent: "agent-alpha",
+      file: join(dir, "2026-03.jsonl"),
+      line: 3,
+      entry: { seq: 9 },
+    });
   });
 
   it("rejects a bad date, a bad type and an unknown agent with the option's name", async () => {
@@ -145,10 +179,14 @@ describe("acp audit show", () => {
     await threeMonthLog(root);
     const badDate = await runAcp(["audit", "show", "--root", root, "--since", "last tuesday"]);
     expect(badDate.code).toBe(1);
-    expect(badDate.stderr).toContain('acp: --since: expected an ISO 8601 date (2026-02-01, 2026-02-01T09:00:00Z) or a duration ago');
+    expect(badDate.stderr).toContain(
+      "acp: --since: expected an ISO 8601 date (2026-02-01, 2026-02-01T09:00:00Z) or a duration ago",
+    );
     expect(badDate.stderr).toContain('got "last tuesday"');
     const badType = await runAcp(["audit", "show", "--root", root, "--type", "gossip"]);
-    expect(badType.stderr).toBe('acp: --type: expected one of request, response, notification, handoff, got "gossip"\n');
+    expect(badType.stderr).toBe(
+      'acp: --type: expected one of request, response, notification, handoff, got "gossip"\n',
+    );
     const unknown = await runAcp(["audit", "show", "--root", root, "--agent", "agent-zeta"]);
     expect(unknown.stderr).toBe(`acp: no audit log for agent agent-zeta under ${root}\n`);
   });
@@ -168,11 +206,18 @@ describe("acp audit tail", () => {
     const root = tmp();
     await threeMonthLog(root);
     const result = await runAcp(["audit", "tail", "-n", "2", "--root", root, "--json"]);
-    expect(result.stdout.trimEnd().split("\n").map((line) => JSON.parse(line).entry.seq)).toEqual([8, 9]);
+    expect(
+      result.stdout
+        .trimEnd()
+        .split("\n")
+        .map((line) => JSON.parse(line).entry.seq),
+    ).toEqual([8, 9]);
     const beta = await AuditLog.open({ agent: "agent-beta", root });
     await beta.close();
     const several = await runAcp(["audit", "tail", "--root", root]);
-    expect(several.stderr).toBe(`acp: --agent: ${root} holds several agents' logs (agent-alpha, agent-beta); name one\n`);
+    expect(several.stderr).toBe(
+      `acp: --agent: ${root} holds several agents' logs (agent-alpha, agent-beta); name one\n`,
+    );
     const badCount = await runAcp(["audit", "tail", "--root", root, "--agent", "agent-alpha", "-n", "ten"]);
     expect(badCount.stderr).toBe('acp: --lines: expected a non-negative integer, got "ten"\n');
   });
@@ -198,19 +243,24 @@ describe("acp audit tail", () => {
     await waitFor("2026-01-31 23:59:00Z");
     expect(stdout.trimEnd().split("\n")).toHaveLength(1);
 
-    await log.append(auditEntryFor(seedRequest("req-live"), { direction: "sent", channel: "c", summary: "Live one" }));
+    await log.append(
+      auditEntryFor(seedRequest("req-live"), { direction: "sent", channel: "c", summary: "Live one" }),
+    );
     await waitFor("Live one");
     clock.set("2026-02-01T00:00:30Z");
-    await log.append(auditEntryFor(seedRequest("req-feb"), { direction: "sent", channel: "c", summary: "Next month" }));
+    await log.append(
+      auditEntryFor(seedRequest("req-feb"), { direction: "sent", channel: "c", summary: "Next month" }),
+    );
     await waitFor("Next month");
     await log.close();
 
     child.kill("SIGTERM");
     expect(await exited).toBe(0);
-    expect(stdout.trimEnd().split("\n").map((line) => line.slice(0, 20))).toEqual([
-      "2026-01-31 23:59:00Z",
-      "2026-01-31 23:59:00Z",
-      "2026-02-01 00:00:30Z",
-    ]);
+    expect(
+      stdout
+        .trimEnd()
+        .split("\n")
+        .map((line) => line.slice(0, 20)),
+    ).toEqual(["2026-01-31 23:59:00Z", "2026-01-31 23:59:00Z", "2026-02-01 00:00:30Z"]);
   });
 });

@@ -99,7 +99,9 @@ describe("AuditLog: append, read, rotation", () => {
     clock.set("2026-01-31T23:59:59Z");
     const [late] = await appendRequests(log, 1, 2);
     expect(late!.ts).toBe("2026-01-31T23:59:59.000Z");
-    expect(readdirSync(join(root, "agent-alpha")).filter((f) => f.endsWith(".jsonl"))).toEqual(["2026-02.jsonl"]);
+    expect(readdirSync(join(root, "agent-alpha")).filter((f) => f.endsWith(".jsonl"))).toEqual([
+      "2026-02.jsonl",
+    ]);
     expect((await verifyAudit(join(root, "agent-alpha"))).ok).toBe(true);
   });
 
@@ -171,13 +173,17 @@ describe("AuditLog: rejections", () => {
   });
 
   it("rejects an agent id that is not a safe directory name", async () => {
-    await expect(AuditLog.open({ agent: "../escape", root: tmp() })).rejects.toThrow(/agent id "..\/escape" must be/);
+    await expect(AuditLog.open({ agent: "../escape", root: tmp() })).rejects.toThrow(
+      /agent id "..\/escape" must be/,
+    );
   });
 
   it("refuses a second writer on the same agent's log in this process", async () => {
     const root = tmp();
     await openLog(root);
-    await expect(AuditLog.open({ agent: "agent-alpha", root })).rejects.toThrow(/already open for writing in this process/);
+    await expect(AuditLog.open({ agent: "agent-alpha", root })).rejects.toThrow(
+      /already open for writing in this process/,
+    );
   });
 
   it("refuses a writer while another live process holds the lock", async () => {

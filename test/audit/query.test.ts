@@ -1,7 +1,7 @@
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { type AuditRecord, AuditLog, auditEntryFor, followAudit, readAudit } from "../../src/audit/index.js";
+import { AuditLog, type AuditRecord, auditEntryFor, followAudit, readAudit } from "../../src/audit/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { appendRequests, manualClock, seedResponse, threeMonthLog } from "./fixtures.js";
 
@@ -136,14 +136,24 @@ describe("followAudit", () => {
     const stop = new AbortController();
     const seen: AuditRecord[] = [];
     const file = join(dir, "2026-03.jsonl");
-    const log = await AuditLog.open({ agent: "agent-alpha", root, clock: manualClock("2026-03-20T00:00:00Z").now });
+    const log = await AuditLog.open({
+      agent: "agent-alpha",
+      root,
+      clock: manualClock("2026-03-20T00:00:00Z").now,
+    });
     const [tenth] = await appendRequests(log, 1, 10);
     await log.close();
     // Cut the last line in two: the follower must not yield it until its newline arrives.
     const text = readFileSync(file, "utf8");
     const lastLine = `${JSON.stringify(tenth)}\n`;
     writeFileSync(file, text.slice(0, text.length - lastLine.length + 20));
-    for await (const record of followAudit({ root, agent: "agent-alpha", afterSeq: 7, signal: stop.signal, pollIntervalMs: 50 })) {
+    for await (const record of followAudit({
+      root,
+      agent: "agent-alpha",
+      afterSeq: 7,
+      signal: stop.signal,
+      pollIntervalMs: 50,
+    })) {
       seen.push(record);
       if (record.entry.seq === 9) appendFileSync(file, lastLine.slice(20));
       if (record.entry.seq === 10) stop.abort();

@@ -8,7 +8,12 @@ import { appendRequests, manualClock, readLinesOf, threeMonthLog, writeLinesTo }
 const tmp = useTmpDir("acp-audit-verify-");
 
 /** Replaces line `index` (0-based) of a file with `edit(entry)`, optionally re-sealing its hash. */
-function editLine(file: string, index: number, edit: (entry: Record<string, unknown>) => void, reseal = false): void {
+function editLine(
+  file: string,
+  index: number,
+  edit: (entry: Record<string, unknown>) => void,
+  reseal = false,
+): void {
   const lines = readLinesOf(file);
   const entry = JSON.parse(lines[index]!) as Record<string, unknown>;
   edit(entry);
@@ -123,7 +128,8 @@ describe("verifyAudit", () => {
       reason: "missing-month",
       file: join(dir, "2026-03.jsonl"),
       line: 1,
-      message: "entries 4–6 are missing: 2026-02.jsonl was deleted, or lines cut from the end of 2026-01.jsonl",
+      message:
+        "entries 4–6 are missing: 2026-02.jsonl was deleted, or lines cut from the end of 2026-01.jsonl",
     });
   });
 
@@ -201,7 +207,11 @@ describe("verifyAudit", () => {
   it("verifies every agent under a root and stops each at its first problem", async () => {
     const root = tmp();
     await threeMonthLog(root);
-    const beta = await AuditLog.open({ agent: "agent-beta", root, clock: manualClock("2026-01-01T00:00:00Z").now });
+    const beta = await AuditLog.open({
+      agent: "agent-beta",
+      root,
+      clock: manualClock("2026-01-01T00:00:00Z").now,
+    });
     await appendRequests(beta, 2);
     await beta.close();
     writeFileSync(join(root, "not an agent"), "");

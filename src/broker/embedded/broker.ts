@@ -155,6 +155,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
   async status(id: string): Promise<MessageRecord | null> {
     this.assertOpen();
     checkMessageId(id);
+    this.commits.flush(); // read your own writes: delivery bookkeeping is committed lazily
     const row = this.table.byId(id);
     return row ? toRecord(row, this.policy, Date.now()) : null;
   }
@@ -162,6 +163,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
   async get(id: string): Promise<StoredMessage | null> {
     this.assertOpen();
     checkMessageId(id);
+    this.commits.flush();
     const row = this.table.byId(id);
     return row ? toStoredMessage(row, this.policy, Date.now()) : null;
   }
@@ -170,6 +172,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
     this.assertOpen();
     checkListQuery(query);
     const limit = query.limit ?? DEFAULT_LIST_LIMIT;
+    this.commits.flush();
     const now = Date.now();
     const rows = this.table.list(query, decodeCursor(query.cursor), limit + 1, now - this.policy.retentionMs);
     const page = rows.slice(0, limit);

@@ -87,11 +87,11 @@ class EmbeddedBucket<T> implements KvBucket<T> {
     return { key, value: JSON.parse(row.value) as T, revision: row.revision };
   }
 
-  put(key: string, value: T): Promise<number> {
+  async put(key: string, value: T): Promise<number> {
     return this.write(key, value, () => undefined);
   }
 
-  create(key: string, value: T): Promise<number> {
+  async create(key: string, value: T): Promise<number> {
     return this.write(key, value, (current) => {
       if (current && current.value !== null) {
         throw new BrokerError("exists", `kv ${this.name}: key ${key} already exists`, { field: "key" });
@@ -99,7 +99,7 @@ class EmbeddedBucket<T> implements KvBucket<T> {
     });
   }
 
-  update(key: string, value: T, expectedRevision: number): Promise<number> {
+  async update(key: string, value: T, expectedRevision: number): Promise<number> {
     return this.write(key, value, (current) => {
       if (!current || current.value === null || current.revision !== expectedRevision) {
         throw new BrokerError(

@@ -16,7 +16,7 @@ export class NatsBucket<T> implements KvBucket<T> {
     private readonly guard: <R>(work: () => Promise<R>) => Promise<R>,
   ) {}
 
-  get(key: string): Promise<KvEntry<T> | null> {
+  async get(key: string): Promise<KvEntry<T> | null> {
     checkKvKey(key);
     return this.guard(async () => {
       const entry = await (await this.bucket()).get(key);
@@ -25,13 +25,13 @@ export class NatsBucket<T> implements KvBucket<T> {
     });
   }
 
-  put(key: string, value: T): Promise<number> {
+  async put(key: string, value: T): Promise<number> {
     checkKvKey(key);
     const text = serializeKvValue(value);
     return this.guard(async () => (await this.bucket()).put(key, text));
   }
 
-  create(key: string, value: T): Promise<number> {
+  async create(key: string, value: T): Promise<number> {
     checkKvKey(key);
     const text = serializeKvValue(value);
     return this.guard(async () => {
@@ -46,7 +46,7 @@ export class NatsBucket<T> implements KvBucket<T> {
     });
   }
 
-  update(key: string, value: T, expectedRevision: number): Promise<number> {
+  async update(key: string, value: T, expectedRevision: number): Promise<number> {
     checkKvKey(key);
     const text = serializeKvValue(value);
     return this.guard(async () => {
@@ -68,7 +68,7 @@ export class NatsBucket<T> implements KvBucket<T> {
     });
   }
 
-  delete(key: string): Promise<void> {
+  async delete(key: string): Promise<void> {
     checkKvKey(key);
     return this.guard(async () => {
       const kv = await this.bucket();
@@ -77,7 +77,7 @@ export class NatsBucket<T> implements KvBucket<T> {
     });
   }
 
-  keys(prefix = ""): Promise<string[]> {
+  async keys(prefix = ""): Promise<string[]> {
     return this.guard(async () => {
       // Subject filters match whole tokens only, so a prefix ending in "." is the one the server can apply.
       const filter = prefix.endsWith(".") ? `${prefix}>` : ">";
@@ -89,7 +89,7 @@ export class NatsBucket<T> implements KvBucket<T> {
     });
   }
 
-  watch(handler: (change: KvChange<T>) => void, options: { prefix?: string } = {}): Promise<Unsubscribe> {
+  async watch(handler: (change: KvChange<T>) => void, options: { prefix?: string } = {}): Promise<Unsubscribe> {
     const prefix = options.prefix ?? "";
     return this.guard(async () => {
       const watcher = await (await this.bucket()).watch({

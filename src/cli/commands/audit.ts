@@ -211,14 +211,15 @@ function formatRecord(record: AuditRecord, withOwner: boolean): string {
   const arrow = entry.direction === "sent" ? "→" : "←";
   const owner = withOwner ? `${record.agent} ` : "";
   const who = `${owner}${arrow} ${peer.agent}${peer.principal ? ` (${peer.principal})` : ""}`;
-  const kind = entry.step ? `handshake:${entry.step}` : entry.method.replace(/^agent\./, "");
+  // Handshake steps read as their name (announce, verify, capabilities, trust), other methods without `agent.`.
+  const kind = entry.step ?? entry.method.replace(/^agent\./, "");
   const marks = [entry.encrypted ? "[encrypted]" : "", entry.error ? `[error ${entry.error.code}]` : ""]
     .filter(Boolean)
     .join(" ");
   return [
     time,
     who.padEnd(withOwner ? 44 : 32),
-    kind.padEnd(22),
+    kind.padEnd(13),
     [marks, entry.summary].filter(Boolean).join(" "),
   ]
     .map(printable)

@@ -1,0 +1,404 @@
+import { EventEmitter } from "node:events";
+import { PresenceUpdate } from "../gateway/wire.js";
+import type { HandshakeState, PeerHandshake } from "../handshake/index.js";
+import { readIdentityFile, TrustLedger, type TrustRecord } from "../identity/index.js";
+import {
+  AcpError,
+  AgentId,
+  buildHandoff,
+  buildNotification,
+  buildRequest,
+  HandoffBody,
+  type PrivateIdentity,
+  toPointer,
+} from "../protocol/index.js";
+import { AgentAudit } from "./audit.js";
+import { GatewayConnection } from "./connection.js";
+import { AgentCore, type Emit, type Handlers } from "./core.js";
+import { GatewayClient, normaliseGatewayUrl } from "./http.js";
+import { HandshakeStore, resolveStateRoot } from "./handshake-store.js";
+import { Inbound } from "./inbound.js";
+import type {
+  AcpAgentOptions,
+  AgentEvents,
+  HandoffHandler,
+  HandoffOptions,
+  NotificationHandler,
+  NotifyOptions,
+  PresenceInput,
+  RequestHandler,
+  RequestOptions,
+} from "./types.js";
+
+const DEFAULT_TIMEOUT_MS = 30_000;
+/** The gateway keeps messages 7 days; allow that plus clock skew for an offline queue. */
+const DEFAULT_REPLAY_WINDOW_MS = 7 * 24 * 3_600_000 + 5 * 60_000;
+const DRAIN_ON_CLOSE_MS = 10_000;
+
+/**
+ * An ACP agent connected to a gateway: it handshakes with peers, sends signed (optionally
+ * end-to-end encrypted) requests, notifications and handoffs, answers requests through handlers,
+ * verifies everything it receives, keeps trust and an audit log, and survives reconnects.
+ * See docs/sdk.md.
+ */
+export class AcpAgent {
+  readonly gateway: string;
+  private readonly emitter = new EventEmitter();
+  private readonly handlers: Handlers = {
+    byMethod: new Map(),
+    anyRequest: undefined,
+    handoff: undefined,
+    notifications: [],
+  };
+  private readonly trustLedger: TrustLedger;
+  private readonly http: GatewayClient;
+  private core: AgentCore | undefined;
+  private inbound: Inbound | undefined;
+  private state: "new" | "connecting" | "connected" | "closed" = "new";
+
+  constructor(private readonly options: AcpAgentOptions) {
+    this.gateway = normaliseGatewayUrl(options.gateway);
+    if (typeof options.apiKey !== "string" || options.apiKey === "") {
+      throw invalidOption("apiKey", "is required (the key the gateway issued at registration)");
+    }
+    if ((options.identity === undefined) === (options.keyFile === undefined)) {
+      throw invalidOption("identity", "give exactly one of identity and keyFile");
+    }
+    for (const [i, layer] of (options.layers ?? []).entries()) {
+      if (!Number.isInteger(layer) || layer < 0)
+        throw invalidOption(`layers/${i}`, "must be a non-negative integer");
+    }
+    this.http = new GatewayClient({ gateway: this.gateway, apiKey: options.apiKey });
+    this.trustLedger = new TrustLedger(options.trust);
+    this.emitter.setMaxListeners(0);
+  }
+
+  /** The agent id (known once the identity is loaded: at once with `identity`, after connect with `keyFile`). */
+  get agentId(): string | undefined {
+    return this.core?.self.agentId ?? this.options.identity?.agentId;
+  }
+
+  get connected(): boolean {
+    return this.core?.connection.isReady ?? false;
+  }
+
+  /** Where this agent's audit log is written, once connected (undefined when disabled). */
+  get auditDirectory(): string | undefined {
+    return this.core?.audit?.directory;
+  }
+
+  /** Loads the identity, opens the audit log, and connects the WebSocket; resolves on the gateway's `ready`. */
+  async connect(): Promise<void> {
+    if (this.state !== "new") throw new AcpError("Conflict", `connect() called on a ${this.state} agent`);
+    this.state = "connecting";
+    let audit: AgentAudit | undefined;
+    try {
+      const identity = this.options.identity ?? (await readIdentityFile(this.options.keyFile!));
+      if (this.options.audit !== false) {
+        audit = await AgentAudit.open(
+          { agent: identity.agentId, principal: identity.principalId },
+          this.options.audit ?? {},
+          (err) => this.emit("error", err),
+        );
+      }
+      const connection = this.openConnection(identity);
+      this.core = this.createCore(identity, connection, audit);
+      this.inbound = new Inbound(this.core);
+      await this.core.peers.loadSelf(identity);
+      await this.core.restoreHandshakes();
+      await connection.connect();
+      this.state = "connected";
+    } catch (err) {
+      await audit?.close();
+      this.core = undefined;
+      this.inbound = undefined;
+      this.state = "new";
+      throw err;
+    }
+  }
+
+  /**
+   * Stops taking deliveries, cancels pending requests, lets running handlers finish (their
+   * responses and acks go out), then closes the WebSocket and the audit log.
+   */
+  async close(): Promise<void> {
+    if (this.state === "closed") return;
+    this.state = "closed";
+    const core = this.core;
+    if (!core) return;
+    core.pending.rejectAll(new AcpError("Cancelled", "the agent was closed"));
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.inbound?.drain(),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, DRAIN_ON_CLOSE_MS);
+      }),
+    ]);
+    clearTimeout(timer);
+    await core.connection.close();
+    await core.audit?.close();
+  }
+
+  /** The four-step handshake with `peer`; resolves with its record once established. */
+  async handshake(
+    peer: string,
+    options: { timeoutMs?: number; signal?: AbortSignal } = {},
+  ): Promise<PeerHandshake> {
+    return this.requireCore().handshake(checkPeer(peer), {
+      timeoutMs: options.timeoutMs ?? this.defaultTimeout,
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+  }
+
+  /** Sends a request and resolves with the peer's response body; an error response rejects with its AcpError. */
+  async request(
+    peer: string,
+    body: Record<string, unknown>,
+    options: RequestOptions = {},
+  ): Promise<Record<string, unknown>> {
+    checkBody(body);
+    const method = options.method ?? "agent.request";
+    if (method === "agent.handoff") throw invalidOption("method", "use handoff() for agent.handoff");
+    return this.exchange(checkPeer(peer), options, async (core, to) => {
+      const outgoing = options.encrypt ? await core.encryptFor(to, body) : body;
+      return buildRequest(core.self, to, outgoing, { method });
+    });
+  }
+
+  /** Transfers a task: what is completed, what remains, and all context. Resolves with the peer's answer. */
+  async handoff(
+    peer: string,
+    handoff: HandoffBody,
+    options: HandoffOptions = {},
+  ): Promise<Record<string, unknown>> {
+    const parsed = HandoffBody.safeParse(handoff);
+    if (!parsed.success) {
+      throw new AcpError("InvalidParams", "a handoff needs completed, remaining and context", {
+        problems: parsed.error.issues.map((i) => ({ path: toPointer(i.path), message: i.message })),
+      });
+    }
+    return this.exchange(checkPeer(peer), options, async (core, to) => {
+      const outgoing = options.encrypt ? await core.encryptFor(to, handoff) : handoff;
+      return buildHandoff(core.self, to, outgoing);
+    });
+  }
+
+  /** A one-way notification; resolves with its message id once the gateway accepted it. */
+  async notify(
+    peer: string,
+    body: Record<string, unknown>,
+    options: NotifyOptions = {},
+  ): Promise<{ id: string }> {
+    checkBody(body);
+    const to = checkPeer(peer);
+    const core = this.requireCore();
+    for (let attempt = 0; ; attempt++) {
+      await core.handshake(to, {
+        timeoutMs: options.timeoutMs ?? this.defaultTimeout,
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+      const outgoing = options.encrypt ? await core.encryptFor(to, body) : body;
+      const message = buildNotification(core.self, to, outgoing, {
+        method: options.method ?? "agent.notification",
+      });
+      try {
+        const sent = await core.send(message, to, { summary: options.summary });
+        return { id: sent.id };
+      } catch (err) {
+        if (!this.retryAfterHandshakeLoss(err, to, attempt)) throw err;
+      }
+    }
+  }
+
+  /** Handles requests of one method, or (without a method) every request no specific handler takes. */
+  onRequest(handler: RequestHandler): this;
+  onRequest(method: string, handler: RequestHandler): this;
+  onRequest(methodOrHandler: string | RequestHandler, maybeHandler?: RequestHandler): this {
+    if (typeof methodOrHandler === "function") {
+      this.handlers.anyRequest = methodOrHandler;
+      return this;
+    }
+    if (methodOrHandler === "agent.handoff")
+      throw invalidOption("method", "use onHandoff() for agent.handoff");
+    if (!maybeHandler) throw invalidOption("handler", "is required");
+    this.handlers.byMethod.set(methodOrHandler, maybeHandler);
+    return this;
+  }
+
+  onHandoff(handler: HandoffHandler): this {
+    this.handlers.handoff = handler;
+    return this;
+  }
+
+  onNotification(handler: NotificationHandler): this {
+    this.handlers.notifications.push(handler);
+    return this;
+  }
+
+  /** Reports this agent's presence (busy/away, load, tasks, health metrics) to the gateway. */
+  async setPresence(presence: PresenceInput): Promise<void> {
+    const parsed = PresenceUpdate.safeParse(presence);
+    if (!parsed.success) {
+      throw new AcpError("InvalidParams", "invalid presence", {
+        problems: parsed.error.issues.map((i) => ({ path: toPointer(i.path), message: i.message })),
+      });
+    }
+    await this.http.updatePresence(this.requireCore().self.agentId, parsed.data);
+  }
+
+  /** This agent's current trust in `peer` (after a handshake), recalibrated by every exchange. */
+  trust(peer: string): TrustRecord | undefined {
+    return this.trustLedger.get(peer);
+  }
+
+  handshakeState(peer: string): HandshakeState {
+    return this.core?.handshakes.list().find((record) => record.peer === peer)?.state ?? "none";
+  }
+
+  on<K extends keyof AgentEvents>(event: K, listener: AgentEvents[K]): this {
+    this.emitter.on(event, listener);
+    return this;
+  }
+
+  once<K extends keyof AgentEvents>(event: K, listener: AgentEvents[K]): this {
+    this.emitter.once(event, listener);
+    return this;
+  }
+
+  off<K extends keyof AgentEvents>(event: K, listener: AgentEvents[K]): this {
+    this.emitter.off(event, listener);
+    return this;
+  }
+
+  private readonly emit: Emit = (event, ...args) => {
+    // An unheard "error" must not crash the process (EventEmitter would throw it): warn instead.
+    if (event === "error" && this.emitter.listenerCount("error") === 0) {
+      process.emitWarning(String((args[0] as Error | undefined)?.message), { code: "ACP_AGENT_ERROR" });
+      return;
+    }
+    this.emitter.emit(event, ...args);
+  };
+
+  private get defaultTimeout(): number {
+    return this.options.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
+  }
+
+  /**
+   * Request or handoff: handshake if needed, submit, await the correlated response. If the gateway
+   * or the peer answers HandshakeRequired (the peer restarted and forgot us), handshake again and
+   * retry once. The timeout covers everything, handshake included.
+   */
+  private async exchange(
+    peer: string,
+    options: { timeoutMs?: number; signal?: AbortSignal; summary?: string },
+    build: (core: AgentCore, to: string) => Promise<{ id: string | number; method: string }>,
+  ): Promise<Record<string, unknown>> {
+    const core = this.requireCore();
+    const timeoutMs = options.timeoutMs ?? this.defaultTimeout;
+    const deadline = Date.now() + timeoutMs;
+    const signal = options.signal ? { signal: options.signal } : {};
+    const remaining = () => Math.max(1, deadline - Date.now());
+    for (let attempt = 0; ; attempt++) {
+      await core.handshake(peer, { timeoutMs: remaining(), ...signal });
+      const message = await build(core, peer);
+      const response = core.pending.wait(message.id, peer, {
+        method: message.method,
+        timeoutMs: remaining(),
+        ...signal,
+      });
+      const submitted = core.send(message, peer, { summary: options.summary }).catch((err: unknown) => {
+        core.pending.drop(message.id);
+        throw err;
+      });
+      try {
+        const outcome = await Promise.race([response, submitted.then(() => response)]);
+        if ("error" in outcome) throw outcome.error;
+        return outcome.body;
+      } catch (err) {
+        if (!this.retryAfterHandshakeLoss(err, peer, attempt)) throw err;
+      }
+    }
+  }
+
+  private retryAfterHandshakeLoss(err: unknown, peer: string, attempt: number): boolean {
+    if (attempt > 0 || !(err instanceof AcpError) || err.reason !== "HandshakeRequired") return false;
+    this.core?.handshakes.reset(peer);
+    return true;
+  }
+
+  private requireCore(): AgentCore {
+    if (this.state === "closed") throw new AcpError("Cancelled", "the agent is closed");
+    if (!this.core) throw new AcpError("Conflict", "call connect() first");
+    return this.core;
+  }
+
+  private openConnection(identity: PrivateIdentity): GatewayConnection {
+    return new GatewayConnection({
+      baseUrl: this.gateway,
+      apiKey: this.options.apiKey,
+      agentId: identity.agentId,
+      ...(this.options.reconnect ? { reconnect: this.options.reconnect } : {}),
+      events: {
+        message: (frame) => this.inbound?.onFrame(frame),
+        connected: (info) => this.emit("connected", info),
+        disconnected: (info) => this.emit("disconnected", info),
+        error: (err) => this.emit("error", err),
+      },
+    });
+  }
+
+  private createCore(
+    identity: PrivateIdentity,
+    connection: GatewayConnection,
+    audit: AgentAudit | undefined,
+  ): AgentCore {
+    const { options } = this;
+    return new AgentCore(
+      identity,
+      {
+        layers: options.layers ?? [0, 1],
+        announce: options.announce ?? {
+          capabilities: [],
+          purpose: `ACP agent ${identity.agentId} acting for ${identity.principalId}`,
+        },
+        capabilities: options.capabilities ?? { tools: [], domains: [], limits: [], requests: [] },
+        replayWindowMs: options.replayWindowMs ?? DEFAULT_REPLAY_WINDOW_MS,
+        undeclaredLayers: options.undeclaredLayers ?? "decline",
+        consume: options.consume ?? "all",
+      },
+      this.http,
+      connection,
+      this.trustLedger,
+      audit,
+      options.state === false
+        ? undefined
+        : new HandshakeStore(resolveStateRoot(options.state?.root), identity.agentId),
+      this.handlers,
+      this.emit,
+    );
+  }
+}
+
+function invalidOption(path: string, message: string): AcpError {
+  return new AcpError("InvalidParams", `AcpAgent option ${path} ${message}`, {
+    problems: [{ path: `/${path}`, message }],
+  });
+}
+
+function checkPeer(peer: string): string {
+  const parsed = AgentId.safeParse(peer);
+  if (!parsed.success) {
+    throw new AcpError("InvalidParams", `peer ${JSON.stringify(peer)} is not an agent id`, {
+      problems: [{ path: "/peer", message: parsed.error.issues[0]?.message ?? "invalid" }],
+    });
+  }
+  return peer;
+}
+
+function checkBody(body: unknown): void {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    throw new AcpError("InvalidParams", "a message body must be a JSON object", {
+      problems: [{ path: "/params/body", message: "must be a JSON object" }],
+    });
+  }
+}

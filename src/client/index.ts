@@ -1,0 +1,27 @@
+/** acp-kit/client: the agent SDK (AcpAgent) and a typed client for the gateway's REST API. */
+export { AcpAgent } from "./agent.js";
+export type { AuditSettings } from "./audit.js";
+export type { ReconnectOptions } from "./connection.js";
+export { errorFromObject, GatewayUnreachableError } from "./errors.js";
+export {
+  GatewayClient,
+  type GatewayClientOptions,
+  type ListMessagesQuery,
+  type MessageListItem,
+  type MessagePage,
+  type MessageStatusView,
+  normaliseGatewayUrl,
+} from "./http.js";
+export type {
+  AcpAgentOptions,
+  AgentEvents,
+  HandoffHandler,
+  HandoffOptions,
+  InboundContext,
+  InboundMessage,
+  NotificationHandler,
+  NotifyOptions,
+  PresenceInput,
+  RequestHandler,
+  RequestOptions,
+} from "./types.js";

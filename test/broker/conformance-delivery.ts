@@ -1,0 +1,242 @@
+import { describe, expect, it } from "vitest";
+import type { BrokerEvent, MessageStatus } from "../../src/broker/index.js";
+import type { SuiteContext } from "./conformance.js";
+import { eventually, expectBrokerError, message, reader } from "./support.js";
+
+/** Submit, dedup, order, offline queue, ack, redelivery, dead letters, reject, resume. */
+export function deliveryConformance(ctx: SuiteContext): void {
+  describe("submit", () => {
+    it("persists the message as queued and returns it unchanged from get()", async () => {
+      const broker = await ctx.open(await ctx.harness());
+      const input = message("alice", "bob", { kind: "request", method: "agent.request" });
+      expect(await broker.submit(input)).toEqual({ id: input.id, status: "queued", duplicate: false });
+      const stored = await broker.get(input.id);
+      expect(stored).toMatchObject({
+        id: input.id,
+        from: "alice",
+        to: "bob",
+        kind: "request",
+        method: "agent.request",
+        submittedAt: input.submittedAt,
+        status: "queued",
+        retryCount: 0,
+        envelope: input.envelope,
+      });
+      expect(Date.parse(stored?.queuedAt ?? "")).not.toBeNaN();
+      expect(await broker.get("unknown-message-id")).toBeNull();
+      expect(await broker.status("unknown-message-id")).toBeNull();
+    });
+
+    it("reports a second submit of the same id as a duplicate and delivers it once", async () => {
+      const broker = await ctx.open(await ctx.harness());
+      const first = message("alice", "bob");
+      expect((await broker.submit(first)).duplicate).toBe(false);
+      expect(await broker.submit(first)).toEqual({ id: first.id, status: "queued", duplicate: true });
+      const marker = message("alice", "bob");
+      await broker.submit(marker);
+      const inbox = reader(await broker.openInbox("bob"));
+      expect((await inbox.next()).id).toBe(first.id);
+      // A second stored copy would come before the marker: order is per pair.
+      expect((await inbox.next()).id).toBe(marker.id);
+      await broker.ack("bob", first.id);
+      expect(await broker.submit(first)).toEqual({ id: first.id, status: "acknowledged", duplicate: true });
+    });
+
+    it("refuses an id already used by another sender", async () => {
+      const broker = await ctx.open(await ctx.harness());
+      const original = message("alice", "bob");
+      await broker.submit(original);
+      await expectBrokerError(broker.submit({ ...original, from: "mallory" }), "conflict", "id");
+    });
+
+    it("rejects malformed input naming the field", async () => {
+      const broker = await ctx.open(await ctx.harness());
+      const good = message("alice", "bob");
+      await expectBrokerError(broker.submit({ ...good, id: "short" }), "invalid_argument", "id");
+      await expectBrokerError(broker.submit({ ...good, to: "bob.inbox" }), "invalid_argument", "to");
+      await expectBrokerError(broker.submit({ ...good, from: "" }), "invalid_argument", "from");
+      await expectBrokerError(
+        broker.submit({ ...good, kind: "gossip" as unknown as "request" }),
+        "invalid_argument",
+        "kind",
+      );
+      await expectBrokerError(broker.submit({ ...good, method: "has space" }), "invalid_argument", "method");
+      await expectBrokerError(broker.submit({ ...good, envelope: "" }), "invalid_argument", "envelope");
+      await expectBrokerError(broker.openInbox("no.dots"), "invalid_argument", "agentId");
+      await expectBrokerError(broker.openInbox("bob", { maxInFlight: 0 }), "invalid_argument", "maxInFlight");
+      expect(await broker.status(good.id)).toBeNull();
+    });
+  });
+
+  describe("delivery", () => {
+    it("delivers in submit order per sender→recipient pair, queued while the recipient is offline", async () => {
+      const broker = await ctx.open(await ctx.harness());
+      const sent: string[] = [];
+      for (let i = 0; i < 40; i++) {
+        const input = message(i % 2 === 0 ? "alice" : "carol", "bob");
+        sent.push(input.id);
+        await broker.submit(input);
+      }
+      expect((await broker.status(sent[0]!))?.status).toBe("queued");
+      const inbox = reader(await broker.openInbox("bob", { maxInFlight: 8 }));
+      const received: string[] = [];
+      for (let i = 0; i < sent.length; i++) {
+        const delivery = await inbox.next();
+        expect(delivery.attempt).toBe(1);
+        received.push(delivery.id);
+        await broker.ack("bob", delivery.id);
+      }
+      expect(received).toEqual(sent);
+    });
+
+    it("delivers messages submitted while the inbox is open, with their envelope and metadata", async () => {
+      const broker = await ctx.open(await ctx.harness());
+      const inbox = reader(await broker.openInbox("bob"));
+      const input = message("alice", "bob", { kind: "handoff", method: "agent.handoff" });
+      await broker.submit(input);
+      const delivery = await inbox.next();
+      expect(delivery).toMatchObject({
+        id: input.id,
+        from: "alice",
+        to: "bob",
+        kind: "handoff",
+        method: "agent.handoff",
+        envelope: input.envelope,
+        submittedAt: input.submittedAt,
+        attempt: 1,
+      });
+      const status = await broker.status(input.id);
+      expect(status?.status).toBe("delivered");
+      expect(status?.retryCount).toBe(0);
+    });
+
+    it("acknowledges with timestamps in order; a second ack is harmless", async () => {
+      const broker = await ctx.open(await ctx.harness());
+      const seen: MessageStatus[] = [];
+      const input = message("alice", "bob");
+      await broker.events((event: BrokerEvent) => {
+        if (event.type === "message.status" && event.message.id === input.id) seen.push(event.message.status);
+      });
+      await broker.submit(input);
+      const inbox = reader(await broker.openInbox("bob"));
+      await inbox.next();
+      const acked = await broker.ack("bob", input.id);
+      expect(acked.status).toBe("acknowledged");
+      const status = await broker.status(input.id);
+      expect(status).toMatchObject({ status: "acknowledged", retryCount: 0 });
+      const queuedAt = Date.parse(status!.queuedAt);
+      const deliveredAt = Date.parse(status!.deliveredAt!);
+      const acknowledgedAt = Date.parse(status!.acknowledgedAt!);
+      expect(queuedAt).toBeLessThanOrEqual(deliveredAt);
+      expect(deliveredAt).toBeLessThanOrEqual(acknowledgedAt);
+      expect((await broker.ack("bob", input.id)).status).toBe("acknowledged");
+      await eventually(async () => expect(seen).toEqual(["queued", "delivered", "acknowledged"]));
+    });
+
+    it("lets only the recipient acknowledge or reject", async () => {
+      const broker = await ctx.open(await ctx.harness());
+      const input = message("alice", "bob");
+      await broker.submit(input);
+      await expectBrokerError(broker.ack("alice", input.id), "forbidden");
+      await expectBrokerError(broker.ack("mallory", input.id), "forbidden");
+      await expectBrokerError(broker.reject("mallory", input.id, "no"), "forbidden");
+      await expectBrokerError(broker.ack("bob", "no-such-message-1"), "not_found");
+      expect((await broker.status(input.id))?.status).toBe("queued");
+      // Acknowledged before it was ever delivered (REST ack): the inbox must not hand it out.
+      await broker.ack("bob", input.id);
+      const marker = message("alice", "bob");
+      await broker.submit(marker);
+      const inbox = reader(await broker.openInbox("bob"));
+      expect((await inbox.next()).id).toBe(marker.id);
+    });
+
+    it("redelivers an unacknowledged message after the ack wait, counting retries", async () => {
+      const broker = await ctx.open(await ctx.harness(), { delivery: { ackWaitMs: 300, maxDeliver: 5 } });
+      const input = message("alice", "bob");
+      await broker.submit(input);
+      const inbox = reader(await broker.openInbox("bob"));
+      const first = await inbox.next();
+      expect(first.attempt).toBe(1);
+      const second = await inbox.next();
+      expect(second).toMatchObject({ id: input.id, attempt: 2, envelope: input.envelope });
+      expect(await broker.status(input.id)).toMatchObject({ status: "delivered", retryCount: 1 });
+      await broker.ack("bob", input.id);
+      expect(await broker.status(input.id)).toMatchObject({ status: "acknowledged", retryCount: 1 });
+    });
+
+    it("dead-letters after maxDeliver deliveries: failed, visible to the sender", async () => {
+      const broker = await ctx.open(await ctx.harness(), {
+        delivery: { ackWaitMs: 200, maxDeliver: 3, backoffFactor: 1.5 },
+      });
+      const failures: string[] = [];
+      await broker.events((event) => {
+        if (event.type === "message.status" && event.message.status === "failed") failures.push(event.message.id);
+      });
+      const input = message("alice", "bob");
+      await broker.submit(input);
+      const inbox = reader(await broker.openInbox("bob"));
+      expect((await inbox.next()).attempt).toBe(1);
+      expect((await inbox.next()).attempt).toBe(2);
+      expect((await inbox.next()).attempt).toBe(3);
+      const status = await eventually(async () => {
+        const current = await broker.status(input.id);
+        expect(current?.status).toBe("failed");
+        return current!;
+      });
+      expect(status.retryCount).toBe(2);
+      expect(status.deadLetter?.reason).toBe("max-deliveries");
+      expect(status.lastError).toMatch(/3 deliveries/);
+      expect(Date.parse(status.failedAt!)).not.toBeNaN();
+      await eventually(async () => expect(failures).toContain(input.id));
+      await expectBrokerError(broker.ack("bob", input.id), "invalid_state");
+      const list = await broker.list({ participant: "alice", status: "failed" });
+      expect(list.items.map((item) => item.id)).toEqual([input.id]);
+    });
+
+    it("rejects with a reason: failed with a dead-letter record, never redelivered", async () => {
+      const broker = await ctx.open(await ctx.harness(), { delivery: { ackWaitMs: 300 } });
+      const input = message("alice", "bob");
+      await broker.submit(input);
+      const inbox = reader(await broker.openInbox("bob"));
+      await inbox.next();
+      await expectBrokerError(broker.reject("bob", input.id, ""), "invalid_argument", "reason");
+      const rejected = await broker.reject("bob", input.id, "not my department");
+      expect(rejected.status).toBe("failed");
+      const status = await broker.status(input.id);
+      expect(status?.deadLetter).toMatchObject({ reason: "rejected" });
+      expect(status?.lastError).toContain("not my department");
+      await expectBrokerError(broker.reject("bob", input.id, "again"), "invalid_state");
+      const marker = message("alice", "bob");
+      await broker.submit(marker);
+      expect((await inbox.next()).id).toBe(marker.id);
+      await broker.ack("bob", marker.id);
+      await inbox.expectNone(900);
+    });
+
+    it("keeps unacknowledged messages when the inbox closes and resumes them on the next open", async () => {
+      const broker = await ctx.open(await ctx.harness(), { delivery: { ackWaitMs: 300 } });
+      const first = message("alice", "bob");
+      const second = message("alice", "bob");
+      await broker.submit(first);
+      await broker.submit(second);
+      const inbox = await broker.openInbox("bob", { maxInFlight: 1 });
+      const firstReader = reader(inbox);
+      expect((await firstReader.next()).id).toBe(first.id);
+      await inbox.close();
+      const resumed = reader(await broker.openInbox("bob", { maxInFlight: 1 }));
+      const again = await resumed.next();
+      expect(again).toMatchObject({ id: first.id, attempt: 2 });
+      await broker.ack("bob", first.id);
+      expect(await resumed.next()).toMatchObject({ id: second.id, attempt: 1 });
+    });
+
+    it("allows one open inbox per agent per broker", async () => {
+      const broker = await ctx.open(await ctx.harness());
+      const inbox = await broker.openInbox("bob");
+      await expectBrokerError(broker.openInbox("bob"), "invalid_state");
+      await inbox.close();
+      const reopened = await broker.openInbox("bob");
+      await reopened.close();
+    });
+  });
+}

@@ -1,0 +1,131 @@
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import { afterEach, expect, it } from "vitest";
+import {
+  type Broker,
+  type BrokerEvent,
+  consumerName,
+  INBOX_STREAM,
+  INDEX_STREAM,
+  type NatsConnectionOptions,
+  openBroker,
+} from "../../src/broker/index.js";
+import { describeWithNats, useNatsServer } from "../helpers/nats.js";
+import { eventually, expectBrokerError, message, reader } from "./support.js";
+
+const startNats = useNatsServer();
+const opened: Broker[] = [];
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((broker) => broker.close().catch(() => undefined)));
+});
+
+async function open(nats: NatsConnectionOptions, ackWaitMs = 5_000): Promise<Broker> {
+  const broker = await openBroker({ nats, delivery: { ackWaitMs } });
+  opened.push(broker);
+  return broker;
+}
+
+const NS = 1_000_000;
+
+describeWithNats("NATS broker operations", () => {
+  it("creates the documented stream, consumer and bucket layout", async () => {
+    const server = await startNats();
+    const broker = await open({ servers: server.url });
+    await (await broker.openInbox("bob")).close();
+    const nc = await connect({ servers: server.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      const inbox = (await jsm.streams.info(INBOX_STREAM)).config;
+      expect(inbox).toMatchObject({ subjects: ["agent.*.inbox"], storage: "file", max_age: 7 * 24 * 3600 * 1000 * NS });
+      expect(inbox.duplicate_window).toBeGreaterThanOrEqual(10 * 60 * 1000 * NS);
+      expect((await jsm.streams.info(INDEX_STREAM)).config.subjects).toEqual(["acp.index.*.*"]);
+      const consumer = (await jsm.consumers.info(INBOX_STREAM, consumerName("bob"))).config;
+      expect(consumer).toMatchObject({ filter_subject: "agent.bob.inbox", ack_policy: "explicit", max_deliver: 5 });
+      expect(consumer.backoff).toEqual([5_000, 10_000, 20_000, 40_000].map((ms) => ms * NS));
+      expect((await jsm.streams.info("KV_acp_message_status")).config.storage).toBe("file");
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it("relays between two gateways: submitted at B, delivered at A, acknowledged at B", async () => {
+    const server = await startNats();
+    const gatewayA = await open({ servers: server.url }, 400);
+    const gatewayB = await open({ servers: server.url }, 400);
+    const seenAtA: string[] = [];
+    await gatewayA.events((event: BrokerEvent) => {
+      if (event.type === "message.status") seenAtA.push(`${event.message.id}:${event.message.status}`);
+    });
+    const inbox = reader(await gatewayA.openInbox("bob"));
+    const input = message("alice", "bob");
+    await gatewayB.submit(input);
+    expect(await inbox.next()).toMatchObject({ id: input.id, envelope: input.envelope, attempt: 1 });
+    // The ack arrives at the other gateway (e.g. REST): it must reach A's consumer, or A would redeliver.
+    await gatewayB.ack("bob", input.id);
+    expect((await gatewayA.status(input.id))?.status).toBe("acknowledged");
+    await inbox.expectNone(1_200);
+    await eventually(async () =>
+      expect(seenAtA).toEqual([`${input.id}:queued`, `${input.id}:delivered`, `${input.id}:acknowledged`]),
+    );
+  });
+
+  it("loses nothing acknowledged when nats-server is killed and restarted", async () => {
+    const server = await startNats();
+    const broker = await open({ servers: server.url }, 1_000);
+    const sent: string[] = [];
+    for (let i = 0; i < 40; i++) {
+      const input = message("alice", "bob");
+      await broker.submit(input);
+      sent.push(input.id);
+    }
+    const inbox = reader(await broker.openInbox("bob", { maxInFlight: 4 }));
+    const acked = new Set<string>();
+    while (acked.size < 15) {
+      const delivery = await inbox.next();
+      await broker.ack("bob", delivery.id);
+      acked.add(delivery.id);
+    }
+    await server.stop("SIGKILL");
+    await expectBrokerError(broker.submit(message("alice", "bob")), "unavailable");
+    await server.restart();
+
+    const late = message("alice", "bob");
+    await eventually(() => broker.submit(late), 15_000);
+    sent.push(late.id);
+    for (const id of sent) {
+      const status = await broker.status(id);
+      if (acked.has(id)) expect(status?.status).toBe("acknowledged");
+      else expect(["queued", "delivered"]).toContain(status?.status);
+    }
+    const remaining = new Set(sent.filter((id) => !acked.has(id)));
+    while (remaining.size > 0) {
+      const delivery = await inbox.next(20_000);
+      expect(acked.has(delivery.id)).toBe(false);
+      await broker.ack("bob", delivery.id);
+      remaining.delete(delivery.id);
+    }
+    await inbox.expectNone(2_500);
+  });
+
+  it("connects with user/password or token and explains a refused login", async () => {
+    const withPassword = await startNats({ user: "acp", pass: "s3cret" });
+    const broker = await open({ servers: withPassword.url, user: "acp", pass: "s3cret" });
+    expect((await broker.submit(message("alice", "bob"))).status).toBe("queued");
+    const refused = await expectBrokerError(
+      openBroker({ nats: { servers: withPassword.url, user: "acp", pass: "wrong" } }),
+      "unavailable",
+    );
+    expect(refused.message).toMatch(/authoriz/i);
+
+    const withToken = await startNats({ token: "t0ken-value" });
+    const tokenBroker = await open({ servers: withToken.url, token: "t0ken-value" });
+    expect((await tokenBroker.health()).ok).toBe(true);
+    await expectBrokerError(openBroker({ nats: { servers: withToken.url, token: "nope" } }), "unavailable");
+    await expectBrokerError(openBroker({ nats: { servers: [] } }), "invalid_argument", "nats.servers");
+    await expectBrokerError(
+      openBroker({ nats: { servers: withToken.url, credsFile: "/nonexistent/acp.creds" } }),
+      "invalid_argument",
+      "nats.credsFile",
+    );
+  });
+});

@@ -1,0 +1,12 @@
+import { openBroker } from "../../src/broker/index.js";
+import { describeWithNats, useNatsServer } from "../helpers/nats.js";
+import { brokerConformance } from "./conformance.js";
+
+const startNats = useNatsServer();
+
+describeWithNats("NATS broker", () => {
+  brokerConformance("NATS JetStream", async () => {
+    const server = await startNats();
+    return { open: (options) => openBroker({ ...options, nats: { servers: server.url } }) };
+  });
+});

@@ -1,0 +1,103 @@
+import { expect } from "vitest";
+import type { Broker, Delivery, Inbox, MessageKind, SubmitInput } from "../../src/broker/index.js";
+import { BrokerError } from "../../src/broker/index.js";
+
+let counter = 0;
+
+/** A valid submission; ids are unique per test run. */
+export function message(
+  from: string,
+  to: string,
+  overrides: Partial<SubmitInput> & { kind?: MessageKind } = {},
+): SubmitInput {
+  counter += 1;
+  const id = overrides.id ?? `msg-${process.pid}-${Date.now().toString(36)}-${counter}`;
+  return {
+    id,
+    from,
+    to,
+    kind: "notification",
+    method: "agent.notify",
+    envelope: JSON.stringify({ jsonrpc: "2.0", method: "agent.notify", params: { n: counter, id } }),
+    submittedAt: new Date().toISOString(),
+    ...overrides,
+  };
+}
+
+export interface Reader {
+  /** The next delivery; fails the test if none comes within `timeoutMs`. */
+  next(timeoutMs?: number): Promise<Delivery>;
+  /** Fails the test if a delivery arrives within `ms`. */
+  expectNone(ms: number): Promise<void>;
+}
+
+/** Reads an inbox one delivery at a time without ever losing one to an abandoned wait. */
+export function reader(inbox: Inbox): Reader {
+  const iterator = inbox[Symbol.asyncIterator]();
+  let pending: Promise<IteratorResult<Delivery>> | undefined;
+  const take = () => {
+    pending ??= iterator.next();
+    return pending;
+  };
+  const within = async (ms: number): Promise<IteratorResult<Delivery> | "timeout"> => {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<"timeout">((resolve) => {
+      timer = setTimeout(() => resolve("timeout"), ms);
+    });
+    const result = await Promise.race([take(), timeout]);
+    clearTimeout(timer);
+    if (result !== "timeout") pending = undefined;
+    return result;
+  };
+  return {
+    async next(timeoutMs = 10_000) {
+      const result = await within(timeoutMs);
+      if (result === "timeout") throw new Error(`no delivery to ${inbox.agentId} within ${timeoutMs} ms`);
+      if (result.done) throw new Error(`the inbox of ${inbox.agentId} closed`);
+      return result.value;
+    },
+    async expectNone(ms) {
+      const result = await within(ms);
+      if (result !== "timeout" && !result.done) {
+        throw new Error(`unexpected delivery of ${result.value.id} (attempt ${result.value.attempt})`);
+      }
+    },
+  };
+}
+
+/** Polls `check` until it stops throwing (or returns true), for state that changes asynchronously. */
+export async function eventually<T>(check: () => Promise<T>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await check();
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+export async function expectBrokerError(
+  promise: Promise<unknown>,
+  code: BrokerError["code"],
+  field?: string,
+): Promise<BrokerError> {
+  const error = await promise.then(
+    () => {
+      throw new Error(`expected BrokerError ${code}, but it succeeded`);
+    },
+    (caught: unknown) => caught,
+  );
+  expect(error).toBeInstanceOf(BrokerError);
+  const brokerError = error as BrokerError;
+  expect(brokerError.code).toBe(code);
+  if (field !== undefined) expect(brokerError.field).toBe(field);
+  return brokerError;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+export type { Broker };

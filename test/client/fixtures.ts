@@ -1,0 +1,49 @@
+import type { GatewayOptions } from "../../src/gateway/index.js";
+import { AcpAgent, type AcpAgentOptions } from "../../src/client/index.js";
+import type { TestAgent, TestGateway } from "../helpers/gateway.js";
+
+/** Starts a real gateway; `dataDir` and `port` let a test restart it on the same store and address. */
+export type GatewayFactory = (options?: Partial<GatewayOptions> & { dataDir?: string }) => Promise<TestGateway>;
+
+export const SCHEDULING_ANNOUNCE = {
+  capabilities: ["calendar-management"],
+  purpose: "Coordinate scheduling between principals",
+};
+
+/** An AcpAgent for a registered test agent, with its audit log and state under `dir`. */
+export function agentFor(
+  gw: { url: string },
+  agent: TestAgent,
+  dir: string,
+  options: Partial<AcpAgentOptions> = {},
+): AcpAgent {
+  return new AcpAgent({
+    gateway: gw.url,
+    identity: agent.identity,
+    apiKey: agent.apiKey,
+    announce: SCHEDULING_ANNOUNCE,
+    audit: { root: `${dir}/audit` },
+    state: { root: `${dir}/state` },
+    reconnect: { initialDelayMs: 50, maxDelayMs: 500 },
+    requestTimeoutMs: 10_000,
+    ...options,
+  });
+}
+
+/** Resolves when `predicate` holds, polling; fails with `what` after `timeoutMs`. */
+export async function eventually(predicate: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await predicate())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** A promise with its resolve function, for handlers a test releases by hand. */
+export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}

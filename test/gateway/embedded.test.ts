@@ -1,0 +1,11 @@
+import { describe } from "vitest";
+import { startTestGateway } from "../helpers/gateway.js";
+import { gatewayLimitsSuite, gatewaySuite } from "./suite.js";
+
+describe("gateway on the embedded broker", () => {
+  gatewaySuite((options) => startTestGateway(options));
+});
+
+describe("gateway limits on the embedded broker", () => {
+  gatewayLimitsSuite((options) => startTestGateway(options));
+});

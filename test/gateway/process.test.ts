@@ -1,0 +1,135 @@
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { buildNotification, signMessage } from "../../src/protocol/index.js";
+import { CLI_PATH, runAcp } from "../helpers/cli.js";
+import { ADMIN_TOKEN, api, FrameClient, registerTestAgent } from "../helpers/gateway.js";
+import { useTmpDir } from "../helpers/tmp.js";
+import { handshake } from "./suite.js";
+
+interface RunningGateway {
+  child: ChildProcess;
+  url: string;
+  output: () => string;
+}
+
+/** Runs `acp gateway` as a real child process and waits for its URL line. */
+function spawnGateway(args: string[]): Promise<RunningGateway> {
+  const child = spawn(process.execPath, [CLI_PATH, "gateway", "--port", "0", ...args], {
+    env: { ...process.env, ACP_ADMIN_TOKEN: ADMIN_TOKEN, ACP_LOG_LEVEL: "warn" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${output}`)), 15_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /ACP gateway on (\S+)/.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        resolve({ child, url: match[1] as string, output: () => output });
+      }
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    child.on("exit", (code) => reject(new Error(`gateway exited ${code}: ${output}`)));
+  });
+}
+
+const exited = (child: ChildProcess) =>
+  new Promise<number | null>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
+    else child.once("exit", (code) => resolve(code));
+  });
+
+describe("the gateway process", () => {
+  const tmp = useTmpDir();
+  const children: ChildProcess[] = [];
+  afterEach(() => {
+    for (const child of children.splice(0)) child.kill("SIGKILL");
+  });
+
+  it("loses no acknowledged message when killed with SIGKILL mid-stream (embedded)", async () => {
+    const data = tmp();
+    const first = await spawnGateway(["--data", data]);
+    children.push(first.child);
+    const alpha = await registerTestAgent(first.url, "agent-alpha", "pa");
+    const beta = await registerTestAgent(first.url, "agent-beta", "pb");
+    await handshake({ url: first.url } as never, alpha, beta);
+
+    const accepted: string[] = [];
+    let killed = false;
+    const sendOne = async (n: number) => {
+      const body = signMessage(buildNotification(alpha.sender, "agent-beta", { n }), alpha.signer);
+      try {
+        const res = await api(first.url, "/api/v1/messages", { apiKey: alpha.apiKey, body });
+        if (res.status === 202) accepted.push(res.json.id as string);
+      } catch {
+        // The connection died with the process: not acknowledged, so not promised.
+      }
+    };
+    const stream = (async () => {
+      for (let n = 0; n < 2000 && !killed; n += 16) {
+        await Promise.all(Array.from({ length: 16 }, (_, i) => sendOne(n + i)));
+      }
+    })();
+    await expect.poll(() => accepted.length, { timeout: 20_000 }).toBeGreaterThan(300);
+    first.child.kill("SIGKILL");
+    killed = true;
+    await stream;
+    await exited(first.child);
+
+    const second = await spawnGateway(["--data", data]);
+    children.push(second.child);
+    const ws = await FrameClient.connect(second.url.replace("http", "ws") + "/api/v1/ws", beta.apiKey);
+    const seen = new Map<string, number>();
+    for (;;) {
+      const frame = await ws.next("new_message", () => true, 3000).catch(() => undefined);
+      if (!frame) break;
+      seen.set(frame.id, (seen.get(frame.id) ?? 0) + 1);
+      ws.send({ type: "acknowledge", id: frame.id });
+    }
+    const lost = accepted.filter((id) => !seen.has(id));
+    expect(lost).toEqual([]);
+    expect([...seen.values()].every((count) => count === 1)).toBe(true);
+    await ws.close();
+  }, 90_000);
+
+  it("shuts down gracefully on SIGTERM", async () => {
+    const gateway = await spawnGateway(["--data", tmp()]);
+    children.push(gateway.child);
+    expect((await api(gateway.url, "/healthz")).status).toBe(200);
+    gateway.child.kill("SIGTERM");
+    expect(await exited(gateway.child)).toBe(0);
+    expect(gateway.output()).toContain("shutting down");
+  });
+
+  it("refuses a non-loopback address without TLS unless --insecure", async () => {
+    const refused = await runAcp(["gateway", "--host", "0.0.0.0", "--port", "0", "--data", tmp()]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("--insecure");
+  });
+
+  it("serves HTTPS with --tls-cert/--tls-key", async () => {
+    const dir = tmp();
+    const cert = join(dir, "cert.pem");
+    const key = join(dir, "key.pem");
+    execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], { stdio: "ignore" });
+    const gateway = await spawnGateway(["--data", dir, "--tls-cert", cert, "--tls-key", key]);
+    children.push(gateway.child);
+    expect(gateway.url.startsWith("https://")).toBe(true);
+    const { request } = await import("node:https");
+    const { readFileSync } = await import("node:fs");
+    const body = await new Promise<{ status: number; protocol: string }>((resolve, reject) => {
+      const req = request(`${gateway.url}/healthz`, { ca: readFileSync(cert) }, (res) => {
+        const protocol = (res.socket as import("node:tls").TLSSocket).getProtocol() ?? "";
+        res.resume();
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, protocol }));
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    expect(body.status).toBe(200);
+    expect(body.protocol).toBe("TLSv1.3");
+  });
+});

@@ -1,0 +1,353 @@
+import { afterEach, beforeEach, expect, it } from "vitest";
+import {
+  buildAnnounce,
+  buildCapabilities,
+  buildNotification,
+  buildRequest,
+  ErrorCode,
+  signMessage,
+} from "../../src/protocol/index.js";
+import { api, FrameClient, type TestAgent, type TestGateway } from "../helpers/gateway.js";
+
+export type GatewayFactory = (options?: Record<string, unknown>) => Promise<TestGateway>;
+
+const CAPS = { tools: ["calendar"], domains: ["scheduling"], limits: [], requests: [] };
+
+export function submit(gw: TestGateway, from: TestAgent, message: object, apiKey = from.apiKey) {
+  return api(gw.url, "/api/v1/messages", { apiKey, body: signMessage(message, from.signer) });
+}
+
+/** Both sides announce and exchange capabilities through the gateway. */
+export async function handshake(gw: TestGateway, a: TestAgent, b: TestAgent): Promise<void> {
+  for (const [x, y] of [[a, b], [b, a]] as const) {
+    const r = await submit(gw, x, buildAnnounce(x.sender, y.sender.agentId, { capabilities: ["calendar"], purpose: "scheduling" }));
+    expect(r.status, JSON.stringify(r.json)).toBe(202);
+  }
+  for (const [x, y] of [[a, b], [b, a]] as const) {
+    const r = await submit(gw, x, buildCapabilities(x.sender, y.sender.agentId, CAPS));
+    expect(r.status, JSON.stringify(r.json)).toBe(202);
+  }
+}
+
+function errorOf(json: Record<string, unknown>): { code: number; message: string; data: Record<string, unknown> } {
+  return json.error as { code: number; message: string; data: Record<string, unknown> };
+}
+
+/** Drains `count` new_message frames, acknowledging each; returns their ids in order. */
+export async function receive(ws: FrameClient, count: number, method?: string): Promise<string[]> {
+  const ids: string[] = [];
+  while (ids.length < count) {
+    const frame = await ws.next("new_message");
+    ws.send({ type: "acknowledge", id: frame.id });
+    if (!method || frame.method === method) ids.push(frame.id);
+  }
+  return ids;
+}
+
+/** The relay's guarantees and rejections; run unchanged against each broker. */
+export function gatewaySuite(makeGateway: GatewayFactory): void {
+  let gw: TestGateway;
+  let alpha: TestAgent;
+  let beta: TestAgent;
+  beforeEach(async () => {
+    gw = await makeGateway();
+    alpha = await gw.register("agent-alpha");
+    beta = await gw.register("agent-beta");
+  });
+  afterEach(async () => {
+    await gw.close();
+  });
+
+  it("registration needs the admin token and a valid identity", async () => {
+    const body = { agentId: "agent-x", principalId: "p", signing: alpha.identity.signing };
+    expect((await api(gw.url, "/api/v1/agents", { body })).status).toBe(401);
+    const asAgent = await api(gw.url, "/api/v1/agents", { body, apiKey: alpha.apiKey });
+    expect(asAgent.status).toBe(403);
+    expect(errorOf(asAgent.json).code).toBe(ErrorCode.Forbidden);
+    const bad = await api(gw.url, "/api/v1/agents", { body: { ...body, agentId: "bad.id" }, headers: { authorization: `Bearer ${gw.adminToken}` } });
+    expect(bad.status).toBe(400);
+    expect(errorOf(bad.json).data.problems).toEqual([expect.objectContaining({ path: "/agentId" })]);
+    const again = await api(gw.url, "/api/v1/agents", {
+      body: { agentId: "agent-alpha", principalId: "p", signing: alpha.identity.signing },
+      headers: { authorization: `Bearer ${gw.adminToken}` },
+    });
+    expect(again.status).toBe(409);
+  });
+
+  it("delivers a request after the handshake and tracks its status to acknowledged", async () => {
+    await handshake(gw, alpha, beta);
+    const request = buildRequest(alpha.sender, "agent-beta", { action: "get-availability" });
+    const submitted = await submit(gw, alpha, request);
+    expect(submitted.status).toBe(202);
+    expect(submitted.json).toMatchObject({ id: request.params.headers["message-id"], status: "queued", duplicate: false });
+    const ws = await FrameClient.connect(gw.gateway.wsUrl, beta.apiKey);
+    await ws.next("ready");
+    const frame = await ws.next("new_message", (f) => f.method === "agent.request");
+    expect(frame.envelope).toEqual(signMessage(request, alpha.signer));
+    const delivered = await api(gw.url, `/api/v1/messages/${frame.id}/status`, { apiKey: alpha.apiKey });
+    expect(delivered.json).toMatchObject({ status: "delivered", retry_count: 0 });
+    ws.send({ type: "acknowledge", id: frame.id });
+    await expect.poll(async () => (await api(gw.url, `/api/v1/messages/${frame.id}/status`, { apiKey: alpha.apiKey })).json.status).toBe("acknowledged");
+    await ws.close();
+  });
+
+  it("refuses substantive messages before the handshake, and after a key or layer change", async () => {
+    const early = await submit(gw, alpha, buildRequest(alpha.sender, "agent-beta", {}));
+    expect(early.status).toBe(409);
+    expect(errorOf(early.json).code).toBe(ErrorCode.HandshakeRequired);
+    await handshake(gw, alpha, beta);
+    const changed = await submit(gw, alpha, buildNotification({ ...alpha.sender, layers: [0] }, "agent-beta", {}));
+    expect(errorOf(changed.json).code).toBe(ErrorCode.HandshakeRequired);
+    // The change reset the pair: even a well-formed message needs a new handshake now.
+    const after = await submit(gw, alpha, buildNotification(alpha.sender, "agent-beta", {}));
+    expect(errorOf(after.json).code).toBe(ErrorCode.HandshakeRequired);
+  });
+
+  it("is idempotent for the same envelope and refuses a reused id with other content", async () => {
+    await handshake(gw, alpha, beta);
+    const message = buildNotification(alpha.sender, "agent-beta", { n: 1 });
+    const signed = signMessage(message, alpha.signer);
+    const first = await api(gw.url, "/api/v1/messages", { apiKey: alpha.apiKey, body: signed });
+    const second = await api(gw.url, "/api/v1/messages", { apiKey: alpha.apiKey, body: signed });
+    expect(first.json).toMatchObject({ duplicate: false });
+    expect(second.status).toBe(202);
+    expect(second.json).toMatchObject({ id: first.json.id, duplicate: true });
+    const reused = buildNotification(alpha.sender, "agent-beta", { n: 2 }, { messageId: message.params.headers["message-id"] });
+    const replay = await submit(gw, alpha, reused);
+    expect(replay.status).toBe(409);
+    expect(errorOf(replay.json).code).toBe(ErrorCode.Replay);
+    const ws = await FrameClient.connect(gw.gateway.wsUrl, beta.apiKey);
+    const ids = await receive(ws, 3);
+    expect(ids.filter((id) => id === first.json.id)).toHaveLength(1);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(ws.pending().filter((f) => f.type === "new_message")).toHaveLength(0);
+    await ws.close();
+  });
+
+  it("rejects unsigned, tampered, impersonating, stale and misaddressed envelopes with their codes", async () => {
+    await handshake(gw, alpha, beta);
+    const message = buildNotification(alpha.sender, "agent-beta", { n: 1 });
+    const unsigned = await api(gw.url, "/api/v1/messages", { apiKey: alpha.apiKey, body: message });
+    expect([unsigned.status, errorOf(unsigned.json).code]).toEqual([400, ErrorCode.SignatureMissing]);
+
+    const signed = signMessage(message, alpha.signer);
+    const tampered = { ...signed, params: { ...signed.params, body: { n: 2 } } };
+    const t = await api(gw.url, "/api/v1/messages", { apiKey: alpha.apiKey, body: tampered });
+    expect([t.status, errorOf(t.json).code]).toEqual([401, ErrorCode.SignatureInvalid]);
+
+    const rerouted = { ...signed, params: { ...signed.params, headers: { ...signed.params.headers, "recipient-id": "agent-alpha" } } };
+    const r = await api(gw.url, "/api/v1/messages", { apiKey: alpha.apiKey, body: rerouted });
+    expect(errorOf(r.json).code).toBe(ErrorCode.SignatureInvalid);
+
+    // Beta's key submitting alpha's signed envelope: no impersonation.
+    const imp = await api(gw.url, "/api/v1/messages", { apiKey: beta.apiKey, body: signed });
+    expect([imp.status, errorOf(imp.json).code]).toEqual([403, ErrorCode.Forbidden]);
+    // Beta claiming to be alpha in the headers, signed with beta's own key.
+    const claim = await submit(gw, beta, buildNotification(alpha.sender, "agent-beta", {}), beta.apiKey);
+    expect(errorOf(claim.json).code).toBe(ErrorCode.Forbidden);
+
+    const stale = await submit(gw, alpha, buildNotification(alpha.sender, "agent-beta", {}, { now: new Date(Date.now() - 10 * 60_000) }));
+    expect([stale.status, errorOf(stale.json).code]).toEqual([400, ErrorCode.StaleTimestamp]);
+
+    const nobody = await submit(gw, alpha, buildNotification(alpha.sender, "agent-nobody", {}));
+    expect([nobody.status, errorOf(nobody.json).code]).toEqual([404, ErrorCode.UnknownRecipient]);
+
+    const malformed = await api(gw.url, "/api/v1/messages", { apiKey: alpha.apiKey, rawBody: "{not json" });
+    expect([malformed.status, errorOf(malformed.json).code]).toEqual([400, ErrorCode.ParseError]);
+
+    const noKey = await api(gw.url, "/api/v1/messages", { body: signed });
+    expect([noKey.status, errorOf(noKey.json).code]).toEqual([401, ErrorCode.Unauthorized]);
+  });
+
+  it("accepts every documented credential header", async () => {
+    for (const headers of [{ "x-api-key": alpha.apiKey }, { "api-key": alpha.apiKey }, { authorization: `Bearer ${alpha.apiKey}` }]) {
+      expect((await api(gw.url, "/api/v1/agents/agent-beta", { headers })).status).toBe(200);
+    }
+    expect((await api(gw.url, "/api/v1/agents/agent-beta", { headers: { authorization: "Bearer nope" } })).status).toBe(401);
+  });
+
+  it("lets an agent read only its own messages", async () => {
+    const gamma = await gw.register("agent-gamma");
+    await handshake(gw, alpha, beta);
+    const sent = await submit(gw, alpha, buildNotification(alpha.sender, "agent-beta", { secret: "for beta" }));
+    const id = sent.json.id as string;
+    expect((await api(gw.url, `/api/v1/messages/${id}`, { apiKey: beta.apiKey })).status).toBe(200);
+    for (const path of [`/api/v1/messages/${id}`, `/api/v1/messages/${id}/status`]) {
+      const denied = await api(gw.url, path, { apiKey: gamma.apiKey });
+      expect([denied.status, errorOf(denied.json).code]).toEqual([404, ErrorCode.NotFound]);
+    }
+    const ack = await api(gw.url, `/api/v1/messages/${id}/acknowledge`, { apiKey: gamma.apiKey, method: "POST" });
+    expect(ack.status).toBe(404);
+    // The sender cannot acknowledge on the recipient's behalf.
+    const senderAck = await api(gw.url, `/api/v1/messages/${id}/acknowledge`, { apiKey: alpha.apiKey, method: "POST" });
+    expect(senderAck.status).toBe(403);
+    const list = await api(gw.url, "/api/v1/messages", { apiKey: gamma.apiKey });
+    expect(list.json.items).toEqual([]);
+    const own = await api(gw.url, "/api/v1/messages?type=notification", { apiKey: beta.apiKey });
+    expect((own.json.items as { id: string }[]).map((m) => m.id)).toContain(id);
+    const badFilter = await api(gw.url, "/api/v1/messages?type=bogus", { apiKey: beta.apiKey });
+    expect(badFilter.status).toBe(400);
+  });
+
+  it("queues for an offline recipient and delivers in order on connect", async () => {
+    await handshake(gw, alpha, beta);
+    const ids: string[] = [];
+    for (let n = 0; n < 20; n++) {
+      const r = await submit(gw, alpha, buildNotification(alpha.sender, "agent-beta", { n }));
+      ids.push(r.json.id as string);
+    }
+    const ws = await FrameClient.connect(gw.gateway.wsUrl, beta.apiKey);
+    expect(await receive(ws, 20, "agent.notification")).toEqual(ids);
+    await ws.close();
+  });
+
+  it("submits over the WebSocket too, answering with the ref", async () => {
+    await handshake(gw, alpha, beta);
+    const ws = await FrameClient.connect(gw.gateway.wsUrl, alpha.apiKey);
+    await ws.next("ready");
+    const signed = signMessage(buildNotification(alpha.sender, "agent-beta", { via: "ws" }), alpha.signer);
+    ws.send({ type: "submit", ref: 7, envelope: signed });
+    expect(await ws.next("submitted")).toMatchObject({ ref: 7, duplicate: false });
+    ws.send({ type: "submit", ref: 8, envelope: { ...signed, signature: undefined } });
+    const error = await ws.next("error");
+    expect(error).toMatchObject({ ref: 8, error: { code: ErrorCode.SignatureMissing } });
+    ws.send({ type: "bogus" });
+    expect((await ws.next("error")).error.code).toBe(ErrorCode.InvalidRequest);
+    await ws.close();
+  });
+
+  it("refuses a WebSocket without a valid key", async () => {
+    const ws = await FrameClient.connect(gw.gateway.wsUrl, "acp_wrong");
+    expect((await ws.next("error")).error.code).toBe(ErrorCode.Unauthorized);
+    await expect.poll(() => ws.closed?.code).toBe(4401);
+    const viaFrame = await FrameClient.connect(gw.gateway.wsUrl);
+    viaFrame.send({ type: "auth", apiKey: beta.apiKey });
+    expect((await viaFrame.next("ready")).agentId).toBe("agent-beta");
+    await viaFrame.close();
+  });
+
+  it("shows presence from the connection and the agent's own reports", async () => {
+    const before = await api(gw.url, "/api/v1/agents/agent-beta", { apiKey: alpha.apiKey });
+    expect((before.json.presence as { state: string }).state).toBe("offline");
+    const ws = await FrameClient.connect(gw.gateway.wsUrl, beta.apiKey);
+    await ws.next("ready");
+    ws.send({ type: "presence", presence: { state: "busy", load: 40, activeTasks: 2 } });
+    await expect
+      .poll(async () => (await api(gw.url, "/api/v1/agents/agent-beta", { apiKey: alpha.apiKey })).json.presence)
+      .toMatchObject({ state: "busy", load: 40, activeTasks: 2, connections: 1 });
+    await ws.close();
+    await expect
+      .poll(async () => ((await api(gw.url, "/api/v1/agents/agent-beta", { apiKey: alpha.apiKey })).json.presence as { state: string }).state)
+      .toBe("offline");
+  });
+}
+
+/** Limits, versions, redelivery and dead letters: each needs a gateway configured for it. */
+export function gatewayLimitsSuite(makeGateway: GatewayFactory): void {
+  const gateways: TestGateway[] = [];
+  const open = async (options: Record<string, unknown>) => {
+    const gw = await makeGateway(options);
+    gateways.push(gw);
+    return gw;
+  };
+  afterEach(async () => {
+    for (const gw of gateways.splice(0)) await gw.close();
+  });
+
+  it("refuses an oversized envelope with 413 and a rate-limit overrun with 429 and Retry-After", async () => {
+    const gw = await open({ limits: { maxEnvelopeBytes: 4096, ratePerSecond: 5, burst: 5 } });
+    const alpha = await gw.register("agent-alpha");
+    const beta = await gw.register("agent-beta");
+    const big = await submit(gw, alpha, buildNotification(alpha.sender, "agent-beta", { pad: "x".repeat(5000) }));
+    expect([big.status, errorOf(big.json).code]).toEqual([413, ErrorCode.PayloadTooLarge]);
+    const statuses: number[] = [];
+    let limited: Awaited<ReturnType<typeof submit>> | undefined;
+    for (let i = 0; i < 10; i++) {
+      const r = await submit(gw, alpha, buildAnnounce(alpha.sender, "agent-beta", { capabilities: [], purpose: "p" }));
+      statuses.push(r.status);
+      if (r.status === 429) limited = r;
+    }
+    expect(statuses).toContain(429);
+    expect(errorOf(limited!.json).code).toBe(ErrorCode.RateLimited);
+    expect(Number(limited!.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    // Another agent's budget is its own.
+    const other = await submit(gw, beta, buildAnnounce(beta.sender, "agent-alpha", { capabilities: [], purpose: "p" }));
+    expect(other.status).toBe(202);
+  });
+
+  it("negotiates the highest common protocol version and refuses a pair with none or a downgrade", async () => {
+    const gw = await open({});
+    const a = await gw.register("agent-a", "pa", { protocolVersions: ["1.0.0", "1.1.0"] });
+    const b = await gw.register("agent-b", "pb", { protocolVersions: ["1.1.0", "1.0.0"] });
+    const c = await gw.register("agent-c", "pc", { protocolVersions: ["2.0.0"] });
+    const downgrade = await submit(gw, a, buildAnnounce(a.sender, "agent-b", { capabilities: [], purpose: "p" }));
+    expect([downgrade.status, errorOf(downgrade.json).code]).toEqual([400, ErrorCode.NoCommonVersion]);
+    expect(errorOf(downgrade.json).data.negotiated).toBe("1.1.0");
+    const agreed = await submit(gw, a, buildAnnounce({ ...a.sender, trustLayerVersion: "1.1.0" }, "agent-b", { capabilities: [], purpose: "p" }));
+    expect(agreed.status).toBe(202);
+    const none = await submit(gw, a, buildAnnounce(a.sender, "agent-c", { capabilities: [], purpose: "p" }));
+    expect([none.status, errorOf(none.json).code]).toEqual([400, ErrorCode.NoCommonVersion]);
+    void b;
+    void c;
+  });
+
+  it("redelivers an unacknowledged message with backoff, then dead-letters it as failed for the sender", async () => {
+    const gw = await open({ delivery: { ackWaitMs: 200, maxDeliver: 3, backoffFactor: 1.5 } });
+    const alpha = await gw.register("agent-alpha");
+    const beta = await gw.register("agent-beta");
+    await handshake(gw, alpha, beta);
+    const ws = await FrameClient.connect(gw.gateway.wsUrl, beta.apiKey);
+    await receive(ws, 2);
+    const sent = await submit(gw, alpha, buildNotification(alpha.sender, "agent-beta", { ignore: "me" }));
+    const attempts: number[] = [];
+    for (let i = 0; i < 3; i++) attempts.push((await ws.next("new_message", (f) => f.id === sent.json.id)).attempt);
+    expect(attempts).toEqual([1, 2, 3]);
+    await expect
+      .poll(async () => (await api(gw.url, `/api/v1/messages/${sent.json.id}/status`, { apiKey: alpha.apiKey })).json, { timeout: 10_000 })
+      .toMatchObject({ status: "failed", retry_count: 2, dead_letter: { reason: "max-deliveries" } });
+    await ws.close();
+  });
+
+  it("lets the recipient reject a message with a reason the sender sees", async () => {
+    const gw = await open({});
+    const alpha = await gw.register("agent-alpha");
+    const beta = await gw.register("agent-beta");
+    await handshake(gw, alpha, beta);
+    const ws = await FrameClient.connect(gw.gateway.wsUrl, beta.apiKey);
+    await receive(ws, 2);
+    const sent = await submit(gw, alpha, buildNotification(alpha.sender, "agent-beta", {}));
+    const frame = await ws.next("new_message", (f) => f.id === sent.json.id);
+    ws.send({ type: "reject", id: frame.id, reason: "not my job" });
+    await expect
+      .poll(async () => (await api(gw.url, `/api/v1/messages/${frame.id}/status`, { apiKey: alpha.apiKey })).json)
+      .toMatchObject({ status: "failed", dead_letter: { reason: "rejected" } });
+    await ws.close();
+  });
+
+  it("rotates and revokes API keys", async () => {
+    const gw = await open({});
+    const alpha = await gw.register("agent-alpha");
+    const rotated = await api(gw.url, "/api/v1/agents/agent-alpha/rotate", { apiKey: alpha.apiKey, method: "POST" });
+    expect(rotated.status).toBe(200);
+    expect((await api(gw.url, "/api/v1/agents", { apiKey: alpha.apiKey })).status).toBe(401);
+    const fresh = rotated.json.apiKey as string;
+    expect((await api(gw.url, "/api/v1/agents", { apiKey: fresh })).status).toBe(200);
+    const revokeAsAgent = await api(gw.url, "/api/v1/agents/agent-alpha/revoke", { apiKey: fresh, method: "POST" });
+    expect(revokeAsAgent.status).toBe(403);
+    const revoked = await api(gw.url, "/api/v1/agents/agent-alpha/revoke", { method: "POST", headers: { authorization: `Bearer ${gw.adminToken}` } });
+    expect(revoked.status).toBe(200);
+    expect((await api(gw.url, "/api/v1/agents", { apiKey: fresh })).status).toBe(401);
+  });
+
+  it("serves health and Prometheus metrics", async () => {
+    const gw = await open({});
+    const health = await api(gw.url, "/healthz");
+    expect(health.json).toMatchObject({ status: "ok" });
+    const res = await fetch(`${gw.url}/metrics`);
+    expect(res.headers.get("content-type")).toContain("text/plain");
+    const text = await res.text();
+    expect(text).toMatch(/# TYPE acp_ws_connections gauge\nacp_ws_connections 0/);
+    const unknown = await api(gw.url, "/api/v1/nothing");
+    expect([unknown.status, errorOf(unknown.json).code]).toEqual([404, ErrorCode.NotFound]);
+  });
+}
