@@ -105,7 +105,7 @@ export class AcpAgent {
       this.core = this.createCore(identity, connection, audit);
       this.inbound = new Inbound(this.core);
       await this.core.peers.loadSelf(identity);
-      await this.core.restoreHandshakes();
+      // await this.core.restoreHandshakes();
       await connection.connect();
       this.state = "connected";
     } catch (err) {

@@ -1,3 +1,5 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parsePlan, runPlan, Session, type Transition } from "../../src/coordination/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
@@ -133,12 +135,11 @@ describe("the coordinator", () => {
     const root = tmp();
     const running = run(root, { agents: { long: scriptedAgent(["--sleep", "30000"]), next: scriptedAgent([], { depends_on: ["long"] }) } }, { signal: controller.signal });
     // Interrupt once the agent has announced itself.
-    for (;;) {
-      const sessions = await import("node:fs").then((fs) => fs.readdirSync(root));
-      const log = sessions[0] ? await import("node:fs").then((fs) => fs.readFileSync(`${root}/${sessions[0]}/messages.jsonl`, "utf8")) : "";
-      if (log.includes("started attempt 1")) break;
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    const announced = () => {
+      const [id] = readdirSync(root);
+      return id !== undefined && readFileSync(join(root, id, "messages.jsonl"), "utf8").includes("started attempt 1");
+    };
+    while (!announced()) await new Promise((r) => setTimeout(r, 20));
     controller.abort();
     const { result, coordination } = await running;
     expect(result).toMatchObject({ ok: false, stoppedBy: "interrupted" });

@@ -1,0 +1,21 @@
+import { it } from "vitest";
+import { openBroker } from "../../src/broker/index.js";
+import { useNatsServer } from "../helpers/nats.js";
+import { message, reader, sleep } from "./support.js";
+const startNats = useNatsServer();
+it("debug", async () => {
+  const server = await startNats();
+  const a = await openBroker({ nats: { servers: server.url }, delivery: { ackWaitMs: 400 } });
+  const b = await openBroker({ nats: { servers: server.url }, delivery: { ackWaitMs: 400 } });
+  await a.events((e) => console.log(Date.now() % 100000, JSON.stringify(e)));
+  const inbox = reader(await a.openInbox("bob"));
+  const input = message("alice", "bob");
+  await b.submit(input);
+  console.log(Date.now() % 100000, "submitted");
+  const d = await inbox.next();
+  console.log(Date.now() % 100000, "got", d.attempt);
+  await b.ack("bob", input.id);
+  console.log(Date.now() % 100000, "acked");
+  await sleep(1500);
+  await a.close(); await b.close();
+});

@@ -1,0 +1,85 @@
+import { describe, expect, it } from "vitest";
+import { buildNotification, signMessage } from "../../src/protocol/index.js";
+import { api, FrameClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { describeWithNats, startNatsServer, useNatsServer } from "../helpers/nats.js";
+import { gatewayLimitsSuite, gatewaySuite, handshake, receive } from "./suite.js";
+
+/** A gateway on its own fresh nats-server; closing it stops both. */
+async function gatewayOnNats(options: Record<string, unknown> = {}): Promise<TestGateway> {
+  const nats = await startNatsServer();
+  const gw = await startTestGateway({ ...options, natsUrl: nats.url });
+  return {
+    ...gw,
+    close: async () => {
+      await gw.close();
+      await nats.dispose();
+    },
+  };
+}
+
+describeWithNats("gateway on NATS JetStream", () => {
+  describe("relay", () => gatewaySuite(gatewayOnNats));
+  describe("limits", () => gatewayLimitsSuite(gatewayOnNats));
+
+  describe("several gateways on one NATS", () => {
+    const nats = useNatsServer();
+
+    it("delivers to an agent on gateway A what was submitted at gateway B", async () => {
+      const server = await nats();
+      const a = await startTestGateway({ natsUrl: server.url });
+      const b = await startTestGateway({ natsUrl: server.url });
+      try {
+        const alpha = await a.register("agent-alpha");
+        const beta = await a.register("agent-beta");
+        // Registered at A, known at B: the registry lives in NATS KV.
+        await handshake(b, alpha, beta);
+        const ws = await FrameClient.connect(a.gateway.wsUrl, beta.apiKey);
+        await receive(ws, 2);
+        const sent = await api(b.url, "/api/v1/messages", {
+          apiKey: alpha.apiKey,
+          body: signMessage(buildNotification(alpha.sender, "agent-beta", { via: "b" }), alpha.signer),
+        });
+        expect(sent.status).toBe(202);
+        const frame = await ws.next("new_message", (f) => f.id === sent.json.id);
+        ws.send({ type: "acknowledge", id: frame.id });
+        await expect.poll(async () => (await api(b.url, `/api/v1/messages/${frame.id}/status`, { apiKey: alpha.apiKey })).json.status).toBe("acknowledged");
+        await ws.close();
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+
+    it("loses no acknowledged message across a nats-server restart", async () => {
+      const server = await nats();
+      const gw = await startTestGateway({ natsUrl: server.url });
+      try {
+        const alpha = await gw.register("agent-alpha");
+        const beta = await gw.register("agent-beta");
+        await handshake(gw, alpha, beta);
+        const accepted: string[] = [];
+        const sendBatch = async (from: number) => {
+          for (let n = from; n < from + 50; n++) {
+            const r = await api(gw.url, "/api/v1/messages", {
+              apiKey: alpha.apiKey,
+              body: signMessage(buildNotification(alpha.sender, "agent-beta", { n }), alpha.signer),
+            });
+            if (r.status === 202) accepted.push(r.json.id as string);
+          }
+        };
+        await sendBatch(0);
+        await server.restart();
+        await expect.poll(async () => (await api(gw.url, "/healthz")).status, { timeout: 20_000 }).toBe(200);
+        await sendBatch(50);
+        expect(accepted.length).toBeGreaterThanOrEqual(50);
+        const ws = await FrameClient.connect(gw.gateway.wsUrl, beta.apiKey);
+        const ids = await receive(ws, accepted.length + 2);
+        expect(accepted.filter((id) => !ids.includes(id))).toEqual([]);
+        expect(new Set(ids).size).toBe(ids.length);
+        await ws.close();
+      } finally {
+        await gw.close();
+      }
+    }, 60_000);
+  });
+});
