@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-command -v nats-server >/dev/null 2>&1 || need+=(nats-server)
+{ command -v nats-server || [ -x /usr/sbin/nats-server ]; } >/dev/null 2>&1 || need+=(nats-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if ((${#need[@]})); then
   echo "installing ${need[*]} from Debian's packages…"

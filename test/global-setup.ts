@@ -8,6 +8,7 @@ import { existsSync } from "node:fs";
  */
 export default function setup(): void {
   const result = spawnSync("npx", ["tsc", "-p", "tsconfig.build.json"], { encoding: "utf8" });
-  if (result.status !== 0) process.stderr.write(`note: tsc reported type errors (npm run check fails on them):\n${result.stdout}`);
+  if (result.status !== 0)
+    process.stderr.write(`note: tsc reported type errors (npm run check fails on them):\n${result.stdout}`);
   if (!existsSync("dist/cli/main.js")) throw new Error("the build produced no dist/cli/main.js");
 }

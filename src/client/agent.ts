@@ -15,8 +15,8 @@ import {
 import { AgentAudit } from "./audit.js";
 import { GatewayConnection } from "./connection.js";
 import { AgentCore, type Emit, type Handlers } from "./core.js";
-import { GatewayClient, normaliseGatewayUrl } from "./http.js";
 import { HandshakeStore, resolveStateRoot } from "./handshake-store.js";
+import { GatewayClient, normaliseGatewayUrl } from "./http.js";
 import { Inbound } from "./inbound.js";
 import type {
   AcpAgentOptions,
@@ -105,7 +105,7 @@ export class AcpAgent {
       this.core = this.createCore(identity, connection, audit);
       this.inbound = new Inbound(this.core);
       await this.core.peers.loadSelf(identity);
-      // await this.core.restoreHandshakes();
+      await this.core.restoreHandshakes();
       await connection.connect();
       this.state = "connected";
     } catch (err) {

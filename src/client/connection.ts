@@ -170,7 +170,10 @@ export class GatewayConnection {
       }
       if (this.closed) return;
       if (code === CLOSE_REPLACED) {
-        failure = new AcpError("Conflict", `another connection for ${this.options.agentId} replaced this one`);
+        failure = new AcpError(
+          "Conflict",
+          `another connection for ${this.options.agentId} replaced this one`,
+        );
       }
       // A refused key will not become valid by retrying, and a replaced connection must not fight
       // back: stop and say why.

@@ -3,8 +3,8 @@ import type { TrustLedger } from "../identity/index.js";
 import {
   AcpError,
   type AcpMessage,
-  agentOfKeyId,
   type AnnounceBody,
+  agentOfKeyId,
   type CapabilitiesBody,
   createSigner,
   type EncryptedBody,
@@ -107,7 +107,8 @@ export class AgentCore {
     try {
       return verifyEnvelope(envelope, options);
     } catch (err) {
-      if (!(err instanceof AcpError && err.reason === "UnknownKey" && typeof err.data.kid === "string")) throw err;
+      if (!(err instanceof AcpError && err.reason === "UnknownKey" && typeof err.data.kid === "string"))
+        throw err;
       await this.peers.ensureKey(agentOfKeyId(err.data.kid), err.data.kid);
       return verifyEnvelope(envelope, options);
     }
@@ -117,7 +118,8 @@ export class AgentCore {
   async rememberHandshake(peer: string, message: AcpMessage): Promise<void> {
     const method = "method" in message ? message.method : "";
     if (method === "agent.announce") this.proofs.set(peer, { announce: message });
-    else if (method === "agent.capabilities") this.proofs.set(peer, { ...this.proofs.get(peer), capabilities: message });
+    else if (method === "agent.capabilities")
+      this.proofs.set(peer, { ...this.proofs.get(peer), capabilities: message });
     const proof = this.proofs.get(peer);
     if (this.store && proof?.announce && proof.capabilities && this.handshakes.isEstablished(peer)) {
       await this.store.save(peer, { announce: proof.announce, capabilities: proof.capabilities });

@@ -1,3 +1,4 @@
+import type { MessageRecord } from "../broker/index.js";
 import {
   AgentView,
   API_PREFIX,
@@ -6,7 +7,6 @@ import {
   RegisterAgentResponse,
   SubmitResponse,
 } from "../gateway/wire.js";
-import type { MessageRecord } from "../broker/index.js";
 import { AcpError } from "../protocol/index.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
 

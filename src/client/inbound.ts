@@ -41,7 +41,7 @@ export class Inbound {
       connection.acknowledge(frame.id);
       return;
     }
-    if (state === "processing" && Math.random() > 2) return;
+    if (state === "processing") return;
     if (settings.consume === "replies" && frame.kind !== "response" && !HANDSHAKE_METHODS.has(frame.method)) {
       return; // someone else's work: leave it unacknowledged for the agent's real consumer
     }

@@ -1,8 +1,8 @@
+import { timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import type { Logger } from "pino";
 import type { Broker } from "../broker/index.js";
 import { AcpError } from "../protocol/index.js";
-import { timingSafeEqual } from "node:crypto";
 import { credentialOf, hashSecret } from "./auth.js";
 import type { Metrics } from "./metrics.js";
 import type { PresenceTracker } from "./presence.js";
@@ -29,8 +29,10 @@ export type Caller = { kind: "agent"; agent: ResolvedAgent } | { kind: "admin" }
 /** Resolves the request's credential to an agent or the admin; anything else is 401. */
 export async function authenticate(ctx: GatewayContext, req: IncomingMessage): Promise<Caller> {
   const credential = credentialOf(req.headers);
-  if (!credential) throw new AcpError("Unauthorized", "send an API key (X-API-Key, Api-Key or Authorization: Bearer)");
-  if (timingSafeEqual(Buffer.from(hashSecret(credential), "hex"), Buffer.from(ctx.adminTokenHash, "hex"))) return { kind: "admin" };
+  if (!credential)
+    throw new AcpError("Unauthorized", "send an API key (X-API-Key, Api-Key or Authorization: Bearer)");
+  if (timingSafeEqual(Buffer.from(hashSecret(credential), "hex"), Buffer.from(ctx.adminTokenHash, "hex")))
+    return { kind: "admin" };
   const agent = await ctx.registry.authenticate(credential);
   if (!agent) throw new AcpError("Unauthorized", "unknown or revoked API key");
   return { kind: "agent", agent };
@@ -38,11 +40,13 @@ export async function authenticate(ctx: GatewayContext, req: IncomingMessage): P
 
 export async function authenticateAgent(ctx: GatewayContext, req: IncomingMessage): Promise<ResolvedAgent> {
   const caller = await authenticate(ctx, req);
-  if (caller.kind !== "agent") throw new AcpError("Forbidden", "this endpoint acts as an agent; use the agent's API key");
+  if (caller.kind !== "agent")
+    throw new AcpError("Forbidden", "this endpoint acts as an agent; use the agent's API key");
   return caller.agent;
 }
 
 export async function requireAdmin(ctx: GatewayContext, req: IncomingMessage): Promise<void> {
   const caller = await authenticate(ctx, req);
-  if (caller.kind !== "admin") throw new AcpError("Forbidden", "this endpoint needs the gateway's admin token");
+  if (caller.kind !== "admin")
+    throw new AcpError("Forbidden", "this endpoint needs the gateway's admin token");
 }

@@ -1,11 +1,21 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import pino, { type Logger } from "pino";
-import { type Broker, type DeliveryOptions, type NatsConnectionOptions, openBroker } from "../broker/index.js";
+import {
+  type Broker,
+  type DeliveryOptions,
+  type NatsConnectionOptions,
+  openBroker,
+} from "../broker/index.js";
 import { AcpError } from "../protocol/index.js";
 import { hashSecret, newAdminToken } from "./auth.js";
 import type { GatewayContext } from "./context.js";
@@ -89,13 +99,24 @@ async function resolveAdminToken(broker: Broker, configured: string | undefined)
 export async function startGateway(options: GatewayOptions = {}): Promise<Gateway> {
   const host = options.host ?? "127.0.0.1";
   if (!LOOPBACK.test(host) && !options.tls && !options.insecure) {
-    throw new Error(`refusing to serve plain HTTP on non-loopback address ${host}: give --tls-cert/--tls-key, or --insecure`);
+    throw new Error(
+      `refusing to serve plain HTTP on non-loopback address ${host}: give --tls-cert/--tls-key, or --insecure`,
+    );
   }
   const logger =
     options.logger ??
-    pino({ level: process.env.ACP_LOG_LEVEL ?? "info", redact: ["req.headers.authorization", "req.headers['x-api-key']", "req.headers['api-key']"] }, pino.destination(2));
+    pino(
+      {
+        level: process.env.ACP_LOG_LEVEL ?? "info",
+        redact: ["req.headers.authorization", "req.headers['x-api-key']", "req.headers['api-key']"],
+      },
+      pino.destination(2),
+    );
   const data = options.data ?? "./.acp";
-  const common = { ...(options.delivery ? { delivery: options.delivery } : {}), ...(options.retentionMs ? { retentionMs: options.retentionMs } : {}) };
+  const common = {
+    ...(options.delivery ? { delivery: options.delivery } : {}),
+    ...(options.retentionMs ? { retentionMs: options.retentionMs } : {}),
+  };
   const broker = await openBroker(options.nats ? { nats: options.nats, ...common } : { data, ...common });
   const transport = options.nats ? "nats" : "embedded";
   const gatewayId = randomUUID();
@@ -108,10 +129,13 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   const gate = new HandshakeGate(broker);
   await Promise.all([registry.start(), gate.start()]);
   const presence = new PresenceTracker(broker, heartbeatMs);
-  const audit = options.audit === false ? undefined : new RelayAudit(join(data, "relay-audit"), (err) => {
-    metrics.count("acp_audit_errors_total");
-    logger.error({ err: (err as Error).message }, "relay audit append failed");
-  });
+  const audit =
+    options.audit === false
+      ? undefined
+      : new RelayAudit(join(data, "relay-audit"), (err) => {
+          metrics.count("acp_audit_errors_total");
+          logger.error({ err: (err as Error).message }, "relay audit append failed");
+        });
   const limiter = new RateLimiter(options.limits?.ratePerSecond ?? 2000, options.limits?.burst ?? 4000);
   const relay = new Relay(broker, registry, gate, limiter, metrics, audit, {
     maxEnvelopeBytes,
@@ -130,26 +154,36 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     startedAt: new Date(),
     gatewayId,
   };
-  const hub = new WsHub({ broker, registry, relay, presence, metrics, logger }, {
-    heartbeatMs,
-    maxInFlight: 256,
-    maxEnvelopeBytes,
-    authTimeoutMs: 10_000,
-    gatewayId,
-  });
+  const hub = new WsHub(
+    { broker, registry, relay, presence, metrics, logger },
+    {
+      heartbeatMs,
+      maxInFlight: 256,
+      maxEnvelopeBytes,
+      authTimeoutMs: 10_000,
+      gatewayId,
+    },
+  );
 
   const router = new Router();
   agentRoutes(router, ctx);
   messageRoutes(router, ctx);
   router.add("GET", "/healthz", async (_req, res) => {
     const health = await broker.health();
-    sendJson(res, health.ok ? 200 : 503, { status: health.ok ? "ok" : "degraded", broker: broker.kind, detail: health.detail });
+    sendJson(res, health.ok ? 200 : 503, {
+      status: health.ok ? "ok" : "degraded",
+      broker: broker.kind,
+      detail: health.detail,
+    });
   });
   router.add("GET", "/metrics", (_req, res) => {
     metrics.gauge("acp_ws_connections", hub.connectionCount);
     metrics.gauge("acp_process_resident_memory_bytes", process.memoryUsage().rss);
     const text = metrics.render();
-    res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8", "content-length": Buffer.byteLength(text) });
+    res.writeHead(200, {
+      "content-type": "text/plain; version=0.0.4; charset=utf-8",
+      "content-length": Buffer.byteLength(text),
+    });
     res.end(text);
   });
   for (const extension of options.extensions ?? []) extension.routes?.(router, ctx);
@@ -163,15 +197,21 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     const match = router.match(req.method ?? "GET", url.pathname);
     try {
       if ("status" in match) {
-        throw new AcpError(match.status === 404 ? "NotFound" : "MethodNotFound", `${match.status === 404 ? "no such endpoint" : "method not allowed"}: ${req.method} ${url.pathname}`);
+        throw new AcpError(
+          match.status === 404 ? "NotFound" : "MethodNotFound",
+          `${match.status === 404 ? "no such endpoint" : "method not allowed"}: ${req.method} ${url.pathname}`,
+        );
       }
       await match.handler(req, res, match.params, url);
     } catch (err) {
-      if (!(err instanceof AcpError)) logger.error({ err: (err as Error).message, path: url.pathname }, "request failed");
+      if (!(err instanceof AcpError))
+        logger.error({ err: (err as Error).message, path: url.pathname }, "request failed");
       if (!res.headersSent) sendError(res, err);
       else res.destroy();
     } finally {
-      metrics.observe("acp_http_request_duration_ms", performance.now() - started, { method: req.method ?? "" });
+      metrics.observe("acp_http_request_duration_ms", performance.now() - started, {
+        method: req.method ?? "",
+      });
       if (--inFlight === 0) drained?.();
     }
   };

@@ -37,7 +37,11 @@ export class HandshakeGate {
   }
 
   /** Records an announce or capabilities message being relayed from `headers.agent-id`. */
-  async observe(method: "agent.announce" | "agent.capabilities", headers: EnvelopeHeaders, kid: string): Promise<void> {
+  async observe(
+    method: "agent.announce" | "agent.capabilities",
+    headers: EnvelopeHeaders,
+    kid: string,
+  ): Promise<void> {
     const from = headers["agent-id"];
     const key = pairKey(from, headers["recipient-id"]);
     for (let attempt = 0; attempt < 5; attempt++) {
@@ -46,12 +50,22 @@ export class HandshakeGate {
       const side = state[from];
       const at = new Date().toISOString();
       if (method === "agent.announce") {
-        state[from] = { kid, layers: [...headers["skill-layers-loaded"]], announced: true, capabilities: false, at };
+        state[from] = {
+          kid,
+          layers: [...headers["skill-layers-loaded"]],
+          announced: true,
+          capabilities: false,
+          at,
+        };
       } else {
         if (!side?.announced || side.kid !== kid) {
-          throw new AcpError("HandshakeRequired", "agent.capabilities before a verified agent.announce with the same key", {
-            peer: headers["recipient-id"],
-          });
+          throw new AcpError(
+            "HandshakeRequired",
+            "agent.capabilities before a verified agent.announce with the same key",
+            {
+              peer: headers["recipient-id"],
+            },
+          );
         }
         state[from] = { ...side, capabilities: true, at };
       }
@@ -82,9 +96,13 @@ export class HandshakeGate {
     const theirs = state?.[to];
     const complete = mine?.announced && mine.capabilities && theirs?.announced && theirs.capabilities;
     if (!complete) {
-      throw new AcpError("HandshakeRequired", `complete the four-step handshake between ${from} and ${to} first`, {
-        peer: to,
-      });
+      throw new AcpError(
+        "HandshakeRequired",
+        `complete the four-step handshake between ${from} and ${to} first`,
+        {
+          peer: to,
+        },
+      );
     }
     const sameLayers = sortedKey(headers["skill-layers-loaded"]) === sortedKey(mine.layers);
     if (mine.kid !== kid || !sameLayers) {
@@ -92,7 +110,9 @@ export class HandshakeGate {
       this.cache.delete(key);
       throw new AcpError(
         "HandshakeRequired",
-        mine.kid !== kid ? "the signing key changed since the handshake; handshake again" : "declared skill layers changed since the handshake; handshake again",
+        mine.kid !== kid
+          ? "the signing key changed since the handshake; handshake again"
+          : "declared skill layers changed since the handshake; handshake again",
         { peer: to },
       );
     }

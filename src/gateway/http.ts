@@ -35,7 +35,12 @@ export function httpStatusOf(err: AcpError): number {
   return STATUS[err.reason] ?? 500;
 }
 
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
   const text = JSON.stringify(body);
   res.writeHead(status, {
     "content-type": "application/json; charset=utf-8",
@@ -123,7 +128,12 @@ export async function readJsonBody(req: IncomingMessage, limit: number): Promise
 }
 
 export type Params = Record<string, string>;
-export type Handler = (req: IncomingMessage, res: ServerResponse, params: Params, url: URL) => Promise<void> | void;
+export type Handler = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  params: Params,
+  url: URL,
+) => Promise<void> | void;
 
 interface Route {
   method: string;

@@ -19,7 +19,12 @@ interface Histogram {
   count: number;
 }
 
-export type Collector = () => { name: string; help: string; type: "gauge" | "counter"; samples: { labels?: Labels; value: number }[] }[];
+export type Collector = () => {
+  name: string;
+  help: string;
+  type: "gauge" | "counter";
+  samples: { labels?: Labels; value: number }[];
+}[];
 
 export class Metrics {
   private readonly counters = new Map<string, Map<string, number>>();
@@ -50,7 +55,8 @@ export class Metrics {
     const series = this.histograms.get(name) ?? new Map<string, Histogram>();
     const key = labelText(labels);
     const h = series.get(key) ?? { counts: BUCKETS_MS.map(() => 0), sum: 0, count: 0 };
-    for (let i = 0; i < BUCKETS_MS.length; i++) if (ms <= (BUCKETS_MS[i] as number)) h.counts[i] = (h.counts[i] ?? 0) + 1;
+    for (let i = 0; i < BUCKETS_MS.length; i++)
+      if (ms <= (BUCKETS_MS[i] as number)) h.counts[i] = (h.counts[i] ?? 0) + 1;
     h.sum += ms;
     h.count++;
     series.set(key, h);
@@ -82,14 +88,19 @@ export class Metrics {
         BUCKETS_MS.forEach((le, i) => {
           lines.push(`${name}_bucket${join(`le="${le}"`)} ${h.counts[i]}`);
         });
-        lines.push(`${name}_bucket${join('le="+Inf"')} ${h.count}`, `${name}_sum${labels} ${h.sum}`, `${name}_count${labels} ${h.count}`);
+        lines.push(
+          `${name}_bucket${join('le="+Inf"')} ${h.count}`,
+          `${name}_sum${labels} ${h.sum}`,
+          `${name}_count${labels} ${h.count}`,
+        );
       }
     }
     for (const collector of this.collectors) {
       for (const metric of collector()) {
         this.help.set(metric.name, metric.help);
         head(metric.name, metric.type);
-        for (const sample of metric.samples) lines.push(`${metric.name}${labelText(sample.labels ?? {})} ${sample.value}`);
+        for (const sample of metric.samples)
+          lines.push(`${metric.name}${labelText(sample.labels ?? {})} ${sample.value}`);
       }
     }
     return `${lines.join("\n")}\n`;

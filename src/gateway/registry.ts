@@ -1,6 +1,12 @@
 import type { KeyObject } from "node:crypto";
 import type { Broker, KvBucket, Unsubscribe } from "../broker/index.js";
-import { AcpError, type Ed25519PublicJwk, importPublicKey, keyId, type X25519PublicJwk } from "../protocol/index.js";
+import {
+  AcpError,
+  type Ed25519PublicJwk,
+  importPublicKey,
+  keyId,
+  type X25519PublicJwk,
+} from "../protocol/index.js";
 import { hashSecret, newApiKey } from "./auth.js";
 import { RegisterAgentRequest } from "./wire.js";
 
@@ -63,9 +69,21 @@ export class Registry {
     const record: AgentRecord = {
       agentId: request.agentId,
       principalId: request.principalId,
-      signing: { kty: "OKP", crv: "Ed25519", x: request.signing.x, kid: keyId(request.agentId, request.signing) },
+      signing: {
+        kty: "OKP",
+        crv: "Ed25519",
+        x: request.signing.x,
+        kid: keyId(request.agentId, request.signing),
+      },
       ...(request.encryption
-        ? { encryption: { kty: "OKP", crv: "X25519", x: request.encryption.x, kid: keyId(request.agentId, request.encryption) } }
+        ? {
+            encryption: {
+              kty: "OKP",
+              crv: "X25519",
+              x: request.encryption.x,
+              kid: keyId(request.agentId, request.encryption),
+            },
+          }
         : {}),
       capabilities: request.capabilities,
       protocolVersions: request.protocolVersions,
@@ -83,9 +101,13 @@ export class Registry {
       await this.agents.create(record.agentId, record);
     } catch (err) {
       if ((err as { code?: string }).code === "exists") {
-        throw new AcpError("Conflict", `agent ${record.agentId} is already registered; rotate its key instead`, {
-          problems: [{ path: "/agentId", message: "already registered" }],
-        });
+        throw new AcpError(
+          "Conflict",
+          `agent ${record.agentId} is already registered; rotate its key instead`,
+          {
+            problems: [{ path: "/agentId", message: "already registered" }],
+          },
+        );
       }
       throw err;
     }
@@ -139,7 +161,9 @@ export class Registry {
     const entry = await this.agents.get(agentId).catch(() => null);
     const record = entry?.value;
     const resolved =
-      record && !record.revokedAt ? { record, kid: keyId(record.agentId, record.signing), key: importPublicKey(record.signing) } : null;
+      record && !record.revokedAt
+        ? { record, kid: keyId(record.agentId, record.signing), key: importPublicKey(record.signing) }
+        : null;
     this.byId.set(agentId, resolved);
     return resolved ?? undefined;
   }
@@ -157,7 +181,9 @@ export class Registry {
 }
 
 function notFound(agentId: string): AcpError {
-  return new AcpError("NotFound", `no registered agent ${agentId}`, { problems: [{ path: "/agentId", message: "not registered" }] });
+  return new AcpError("NotFound", `no registered agent ${agentId}`, {
+    problems: [{ path: "/agentId", message: "not registered" }],
+  });
 }
 
 /** Highest protocol version both agents support (semver order), or undefined. */

@@ -1,5 +1,5 @@
 import { AuditLog, auditEntryFor } from "../audit/index.js";
-import type { AcpMessage } from "../protocol/index.js";
+import { type AcpMessage, headersOf } from "../protocol/index.js";
 
 /**
  * The gateway's own audit trail of what it relayed: one hash-chained log per sending agent under
@@ -16,9 +16,7 @@ export class RelayAudit {
   ) {}
 
   record(message: AcpMessage, fromPrincipal: string, toPrincipal: string, channel: string): void {
-    const from = (("params" in message ? message.params.headers : "result" in message ? message.result.headers : undefined) ?? {})[
-      "agent-id"
-    ];
+    const from = headersOf(message)?.["agent-id"];
     if (!from) return;
     const entry = auditEntryFor(message, {
       direction: "sent",

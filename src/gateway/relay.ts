@@ -56,25 +56,37 @@ export class Relay {
       return result;
     } catch (thrown) {
       const err = brokerToAcp(thrown);
-      this.metrics.count("acp_messages_rejected_total", { reason: err instanceof AcpError ? err.reason : "InternalError" });
+      this.metrics.count("acp_messages_rejected_total", {
+        reason: err instanceof AcpError ? err.reason : "InternalError",
+      });
       throw err;
     }
   }
 
   private async relay(sender: ResolvedAgent, input: string | object, size: number): Promise<SubmitResponse> {
     if (size > this.options.maxEnvelopeBytes) {
-      throw new AcpError("PayloadTooLarge", `the envelope exceeds the ${this.options.maxEnvelopeBytes}-byte limit`, {
-        limit: this.options.maxEnvelopeBytes,
-      });
+      throw new AcpError(
+        "PayloadTooLarge",
+        `the envelope exceeds the ${this.options.maxEnvelopeBytes}-byte limit`,
+        {
+          limit: this.options.maxEnvelopeBytes,
+        },
+      );
     }
     this.limiter.take(sender.record.agentId);
-    const message = validateMessage(typeof input === "string" ? parseMessageText(input) : input, { envelope: true });
+    const message = validateMessage(typeof input === "string" ? parseMessageText(input) : input, {
+      envelope: true,
+    });
     const headers = headersOf(message) as EnvelopeHeaders;
     const from = headers["agent-id"];
     if (from !== sender.record.agentId) {
-      throw new AcpError("Forbidden", `this API key acts for ${sender.record.agentId}; it cannot send as ${from}`, {
-        problems: [{ path: pathOf(message, "agent-id"), message: `must be ${sender.record.agentId}` }],
-      });
+      throw new AcpError(
+        "Forbidden",
+        `this API key acts for ${sender.record.agentId}; it cannot send as ${from}`,
+        {
+          problems: [{ path: pathOf(message, "agent-id"), message: `must be ${sender.record.agentId}` }],
+        },
+      );
     }
     const kid = verifyMessageSignature(message, (agentId, signedBy) =>
       agentId === sender.record.agentId && signedBy === sender.kid ? sender.key : undefined,
@@ -106,7 +118,12 @@ export class Relay {
     if (result.duplicate) {
       await this.refuseReusedId(result.id, (message as { signature?: string }).signature);
     } else {
-      this.audit?.record(message, sender.record.principalId, recipient.record.principalId, `${this.options.transport}:agent.${to}.inbox`);
+      this.audit?.record(
+        message,
+        sender.record.principalId,
+        recipient.record.principalId,
+        `${this.options.transport}:agent.${to}.inbox`,
+      );
     }
     return { id: result.id, status: result.status, duplicate: result.duplicate };
   }
@@ -114,7 +131,9 @@ export class Relay {
   /** Same id, same signed bytes: an idempotent resubmission. Same id, other content: a replay. */
   private async refuseReusedId(id: string, signature: string | undefined): Promise<void> {
     const stored = await this.broker.get(id);
-    const storedSignature = stored?.envelope ? (JSON.parse(stored.envelope) as { signature?: string }).signature : undefined;
+    const storedSignature = stored?.envelope
+      ? (JSON.parse(stored.envelope) as { signature?: string }).signature
+      : undefined;
     if (storedSignature !== signature) {
       throw new AcpError("Replay", `message-id ${id} was already used for a different message`, {
         problems: [{ path: "/params/headers/message-id", message: "already used" }],
@@ -122,24 +141,38 @@ export class Relay {
     }
   }
 
-  private checkVersion(sender: ResolvedAgent, recipient: ResolvedAgent, headers: EnvelopeHeaders, message: AcpMessage): void {
+  private checkVersion(
+    sender: ResolvedAgent,
+    recipient: ResolvedAgent,
+    headers: EnvelopeHeaders,
+    message: AcpMessage,
+  ): void {
     const agreed = negotiateVersion(sender.record.protocolVersions, recipient.record.protocolVersions);
     if (!agreed) {
-      throw new AcpError("NoCommonVersion", `${sender.record.agentId} and ${recipient.record.agentId} share no protocol version`, {
-        sender: sender.record.protocolVersions,
-        recipient: recipient.record.protocolVersions,
-      });
+      throw new AcpError(
+        "NoCommonVersion",
+        `${sender.record.agentId} and ${recipient.record.agentId} share no protocol version`,
+        {
+          sender: sender.record.protocolVersions,
+          recipient: recipient.record.protocolVersions,
+        },
+      );
     }
     if (headers["trust-layer-version"] !== agreed) {
-      throw new AcpError("NoCommonVersion", `this pair speaks protocol ${agreed}; ${headers["trust-layer-version"]} is refused`, {
-        problems: [{ path: pathOf(message, "trust-layer-version"), message: `must be ${agreed}` }],
-        negotiated: agreed,
-      });
+      throw new AcpError(
+        "NoCommonVersion",
+        `this pair speaks protocol ${agreed}; ${headers["trust-layer-version"]} is refused`,
+        {
+          problems: [{ path: pathOf(message, "trust-layer-version"), message: `must be ${agreed}` }],
+          negotiated: agreed,
+        },
+      );
     }
   }
 }
 
 function pathOf(message: AcpMessage, header: string): string {
-  const base = "params" in message ? "/params/headers" : "result" in message ? "/result/headers" : "/error/data/headers";
+  const base =
+    "params" in message ? "/params/headers" : "result" in message ? "/result/headers" : "/error/data/headers";
   return `${base}/${header}`;
 }

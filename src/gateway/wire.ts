@@ -18,7 +18,10 @@ export const RegisterAgentRequest = z.strictObject({
   signing: Ed25519PublicJwk,
   encryption: X25519PublicJwk.optional(),
   capabilities: z.array(z.string().min(1)).default([]),
-  protocolVersions: z.array(ProtocolVersion).min(1, "declare at least one protocol version").default(["1.0.0"]),
+  protocolVersions: z
+    .array(ProtocolVersion)
+    .min(1, "declare at least one protocol version")
+    .default(["1.0.0"]),
 });
 export type RegisterAgentRequest = z.input<typeof RegisterAgentRequest>;
 
@@ -73,7 +76,9 @@ export type SubmitResponse = z.infer<typeof SubmitResponse>;
 export const PresenceUpdate = z.strictObject({
   state: z.enum(["online", "busy", "away"]).optional(),
   load: z.number().min(0).max(100).optional(),
-  metrics: z.object({ responseTimeMs: z.number().nonnegative(), errorRate: z.number().min(0).max(1) }).optional(),
+  metrics: z
+    .object({ responseTimeMs: z.number().nonnegative(), errorRate: z.number().min(0).max(1) })
+    .optional(),
   activeTasks: z.number().int().nonnegative().optional(),
   tasks: z.array(TaskProgress).optional(),
 });
@@ -84,7 +89,11 @@ export const ClientFrame = z.discriminatedUnion("type", [
   /** Only needed when the upgrade request carried no API key header (browsers cannot set one). */
   z.strictObject({ type: z.literal("auth"), apiKey: z.string().min(1) }),
   /** Submit a signed envelope, as POST /messages does; answered by `submitted` or `error` with the same ref. */
-  z.strictObject({ type: z.literal("submit"), ref: z.union([z.string(), z.number()]), envelope: z.record(z.string(), z.unknown()) }),
+  z.strictObject({
+    type: z.literal("submit"),
+    ref: z.union([z.string(), z.number()]),
+    envelope: z.record(z.string(), z.unknown()),
+  }),
   z.strictObject({ type: z.literal("acknowledge"), id: z.string().min(1) }),
   z.strictObject({ type: z.literal("reject"), id: z.string().min(1), reason: z.string().min(1).max(1000) }),
   z.strictObject({ type: z.literal("presence"), presence: PresenceUpdate }),
@@ -107,6 +116,17 @@ export type ServerFrame =
       attempt: number;
       envelope: Record<string, unknown>;
     }
-  | { type: "submitted"; ref: string | number; id: string; status: SubmitResponse["status"]; duplicate: boolean }
-  | { type: "error"; ref?: string | number; id?: string; error: { code: number; message: string; data?: unknown } }
+  | {
+      type: "submitted";
+      ref: string | number;
+      id: string;
+      status: SubmitResponse["status"];
+      duplicate: boolean;
+    }
+  | {
+      type: "error";
+      ref?: string | number;
+      id?: string;
+      error: { code: number; message: string; data?: unknown };
+    }
   | { type: "presence"; agentId: string; presence: Presence };

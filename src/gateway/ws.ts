@@ -21,7 +21,12 @@ export interface WsOptions {
 }
 
 /** Close codes (RFC 6455 private range) so clients can tell why they were closed. */
-export const CloseCode = { Unauthorized: 4401, Replaced: 4409, HeartbeatTimeout: 4408, ShuttingDown: 1001 } as const;
+export const CloseCode = {
+  Unauthorized: 4401,
+  Replaced: 4409,
+  HeartbeatTimeout: 4408,
+  ShuttingDown: 1001,
+} as const;
 
 /**
  * Agents' real-time connections: authenticate, stream the agent's inbox (offline queue first, in
@@ -67,7 +72,10 @@ export class WsHub {
     const apiKey = headerKey ?? (await this.firstFrameKey(ws));
     const agent = apiKey ? await this.deps.registry.authenticate(apiKey).catch(() => undefined) : undefined;
     if (!agent) {
-      this.send(ws, { type: "error", error: new AcpError("Unauthorized", "a valid API key is required").toJSON() });
+      this.send(ws, {
+        type: "error",
+        error: new AcpError("Unauthorized", "a valid API key is required").toJSON(),
+      });
       ws.close(CloseCode.Unauthorized, "unauthorized");
       return;
     }
@@ -115,7 +123,13 @@ class Session {
   constructor(
     private readonly ws: WebSocket,
     private readonly agent: ResolvedAgent,
-    private readonly deps: { broker: Broker; relay: Relay; presence: PresenceTracker; metrics: Metrics; logger: Logger },
+    private readonly deps: {
+      broker: Broker;
+      relay: Relay;
+      presence: PresenceTracker;
+      metrics: Metrics;
+      logger: Logger;
+    },
     private readonly options: WsOptions,
     private readonly onEnd: () => void,
   ) {
@@ -138,7 +152,12 @@ class Session {
     }
     await this.deps.presence.connected(this.agentId).catch(() => undefined);
     this.deps.metrics.count("acp_ws_connections_total");
-    this.send({ type: "ready", agentId: this.agentId, gateway: this.options.gatewayId, heartbeatMs: this.options.heartbeatMs });
+    this.send({
+      type: "ready",
+      agentId: this.agentId,
+      gateway: this.options.gatewayId,
+      heartbeatMs: this.options.heartbeatMs,
+    });
     this.heartbeat = setInterval(() => this.checkAlive(), this.options.heartbeatMs);
     this.heartbeat.unref();
     this.pump = this.deliver(this.inbox);
@@ -187,7 +206,8 @@ class Session {
       }
       frame = parsed.data;
     } catch (err) {
-      const error = err instanceof SyntaxError ? new AcpError("ParseError", "the frame is not valid JSON") : err;
+      const error =
+        err instanceof SyntaxError ? new AcpError("ParseError", "the frame is not valid JSON") : err;
       this.send({ type: "error", error: toErrorObject(error) });
       return;
     }
@@ -209,7 +229,11 @@ class Session {
         try {
           if (frame.type === "acknowledge") await this.deps.broker.ack(this.agentId, frame.id);
           else await this.deps.broker.reject(this.agentId, frame.id, frame.reason);
-          this.deps.metrics.count(frame.type === "acknowledge" ? "acp_messages_acknowledged_total" : "acp_messages_rejected_by_recipient_total");
+          this.deps.metrics.count(
+            frame.type === "acknowledge"
+              ? "acp_messages_acknowledged_total"
+              : "acp_messages_rejected_by_recipient_total",
+          );
         } catch (err) {
           this.send({ type: "error", id: frame.id, error: toErrorObject(brokerToAcp(err)) });
         }

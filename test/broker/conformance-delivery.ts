@@ -170,7 +170,8 @@ export function deliveryConformance(ctx: SuiteContext): void {
       });
       const failures: string[] = [];
       await broker.events((event) => {
-        if (event.type === "message.status" && event.message.status === "failed") failures.push(event.message.id);
+        if (event.type === "message.status" && event.message.status === "failed")
+          failures.push(event.message.id);
       });
       const input = message("alice", "bob");
       await broker.submit(input);

@@ -55,7 +55,11 @@ export function stateConformance(ctx: SuiteContext): void {
       } while (cursor && pages < 10);
       expect(seen).toEqual(sent);
       expect(pages).toBe(3);
-      await expectBrokerError(broker.list({ participant: "alice", cursor: "not-a-cursor" }), "invalid_argument", "cursor");
+      await expectBrokerError(
+        broker.list({ participant: "alice", cursor: "not-a-cursor" }),
+        "invalid_argument",
+        "cursor",
+      );
       await expectBrokerError(broker.list({ participant: "alice", limit: 0 }), "invalid_argument", "limit");
       await expectBrokerError(broker.list({ participant: "a.b" }), "invalid_argument", "participant");
     });
@@ -77,7 +81,9 @@ export function stateConformance(ctx: SuiteContext): void {
       await broker.submit(fresh);
       const inbox = reader(await broker.openInbox("bob"));
       expect((await inbox.next()).id).toBe(fresh.id);
-      expect((await broker.list({ participant: "bob", status: "expired" })).items.map((m) => m.id)).toEqual([old.id]);
+      expect((await broker.list({ participant: "bob", status: "expired" })).items.map((m) => m.id)).toEqual([
+        old.id,
+      ]);
     });
   });
 
@@ -109,7 +115,11 @@ export function stateConformance(ctx: SuiteContext): void {
       expect(await broker.kv("other").get("a")).toBeNull();
       expect(() => broker.kv("bad name")).toThrow(/bucket/);
       await expectBrokerError(kv.get(".a"), "invalid_argument", "key");
-      await expectBrokerError(kv.put("a", undefined as unknown as { n: number }), "invalid_argument", "value");
+      await expectBrokerError(
+        kv.put("a", undefined as unknown as { n: number }),
+        "invalid_argument",
+        "value",
+      );
     });
 
     it("reports changes to watchers and to broker events", async () => {
@@ -127,7 +137,13 @@ export function stateConformance(ctx: SuiteContext): void {
       await kv.put("other", "x");
       await kv.delete("agent.bob");
       await eventually(async () => expect(changes).toHaveLength(3));
-      expect(changes[0]).toEqual({ bucket: "presence-test", key: "agent.bob", op: "put", value: "online", revision });
+      expect(changes[0]).toEqual({
+        bucket: "presence-test",
+        key: "agent.bob",
+        op: "put",
+        value: "online",
+        revision,
+      });
       expect(changes[2]).toMatchObject({ key: "agent.bob", op: "delete", value: null });
       await eventually(async () => expect(scoped).toEqual(["agent.bob", "agent.bob"]));
       await eventually(async () =>
@@ -164,7 +180,10 @@ export function stateConformance(ctx: SuiteContext): void {
       expect((await second.status(acked.id))?.status).toBe("acknowledged");
       expect((await second.status(pending.id))?.status).toBe("queued");
       expect(await second.kv("state").get("k")).toEqual({ key: "k", value: { kept: true }, revision });
-      await expectBrokerError(second.submit({ ...acked }).then(() => second.submit({ ...acked, from: "eve" })), "conflict");
+      await expectBrokerError(
+        second.submit({ ...acked }).then(() => second.submit({ ...acked, from: "eve" })),
+        "conflict",
+      );
       const resumed = reader(await second.openInbox("bob"));
       expect(await resumed.next()).toMatchObject({ id: pending.id, attempt: 1 });
       await second.ack("bob", pending.id);
@@ -181,7 +200,11 @@ export function stateConformance(ctx: SuiteContext): void {
 
     it("refuses invalid options", async () => {
       const harness = await ctx.harness();
-      await expectBrokerError(harness.open({ delivery: { ackWaitMs: 0 } }), "invalid_argument", "delivery.ackWaitMs");
+      await expectBrokerError(
+        harness.open({ delivery: { ackWaitMs: 0 } }),
+        "invalid_argument",
+        "delivery.ackWaitMs",
+      );
       await expectBrokerError(
         harness.open({ retentionMs: 10_000, recordRetentionMs: 1_000 }),
         "invalid_argument",

@@ -36,11 +36,19 @@ describeWithNats("NATS broker operations", () => {
     try {
       const jsm = await jetstreamManager(nc);
       const inbox = (await jsm.streams.info(INBOX_STREAM)).config;
-      expect(inbox).toMatchObject({ subjects: ["agent.*.inbox"], storage: "file", max_age: 7 * 24 * 3600 * 1000 * NS });
+      expect(inbox).toMatchObject({
+        subjects: ["agent.*.inbox"],
+        storage: "file",
+        max_age: 7 * 24 * 3600 * 1000 * NS,
+      });
       expect(inbox.duplicate_window).toBeGreaterThanOrEqual(10 * 60 * 1000 * NS);
       expect((await jsm.streams.info(INDEX_STREAM)).config.subjects).toEqual(["acp.index.*.*"]);
       const consumer = (await jsm.consumers.info(INBOX_STREAM, consumerName("bob"))).config;
-      expect(consumer).toMatchObject({ filter_subject: "agent.bob.inbox", ack_policy: "explicit", max_deliver: 5 });
+      expect(consumer).toMatchObject({
+        filter_subject: "agent.bob.inbox",
+        ack_policy: "explicit",
+        max_deliver: 5,
+      });
       expect(consumer.backoff).toEqual([5_000, 10_000, 20_000, 40_000].map((ms) => ms * NS));
       expect((await jsm.streams.info("KV_acp_message_status")).config.storage).toBe("file");
     } finally {

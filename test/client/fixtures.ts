@@ -1,9 +1,11 @@
-import type { GatewayOptions } from "../../src/gateway/index.js";
 import { AcpAgent, type AcpAgentOptions } from "../../src/client/index.js";
+import type { GatewayOptions } from "../../src/gateway/index.js";
 import type { TestAgent, TestGateway } from "../helpers/gateway.js";
 
 /** Starts a real gateway; `dataDir` and `port` let a test restart it on the same store and address. */
-export type GatewayFactory = (options?: Partial<GatewayOptions> & { dataDir?: string }) => Promise<TestGateway>;
+export type GatewayFactory = (
+  options?: Partial<GatewayOptions> & { dataDir?: string },
+) => Promise<TestGateway>;
 
 export const SCHEDULING_ANNOUNCE = {
   capabilities: ["calendar-management"],
@@ -31,7 +33,11 @@ export function agentFor(
 }
 
 /** Resolves when `predicate` holds, polling; fails with `what` after `timeoutMs`. */
-export async function eventually(predicate: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000) {
+export async function eventually(
+  predicate: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 10_000,
+) {
   const deadline = Date.now() + timeoutMs;
   while (!(await predicate())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);

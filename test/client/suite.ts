@@ -55,7 +55,14 @@ export function clientSuite(makeGateway: GatewayFactory): void {
     expect(alice.handshakeState("bob-assistant")).toBe("none");
     const record = await alice.handshake("bob-assistant");
     expect(record).toMatchObject({ state: "established", principalId: "bob", commonLayers: [0, 1] });
-    expect(seen).toEqual(["announce:sent", "announce:received", "verify:local", "capabilities:sent", "capabilities:received", "trust:local"]);
+    expect(seen).toEqual([
+      "announce:sent",
+      "announce:received",
+      "verify:local",
+      "capabilities:sent",
+      "capabilities:received",
+      "trust:local",
+    ]);
     await eventually(() => bob.handshakeState("alice-assistant") === "established", "bob is established");
     expect(bob.trust("alice-assistant")?.level).toBe("baseline");
 
@@ -72,7 +79,9 @@ export function clientSuite(makeGateway: GatewayFactory): void {
     const alice = await connected(alpha);
     const bob = await connected(beta);
     bob.onRequest("agent.command", () => ({ done: true }));
-    await expect(alice.request("bob-assistant", { action: "x" }, { method: "agent.command" })).resolves.toEqual({
+    await expect(
+      alice.request("bob-assistant", { action: "x" }, { method: "agent.command" }),
+    ).resolves.toEqual({
       done: true,
     });
     expect(alice.handshakeState("bob-assistant")).toBe("established");
@@ -113,7 +122,10 @@ export function clientSuite(makeGateway: GatewayFactory): void {
       from: "alice-assistant",
     });
     const bad = alice.handoff("bob-assistant", { completed: "", remaining: "x", context: {} });
-    await expect(bad).rejects.toMatchObject({ code: ErrorCode.InvalidParams, data: { problems: [{ path: "/completed" }] } });
+    await expect(bad).rejects.toMatchObject({
+      code: ErrorCode.InvalidParams,
+      data: { problems: [{ path: "/completed" }] },
+    });
   });
 
   it("a peer's error response rejects with its code; a missing handler is MethodNotFound", async () => {
@@ -122,7 +134,9 @@ export function clientSuite(makeGateway: GatewayFactory): void {
     bob.onRequest("agent.command", () => {
       throw new AcpError("PermissionDenied", "alice may not cancel meetings", { command: "cancel" });
     });
-    const denied = await alice.request("bob-assistant", { action: "cancel" }, { method: "agent.command" }).catch((e) => e);
+    const denied = await alice
+      .request("bob-assistant", { action: "cancel" }, { method: "agent.command" })
+      .catch((e) => e);
     expect(denied).toBeInstanceOf(AcpError);
     expect(denied).toMatchObject({
       code: ErrorCode.PermissionDenied,
@@ -156,7 +170,10 @@ export function clientSuite(makeGateway: GatewayFactory): void {
     bob.onRequest(() => never.promise);
     await alice.handshake("bob-assistant");
     const timedOut = alice.request("bob-assistant", { action: "slow" }, { timeoutMs: 300 });
-    await expect(timedOut).rejects.toMatchObject({ code: ErrorCode.Timeout, data: { peer: "bob-assistant" } });
+    await expect(timedOut).rejects.toMatchObject({
+      code: ErrorCode.Timeout,
+      data: { peer: "bob-assistant" },
+    });
     expect(alice.trust("bob-assistant")?.observations.timeout).toBe(1);
     const controller = new AbortController();
     const aborted = alice.request("bob-assistant", { action: "slow" }, { signal: controller.signal });
@@ -203,8 +220,13 @@ export function clientSuite(makeGateway: GatewayFactory): void {
     alice.on("message", (m) => ids.push(String(m.id)));
     const response = alice.request("bob-assistant", { action: "slow" });
     await eventually(() => calls === 1, "the handler started");
-    const requestId = (await new GatewayClient({ gateway: gw.url, apiKey: beta.apiKey }).listMessages({ type: "request" })).items[0]!.id;
-    await eventually(async () => (await statusOf(beta, requestId)).retry_count >= 1, "the gateway redelivered");
+    const requestId = (
+      await new GatewayClient({ gateway: gw.url, apiKey: beta.apiKey }).listMessages({ type: "request" })
+    ).items[0]!.id;
+    await eventually(
+      async () => (await statusOf(beta, requestId)).retry_count >= 1,
+      "the gateway redelivered",
+    );
     release.resolve();
     await expect(response).resolves.toEqual({ ok: true });
     await eventually(async () => (await statusOf(beta, requestId)).status === "acknowledged", "acknowledged");
@@ -281,7 +303,10 @@ export function clientSuite(makeGateway: GatewayFactory): void {
   it("encrypts a request and its response end to end", async () => {
     const alice = await connected(alpha);
     const bob = await connected(beta);
-    bob.onRequest((body, context) => ({ diagnosis: `private for ${body.patient}`, wasEncrypted: context.encrypted }));
+    bob.onRequest((body, context) => ({
+      diagnosis: `private for ${body.patient}`,
+      wasEncrypted: context.encrypted,
+    }));
     const sent: string[] = [];
     alice.on("message", (m) => sent.push(m.messageId));
     const answer = await alice.request("bob-assistant", { patient: "Jane Roe" }, { encrypt: true });
@@ -292,7 +317,12 @@ export function clientSuite(makeGateway: GatewayFactory): void {
     expect(JSON.stringify(stored.envelope)).not.toContain("private for");
     expect(JSON.stringify(stored.envelope)).toMatch(/"jwe":/);
     const entries = [];
-    for await (const { entry } of readAudit({ root: `${dir}/audit`, agent: "alice-assistant", type: "request" })) entries.push(entry);
+    for await (const { entry } of readAudit({
+      root: `${dir}/audit`,
+      agent: "alice-assistant",
+      type: "request",
+    }))
+      entries.push(entry);
     expect(entries).toHaveLength(1);
     expect(entries[0]).toMatchObject({ encrypted: true });
     expect(entries[0]!.summary).not.toContain("Jane");
@@ -315,10 +345,14 @@ export function clientSuite(makeGateway: GatewayFactory): void {
     expect(log).toEqual([
       expect.stringMatching(/^sent agent\.announce \[announce\]: alice-assistant announced itself/),
       expect.stringMatching(/^received agent\.announce \[announce\]: bob-assistant announced itself/),
-      expect.stringMatching(/^received agent\.announce \[verify\]: Verified bob-assistant's announce signature/),
+      expect.stringMatching(
+        /^received agent\.announce \[verify\]: Verified bob-assistant's announce signature/,
+      ),
       expect.stringMatching(/^sent agent\.capabilities \[capabilities\]/),
       expect.stringMatching(/^received agent\.capabilities \[capabilities\]/),
-      expect.stringMatching(/^received agent\.capabilities \[trust\]: Handshake with bob-assistant complete; initial trust baseline/),
+      expect.stringMatching(
+        /^received agent\.capabilities \[trust\]: Handshake with bob-assistant complete; initial trust baseline/,
+      ),
       "sent agent.request: Asked for bob's free slots next week",
       expect.stringMatching(/^received agent\.response: bob-assistant responded .*available_slots/),
     ]);
@@ -330,7 +364,9 @@ export function clientSuite(makeGateway: GatewayFactory): void {
   it("reports presence to the gateway", async () => {
     const alice = await connected(alpha);
     await alice.setPresence({ state: "busy", load: 40, activeTasks: 2, tasks: [{ id: "t1", progress: 50 }] });
-    const view = await new GatewayClient({ gateway: gw.url, apiKey: beta.apiKey }).getAgent("alice-assistant");
+    const view = await new GatewayClient({ gateway: gw.url, apiKey: beta.apiKey }).getAgent(
+      "alice-assistant",
+    );
     expect(view.presence).toMatchObject({ state: "busy", load: 40, activeTasks: 2 });
     await expect(alice.setPresence({ load: 140 })).rejects.toMatchObject({
       code: ErrorCode.InvalidParams,
@@ -340,9 +376,13 @@ export function clientSuite(makeGateway: GatewayFactory): void {
 
   it("refuses a wrong API key or a key file that is not the registered one", async () => {
     const stranger = { ...beta, apiKey: "acp_not-a-key" };
-    await expect(agentFor(gw, stranger, dir).connect()).rejects.toMatchObject({ code: ErrorCode.Unauthorized });
+    await expect(agentFor(gw, stranger, dir).connect()).rejects.toMatchObject({
+      code: ErrorCode.Unauthorized,
+    });
     const wrongKeys = { ...beta, identity: { ...alpha.identity, agentId: "bob-assistant" } };
-    await expect(agentFor(gw, wrongKeys, dir).connect()).rejects.toMatchObject({ code: ErrorCode.UnknownKey });
+    await expect(agentFor(gw, wrongKeys, dir).connect()).rejects.toMatchObject({
+      code: ErrorCode.UnknownKey,
+    });
     expect(() => agentFor(gw, { ...beta, apiKey: "" }, dir)).toThrow(/apiKey is required/);
   });
 }

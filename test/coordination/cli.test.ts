@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { Session } from "../../src/coordination/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { acpSession } from "./helpers.js";
+import { acpSession, startAcpSession } from "./helpers.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -34,7 +34,7 @@ describe("acp session init", () => {
   it("refuses a malformed or existing id", async () => {
     const root = tmp();
     const bad = await acpSession(root, ["init", "--session", "ABC"]);
-    expect(bad).toMatchObject({ code: 1, stderr: 'acp: --session: "ABC" is not a lower-case UUID\n' });
+    expect(bad).toMatchObject({ code: 1, stderr: 'acp: session id: "ABC" is not a lower-case UUID\n' });
     const { id } = await Session.create({ root });
     const again = await acpSession(root, ["init", "--session", id]);
     expect(again.code).toBe(1);
@@ -160,7 +160,7 @@ describe("acp session log / events / timeline / counts", () => {
     const badData = await acpSession(root, ["log", "a", "status", "x", "--data", "[1]"], { env });
     expect(badData.stderr).toBe("acp: --data: must be a JSON object\n");
     const badType = await acpSession(root, ["log", "a", "gossip", "x"], { env });
-    expect(badType.stderr).toMatch(/argument 'gossip' is invalid/);
+    expect(badType.stderr).toMatch(/value 'gossip' is invalid for argument 'type'/);
 
     await session.log({ from: "a", type: "status", message: "fine" });
     appendFileSync(session.paths.messages, '{"timestamp":"2025-01-23T10:00:00Z","fr');
@@ -268,13 +268,12 @@ describe("acp session wait", () => {
     const env = { ACP_SESSION_ID: session.id };
     await session.updateAgent("a-analyzer", { status: "in_progress" });
     await session.updateAgent("b-analyzer", { status: "in_progress" });
-    const waiting = acpSession(root, ["wait", "--suffix", "analyzer"], { env });
-    await new Promise((r) => setTimeout(r, 300));
+    const waiting = startAcpSession(root, ["wait", "--suffix", "analyzer"], env);
+    await waiting.until("stderr", /^waiting: a-analyzer: in_progress, b-analyzer: in_progress\n/);
     await session.updateAgent("a-analyzer", { status: "completed" });
     await session.updateAgent("b-analyzer", { status: "completed" });
-    const done = await waiting;
+    const done = await waiting.result;
     expect(done).toMatchObject({ code: 0, stdout: "completed: a-analyzer, b-analyzer\n" });
-    expect(done.stderr).toMatch(/^waiting: a-analyzer: in_progress, b-analyzer: in_progress\n/);
 
     await session.updateAgent("c", { status: "failed", error: "out of memory" });
     const failed = await acpSession(root, ["wait", "a-analyzer", "c"], { env });

@@ -42,7 +42,12 @@ describeWithNats("gateway on NATS JetStream", () => {
         expect(sent.status).toBe(202);
         const frame = await ws.next("new_message", (f) => f.id === sent.json.id);
         ws.send({ type: "acknowledge", id: frame.id });
-        await expect.poll(async () => (await api(b.url, `/api/v1/messages/${frame.id}/status`, { apiKey: alpha.apiKey })).json.status).toBe("acknowledged");
+        await expect
+          .poll(
+            async () =>
+              (await api(b.url, `/api/v1/messages/${frame.id}/status`, { apiKey: alpha.apiKey })).json.status,
+          )
+          .toBe("acknowledged");
         await ws.close();
       } finally {
         await a.close();

@@ -16,7 +16,7 @@ interface RunningGateway {
 /** Runs `acp gateway` as a real child process and waits for its URL line. */
 function spawnGateway(args: string[]): Promise<RunningGateway> {
   const child = spawn(process.execPath, [CLI_PATH, "gateway", "--port", "0", ...args], {
-    env: { ...process.env, ACP_ADMIN_TOKEN: ADMIN_TOKEN, ACP_LOG_LEVEL: "warn" },
+    env: { ...process.env, ACP_ADMIN_TOKEN: ADMIN_TOKEN, ACP_LOG_LEVEL: "debug" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
@@ -95,6 +95,28 @@ describe("the gateway process", () => {
     await ws.close();
   }, 90_000);
 
+  it("logs structured JSON without keys, tokens or message bodies", async () => {
+    const data = tmp();
+    const gateway = await spawnGateway(["--data", data]);
+    children.push(gateway.child);
+    const alpha = await registerTestAgent(gateway.url, "agent-alpha", "pa");
+    const beta = await registerTestAgent(gateway.url, "agent-beta", "pb");
+    await handshake({ url: gateway.url } as never, alpha, beta);
+    const secretBody = "body-marker-7f3a";
+    await api(gateway.url, "/api/v1/messages", {
+      apiKey: alpha.apiKey,
+      body: signMessage(buildNotification(alpha.sender, "agent-beta", { note: secretBody }), alpha.signer),
+    });
+    await api(gateway.url, "/api/v1/agents", { apiKey: "acp_wrong-key-marker" });
+    gateway.child.kill("SIGTERM");
+    await exited(gateway.child);
+    const log = gateway.output();
+    expect(log).toContain('"msg":"agent registered"');
+    for (const secret of [alpha.apiKey, beta.apiKey, ADMIN_TOKEN, secretBody, "wrong-key-marker", alpha.identity.signing.d]) {
+      expect(log).not.toContain(secret);
+    }
+  });
+
   it("shuts down gracefully on SIGTERM", async () => {
     const gateway = await spawnGateway(["--data", tmp()]);
     children.push(gateway.child);
@@ -114,7 +136,29 @@ describe("the gateway process", () => {
     const dir = tmp();
     const cert = join(dir, "cert.pem");
     const key = join(dir, "key.pem");
-    execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], { stdio: "ignore" });
+    execFileSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        key,
+        "-out",
+        cert,
+        "-days",
+        "1",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1",
+      ],
+      { stdio: "ignore" },
+    );
     const gateway = await spawnGateway(["--data", dir, "--tls-cert", cert, "--tls-key", key]);
     children.push(gateway.child);
     expect(gateway.url.startsWith("https://")).toBe(true);

@@ -19,17 +19,31 @@ export function submit(gw: TestGateway, from: TestAgent, message: object, apiKey
 
 /** Both sides announce and exchange capabilities through the gateway. */
 export async function handshake(gw: TestGateway, a: TestAgent, b: TestAgent): Promise<void> {
-  for (const [x, y] of [[a, b], [b, a]] as const) {
-    const r = await submit(gw, x, buildAnnounce(x.sender, y.sender.agentId, { capabilities: ["calendar"], purpose: "scheduling" }));
+  for (const [x, y] of [
+    [a, b],
+    [b, a],
+  ] as const) {
+    const r = await submit(
+      gw,
+      x,
+      buildAnnounce(x.sender, y.sender.agentId, { capabilities: ["calendar"], purpose: "scheduling" }),
+    );
     expect(r.status, JSON.stringify(r.json)).toBe(202);
   }
-  for (const [x, y] of [[a, b], [b, a]] as const) {
+  for (const [x, y] of [
+    [a, b],
+    [b, a],
+  ] as const) {
     const r = await submit(gw, x, buildCapabilities(x.sender, y.sender.agentId, CAPS));
     expect(r.status, JSON.stringify(r.json)).toBe(202);
   }
 }
 
-function errorOf(json: Record<string, unknown>): { code: number; message: string; data: Record<string, unknown> } {
+function errorOf(json: Record<string, unknown>): {
+  code: number;
+  message: string;
+  data: Record<string, unknown>;
+} {
   return json.error as { code: number; message: string; data: Record<string, unknown> };
 }
 
@@ -64,7 +78,10 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
     const asAgent = await api(gw.url, "/api/v1/agents", { body, apiKey: alpha.apiKey });
     expect(asAgent.status).toBe(403);
     expect(errorOf(asAgent.json).code).toBe(ErrorCode.Forbidden);
-    const bad = await api(gw.url, "/api/v1/agents", { body: { ...body, agentId: "bad.id" }, headers: { authorization: `Bearer ${gw.adminToken}` } });
+    const bad = await api(gw.url, "/api/v1/agents", {
+      body: { ...body, agentId: "bad.id" },
+      headers: { authorization: `Bearer ${gw.adminToken}` },
+    });
     expect(bad.status).toBe(400);
     expect(errorOf(bad.json).data.problems).toEqual([expect.objectContaining({ path: "/agentId" })]);
     const again = await api(gw.url, "/api/v1/agents", {
@@ -79,7 +96,11 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
     const request = buildRequest(alpha.sender, "agent-beta", { action: "get-availability" });
     const submitted = await submit(gw, alpha, request);
     expect(submitted.status).toBe(202);
-    expect(submitted.json).toMatchObject({ id: request.params.headers["message-id"], status: "queued", duplicate: false });
+    expect(submitted.json).toMatchObject({
+      id: request.params.headers["message-id"],
+      status: "queued",
+      duplicate: false,
+    });
     const ws = await FrameClient.connect(gw.gateway.wsUrl, beta.apiKey);
     await ws.next("ready");
     const frame = await ws.next("new_message", (f) => f.method === "agent.request");
@@ -87,7 +108,12 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
     const delivered = await api(gw.url, `/api/v1/messages/${frame.id}/status`, { apiKey: alpha.apiKey });
     expect(delivered.json).toMatchObject({ status: "delivered", retry_count: 0 });
     ws.send({ type: "acknowledge", id: frame.id });
-    await expect.poll(async () => (await api(gw.url, `/api/v1/messages/${frame.id}/status`, { apiKey: alpha.apiKey })).json.status).toBe("acknowledged");
+    await expect
+      .poll(
+        async () =>
+          (await api(gw.url, `/api/v1/messages/${frame.id}/status`, { apiKey: alpha.apiKey })).json.status,
+      )
+      .toBe("acknowledged");
     await ws.close();
   });
 
@@ -96,7 +122,11 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
     expect(early.status).toBe(409);
     expect(errorOf(early.json).code).toBe(ErrorCode.HandshakeRequired);
     await handshake(gw, alpha, beta);
-    const changed = await submit(gw, alpha, buildNotification({ ...alpha.sender, layers: [0] }, "agent-beta", {}));
+    const changed = await submit(
+      gw,
+      alpha,
+      buildNotification({ ...alpha.sender, layers: [0] }, "agent-beta", {}),
+    );
     expect(errorOf(changed.json).code).toBe(ErrorCode.HandshakeRequired);
     // The change reset the pair: even a well-formed message needs a new handshake now.
     const after = await submit(gw, alpha, buildNotification(alpha.sender, "agent-beta", {}));
@@ -112,7 +142,12 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
     expect(first.json).toMatchObject({ duplicate: false });
     expect(second.status).toBe(202);
     expect(second.json).toMatchObject({ id: first.json.id, duplicate: true });
-    const reused = buildNotification(alpha.sender, "agent-beta", { n: 2 }, { messageId: message.params.headers["message-id"] });
+    const reused = buildNotification(
+      alpha.sender,
+      "agent-beta",
+      { n: 2 },
+      { messageId: message.params.headers["message-id"] },
+    );
     const replay = await submit(gw, alpha, reused);
     expect(replay.status).toBe(409);
     expect(errorOf(replay.json).code).toBe(ErrorCode.Replay);
@@ -135,7 +170,10 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
     const t = await api(gw.url, "/api/v1/messages", { apiKey: alpha.apiKey, body: tampered });
     expect([t.status, errorOf(t.json).code]).toEqual([401, ErrorCode.SignatureInvalid]);
 
-    const rerouted = { ...signed, params: { ...signed.params, headers: { ...signed.params.headers, "recipient-id": "agent-alpha" } } };
+    const rerouted = {
+      ...signed,
+      params: { ...signed.params, headers: { ...signed.params.headers, "recipient-id": "agent-alpha" } },
+    };
     const r = await api(gw.url, "/api/v1/messages", { apiKey: alpha.apiKey, body: rerouted });
     expect(errorOf(r.json).code).toBe(ErrorCode.SignatureInvalid);
 
@@ -146,7 +184,11 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
     const claim = await submit(gw, beta, buildNotification(alpha.sender, "agent-beta", {}), beta.apiKey);
     expect(errorOf(claim.json).code).toBe(ErrorCode.Forbidden);
 
-    const stale = await submit(gw, alpha, buildNotification(alpha.sender, "agent-beta", {}, { now: new Date(Date.now() - 10 * 60_000) }));
+    const stale = await submit(
+      gw,
+      alpha,
+      buildNotification(alpha.sender, "agent-beta", {}, { now: new Date(Date.now() - 10 * 60_000) }),
+    );
     expect([stale.status, errorOf(stale.json).code]).toEqual([400, ErrorCode.StaleTimestamp]);
 
     const nobody = await submit(gw, alpha, buildNotification(alpha.sender, "agent-nobody", {}));
@@ -160,26 +202,43 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
   });
 
   it("accepts every documented credential header", async () => {
-    for (const headers of [{ "x-api-key": alpha.apiKey }, { "api-key": alpha.apiKey }, { authorization: `Bearer ${alpha.apiKey}` }]) {
+    const variants: Record<string, string>[] = [
+      { "x-api-key": alpha.apiKey },
+      { "api-key": alpha.apiKey },
+      { authorization: `Bearer ${alpha.apiKey}` },
+    ];
+    for (const headers of variants) {
       expect((await api(gw.url, "/api/v1/agents/agent-beta", { headers })).status).toBe(200);
     }
-    expect((await api(gw.url, "/api/v1/agents/agent-beta", { headers: { authorization: "Bearer nope" } })).status).toBe(401);
+    expect(
+      (await api(gw.url, "/api/v1/agents/agent-beta", { headers: { authorization: "Bearer nope" } })).status,
+    ).toBe(401);
   });
 
   it("lets an agent read only its own messages", async () => {
     const gamma = await gw.register("agent-gamma");
     await handshake(gw, alpha, beta);
-    const sent = await submit(gw, alpha, buildNotification(alpha.sender, "agent-beta", { secret: "for beta" }));
+    const sent = await submit(
+      gw,
+      alpha,
+      buildNotification(alpha.sender, "agent-beta", { secret: "for beta" }),
+    );
     const id = sent.json.id as string;
     expect((await api(gw.url, `/api/v1/messages/${id}`, { apiKey: beta.apiKey })).status).toBe(200);
     for (const path of [`/api/v1/messages/${id}`, `/api/v1/messages/${id}/status`]) {
       const denied = await api(gw.url, path, { apiKey: gamma.apiKey });
       expect([denied.status, errorOf(denied.json).code]).toEqual([404, ErrorCode.NotFound]);
     }
-    const ack = await api(gw.url, `/api/v1/messages/${id}/acknowledge`, { apiKey: gamma.apiKey, method: "POST" });
+    const ack = await api(gw.url, `/api/v1/messages/${id}/acknowledge`, {
+      apiKey: gamma.apiKey,
+      method: "POST",
+    });
     expect(ack.status).toBe(404);
     // The sender cannot acknowledge on the recipient's behalf.
-    const senderAck = await api(gw.url, `/api/v1/messages/${id}/acknowledge`, { apiKey: alpha.apiKey, method: "POST" });
+    const senderAck = await api(gw.url, `/api/v1/messages/${id}/acknowledge`, {
+      apiKey: alpha.apiKey,
+      method: "POST",
+    });
     expect(senderAck.status).toBe(403);
     const list = await api(gw.url, "/api/v1/messages", { apiKey: gamma.apiKey });
     expect(list.json.items).toEqual([]);
@@ -233,11 +292,20 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
     await ws.next("ready");
     ws.send({ type: "presence", presence: { state: "busy", load: 40, activeTasks: 2 } });
     await expect
-      .poll(async () => (await api(gw.url, "/api/v1/agents/agent-beta", { apiKey: alpha.apiKey })).json.presence)
+      .poll(
+        async () => (await api(gw.url, "/api/v1/agents/agent-beta", { apiKey: alpha.apiKey })).json.presence,
+      )
       .toMatchObject({ state: "busy", load: 40, activeTasks: 2, connections: 1 });
     await ws.close();
     await expect
-      .poll(async () => ((await api(gw.url, "/api/v1/agents/agent-beta", { apiKey: alpha.apiKey })).json.presence as { state: string }).state)
+      .poll(
+        async () =>
+          (
+            (await api(gw.url, "/api/v1/agents/agent-beta", { apiKey: alpha.apiKey })).json.presence as {
+              state: string;
+            }
+          ).state,
+      )
       .toBe("offline");
   });
 }
@@ -258,12 +326,20 @@ export function gatewayLimitsSuite(makeGateway: GatewayFactory): void {
     const gw = await open({ limits: { maxEnvelopeBytes: 4096, ratePerSecond: 5, burst: 5 } });
     const alpha = await gw.register("agent-alpha");
     const beta = await gw.register("agent-beta");
-    const big = await submit(gw, alpha, buildNotification(alpha.sender, "agent-beta", { pad: "x".repeat(5000) }));
+    const big = await submit(
+      gw,
+      alpha,
+      buildNotification(alpha.sender, "agent-beta", { pad: "x".repeat(5000) }),
+    );
     expect([big.status, errorOf(big.json).code]).toEqual([413, ErrorCode.PayloadTooLarge]);
     const statuses: number[] = [];
     let limited: Awaited<ReturnType<typeof submit>> | undefined;
     for (let i = 0; i < 10; i++) {
-      const r = await submit(gw, alpha, buildAnnounce(alpha.sender, "agent-beta", { capabilities: [], purpose: "p" }));
+      const r = await submit(
+        gw,
+        alpha,
+        buildAnnounce(alpha.sender, "agent-beta", { capabilities: [], purpose: "p" }),
+      );
       statuses.push(r.status);
       if (r.status === 429) limited = r;
     }
@@ -271,7 +347,11 @@ export function gatewayLimitsSuite(makeGateway: GatewayFactory): void {
     expect(errorOf(limited!.json).code).toBe(ErrorCode.RateLimited);
     expect(Number(limited!.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
     // Another agent's budget is its own.
-    const other = await submit(gw, beta, buildAnnounce(beta.sender, "agent-alpha", { capabilities: [], purpose: "p" }));
+    const other = await submit(
+      gw,
+      beta,
+      buildAnnounce(beta.sender, "agent-alpha", { capabilities: [], purpose: "p" }),
+    );
     expect(other.status).toBe(202);
   });
 
@@ -280,10 +360,21 @@ export function gatewayLimitsSuite(makeGateway: GatewayFactory): void {
     const a = await gw.register("agent-a", "pa", { protocolVersions: ["1.0.0", "1.1.0"] });
     const b = await gw.register("agent-b", "pb", { protocolVersions: ["1.1.0", "1.0.0"] });
     const c = await gw.register("agent-c", "pc", { protocolVersions: ["2.0.0"] });
-    const downgrade = await submit(gw, a, buildAnnounce(a.sender, "agent-b", { capabilities: [], purpose: "p" }));
+    const downgrade = await submit(
+      gw,
+      a,
+      buildAnnounce(a.sender, "agent-b", { capabilities: [], purpose: "p" }),
+    );
     expect([downgrade.status, errorOf(downgrade.json).code]).toEqual([400, ErrorCode.NoCommonVersion]);
     expect(errorOf(downgrade.json).data.negotiated).toBe("1.1.0");
-    const agreed = await submit(gw, a, buildAnnounce({ ...a.sender, trustLayerVersion: "1.1.0" }, "agent-b", { capabilities: [], purpose: "p" }));
+    const agreed = await submit(
+      gw,
+      a,
+      buildAnnounce({ ...a.sender, trustLayerVersion: "1.1.0" }, "agent-b", {
+        capabilities: [],
+        purpose: "p",
+      }),
+    );
     expect(agreed.status).toBe(202);
     const none = await submit(gw, a, buildAnnounce(a.sender, "agent-c", { capabilities: [], purpose: "p" }));
     expect([none.status, errorOf(none.json).code]).toEqual([400, ErrorCode.NoCommonVersion]);
@@ -300,10 +391,15 @@ export function gatewayLimitsSuite(makeGateway: GatewayFactory): void {
     await receive(ws, 2);
     const sent = await submit(gw, alpha, buildNotification(alpha.sender, "agent-beta", { ignore: "me" }));
     const attempts: number[] = [];
-    for (let i = 0; i < 3; i++) attempts.push((await ws.next("new_message", (f) => f.id === sent.json.id)).attempt);
+    for (let i = 0; i < 3; i++)
+      attempts.push((await ws.next("new_message", (f) => f.id === sent.json.id)).attempt);
     expect(attempts).toEqual([1, 2, 3]);
     await expect
-      .poll(async () => (await api(gw.url, `/api/v1/messages/${sent.json.id}/status`, { apiKey: alpha.apiKey })).json, { timeout: 10_000 })
+      .poll(
+        async () =>
+          (await api(gw.url, `/api/v1/messages/${sent.json.id}/status`, { apiKey: alpha.apiKey })).json,
+        { timeout: 10_000 },
+      )
       .toMatchObject({ status: "failed", retry_count: 2, dead_letter: { reason: "max-deliveries" } });
     await ws.close();
   });
@@ -319,7 +415,9 @@ export function gatewayLimitsSuite(makeGateway: GatewayFactory): void {
     const frame = await ws.next("new_message", (f) => f.id === sent.json.id);
     ws.send({ type: "reject", id: frame.id, reason: "not my job" });
     await expect
-      .poll(async () => (await api(gw.url, `/api/v1/messages/${frame.id}/status`, { apiKey: alpha.apiKey })).json)
+      .poll(
+        async () => (await api(gw.url, `/api/v1/messages/${frame.id}/status`, { apiKey: alpha.apiKey })).json,
+      )
       .toMatchObject({ status: "failed", dead_letter: { reason: "rejected" } });
     await ws.close();
   });
@@ -327,14 +425,23 @@ export function gatewayLimitsSuite(makeGateway: GatewayFactory): void {
   it("rotates and revokes API keys", async () => {
     const gw = await open({});
     const alpha = await gw.register("agent-alpha");
-    const rotated = await api(gw.url, "/api/v1/agents/agent-alpha/rotate", { apiKey: alpha.apiKey, method: "POST" });
+    const rotated = await api(gw.url, "/api/v1/agents/agent-alpha/rotate", {
+      apiKey: alpha.apiKey,
+      method: "POST",
+    });
     expect(rotated.status).toBe(200);
     expect((await api(gw.url, "/api/v1/agents", { apiKey: alpha.apiKey })).status).toBe(401);
     const fresh = rotated.json.apiKey as string;
     expect((await api(gw.url, "/api/v1/agents", { apiKey: fresh })).status).toBe(200);
-    const revokeAsAgent = await api(gw.url, "/api/v1/agents/agent-alpha/revoke", { apiKey: fresh, method: "POST" });
+    const revokeAsAgent = await api(gw.url, "/api/v1/agents/agent-alpha/revoke", {
+      apiKey: fresh,
+      method: "POST",
+    });
     expect(revokeAsAgent.status).toBe(403);
-    const revoked = await api(gw.url, "/api/v1/agents/agent-alpha/revoke", { method: "POST", headers: { authorization: `Bearer ${gw.adminToken}` } });
+    const revoked = await api(gw.url, "/api/v1/agents/agent-alpha/revoke", {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.adminToken}` },
+    });
     expect(revoked.status).toBe(200);
     expect((await api(gw.url, "/api/v1/agents", { apiKey: fresh })).status).toBe(401);
   });

@@ -3,7 +3,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
 import WebSocket from "ws";
-import { type Gateway, type GatewayOptions, type ServerFrame, startGateway } from "../../src/gateway/index.js";
+import {
+  type Gateway,
+  type GatewayOptions,
+  type ServerFrame,
+  startGateway,
+} from "../../src/gateway/index.js";
 import {
   createSigner,
   generateIdentity,
@@ -75,26 +80,47 @@ export async function registerTestAgent(
   });
   if (res.status !== 201) throw new Error(`register ${agentId}: ${res.status} ${await res.text()}`);
   const { apiKey } = (await res.json()) as { apiKey: string };
-  return { identity, sender: { agentId, principalId, layers: [0, 1, 2] }, signer: createSigner(identity), apiKey };
+  return {
+    identity,
+    sender: { agentId, principalId, layers: [0, 1, 2] },
+    signer: createSigner(identity),
+    apiKey,
+  };
 }
 
 /** POSTs a body to the gateway as an agent; returns status, headers and parsed JSON. */
 export async function api(
   url: string,
   path: string,
-  options: { method?: string; apiKey?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> } = {},
+  options: {
+    method?: string;
+    apiKey?: string;
+    body?: unknown;
+    rawBody?: string;
+    headers?: Record<string, string>;
+  } = {},
 ): Promise<{ status: number; headers: Headers; json: Record<string, unknown> }> {
   const res = await fetch(`${url}${path}`, {
     method: options.method ?? (options.body !== undefined || options.rawBody !== undefined ? "POST" : "GET"),
     headers: {
       ...(options.apiKey ? { "x-api-key": options.apiKey } : {}),
-      ...(options.body !== undefined || options.rawBody !== undefined ? { "content-type": "application/json" } : {}),
+      ...(options.body !== undefined || options.rawBody !== undefined
+        ? { "content-type": "application/json" }
+        : {}),
       ...options.headers,
     },
-    ...(options.rawBody !== undefined ? { body: options.rawBody } : options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+    ...(options.rawBody !== undefined
+      ? { body: options.rawBody }
+      : options.body !== undefined
+        ? { body: JSON.stringify(options.body) }
+        : {}),
   });
   const text = await res.text();
-  return { status: res.status, headers: res.headers, json: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+  return {
+    status: res.status,
+    headers: res.headers,
+    json: text ? (JSON.parse(text) as Record<string, unknown>) : {},
+  };
 }
 
 /** A raw WebSocket client with a frame queue, for gateway-level tests. */
@@ -136,11 +162,17 @@ export class FrameClient {
   ): Promise<Extract<ServerFrame, { type: T }>> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const index = this.frames.findIndex((f) => f.type === type && predicate(f as Extract<ServerFrame, { type: T }>));
+      const index = this.frames.findIndex(
+        (f) => f.type === type && predicate(f as Extract<ServerFrame, { type: T }>),
+      );
       if (index >= 0) return this.frames.splice(index, 1)[0] as Extract<ServerFrame, { type: T }>;
-      if (this.closed) throw new Error(`socket closed (${this.closed.code} ${this.closed.reason}) waiting for ${type}`);
+      if (this.closed)
+        throw new Error(`socket closed (${this.closed.code} ${this.closed.reason}) waiting for ${type}`);
       const remaining = deadline - Date.now();
-      if (remaining <= 0) throw new Error(`timed out waiting for a ${type} frame; have ${JSON.stringify(this.frames.map((f) => f.type))}`);
+      if (remaining <= 0)
+        throw new Error(
+          `timed out waiting for a ${type} frame; have ${JSON.stringify(this.frames.map((f) => f.type))}`,
+        );
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, remaining);
         this.waiters.push(() => {

@@ -69,7 +69,9 @@ function freePort(): Promise<number> {
     server.once("error", reject);
     server.listen(0, "127.0.0.1", () => {
       const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+      server.close(() =>
+        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
+      );
     });
   });
 }
@@ -114,7 +116,9 @@ process.once("exit", () => {
 });
 
 /** Starts a server now; the caller stops it (prefer `useNatsServer`, which cleans up). */
-export async function startNatsServer(options: NatsServerOptions = {}): Promise<NatsServer & { dispose(): Promise<void> }> {
+export async function startNatsServer(
+  options: NatsServerOptions = {},
+): Promise<NatsServer & { dispose(): Promise<void> }> {
   if (!natsServerPath) throw new Error(MISSING);
   const binary = natsServerPath;
   const port = await freePort();

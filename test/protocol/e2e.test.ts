@@ -49,7 +49,7 @@ describe("end-to-end body encryption (JWE ECDH-ES X25519 + A256GCM)", () => {
     const request = buildRequest(senderOf(alpha), "agent-beta", await encryptBody(secret, toBeta));
     const signed = signMessage(request, alphaSigner);
     const verified = verifyEnvelope(JSON.stringify(signed), { resolveKey: keyRing(alpha) });
-    const body = verified.message.params?.body as { jwe: string };
+    const body = ("params" in verified.message ? verified.message.params.body : {}) as { jwe: string };
     expect(await decryptBody(body, beta, verified.headers["agent-id"])).toEqual(secret);
   });
 
@@ -86,7 +86,9 @@ describe("end-to-end body encryption (JWE ECDH-ES X25519 + A256GCM)", () => {
     const { jwe } = await encryptBody(secret, toBeta);
     const [head = "", ...rest] = jwe.split(".");
     const header = JSON.parse(Buffer.from(head, "base64url").toString("utf8"));
-    const forgedHead = Buffer.from(JSON.stringify({ ...header, "acp-from": "agent-gamma" })).toString("base64url");
+    const forgedHead = Buffer.from(JSON.stringify({ ...header, "acp-from": "agent-gamma" })).toString(
+      "base64url",
+    );
     const err = await acpErrorOfAsync(() =>
       decryptBody({ jwe: [forgedHead, ...rest].join(".") }, beta, "agent-gamma"),
     );
@@ -98,7 +100,12 @@ describe("end-to-end body encryption (JWE ECDH-ES X25519 + A256GCM)", () => {
     ["a JSON array", new TextEncoder().encode("[1,2]")],
   ])("a decrypted body that is %s is refused", async (_name, plaintext) => {
     const jwe = await new CompactEncrypt(plaintext)
-      .setProtectedHeader({ alg: "ECDH-ES", enc: "A256GCM", "acp-from": "agent-alpha", "acp-to": "agent-beta" })
+      .setProtectedHeader({
+        alg: "ECDH-ES",
+        enc: "A256GCM",
+        "acp-from": "agent-alpha",
+        "acp-to": "agent-beta",
+      })
       .encrypt(importPublicKey(betaKey));
     const err = await acpErrorOfAsync(() => decryptBody({ jwe }, beta, "agent-alpha"));
     expect(err.code).toBe(ErrorCode.DecryptionFailed);

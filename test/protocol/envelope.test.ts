@@ -10,7 +10,17 @@ import {
   signMessage,
   verifyEnvelope,
 } from "../../src/protocol/index.js";
-import { acpErrorOf, alpha, alphaSigner, beta, betaSigner, keyRing, mutated, seedRequest, senderOf } from "./fixtures.js";
+import {
+  acpErrorOf,
+  alpha,
+  alphaSigner,
+  beta,
+  betaSigner,
+  keyRing,
+  mutated,
+  seedRequest,
+  senderOf,
+} from "./fixtures.js";
 
 const ring = keyRing(alpha, beta);
 const SENT_AT = Date.parse("2026-02-14T14:30:00Z");
@@ -47,26 +57,37 @@ describe("verifyEnvelope: the receive pipeline", () => {
   });
 
   it("invalid JSON text is -32700", () => {
-    expect(acpErrorOf(() => verifyEnvelope("{not json", { resolveKey: ring })).code).toBe(ErrorCode.ParseError);
+    expect(acpErrorOf(() => verifyEnvelope("{not json", { resolveKey: ring })).code).toBe(
+      ErrorCode.ParseError,
+    );
   });
 
   it("an unsigned message is -32001, and one without routing headers -32602", () => {
     const { signature: _s, ...unsigned } = signedRequest();
-    expect(acpErrorOf(() => verifyEnvelope(unsigned, { resolveKey: ring })).code).toBe(ErrorCode.SignatureMissing);
+    expect(acpErrorOf(() => verifyEnvelope(unsigned, { resolveKey: ring })).code).toBe(
+      ErrorCode.SignatureMissing,
+    );
     const unrouted = signMessage(seedRequest(), alphaSigner);
     const err = acpErrorOf(() => verifyEnvelope(unrouted, { resolveKey: ring }));
     expect(err.code).toBe(ErrorCode.InvalidParams);
-    expect(err.data.problems?.map((p) => p.path)).toEqual(["/params/headers/message-id", "/params/headers/recipient-id"]);
+    expect(err.data.problems?.map((p) => p.path)).toEqual([
+      "/params/headers/message-id",
+      "/params/headers/recipient-id",
+    ]);
   });
 
   it("a re-routed message (recipient-id changed after signing) is -32002", () => {
     const rerouted = mutated(signedRequest(), (m) => (m.params.headers["recipient-id"] = "agent-gamma"));
-    const err = acpErrorOf(() => verifyEnvelope(rerouted, { resolveKey: ring, expectedRecipient: "agent-gamma" }));
+    const err = acpErrorOf(() =>
+      verifyEnvelope(rerouted, { resolveKey: ring, expectedRecipient: "agent-gamma" }),
+    );
     expect(err.code).toBe(ErrorCode.SignatureInvalid);
   });
 
   it("a genuine message delivered to the wrong agent is -32007 misrouted", () => {
-    const err = acpErrorOf(() => verifyEnvelope(signedRequest(), { resolveKey: ring, expectedRecipient: "agent-gamma" }));
+    const err = acpErrorOf(() =>
+      verifyEnvelope(signedRequest(), { resolveKey: ring, expectedRecipient: "agent-gamma" }),
+    );
     expect(err.code).toBe(ErrorCode.Misrouted);
     expect(err.data.problems).toEqual([
       { path: "/params/headers/recipient-id", message: "expected agent-gamma" },
@@ -86,7 +107,10 @@ describe("verifyEnvelope: the receive pipeline", () => {
     const replay = new ReplayGuard({ now: clockAt(SENT_AT) });
     const signed = signedRequest();
     verifyEnvelope(signed, { resolveKey: ring, replay });
-    const renamed = mutated(signed, (m) => (m.params.headers["message-id"] = "9b2f1d3e-0c4a-4e8b-a1f2-000000000000"));
+    const renamed = mutated(
+      signed,
+      (m) => (m.params.headers["message-id"] = "9b2f1d3e-0c4a-4e8b-a1f2-000000000000"),
+    );
     expect(acpErrorOf(() => verifyEnvelope(renamed, { resolveKey: ring, replay })).code).toBe(
       ErrorCode.SignatureInvalid,
     );
@@ -111,22 +135,32 @@ describe("verifyEnvelope: the receive pipeline", () => {
   it("checks responses and signed error responses at their own header paths", () => {
     const request = signedRequest();
     const response = signMessage(
-      buildResponse(senderOf(beta), request, { ok: true }, { now: new Date(SENT_AT), messageId: "resp-0000001" }),
+      buildResponse(
+        senderOf(beta),
+        request,
+        { ok: true },
+        { now: new Date(SENT_AT), messageId: "resp-0000001" },
+      ),
       betaSigner,
     );
     const replay = new ReplayGuard({ now: clockAt(SENT_AT) });
     const verified = verifyEnvelope(response, { resolveKey: ring, replay, expectedRecipient: "agent-alpha" });
-    expect(verified.message.id).toBe(request.id);
-    expect(acpErrorOf(() => verifyEnvelope(response, { resolveKey: ring, replay })).data.problems?.[0]?.path).toBe(
-      "/result/headers/message-id",
-    );
+    expect("id" in verified.message && verified.message.id).toBe(request.id);
+    expect(
+      acpErrorOf(() => verifyEnvelope(response, { resolveKey: ring, replay })).data.problems?.[0]?.path,
+    ).toBe("/result/headers/message-id");
 
     const failure = new AcpError("CapabilityMissing", "no calendar here");
     const errorResponse = signMessage(
-      buildErrorResponse(senderOf(beta), request, failure, { now: new Date(SENT_AT), messageId: "err-00000001" }),
+      buildErrorResponse(senderOf(beta), request, failure, {
+        now: new Date(SENT_AT),
+        messageId: "err-00000001",
+      }),
       betaSigner,
     );
-    expect(verifyEnvelope(errorResponse, { resolveKey: ring, replay }).headers["recipient-id"]).toBe("agent-alpha");
+    expect(verifyEnvelope(errorResponse, { resolveKey: ring, replay }).headers["recipient-id"]).toBe(
+      "agent-alpha",
+    );
     const misrouted = acpErrorOf(() =>
       verifyEnvelope(errorResponse, { resolveKey: ring, expectedRecipient: "agent-gamma" }),
     );

@@ -30,7 +30,9 @@ export function seedAnnounce() {
         purpose: "Coordinate scheduling between principals",
       },
     },
-  } as Record<string, unknown> & { params: { headers: Record<string, unknown>; body: Record<string, unknown> } };
+  } as Record<string, unknown> & {
+    params: { headers: Record<string, unknown>; body: Record<string, unknown> };
+  };
 }
 
 export function seedRequest() {
@@ -52,7 +54,9 @@ export function seedRequest() {
       },
     },
     id: "req-7f3a-4b2c-9d1e",
-  } as Record<string, unknown> & { params: { headers: Record<string, unknown>; body: Record<string, unknown> } };
+  } as Record<string, unknown> & {
+    params: { headers: Record<string, unknown>; body: Record<string, unknown> };
+  };
 }
 
 export function seedResponse() {
@@ -72,7 +76,9 @@ export function seedResponse() {
       },
     },
     id: "req-7f3a-4b2c-9d1e",
-  } as Record<string, unknown> & { result: { headers: Record<string, unknown>; body: Record<string, unknown> } };
+  } as Record<string, unknown> & {
+    result: { headers: Record<string, unknown>; body: Record<string, unknown> };
+  };
 }
 
 /** A handoff in the seed's terms: what is completed, what remains, and the context. */
@@ -96,10 +102,15 @@ export function sampleHandoff() {
       },
     },
     id: "handoff-0001",
-  } as Record<string, unknown> & { params: { headers: Record<string, unknown>; body: Record<string, unknown> } };
+  } as Record<string, unknown> & {
+    params: { headers: Record<string, unknown>; body: Record<string, unknown> };
+  };
 }
 
-const PKCS8_PREFIX = { Ed25519: "302e020100300506032b657004220420", X25519: "302e020100300506032b656e04220420" };
+const PKCS8_PREFIX = {
+  Ed25519: "302e020100300506032b657004220420",
+  X25519: "302e020100300506032b656e04220420",
+};
 
 /** A private JWK derived from a fixed seed: the same key on every run (for vectors and stable tests). */
 function jwkFromSeed(curve: "Ed25519" | "X25519", label: string) {

@@ -35,7 +35,7 @@ const request = (body: Record<string, unknown> = { action: "get-availability" })
   buildRequest(senderOf(alpha), "agent-beta", body, { now: NOW, messageId: "msg-00000001" });
 
 /** Replaces the protected header of a signature and signs the result with `identity`'s key. */
-function signWithHeader(message: object, header: Record<string, unknown>, identity = alpha) {
+function signWithHeader<M extends object>(message: M, header: Record<string, unknown>, identity = alpha) {
   const protectedB64 = Buffer.from(JSON.stringify(header)).toString("base64url");
   const sig = edSign(null, signingInput(protectedB64, message), importPrivateKey(identity.signing));
   return { ...message, signature: `${protectedB64}..${sig.toString("base64url")}` };
@@ -152,7 +152,9 @@ describe("verification failures", () => {
   });
 
   it.each(["ES256", "HS256", "none", "Ed25519"])("alg %s instead of EdDSA (-32002)", (alg) => {
-    const err = acpErrorOf(() => verifyMessageSignature(signWithHeader(request(), { alg, kid: alphaSigner.kid }), ring));
+    const err = acpErrorOf(() =>
+      verifyMessageSignature(signWithHeader(request(), { alg, kid: alphaSigner.kid }), ring),
+    );
     expect(err.code).toBe(ErrorCode.SignatureInvalid);
     expect(err.message).toMatch(/alg/);
   });
@@ -166,11 +168,14 @@ describe("verification failures", () => {
     );
   });
 
-  it.each(["not-base64-json..AAAA", "..AAAA", "abc.def.ghi", "no separator"])("a malformed JWS %j (-32002)", (sig) => {
-    expect(acpErrorOf(() => verifyMessageSignature({ ...signed, signature: sig }, ring)).code).toBe(
-      ErrorCode.SignatureInvalid,
-    );
-  });
+  it.each(["not-base64-json..AAAA", "..AAAA", "abc.def.ghi", "no separator"])(
+    "a malformed JWS %j (-32002)",
+    (sig) => {
+      expect(acpErrorOf(() => verifyMessageSignature({ ...signed, signature: sig }, ring)).code).toBe(
+        ErrorCode.SignatureInvalid,
+      );
+    },
+  );
 
   it("no signature at all (-32001)", () => {
     const { signature: _s, ...unsigned } = signed;
@@ -203,7 +208,8 @@ describe("round trips (fast-check)", () => {
     fc.assert(
       fc.property(body, fc.string({ minLength: 1 }), (b, key) => {
         const signed = signMessage(request(b), alphaSigner);
-        const reordered = JSON.parse(JSON.stringify({ signature: signed.signature, ...signed, id: signed.id }));
+        const { signature, id, ...rest } = signed;
+        const reordered = JSON.parse(JSON.stringify({ signature, id, ...rest }));
         reordered.params = { body: reordered.params.body, headers: reordered.params.headers };
         expect(verifyMessageSignature(reordered, ring)).toBe(alphaSigner.kid);
         const changed = mutated(signed, (m) => {
@@ -223,9 +229,13 @@ describe("interoperability with jose (RFC 7515)", () => {
   const payload = Buffer.from(canonicalize(message)).toString("base64url");
 
   it("jose's flattenedVerify accepts our detached JWS with the JCS bytes as payload", async () => {
-    const result = await flattenedVerify({ protected: protectedB64, payload, signature }, importPublicKey(alpha.signing), {
-      algorithms: ["EdDSA"],
-    });
+    const result = await flattenedVerify(
+      { protected: protectedB64, payload, signature },
+      importPublicKey(alpha.signing),
+      {
+        algorithms: ["EdDSA"],
+      },
+    );
     expect(result.protectedHeader).toEqual({ alg: "EdDSA", kid: alphaSigner.kid });
     expect(Buffer.from(result.payload).toString("utf8")).toBe(canonicalize(message));
   });

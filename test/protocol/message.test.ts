@@ -35,7 +35,10 @@ describe("message builders", () => {
 
   it("give every message, notifications included, its own message-id", () => {
     const ids = new Set(
-      Array.from({ length: 50 }, () => buildNotification(from, "agent-beta", {}).params.headers["message-id"]),
+      Array.from(
+        { length: 50 },
+        () => buildNotification(from, "agent-beta", {}).params.headers["message-id"],
+      ),
     );
     expect(ids.size).toBe(50);
   });
@@ -83,7 +86,11 @@ describe("message builders", () => {
     expect(response.error).toMatchObject({
       code: -32022,
       message: "no calendar here",
-      data: { reason: "CapabilityMissing", capability: "calendar", headers: { "recipient-id": "agent-alpha" } },
+      data: {
+        reason: "CapabilityMissing",
+        capability: "calendar",
+        headers: { "recipient-id": "agent-alpha" },
+      },
     });
     expect(messageKind(validateMessage(response, { envelope: false }))).toBe("error");
     const plain = buildErrorResponse(senderOf(beta), request, { code: -32601, message: "no such method" });

@@ -18,8 +18,12 @@ describe("ReplayGuard", () => {
     expect(guard.skewMs).toBe(300_000);
     expect(() => guard.check("edge-past-0001", iso(T0 - 300_000))).not.toThrow();
     expect(() => guard.check("edge-future-01", iso(T0 + 300_000))).not.toThrow();
-    expect(acpErrorOf(() => guard.check("beyond-past-01", iso(T0 - 300_001))).code).toBe(ErrorCode.StaleTimestamp);
-    expect(acpErrorOf(() => guard.check("beyond-future1", iso(T0 + 300_001))).code).toBe(ErrorCode.StaleTimestamp);
+    expect(acpErrorOf(() => guard.check("beyond-past-01", iso(T0 - 300_001))).code).toBe(
+      ErrorCode.StaleTimestamp,
+    );
+    expect(acpErrorOf(() => guard.check("beyond-future1", iso(T0 + 300_001))).code).toBe(
+      ErrorCode.StaleTimestamp,
+    );
   });
 
   it("reports how far off the clock the timestamp is, at the given header path", () => {
@@ -33,7 +37,9 @@ describe("ReplayGuard", () => {
   it("honours a configured window", () => {
     const { guard } = guardAt(T0, 10_000);
     expect(() => guard.check("inside-window1", iso(T0 - 10_000))).not.toThrow();
-    expect(acpErrorOf(() => guard.check("outside-window", iso(T0 - 10_001))).code).toBe(ErrorCode.StaleTimestamp);
+    expect(acpErrorOf(() => guard.check("outside-window", iso(T0 - 10_001))).code).toBe(
+      ErrorCode.StaleTimestamp,
+    );
   });
 
   it("refuses an id seen within the window, whatever timestamp the repeat carries", () => {
@@ -53,7 +59,9 @@ describe("ReplayGuard", () => {
     expect(acpErrorOf(() => guard.check("message-00001", iso(T0 + 300_000))).code).toBe(ErrorCode.Replay);
     // Once the original timestamp has left the window, the timestamp check alone refuses the text.
     clock.now = T0 + 900_001;
-    expect(acpErrorOf(() => guard.check("message-00001", iso(T0 + 300_000))).code).toBe(ErrorCode.StaleTimestamp);
+    expect(acpErrorOf(() => guard.check("message-00001", iso(T0 + 300_000))).code).toBe(
+      ErrorCode.StaleTimestamp,
+    );
     guard.check("message-00002", iso(clock.now)); // triggers pruning
     expect(guard.size).toBe(1);
   });

@@ -76,8 +76,9 @@ export class EmbeddedBroker implements Broker, InboxHost {
       }
     });
     this.lastQueuedAt = this.table.latestQueuedAt();
-    // Often enough that expiry is visible soon after it is due, rarely enough to cost nothing.
-    const interval = Math.min(60_000, Math.max(50, Math.floor(policy.retentionMs / 10)));
+    // Often enough that expiry and dead letters of closed inboxes show soon after they are due,
+    // rarely enough to cost nothing.
+    const interval = Math.min(60_000, Math.max(50, Math.floor(Math.min(policy.retentionMs / 10, policy.ackWaitMs))));
     this.sweepTimer = setInterval(() => this.sweep(), interval);
     this.sweepTimer.unref();
   }

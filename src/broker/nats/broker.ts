@@ -40,6 +40,8 @@ import { DeadLetters } from "./dead-letters.js";
 import { NatsInbox, type NatsInboxHost } from "./inbox.js";
 import { NatsBucket } from "./kv.js";
 import {
+  bucketOptions,
+  CHANGES_PREFIX,
   consumerName,
   ensureStreams,
   Header,
@@ -81,8 +83,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
       await ensureStreams(jsm, policy, replicas);
       const kvm = new Kvm(nc);
       const statusKv = await kvm.create(STATUS_BUCKET, {
-        history: 1,
-        replicas,
+        ...bucketOptions(STATUS_BUCKET, replicas),
         ttl: policy.recordRetentionMs,
       });
       return new NatsBroker(nc, jsm, jetstream(nc), kvm, new StatusStore(statusKv), policy, replicas);
@@ -243,8 +244,8 @@ export class NatsBroker implements Broker, NatsInboxHost {
     return this.guard(async () => {
       const remove = this.listeners.add(handler);
       if (!this.eventSubscription) {
-        // Every KV write is a message on $KV.<bucket>.<key>: one subscription sees the writes of all gateways.
-        this.eventSubscription = this.nc.subscribe("$KV.*.>", {
+        // Stored KV writes of every gateway are republished here (see bucketOptions in layout.ts).
+        this.eventSubscription = this.nc.subscribe(`${CHANGES_PREFIX}.>`, {
           callback: (_error, msg) => this.kvWritten(msg),
         });
         await this.nc.flush();
@@ -359,7 +360,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
   }
 
   private kvWritten(msg: { subject: string; data: Uint8Array; headers?: { get(k: string): string } }): void {
-    const match = /^\$KV\.([^.]+)\.(.+)$/.exec(msg.subject);
+    const match = /^acp\.changes\.([^.]+)\.(.+)$/.exec(msg.subject);
     if (!match?.[1] || !match[2]) return;
     const [, bucket, key] = match;
     const operation = msg.headers?.get("KV-Operation") ?? "";

@@ -2,7 +2,7 @@ import { type KV, type Kvm, KvWatchInclude } from "@nats-io/kv";
 import { BrokerError } from "../errors.js";
 import type { KvBucket, KvChange, KvEntry, Unsubscribe } from "../types.js";
 import { checkKvKey, serializeKvValue } from "../validation.js";
-import { userBucket } from "./layout.js";
+import { bucketOptions, userBucket } from "./layout.js";
 import { isRevisionConflict } from "./status-store.js";
 
 /** `kv(name)` on NATS: the KV bucket `acp_kv_<name>`, created on first use. */
@@ -89,7 +89,10 @@ export class NatsBucket<T> implements KvBucket<T> {
     });
   }
 
-  async watch(handler: (change: KvChange<T>) => void, options: { prefix?: string } = {}): Promise<Unsubscribe> {
+  async watch(
+    handler: (change: KvChange<T>) => void,
+    options: { prefix?: string } = {},
+  ): Promise<Unsubscribe> {
     const prefix = options.prefix ?? "";
     return this.guard(async () => {
       const watcher = await (await this.bucket()).watch({
@@ -115,7 +118,10 @@ export class NatsBucket<T> implements KvBucket<T> {
 
   private bucket(): Promise<KV> {
     if (!this.opening) {
-      this.opening = this.kvm.create(userBucket(this.name), { history: 1, replicas: this.replicas });
+      this.opening = this.kvm.create(
+        userBucket(this.name),
+        bucketOptions(userBucket(this.name), this.replicas),
+      );
       this.opening.catch(() => {
         this.opening = null;
       });

@@ -24,6 +24,12 @@ export const INDEX_STREAM = "ACP_INDEX";
 export const STATUS_BUCKET = "acp_message_status";
 /** `kv(name)` maps to this bucket, so user buckets never collide with the broker's own. */
 export const USER_BUCKET_PREFIX = "acp_kv_";
+/**
+ * Every KV bucket of the broker republishes its *stored* writes to `acp.changes.<bucket>.<key>`:
+ * the change feed. (A plain subscription on `$KV.>` would also see compare-and-set writes the
+ * stream refused.)
+ */
+export const CHANGES_PREFIX = "acp.changes";
 /** Queue group for dead-letter advisories: exactly one gateway records each dead letter. */
 export const DEAD_LETTER_QUEUE = "acp-dead-letter";
 
@@ -57,6 +63,18 @@ export function consumerName(agentId: string): string {
 
 export function userBucket(name: string): string {
   return `${USER_BUCKET_PREFIX}${name}`;
+}
+
+/** KV options for every bucket the broker creates: one value per key, writes republished to the change feed. */
+export function bucketOptions(
+  bucket: string,
+  replicas: number,
+): { history: number; replicas: number; republish: { src: string; dest: string } } {
+  return {
+    history: 1,
+    replicas,
+    republish: { src: `$KV.${bucket}.>`, dest: `${CHANGES_PREFIX}.${bucket}.>` },
+  };
 }
 
 export function deadLetterAdvisorySubject(): string {

@@ -24,7 +24,8 @@ export interface GatewayCliOptions {
 
 function positiveInt(value: string | undefined, flag: string): number | undefined {
   if (value === undefined) return undefined;
-  if (!/^\d+$/.test(value)) throw new CliError(`${flag} must be a whole number, got ${JSON.stringify(value)}`);
+  if (!/^\d+$/.test(value))
+    throw new CliError(`${flag} must be a whole number, got ${JSON.stringify(value)}`);
   return Number(value);
 }
 
@@ -46,9 +47,14 @@ export function natsOptionsFrom(options: GatewayCliOptions): NatsConnectionOptio
 export function registerGateway(program: Command): void {
   program
     .command("gateway")
-    .description("run the ACP gateway: REST + WebSocket relay of signed messages (embedded SQLite by default, or NATS)")
+    .description(
+      "run the ACP gateway: REST + WebSocket relay of signed messages (embedded SQLite by default, or NATS)",
+    )
     .option("--data <dir>", "embedded broker data directory", "./.acp")
-    .option("--nats <urls>", "use NATS JetStream instead (comma-separated server URLs, e.g. nats://127.0.0.1:4222)")
+    .option(
+      "--nats <urls>",
+      "use NATS JetStream instead (comma-separated server URLs, e.g. nats://127.0.0.1:4222)",
+    )
     .option("--nats-user <user>")
     .option("--nats-pass <pass>")
     .option("--nats-token <token>")
@@ -64,7 +70,8 @@ export function registerGateway(program: Command): void {
     .option("--rate-limit <perSecond>", "messages per second per agent", "2000")
     .option("--no-audit", "do not keep the relay audit log")
     .action(async (options: GatewayCliOptions) => {
-      if (Boolean(options.tlsCert) !== Boolean(options.tlsKey)) throw new CliError("--tls-cert and --tls-key go together");
+      if (Boolean(options.tlsCert) !== Boolean(options.tlsKey))
+        throw new CliError("--tls-cert and --tls-key go together");
       const nats = natsOptionsFrom(options);
       const rate = positiveInt(options.rateLimit, "--rate-limit") ?? 2000;
       const gateway = await startGateway({
@@ -73,12 +80,18 @@ export function registerGateway(program: Command): void {
         ...(nats ? { nats } : { data: options.data ?? "./.acp" }),
         ...(options.tlsCert && options.tlsKey ? { tls: { cert: options.tlsCert, key: options.tlsKey } } : {}),
         insecure: options.insecure ?? false,
-        limits: { maxEnvelopeBytes: positiveInt(options.maxEnvelope, "--max-envelope") ?? 1048576, ratePerSecond: rate, burst: rate * 2 },
+        limits: {
+          maxEnvelopeBytes: positiveInt(options.maxEnvelope, "--max-envelope") ?? 1048576,
+          ratePerSecond: rate,
+          burst: rate * 2,
+        },
         audit: options.audit,
       }).catch((err: Error) => {
         throw new CliError(err.message);
       });
-      printLine(`ACP gateway on ${gateway.url} (${gateway.broker.kind} broker${nats ? "" : `, data in ${options.data}`})`);
+      printLine(
+        `ACP gateway on ${gateway.url} (${gateway.broker.kind} broker${nats ? "" : `, data in ${options.data}`})`,
+      );
       if (gateway.adminTokenCreated) {
         printLine(`admin token (shown once; register agents with it): ${gateway.adminToken}`);
       }

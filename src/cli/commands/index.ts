@@ -1,9 +1,12 @@
 import type { Command } from "commander";
+import { registerAgent } from "./agent.js";
 import { registerAudit } from "./audit.js";
+import { registerDemo } from "./demo.js";
 import { registerGateway } from "./gateway.js";
 import { registerKeys } from "./keys.js";
 import { registerMcp } from "./mcp.js";
 import { registerMessages } from "./messages.js";
+import { registerSend } from "./send.js";
 import { registerSession } from "./session.js";
 
 /**
@@ -14,6 +17,9 @@ export function registerCommands(program: Command): void {
   registerKeys(program);
   registerMessages(program);
   registerGateway(program);
+  registerAgent(program);
+  registerSend(program);
+  registerDemo(program);
   registerAudit(program);
   registerMcp(program);
   registerSession(program);

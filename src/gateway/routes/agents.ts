@@ -1,6 +1,6 @@
 import { AcpError } from "../../protocol/index.js";
 import { authenticate, type GatewayContext, requireAdmin } from "../context.js";
-import { readJsonBody, type Router, sendJson } from "../http.js";
+import { type Router, readJsonBody, sendJson } from "../http.js";
 import type { AgentRecord } from "../registry.js";
 import { type AgentView, PresenceUpdate } from "../wire.js";
 

@@ -1,7 +1,7 @@
 import type { ListQuery, MessageRecord } from "../../broker/index.js";
 import { AcpError } from "../../protocol/index.js";
 import { authenticateAgent, type GatewayContext } from "../context.js";
-import { readBody, type Router, sendJson } from "../http.js";
+import { type Router, readBody, sendJson } from "../http.js";
 
 const KINDS = new Set(["request", "response", "notification", "handoff"]);
 const STATUSES = new Set(["queued", "delivered", "acknowledged", "failed", "expired"]);
@@ -47,8 +47,12 @@ export function messageRoutes(router: Router, ctx: GatewayContext): void {
     const status = queryParam(url, "status");
     const limit = queryParam(url, "limit");
     const problems = [
-      ...(type && !KINDS.has(type) ? [{ path: "type", message: `must be one of ${[...KINDS].join(", ")}` }] : []),
-      ...(status && !STATUSES.has(status) ? [{ path: "status", message: `must be one of ${[...STATUSES].join(", ")}` }] : []),
+      ...(type && !KINDS.has(type)
+        ? [{ path: "type", message: `must be one of ${[...KINDS].join(", ")}` }]
+        : []),
+      ...(status && !STATUSES.has(status)
+        ? [{ path: "status", message: `must be one of ${[...STATUSES].join(", ")}` }]
+        : []),
       ...(limit && !/^\d+$/.test(limit) ? [{ path: "limit", message: "must be a whole number" }] : []),
     ];
     if (problems.length > 0) throw new AcpError("InvalidParams", "invalid query parameters", { problems });
@@ -68,7 +72,8 @@ export function messageRoutes(router: Router, ctx: GatewayContext): void {
   const participantRecord = async (agentId: string, id: string) => {
     const stored = await ctx.broker.get(id);
     // Not a participant reads the same as not existing: no probing other agents' message ids.
-    if (!stored || (stored.from !== agentId && stored.to !== agentId)) throw new AcpError("NotFound", `no message ${id}`);
+    if (!stored || (stored.from !== agentId && stored.to !== agentId))
+      throw new AcpError("NotFound", `no message ${id}`);
     return stored;
   };
 

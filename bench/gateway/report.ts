@@ -1,0 +1,92 @@
+/** The gateway benchmark's printed table, goal verdict and hot spots, and the rows written to JSON. */
+import type { LoadResult } from "./load.js";
+import type { ProfileSummary } from "./profile.js";
+
+export interface Row {
+  /** a2a | http-verify | embedded-ws | embedded-http | nats-ws | nats-http */
+  key: string;
+  configuration: string;
+  path: string;
+  result: LoadResult;
+}
+
+/** The issue's goal for the embedded broker. */
+export const GOAL = { msgsPerSecond: 8000, p99Ms: 20 };
+
+const fixed = (value: number, digits: number) => (Number.isFinite(value) ? value.toFixed(digits) : "-");
+const ratio = (value: number, base: number | undefined) => (base ? `${(value / base).toFixed(2)}×` : "-");
+
+function textTable(header: string[], lines: string[][], rightAligned: Set<number>): string {
+  const widths = header.map((title, column) => Math.max(title.length, ...lines.map((line) => (line[column] ?? "").length)));
+  const render = (cells: string[]) =>
+    cells.map((cell, column) => (rightAligned.has(column) ? cell.padStart(widths[column] ?? 0) : cell.padEnd(widths[column] ?? 0))).join("  ");
+  return [render(header), widths.map((w) => "-".repeat(w)).join("  "), ...lines.map(render)].join("\n");
+}
+
+export function printReport(rows: Row[], profiles: Record<string, ProfileSummary>) {
+  const a2a = rows.find((row) => row.key === "a2a")?.result.perSecond;
+  const plain = rows.find((row) => row.key === "http-verify")?.result.perSecond;
+  const json = rows.map(({ key, configuration, path, result }) => ({
+    key,
+    configuration,
+    submitPath: path,
+    msgsPerSecond: Math.round(result.perSecond),
+    completed: result.completed,
+    seconds: Number(result.seconds.toFixed(3)),
+    p50Ms: Number(result.p50Ms.toFixed(3)),
+    p99Ms: Number(result.p99Ms.toFixed(3)),
+    maxMs: Number(result.maxMs.toFixed(3)),
+    ratioVsA2a: a2a ? Number((result.perSecond / a2a).toFixed(3)) : null,
+    ratioVsHttpVerify: plain ? Number((result.perSecond / plain).toFixed(3)) : null,
+    cpuPercent: Object.fromEntries(Object.entries(result.cpuPercent).map(([name, value]) => [name, Math.round(value)])),
+  }));
+
+  const header = ["configuration", "submit path", "msgs/s", "p50 ms", "p99 ms", "vs A2A", "vs http+verify", "CPU % client/server[/nats]"];
+  const lines = rows.map(({ configuration, path, result }) => [
+    configuration,
+    path,
+    Math.round(result.perSecond).toLocaleString("en-US"),
+    fixed(result.p50Ms, 2),
+    fixed(result.p99Ms, 2),
+    ratio(result.perSecond, a2a),
+    ratio(result.perSecond, plain),
+    [result.cpuPercent.client, result.cpuPercent.server, result.cpuPercent.nats]
+      .filter((v): v is number => v !== undefined)
+      .map((v) => Math.round(v))
+      .join("/"),
+  ]);
+  console.log(`\n${textTable(header, lines, new Set([2, 3, 4, 5, 6, 7]))}`);
+  console.log(
+    "\nlatency: ACP rows = submit sent → new_message received by the recipient (acknowledged right after); " +
+      "peers = request sent → response received. CPU % is of one core over the timed window.",
+  );
+
+  const embedded = rows.filter((row) => row.key.startsWith("embedded-"));
+  const goal = embedded.map(({ key, result }) => ({
+    key,
+    met: result.perSecond >= GOAL.msgsPerSecond && result.p99Ms < GOAL.p99Ms,
+  }));
+  for (const { key, met } of goal) {
+    console.log(`goal (embedded ≥ ${GOAL.msgsPerSecond.toLocaleString("en-US")} msgs/s, p99 < ${GOAL.p99Ms} ms), ${key}: ${met ? "met" : "NOT met"}`);
+  }
+
+  for (const [broker, profile] of Object.entries(profiles)) {
+    console.log(`\ngateway CPU profile, ${broker} broker (self time, idle excluded; whole run incl. warm-up):`);
+    console.log(
+      textTable(
+        ["area", "self %"],
+        profile.areas.map((a) => [a.area, a.selfPercent.toFixed(1)]),
+        new Set([1]),
+      ),
+    );
+    console.log("");
+    console.log(
+      textTable(
+        ["function", "location", "self %"],
+        profile.functions.map((f) => [f.function, f.location, f.selfPercent.toFixed(1)]),
+        new Set([2]),
+      ),
+    );
+  }
+  return { rows: json, goal: { ...GOAL, embedded: goal } };
+}

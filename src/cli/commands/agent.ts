@@ -1,0 +1,225 @@
+import type { Command } from "commander";
+import { GatewayClient, GatewayUnreachableError } from "../../client/index.js";
+import type { AgentView } from "../../gateway/wire.js";
+import { KeyFileError, readIdentityFile } from "../../identity/index.js";
+import { AcpError, publicIdentity } from "../../protocol/index.js";
+import { CliError, printJson, printLine } from "../io.js";
+
+/** Where a command finds the gateway and its credentials: flags first, then the environment. */
+export interface GatewayFlags {
+  gateway?: string;
+  key?: string;
+  apiKey?: string;
+  adminToken?: string;
+  json?: boolean;
+}
+
+export function gatewayOf(flags: GatewayFlags): string {
+  const url = flags.gateway ?? process.env.ACP_GATEWAY;
+  if (!url) throw new CliError("no gateway given: pass --gateway URL or set ACP_GATEWAY");
+  return url;
+}
+
+export function keyFileOf(flags: GatewayFlags): string {
+  const file = flags.key ?? process.env.ACP_KEY;
+  if (!file) throw new CliError("no key file given: pass --key FILE or set ACP_KEY");
+  return file;
+}
+
+export function apiKeyOf(flags: GatewayFlags): string {
+  const key = flags.apiKey ?? process.env.ACP_API_KEY;
+  if (!key) throw new CliError("no API key given: pass --api-key KEY or set ACP_API_KEY");
+  return key;
+}
+
+function adminTokenOf(flags: GatewayFlags): string {
+  const token = flags.adminToken ?? process.env.ACP_ADMIN_TOKEN;
+  if (!token)
+    throw new CliError(
+      "this needs the gateway's admin token: pass --admin-token TOKEN or set ACP_ADMIN_TOKEN",
+    );
+  return token;
+}
+
+/** The gateway options every networked command takes. */
+export function withGatewayOptions(
+  command: Command,
+  credentials: ("key" | "api-key" | "admin-token")[],
+): Command {
+  command.option("--gateway <url>", "gateway URL (default: $ACP_GATEWAY)");
+  if (credentials.includes("key"))
+    command.option("--key <file>", "the agent's private key file (default: $ACP_KEY)");
+  if (credentials.includes("api-key"))
+    command.option("--api-key <key>", "the agent's API key (default: $ACP_API_KEY)");
+  if (credentials.includes("admin-token")) {
+    command.option("--admin-token <token>", "the gateway's admin token (default: $ACP_ADMIN_TOKEN)");
+  }
+  return command.option("--json", "machine-readable output");
+}
+
+/**
+ * Turns a failure into the CLI's message and exit code 1: an ACP error prints its code, reason and
+ * the first problem's field; with --json its JSON-RPC error object also goes to stdout.
+ */
+export function failed(err: unknown, json = false): never {
+  if (err instanceof CliError) throw err;
+  if (err instanceof AcpError) {
+    const problem = err.data.problems?.[0];
+    const where = problem ? ` (${problem.path || "/"}: ${problem.message})` : "";
+    throw new CliError(
+      `${err.message} [${err.code} ${err.reason}]${where}`,
+      1,
+      json ? `${JSON.stringify(err.toJSON(), null, 2)}\n` : undefined,
+    );
+  }
+  if (err instanceof KeyFileError || err instanceof GatewayUnreachableError) throw new CliError(err.message);
+  throw err;
+}
+
+const collect = (value: string, previous: string[]) => [...previous, value];
+
+export function registerAgent(program: Command): void {
+  const agent = program.command("agent").description("register and manage agents at a gateway");
+
+  withGatewayOptions(
+    agent
+      .command("register")
+      .description("register the agent of a key file (public keys only) and print its API key, shown once"),
+    ["key", "admin-token"],
+  )
+    .option("--capability <name>", "a capability to list in the registry (repeatable)", collect, [])
+    .option(
+      "--protocol-version <v>",
+      "a protocol version the agent speaks (repeatable; default 1.0.0)",
+      collect,
+      [],
+    )
+    .action((flags: GatewayFlags & { capability: string[]; protocolVersion: string[] }) =>
+      run(flags, async () => {
+        const file = keyFileOf(flags);
+        const identity = await readIdentityFile(file);
+        const client = new GatewayClient({ gateway: gatewayOf(flags), adminToken: adminTokenOf(flags) });
+        const registered = await client.registerAgent({
+          ...publicIdentity(identity),
+          capabilities: flags.capability,
+          ...(flags.protocolVersion.length > 0 ? { protocolVersions: flags.protocolVersion } : {}),
+        });
+        if (flags.json) return printJson(registered);
+        printLine(
+          `registered ${registered.agentId} (principal ${identity.principalId}) at ${client.baseUrl}`,
+        );
+        printLine("API key (shown only now; keep it secret, e.g. in ACP_API_KEY):");
+        printLine(registered.apiKey);
+      }),
+    );
+
+  withGatewayOptions(agent.command("list").description("the registered agents and their presence"), [
+    "api-key",
+    "admin-token",
+  ]).action((flags: GatewayFlags) =>
+    run(flags, async () => {
+      const agents = await readClient(flags).listAgents();
+      if (flags.json) return printJson({ agents });
+      if (agents.length === 0) return printLine("no agents registered");
+      printLine(table([["AGENT", "PRINCIPAL", "PRESENCE", "LOAD", "CAPABILITIES"], ...agents.map(row)]));
+    }),
+  );
+
+  withGatewayOptions(agent.command("show <agent-id>").description("one agent: keys, versions, presence"), [
+    "api-key",
+    "admin-token",
+  ]).action((agentId: string, flags: GatewayFlags) =>
+    run(flags, async () => {
+      const view = await readClient(flags).getAgent(agentId);
+      if (flags.json) return printJson(view);
+      printLine(
+        `${view.agentId} (principal ${view.principalId})${view.revokedAt ? ` REVOKED ${view.revokedAt}` : ""}`,
+      );
+      printLine(`  registered     ${view.createdAt}`);
+      printLine(`  protocols      ${view.protocolVersions.join(", ")}`);
+      printLine(`  capabilities   ${view.capabilities.join(", ") || "-"}`);
+      printLine(`  signing key    ${view.signing.kid ?? view.signing.x}`);
+      printLine(`  encryption key ${view.encryption?.kid ?? view.encryption?.x ?? "-"}`);
+      const p = view.presence;
+      printLine(
+        `  presence       ${p.state}, load ${p.load}%, ${p.activeTasks} active tasks, last seen ${p.lastSeen}`,
+      );
+    }),
+  );
+
+  withGatewayOptions(
+    agent.command("rotate <agent-id>").description("issue a new API key (the old one stops working)"),
+    ["api-key", "admin-token"],
+  ).action((agentId: string, flags: GatewayFlags) =>
+    run(flags, async () => {
+      const rotated = await readClient(flags, "admin-first").rotateApiKey(agentId);
+      if (flags.json) return printJson(rotated);
+      printLine(`new API key for ${rotated.agentId} (shown only now):`);
+      printLine(rotated.apiKey);
+    }),
+  );
+
+  withGatewayOptions(
+    agent.command("revoke <agent-id>").description("revoke an agent: its key stops working for good"),
+    ["admin-token"],
+  ).action((agentId: string, flags: GatewayFlags) =>
+    run(flags, async () => {
+      const revoked = await new GatewayClient({
+        gateway: gatewayOf(flags),
+        adminToken: adminTokenOf(flags),
+      }).revokeAgent(agentId);
+      if (flags.json) return printJson(revoked);
+      printLine(`revoked ${revoked.agentId} at ${revoked.revokedAt}`);
+    }),
+  );
+}
+
+/** Reading needs any valid credential: the agent's API key, or the admin token. */
+function readClient(
+  flags: GatewayFlags,
+  prefer: "agent-first" | "admin-first" = "agent-first",
+): GatewayClient {
+  const apiKey = flags.apiKey ?? process.env.ACP_API_KEY;
+  const adminToken = flags.adminToken ?? process.env.ACP_ADMIN_TOKEN;
+  if (!apiKey && !adminToken) {
+    throw new CliError(
+      "no credentials: pass --api-key (or ACP_API_KEY) or --admin-token (or ACP_ADMIN_TOKEN)",
+    );
+  }
+  const useAdmin = adminToken !== undefined && (prefer === "admin-first" || apiKey === undefined);
+  return new GatewayClient({
+    gateway: gatewayOf(flags),
+    ...(useAdmin ? { adminToken } : { apiKey: apiKey! }),
+  });
+}
+
+async function run(flags: GatewayFlags, body: () => Promise<void>): Promise<void> {
+  try {
+    await body();
+  } catch (err) {
+    failed(err, flags.json);
+  }
+}
+
+function row(view: AgentView): string[] {
+  const presence = view.revokedAt ? "revoked" : view.presence.state;
+  return [
+    view.agentId,
+    view.principalId,
+    presence,
+    `${view.presence.load}%`,
+    view.capabilities.join(",") || "-",
+  ];
+}
+
+function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
+  return rows
+    .map((r) =>
+      r
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
+}

@@ -1,0 +1,115 @@
+import type { z } from "zod";
+import { AcpError, type Problem, toPointer } from "../protocol/index.js";
+import { ErrorCategory } from "./schemas.js";
+
+/**
+ * Why the orchestrator failed a command, when it was the orchestrator and not the agent that
+ * decided. Carried in the failed response's `results.data.reason` so a program can branch on it;
+ * `error.code` stays one of the seed's five categories.
+ */
+export type FailureReason =
+  | "invalid_command"
+  | "unknown_agent"
+  | "permission_denied"
+  | "approval_denied"
+  | "approval_expired"
+  | "approval_unavailable"
+  | "circuit_open"
+  | "timeout"
+  | "deadline"
+  | "agent_failed"
+  | "invalid_response"
+  | "transport_failed"
+  | "audit_failed";
+
+/**
+ * Thrown by a command handler (in-process or behind `serveCommands`) to fail a command with a
+ * category and say whether a retry could help. Anything else thrown is an `agent_error` that is not
+ * recoverable: an unknown failure is not retried blindly.
+ */
+export class CommandError extends Error {
+  constructor(
+    readonly category: ErrorCategory,
+    message: string,
+    readonly options: { recoverable?: boolean; reason?: FailureReason; problems?: Problem[] } = {},
+  ) {
+    super(message);
+    this.name = "CommandError";
+  }
+
+  get recoverable(): boolean {
+    return this.options.recoverable ?? false;
+  }
+}
+
+/** An orchestrator configuration or job file that does not validate, naming the file and key path. */
+export class ConfigError extends Error {
+  constructor(
+    message: string,
+    readonly file: string,
+    readonly problems: { path: string; line?: number; message: string }[] = [],
+  ) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+export function problemsOf(error: z.ZodError): Problem[] {
+  return error.issues.map((issue) => ({ path: toPointer(issue.path), message: issue.message }));
+}
+
+export function describeProblems(problems: Problem[]): string {
+  return problems.map((p) => `${p.path || "/"}: ${p.message}`).join("; ");
+}
+
+export interface Classified {
+  category: ErrorCategory;
+  recoverable: boolean;
+  reason: FailureReason;
+  message: string;
+}
+
+const TRANSIENT = new Set([
+  "RateLimited",
+  "StorageUnavailable",
+  "HandshakeRequired",
+  "InternalError",
+  "Replay",
+  "StaleTimestamp",
+]);
+const DENIED = new Set(["PermissionDenied", "Forbidden", "Unauthorized", "LayersDeclined"]);
+
+/**
+ * The category of a failure raised while delivering a command: a remote peer's or the gateway's
+ * AcpError, a handler's CommandError, or anything else. Transport hiccups (rate limit, storage,
+ * a forgotten handshake) are recoverable; refusals and malformed exchanges are not.
+ */
+export function classify(err: unknown): Classified {
+  if (err instanceof CommandError) {
+    return {
+      category: err.category,
+      recoverable: err.recoverable,
+      reason: err.options.reason ?? "agent_failed",
+      message: err.message,
+    };
+  }
+  if (err instanceof AcpError) {
+    if (err.reason === "Timeout")
+      return { category: "timeout_error", recoverable: true, reason: "timeout", message: err.message };
+    if (DENIED.has(err.reason))
+      return { category: "permission_error", recoverable: false, reason: "permission_denied", message: err.message };
+    if (TRANSIENT.has(err.reason))
+      return { category: "system_error", recoverable: true, reason: "transport_failed", message: err.message };
+    if (err.reason === "InvalidParams" || err.reason === "InvalidRequest" || err.reason === "PayloadTooLarge")
+      return { category: "user_error", recoverable: false, reason: "invalid_command", message: err.message };
+    return { category: "agent_error", recoverable: false, reason: "transport_failed", message: err.message };
+  }
+  if (err instanceof Error && err.name === "GatewayUnreachableError")
+    return { category: "system_error", recoverable: true, reason: "transport_failed", message: err.message };
+  return {
+    category: ErrorCategory.AGENT_ERROR,
+    recoverable: false,
+    reason: "agent_failed",
+    message: err instanceof Error ? err.message : String(err),
+  };
+}
