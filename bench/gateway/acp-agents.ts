@@ -4,6 +4,7 @@
  * `new_message` frame off its WebSocket and acknowledges it. Both talk to the gateway's wire
  * contract directly (no SDK) so the client process spends as little CPU as possible.
  */
+import { randomUUID } from "node:crypto";
 import WebSocket from "ws";
 import type { ServerFrame } from "../../src/gateway/index.js";
 import {
@@ -38,7 +39,11 @@ export async function registerAgent(gatewayUrl: string, agentId: string): Promis
   });
   if (res.status !== 201) throw new Error(`registering ${agentId}: HTTP ${res.status} ${await res.text()}`);
   const { apiKey } = (await res.json()) as { apiKey: string };
-  return { sender: { agentId, principalId: identity.principalId, layers: [0, 1, 2] }, signer: createSigner(identity), apiKey };
+  return {
+    sender: { agentId, principalId: identity.principalId, layers: [0, 1, 2] },
+    signer: createSigner(identity),
+    apiKey,
+  };
 }
 
 /** The four-step handshake through the gateway: announce both ways, then capabilities both ways. */
@@ -56,7 +61,8 @@ export async function handshake(gatewayUrl: string, a: BenchAgent, b: BenchAgent
       headers: { "x-api-key": from.apiKey, "content-type": "application/json" },
       body: JSON.stringify(signMessage(message, from.signer)),
     });
-    if (res.status !== 202) throw new Error(`handshake step ${message.method}: HTTP ${res.status} ${await res.text()}`);
+    if (res.status !== 202)
+      throw new Error(`handshake step ${message.method}: HTTP ${res.status} ${await res.text()}`);
   }
 }
 
@@ -65,16 +71,29 @@ export async function handshake(gatewayUrl: string, a: BenchAgent, b: BenchAgent
  * benchmark uses 1 KB too), built once; each message still gets its own id, timestamp and signature.
  */
 export function requestBody(from: BenchAgent, to: string, targetBytes: number): Record<string, unknown> {
-  const body = { action: "get-availability", parameters: { date_range: "2026-02-17/2026-02-21", duration_minutes: 60 }, note: "" };
-  const size = Buffer.byteLength(JSON.stringify(signMessage(buildRequest(from.sender, to, body), from.signer)));
+  const body = {
+    action: "get-availability",
+    parameters: { date_range: "2026-02-17/2026-02-21", duration_minutes: 60 },
+    note: "",
+  };
+  const size = Buffer.byteLength(
+    JSON.stringify(signMessage(buildRequest(from.sender, to, body), from.signer)),
+  );
   body.note = "x".repeat(Math.max(0, targetBytes - size));
   return body;
 }
 
 /** Signs a fresh request; returns its wire text and message-id (which the gateway uses as the id). */
-export function signedRequest(from: BenchAgent, to: string, body: Record<string, unknown>): { id: string; text: string } {
-  const message = buildRequest(from.sender, to, body);
-  return { id: message.params.headers["message-id"], text: JSON.stringify(signMessage(message, from.signer)) };
+export function signedRequest(
+  from: BenchAgent,
+  to: string,
+  body: Record<string, unknown>,
+): { id: string; text: string } {
+  const id = randomUUID();
+  return {
+    id,
+    text: JSON.stringify(signMessage(buildRequest(from.sender, to, body, { messageId: id }), from.signer)),
+  };
 }
 
 function openSocket(wsUrl: string, apiKey: string): Promise<WebSocket> {
@@ -110,7 +129,8 @@ export class Recipient {
   private constructor(private readonly ws: WebSocket) {
     ws.on("message", (data) => this.onFrame(data.toString()));
     ws.on("close", () => {
-      for (const [id, waiter] of this.waiters) waiter.reject(new Error(`recipient socket closed while waiting for ${id}`));
+      for (const [id, waiter] of this.waiters)
+        waiter.reject(new Error(`recipient socket closed while waiting for ${id}`));
     });
   }
 
@@ -141,7 +161,8 @@ export class Recipient {
     const frame = JSON.parse(text) as ServerFrame;
     if (frame.type === "error") {
       // An acknowledgement the gateway refused: the run is not measuring what it claims to.
-      for (const waiter of this.waiters.values()) waiter.reject(new Error(`recipient got an error frame: ${frame.error.message}`));
+      for (const waiter of this.waiters.values())
+        waiter.reject(new Error(`recipient got an error frame: ${frame.error.message}`));
       return;
     }
     if (frame.type !== "new_message") return;

@@ -18,7 +18,11 @@ export class HttpPoster {
   }
 
   /** Resolves with the status and the response text; rejects on a network error. */
-  post(path: string, body: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+  post(
+    path: string,
+    body: string,
+    headers: Record<string, string> = {},
+  ): Promise<{ status: number; text: string }> {
     return new Promise((resolve, reject) => {
       const req = request(
         {
@@ -27,12 +31,18 @@ export class HttpPoster {
           port: this.port,
           path,
           method: "POST",
-          headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body), ...headers },
+          headers: {
+            "content-type": "application/json",
+            "content-length": Buffer.byteLength(body),
+            ...headers,
+          },
         },
         (res) => {
           const chunks: Buffer[] = [];
           res.on("data", (chunk: Buffer) => chunks.push(chunk));
-          res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }));
+          res.on("end", () =>
+            resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }),
+          );
           res.on("error", reject);
         },
       );

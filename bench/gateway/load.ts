@@ -73,7 +73,9 @@ export async function runClosedLoop(operation: Operation, options: LoadOptions):
   const seconds = (performance.now() - started) / 1000;
   const completed = count;
   const clientCpu = process.cpuUsage(clientBefore);
-  const cpuPercent: Record<string, number> = { client: ((clientCpu.user + clientCpu.system) / 1e6 / seconds) * 100 };
+  const cpuPercent: Record<string, number> = {
+    client: ((clientCpu.user + clientCpu.system) / 1e6 / seconds) * 100,
+  };
   for (const [name, pid] of Object.entries(watch)) {
     cpuPercent[name] = ((cpuSecondsOf(pid) - (cpuBefore[name] ?? 0)) / seconds) * 100;
   }

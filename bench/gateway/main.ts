@@ -45,7 +45,9 @@ const CONCURRENCY = 64;
 const ENVELOPE_BYTES = 1024;
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
-const ONLY = new Set((process.env.BENCH_ONLY ?? "a2a,http-verify,embedded,nats").split(",").map((s) => s.trim()));
+const ONLY = new Set(
+  (process.env.BENCH_ONLY ?? "a2a,http-verify,embedded,nats").split(",").map((s) => s.trim()),
+);
 const PROFILE = process.env.BENCH_GATEWAY_PROFILE === "1";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -78,7 +80,14 @@ async function measureA2a(): Promise<Row> {
           contextId: "",
           taskId: "",
           role: Role.ROLE_USER,
-          parts: [{ content: { $case: "text", value: text }, metadata: undefined, filename: "", mediaType: "text/plain" }],
+          parts: [
+            {
+              content: { $case: "text", value: text },
+              metadata: undefined,
+              filename: "",
+              mediaType: "text/plain",
+            },
+          ],
           metadata: undefined,
           extensions: [],
           referenceTaskIds: [],
@@ -87,11 +96,17 @@ async function measureA2a(): Promise<Row> {
         metadata: undefined,
       });
       const echoed = "parts" in result ? result.parts[0]?.content : undefined;
-      if (echoed?.$case !== "text" || echoed.value !== text) throw new Error(`A2A echo returned ${JSON.stringify(result).slice(0, 300)}`);
+      if (echoed?.$case !== "text" || echoed.value !== text)
+        throw new Error(`A2A echo returned ${JSON.stringify(result).slice(0, 300)}`);
       return performance.now() - started;
     };
     const result = await runClosedLoop(operation, loadOptions({ server: peer.child.pid ?? 0 }));
-    return { key: "a2a", configuration: "A2A JS SDK echo agent", path: "HTTP JSON-RPC sendMessage (fetch)", result };
+    return {
+      key: "a2a",
+      configuration: "A2A JS SDK echo agent",
+      path: "HTTP JSON-RPC sendMessage (fetch)",
+      result,
+    };
   } finally {
     await stopChild(peer.child);
   }
@@ -100,8 +115,15 @@ async function measureA2a(): Promise<Row> {
 async function measureHttpVerify(): Promise<Row> {
   progress("plain node:http + one Ed25519 verify per request …");
   const identity = generateIdentity("agent-alpha", "principal-of-agent-alpha");
-  const agent: BenchAgent = { sender: { agentId: "agent-alpha", principalId: identity.principalId, layers: [0, 1, 2] }, signer: createSigner(identity), apiKey: "" };
-  const peer = await forkPeerServer("http-verify", { agentId: "agent-alpha", signing: publicIdentity(identity).signing });
+  const agent: BenchAgent = {
+    sender: { agentId: "agent-alpha", principalId: identity.principalId, layers: [0, 1, 2] },
+    signer: createSigner(identity),
+    apiKey: "",
+  };
+  const peer = await forkPeerServer("http-verify", {
+    agentId: "agent-alpha",
+    signing: publicIdentity(identity).signing,
+  });
   const poster = new HttpPoster(peer.url, CONCURRENCY);
   try {
     const body = requestBody(agent, "agent-beta", ENVELOPE_BYTES);
@@ -113,7 +135,12 @@ async function measureHttpVerify(): Promise<Row> {
       return performance.now() - started;
     };
     const result = await runClosedLoop(operation, loadOptions({ server: peer.child.pid ?? 0 }));
-    return { key: "http-verify", configuration: "plain node:http + Ed25519 verify", path: "HTTP POST, keep-alive", result };
+    return {
+      key: "http-verify",
+      configuration: "plain node:http + Ed25519 verify",
+      path: "HTTP POST, keep-alive",
+      result,
+    };
   } finally {
     poster.close();
     await stopChild(peer.child);
@@ -121,7 +148,9 @@ async function measureHttpVerify(): Promise<Row> {
 }
 
 /** One gateway (and nats-server) per broker; both submit paths run against it, one after the other. */
-async function measureGateway(broker: "embedded" | "nats"): Promise<{ rows: Row[]; profile?: ProfileSummary }> {
+async function measureGateway(
+  broker: "embedded" | "nats",
+): Promise<{ rows: Row[]; profile?: ProfileSummary }> {
   const scratch = mkdtempSync(join(tmpdir(), `acp-bench-gw-${broker}-`));
   const profileDir = PROFILE ? join(resultsDir, `gateway-profile-${broker}`) : undefined;
   if (profileDir) {
@@ -134,8 +163,15 @@ async function measureGateway(broker: "embedded" | "nats"): Promise<{ rows: Row[
     if (!binary) throw new Error("nats-server is not installed (apt-get install nats-server)");
     nats = await startNatsServer(binary, join(scratch, "nats"));
   }
-  const gateway = await spawnGateway({ dataDir: join(scratch, "data"), ...(nats ? { natsUrl: nats.url } : {}), ...(profileDir ? { profileDir } : {}) });
-  const watch: Record<string, number> = { server: gateway.child.pid ?? 0, ...(nats ? { nats: nats.child.pid ?? 0 } : {}) };
+  const gateway = await spawnGateway({
+    dataDir: join(scratch, "data"),
+    ...(nats ? { natsUrl: nats.url } : {}),
+    ...(profileDir ? { profileDir } : {}),
+  });
+  const watch: Record<string, number> = {
+    server: gateway.child.pid ?? 0,
+    ...(nats ? { nats: nats.child.pid ?? 0 } : {}),
+  };
   const rows: Row[] = [];
   try {
     const alpha = await registerAgent(gateway.url, "agent-alpha");
@@ -164,7 +200,12 @@ async function measureGateway(broker: "embedded" | "nats"): Promise<{ rows: Row[
         }
       };
       const result = await runClosedLoop(operation, loadOptions(watch));
-      rows.push({ key: `${broker}-${path.startsWith("WebSocket") ? "ws" : "http"}`, configuration: `ACP gateway, ${broker} broker`, path, result });
+      rows.push({
+        key: `${broker}-${path.startsWith("WebSocket") ? "ws" : "http"}`,
+        configuration: `ACP gateway, ${broker} broker`,
+        path,
+        result,
+      });
     }
     await confirmAcknowledged(gateway.url, recipient.acknowledged);
     socket.close();
@@ -218,7 +259,12 @@ writeFileSync(
       benchmark: "gateway",
       date: new Date().toISOString(),
       machine: { cpus: cpus().length, cpuModel, node: process.version, loadAverage: loadavg() },
-      settings: { concurrency: CONCURRENCY, envelopeBytes: ENVELOPE_BYTES, warmupSeconds: WARMUP_SECONDS, seconds: SECONDS },
+      settings: {
+        concurrency: CONCURRENCY,
+        envelopeBytes: ENVELOPE_BYTES,
+        warmupSeconds: WARMUP_SECONDS,
+        seconds: SECONDS,
+      },
       rows: report.rows,
       goal: report.goal,
       profiles,

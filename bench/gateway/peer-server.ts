@@ -14,7 +14,12 @@ import { AGENT_CARD_PATH, type AgentCard, Role } from "@a2a-js/sdk";
 import { AgentEvent, type AgentExecutor, DefaultRequestHandler, InMemoryTaskStore } from "@a2a-js/sdk/server";
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from "@a2a-js/sdk/server/express";
 import express from "express";
-import { type AcpMessage, type Ed25519PublicJwk, importPublicKey, verifyMessageSignature } from "../../src/protocol/index.js";
+import {
+  type AcpMessage,
+  type Ed25519PublicJwk,
+  importPublicKey,
+  verifyMessageSignature,
+} from "../../src/protocol/index.js";
 
 interface HttpVerifyConfig {
   agentId: string;
@@ -38,7 +43,9 @@ function serveHttpVerify(config: HttpVerifyConfig): void {
         verifyMessageSignature(message, (agentId) => (agentId === config.agentId ? key : undefined));
         res.writeHead(200, { "content-type": "application/json" }).end('{"ok":true}');
       } catch (err) {
-        res.writeHead(400, { "content-type": "application/json" }).end(JSON.stringify({ error: (err as Error).message }));
+        res
+          .writeHead(400, { "content-type": "application/json" })
+          .end(JSON.stringify({ error: (err as Error).message }));
       }
     });
   });
@@ -73,7 +80,9 @@ function serveA2aEcho(): void {
     const card: AgentCard = {
       name: "Echo Agent",
       description: "Echoes the user's message (benchmark peer).",
-      supportedInterfaces: [{ url: `${base}/a2a/jsonrpc`, protocolBinding: "JSONRPC", tenant: "", protocolVersion: "1.0" }],
+      supportedInterfaces: [
+        { url: `${base}/a2a/jsonrpc`, protocolBinding: "JSONRPC", tenant: "", protocolVersion: "1.0" },
+      ],
       provider: undefined,
       version: "1.0.0",
       capabilities: { streaming: false, pushNotifications: false, extensions: [], extendedAgentCard: false },

@@ -34,7 +34,9 @@ export function freePort(): Promise<number> {
     server.once("error", reject);
     server.listen(0, "127.0.0.1", () => {
       const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+      server.close(() =>
+        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
+      );
     });
   });
 }
@@ -64,10 +66,18 @@ function track(child: ChildProcess): ChildProcess {
 }
 
 /** Waits until `pattern` appears in the child's output; rejects if it exits first or takes too long. */
-function waitForOutput(child: ChildProcess, pattern: RegExp, what: string, timeoutMs = 20_000): Promise<RegExpExecArray> {
+function waitForOutput(
+  child: ChildProcess,
+  pattern: RegExp,
+  what: string,
+  timeoutMs = 20_000,
+): Promise<RegExpExecArray> {
   let output = "";
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${what} did not start within ${timeoutMs} ms:\n${output}`)), timeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`${what} did not start within ${timeoutMs} ms:\n${output}`)),
+      timeoutMs,
+    );
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       const match = pattern.exec(output);
@@ -95,7 +105,11 @@ export interface GatewayProcess {
  * `acp gateway` with the rate limit lifted (the default 2,000/s per agent would cap the benchmark)
  * and everything else at its defaults, relay audit log included. `profileDir` adds `--cpu-prof`.
  */
-export async function spawnGateway(options: { dataDir: string; natsUrl?: string; profileDir?: string }): Promise<GatewayProcess> {
+export async function spawnGateway(options: {
+  dataDir: string;
+  natsUrl?: string;
+  profileDir?: string;
+}): Promise<GatewayProcess> {
   const nodeArgs = options.profileDir ? ["--cpu-prof", "--cpu-prof-dir", options.profileDir] : [];
   const args = [CLI_PATH, "gateway", "--port", "0", "--data", options.dataDir, "--rate-limit", "1000000000"];
   if (options.natsUrl) args.push("--nats", options.natsUrl);
@@ -128,9 +142,16 @@ export function findNatsServer(): string | undefined {
   return undefined;
 }
 
-export async function startNatsServer(binary: string, storeDir: string): Promise<{ child: ChildProcess; url: string }> {
+export async function startNatsServer(
+  binary: string,
+  storeDir: string,
+): Promise<{ child: ChildProcess; url: string }> {
   const port = await freePort();
-  const child = track(spawn(binary, ["-js", "-a", "127.0.0.1", "-p", String(port), "-sd", storeDir], { stdio: ["ignore", "pipe", "pipe"] }));
+  const child = track(
+    spawn(binary, ["-js", "-a", "127.0.0.1", "-p", String(port), "-sd", storeDir], {
+      stdio: ["ignore", "pipe", "pipe"],
+    }),
+  );
   await waitForOutput(child, /Server is ready/, "nats-server");
   child.stdout?.resume();
   child.stderr?.resume();
@@ -138,10 +159,19 @@ export async function startNatsServer(binary: string, storeDir: string): Promise
 }
 
 /** A peer server (bench/gateway/peer-server.js) in a child process; it reports its URL over IPC. */
-export async function forkPeerServer(kind: string, config: Record<string, unknown>): Promise<{ child: ChildProcess; url: string }> {
-  const child = track(fork(join(here, "peer-server.js"), [kind, JSON.stringify(config)], { stdio: ["ignore", "inherit", "inherit", "ipc"] }));
+export async function forkPeerServer(
+  kind: string,
+  config: Record<string, unknown>,
+): Promise<{ child: ChildProcess; url: string }> {
+  const child = track(
+    fork(join(here, "peer-server.js"), [kind, JSON.stringify(config)], {
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    }),
+  );
   const url = await new Promise<string>((resolve, reject) => {
-    child.once("message", (message: { url?: string }) => (message.url ? resolve(message.url) : reject(new Error(`peer ${kind}: ${JSON.stringify(message)}`))));
+    child.once("message", (message: { url?: string }) =>
+      message.url ? resolve(message.url) : reject(new Error(`peer ${kind}: ${JSON.stringify(message)}`)),
+    );
     child.once("exit", (code) => reject(new Error(`peer server ${kind} exited with code ${code}`)));
   });
   return { child, url };

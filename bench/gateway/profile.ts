@@ -71,7 +71,12 @@ export function hotSpots(dir: string, root: string, top = 15): ProfileSummary {
     functions: [...selfMicros.values()]
       .sort((a, b) => b.micros - a.micros)
       .slice(0, top)
-      .map((e) => ({ function: e.fn, location: e.location, selfMs: e.micros / 1000, selfPercent: percent(e.micros) })),
+      .map((e) => ({
+        function: e.fn,
+        location: e.location,
+        selfMs: e.micros / 1000,
+        selfPercent: percent(e.micros),
+      })),
     areas: [...areaMicros]
       .sort((a, b) => b[1] - a[1])
       .slice(0, top)

@@ -14,12 +14,21 @@ export interface Row {
 export const GOAL = { msgsPerSecond: 8000, p99Ms: 20 };
 
 const fixed = (value: number, digits: number) => (Number.isFinite(value) ? value.toFixed(digits) : "-");
+/** Server CPU time per message: steadier than msgs/s on a busy machine, and what bounds msgs/s on a quiet one. */
+const cpuMicrosPerMessage = (result: LoadResult, name: string) =>
+  ((result.cpuPercent[name] ?? Number.NaN) * 10_000) / result.perSecond;
 const ratio = (value: number, base: number | undefined) => (base ? `${(value / base).toFixed(2)}×` : "-");
 
 function textTable(header: string[], lines: string[][], rightAligned: Set<number>): string {
-  const widths = header.map((title, column) => Math.max(title.length, ...lines.map((line) => (line[column] ?? "").length)));
+  const widths = header.map((title, column) =>
+    Math.max(title.length, ...lines.map((line) => (line[column] ?? "").length)),
+  );
   const render = (cells: string[]) =>
-    cells.map((cell, column) => (rightAligned.has(column) ? cell.padStart(widths[column] ?? 0) : cell.padEnd(widths[column] ?? 0))).join("  ");
+    cells
+      .map((cell, column) =>
+        rightAligned.has(column) ? cell.padStart(widths[column] ?? 0) : cell.padEnd(widths[column] ?? 0),
+      )
+      .join("  ");
   return [render(header), widths.map((w) => "-".repeat(w)).join("  "), ...lines.map(render)].join("\n");
 }
 
@@ -38,10 +47,24 @@ export function printReport(rows: Row[], profiles: Record<string, ProfileSummary
     maxMs: Number(result.maxMs.toFixed(3)),
     ratioVsA2a: a2a ? Number((result.perSecond / a2a).toFixed(3)) : null,
     ratioVsHttpVerify: plain ? Number((result.perSecond / plain).toFixed(3)) : null,
-    cpuPercent: Object.fromEntries(Object.entries(result.cpuPercent).map(([name, value]) => [name, Math.round(value)])),
+    serverCpuMicrosPerMessage: Math.round(cpuMicrosPerMessage(result, "server")),
+    clientCpuMicrosPerMessage: Math.round(cpuMicrosPerMessage(result, "client")),
+    cpuPercent: Object.fromEntries(
+      Object.entries(result.cpuPercent).map(([name, value]) => [name, Math.round(value)]),
+    ),
   }));
 
-  const header = ["configuration", "submit path", "msgs/s", "p50 ms", "p99 ms", "vs A2A", "vs http+verify", "CPU % client/server[/nats]"];
+  const header = [
+    "configuration",
+    "submit path",
+    "msgs/s",
+    "p50 ms",
+    "p99 ms",
+    "vs A2A",
+    "vs http+verify",
+    "CPU % client/server[/nats]",
+    "server CPU µs/msg",
+  ];
   const lines = rows.map(({ configuration, path, result }) => [
     configuration,
     path,
@@ -54,8 +77,9 @@ export function printReport(rows: Row[], profiles: Record<string, ProfileSummary
       .filter((v): v is number => v !== undefined)
       .map((v) => Math.round(v))
       .join("/"),
+    fixed(cpuMicrosPerMessage(result, "server"), 0),
   ]);
-  console.log(`\n${textTable(header, lines, new Set([2, 3, 4, 5, 6, 7]))}`);
+  console.log(`\n${textTable(header, lines, new Set([2, 3, 4, 5, 6, 7, 8]))}`);
   console.log(
     "\nlatency: ACP rows = submit sent → new_message received by the recipient (acknowledged right after); " +
       "peers = request sent → response received. CPU % is of one core over the timed window.",
@@ -67,11 +91,15 @@ export function printReport(rows: Row[], profiles: Record<string, ProfileSummary
     met: result.perSecond >= GOAL.msgsPerSecond && result.p99Ms < GOAL.p99Ms,
   }));
   for (const { key, met } of goal) {
-    console.log(`goal (embedded ≥ ${GOAL.msgsPerSecond.toLocaleString("en-US")} msgs/s, p99 < ${GOAL.p99Ms} ms), ${key}: ${met ? "met" : "NOT met"}`);
+    console.log(
+      `goal (embedded ≥ ${GOAL.msgsPerSecond.toLocaleString("en-US")} msgs/s, p99 < ${GOAL.p99Ms} ms), ${key}: ${met ? "met" : "NOT met"}`,
+    );
   }
 
   for (const [broker, profile] of Object.entries(profiles)) {
-    console.log(`\ngateway CPU profile, ${broker} broker (self time, idle excluded; whole run incl. warm-up):`);
+    console.log(
+      `\ngateway CPU profile, ${broker} broker (self time, idle excluded; whole run incl. warm-up):`,
+    );
     console.log(
       textTable(
         ["area", "self %"],

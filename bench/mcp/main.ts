@@ -16,8 +16,8 @@ type Mode = "sse" | "json";
 
 const CONCURRENCY = 64;
 const WARMUP_MS = 1_500;
-const MEASURE_MS = 5_000;
-const ROUNDS = 2;
+const MEASURE_MS = 4_000;
+const ROUNDS = 3;
 const PROTOCOL_VERSION = "2025-06-18";
 
 // ---- server side (child process) ----

@@ -95,6 +95,7 @@ export class AuditLog {
 
   /** Validates, stamps (`seq`, `ts`, `prev`, `hash`) and appends one entry; resolves once written. */
   append(input: AuditEntryInput): Promise<AuditEntry> {
+    if (this.closed) return Promise.reject(new AuditLogError(`audit log ${this.dir} is closed`));
     const parsed = AuditEntryInputSchema.safeParse(input);
     if (!parsed.success) {
       return Promise.reject(new AuditLogError(`invalid audit entry: ${describeIssues(parsed.error)}`));
@@ -104,7 +105,7 @@ export class AuditLog {
     return written;
   }
 
-  /** Waits for queued appends, then closes the file and releases the writer lock. */
+  /** Refuses new appends, lets the queued ones finish, then closes the file and releases the writer lock. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -115,7 +116,6 @@ export class AuditLog {
   }
 
   private async write(input: AuditEntryInput): Promise<AuditEntry> {
-    if (this.closed) throw new AuditLogError(`audit log ${this.dir} is closed`);
     if (this.failure) {
       throw new AuditLogError(
         `audit log ${this.dir} is unusable after a failed write (${this.failure.message}); reopen it`,

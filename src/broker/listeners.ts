@@ -1,8 +1,11 @@
+import type { Warn } from "./policy.js";
 import type { Unsubscribe } from "./types.js";
 
-/** A set of callbacks. A throwing listener is reported as a process warning and never stops the others. */
+/** A set of callbacks. A throwing listener is reported as a warning and never stops the others. */
 export class Listeners<E> {
   private readonly handlers = new Set<(event: E) => void>();
+
+  constructor(private readonly warn: Warn) {}
 
   add(handler: (event: E) => void): Unsubscribe {
     this.handlers.add(handler);
@@ -20,7 +23,7 @@ export class Listeners<E> {
       try {
         handler(event);
       } catch (error) {
-        process.emitWarning(`acp broker: an event listener threw: ${String(error)}`);
+        this.warn(`an event listener threw: ${String(error)}`);
       }
     }
   }

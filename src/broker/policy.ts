@@ -8,6 +8,13 @@ import type { CommonBrokerOptions, MessageStatus } from "./types.js";
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 export const DEFAULT_MAX_IN_FLIGHT = 32;
+
+export type Warn = (message: string) => void;
+
+export function warner(options: CommonBrokerOptions, prefix: string): Warn {
+  const sink = options.onWarning ?? ((message: string) => process.emitWarning(message));
+  return (message) => sink(`${prefix}: ${message}`);
+}
 export const DEFAULT_LIST_LIMIT = 50;
 
 export interface BrokerPolicy {

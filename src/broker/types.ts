@@ -204,6 +204,11 @@ export interface CommonBrokerOptions {
   retentionMs?: number;
   /** How long status records are kept, so `status(id)` still answers `expired`. Default 30 days. */
   recordRetentionMs?: number;
+  /**
+   * Problems the broker recovers from by itself (a listener that threw, a delivery left for
+   * redelivery while NATS is unreachable). Default: `process.emitWarning`. Never carries bodies.
+   */
+  onWarning?: (message: string) => void;
 }
 
 export interface EmbeddedBrokerOptions extends CommonBrokerOptions {

@@ -4,7 +4,6 @@ import type { HandshakeState, PeerHandshake } from "../handshake/index.js";
 import { readIdentityFile, TrustLedger, type TrustRecord } from "../identity/index.js";
 import {
   AcpError,
-  AgentId,
   buildHandoff,
   buildNotification,
   buildRequest,
@@ -18,6 +17,7 @@ import { AgentCore, type Emit, type Handlers } from "./core.js";
 import { HandshakeStore, resolveStateRoot } from "./handshake-store.js";
 import { GatewayClient, normaliseGatewayUrl } from "./http.js";
 import { Inbound } from "./inbound.js";
+import { checkBody, checkPeer, coreSettings, invalidOption } from "./options.js";
 import type {
   AcpAgentOptions,
   AgentEvents,
@@ -31,8 +31,6 @@ import type {
 } from "./types.js";
 
 const DEFAULT_TIMEOUT_MS = 30_000;
-/** The gateway keeps messages 7 days; allow that plus clock skew for an offline queue. */
-const DEFAULT_REPLAY_WINDOW_MS = 7 * 24 * 3_600_000 + 5 * 60_000;
 const DRAIN_ON_CLOSE_MS = 10_000;
 
 /**
@@ -107,12 +105,13 @@ export class AcpAgent {
       await this.core.peers.loadSelf(identity);
       await this.core.restoreHandshakes();
       await connection.connect();
+      if (this.isClosed()) throw new AcpError("Cancelled", "the agent was closed while connecting");
       this.state = "connected";
     } catch (err) {
       await audit?.close();
       this.core = undefined;
       this.inbound = undefined;
-      this.state = "new";
+      if (!this.isClosed()) this.state = "new"; // a failed connect may be retried
       throw err;
     }
   }
@@ -137,6 +136,11 @@ export class AcpAgent {
     clearTimeout(timer);
     await core.connection.close();
     await core.audit?.close();
+  }
+
+  /** Read through a method: close() may change the state while connect() awaits. */
+  private isClosed(): boolean {
+    return this.state === "closed";
   }
 
   /** The four-step handshake with `peer`; resolves with its record once established. */
@@ -355,17 +359,7 @@ export class AcpAgent {
     const { options } = this;
     return new AgentCore(
       identity,
-      {
-        layers: options.layers ?? [0, 1],
-        announce: options.announce ?? {
-          capabilities: [],
-          purpose: `ACP agent ${identity.agentId} acting for ${identity.principalId}`,
-        },
-        capabilities: options.capabilities ?? { tools: [], domains: [], limits: [], requests: [] },
-        replayWindowMs: options.replayWindowMs ?? DEFAULT_REPLAY_WINDOW_MS,
-        undeclaredLayers: options.undeclaredLayers ?? "decline",
-        consume: options.consume ?? "all",
-      },
+      coreSettings(options, identity),
       this.http,
       connection,
       this.trustLedger,
@@ -376,29 +370,5 @@ export class AcpAgent {
       this.handlers,
       this.emit,
     );
-  }
-}
-
-function invalidOption(path: string, message: string): AcpError {
-  return new AcpError("InvalidParams", `AcpAgent option ${path} ${message}`, {
-    problems: [{ path: `/${path}`, message }],
-  });
-}
-
-function checkPeer(peer: string): string {
-  const parsed = AgentId.safeParse(peer);
-  if (!parsed.success) {
-    throw new AcpError("InvalidParams", `peer ${JSON.stringify(peer)} is not an agent id`, {
-      problems: [{ path: "/peer", message: parsed.error.issues[0]?.message ?? "invalid" }],
-    });
-  }
-  return peer;
-}
-
-function checkBody(body: unknown): void {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) {
-    throw new AcpError("InvalidParams", "a message body must be a JSON object", {
-      problems: [{ path: "/params/body", message: "must be a JSON object" }],
-    });
   }
 }

@@ -30,6 +30,8 @@ interface PendingSubmit {
 const MAX_RATE_LIMIT_RETRIES = 5;
 /** The gateway closes an agent's older connection with this code when a newer one authenticates. */
 const CLOSE_REPLACED = 4409;
+/** …and with this one when the API key is refused (wrong, rotated or revoked). */
+const CLOSE_UNAUTHORIZED = 4401;
 
 /**
  * One agent's WebSocket to the gateway: authenticates, receives `new_message` frames, submits
@@ -49,6 +51,8 @@ export class GatewayConnection {
   private reconnectTimer: NodeJS.Timeout | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private lastHeard = 0;
+  /** The caller of connect(), until the first attempt succeeds or fails. */
+  private firstAttempt: { resolve(): void; reject(err: Error): void } | undefined;
 
   constructor(
     private readonly options: {
@@ -67,7 +71,10 @@ export class GatewayConnection {
   /** Opens the socket; resolves on the gateway's `ready`, rejects if this first attempt fails. */
   connect(): Promise<void> {
     if (this.closed) return Promise.reject(new AcpError("Cancelled", "this connection was closed"));
-    return new Promise((resolve, reject) => this.open({ resolve, reject }));
+    return new Promise((resolve, reject) => {
+      this.firstAttempt = { resolve, reject };
+      this.open(this.firstAttempt);
+    });
   }
 
   submit(envelope: Record<string, unknown>): Promise<SubmitResponse> {
@@ -97,6 +104,7 @@ export class GatewayConnection {
       pending.reject(new AcpError("Cancelled", "the agent closed before the gateway accepted the message"));
     }
     this.outbox.clear();
+    this.firstAttempt?.reject(new AcpError("Cancelled", "the agent was closed while connecting"));
     const ws = this.ws;
     this.ws = undefined;
     this.ready = false;
@@ -152,6 +160,7 @@ export class GatewayConnection {
         }
         this.onReady(frame, first);
         first = undefined;
+        this.firstAttempt = undefined;
       } else if (frame?.type === "error" && !this.ready) {
         failure = errorFromObject(frame.error); // e.g. the key was refused; the close follows
       } else if (frame) {
@@ -165,6 +174,7 @@ export class GatewayConnection {
       this.ws = undefined;
       this.stopHeartbeat();
       if (first) {
+        this.firstAttempt = undefined;
         first.reject(failure ?? new AcpError("Unauthorized", `the gateway closed the connection (${code})`));
         return;
       }
@@ -174,6 +184,8 @@ export class GatewayConnection {
           "Conflict",
           `another connection for ${this.options.agentId} replaced this one`,
         );
+      } else if (code === CLOSE_UNAUTHORIZED) {
+        failure ??= new AcpError("Unauthorized", "the gateway no longer accepts this agent's API key");
       }
       // A refused key will not become valid by retrying, and a replaced connection must not fight
       // back: stop and say why.

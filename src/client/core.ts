@@ -184,9 +184,10 @@ export class AgentCore {
   }
 
   principalOf(peer: string): string | undefined {
+    // The registry entry is cached by the first exchange; the handshake record is the fallback.
     return (
-      this.handshakes.list().find((record) => record.peer === peer)?.principalId ??
-      this.peers.cachedPrincipal(peer)
+      this.peers.cachedPrincipal(peer) ??
+      (this.handshakes.isEstablished(peer) ? this.handshakes.get(peer).principalId : undefined)
     );
   }
 
@@ -245,8 +246,9 @@ export class AgentCore {
         waiters.delete(wake);
         clearTimeout(timer);
         options.signal?.removeEventListener("abort", onAbort);
-        // Start afresh next time: the peer may have declined or never seen our announce.
-        if (!this.handshakes.isEstablished(peer)) this.handshakes.reset(peer);
+        // The handshake stays where it is: our announce is queued at the gateway and the peer answers
+        // it when it comes online. Forgetting it here would make us answer the peer's reply with a
+        // second announce, which the peer (still holding our first) takes for a new handshake.
         reject(err);
       };
       const wake = () => {

@@ -17,6 +17,8 @@ import { errorFromObject } from "./errors.js";
 import type { InboundContext, InboundMessage } from "./types.js";
 
 const HANDSHAKE_METHODS = new Set(["agent.announce", "agent.capabilities"]);
+const MAX_ANNOUNCES = 5;
+const ANNOUNCE_WINDOW_MS = 10_000;
 
 type MethodMessage = Extract<AcpMessage, { method: string }>;
 
@@ -30,6 +32,7 @@ export class Inbound {
   private chain: Promise<void> = Promise.resolve();
   private readonly tasks = new Set<Promise<void>>();
   private stopping = false;
+  private readonly announces = new Map<string, number[]>();
 
   constructor(private readonly core: AgentCore) {}
 
@@ -125,6 +128,7 @@ export class Inbound {
     const wasEstablished = core.handshakes.isEstablished(peer);
     let replies: MethodMessage[];
     try {
+      if (message.method === "agent.announce") this.checkAnnounceRate(peer);
       replies = core.handshakes.receive(verified);
     } catch (err) {
       await this.refuse(frame, err);
@@ -144,6 +148,24 @@ export class Inbound {
     }
     core.handshakeProgressed(peer);
     this.complete(frame);
+  }
+
+  /**
+   * Each repeated announce restarts the handshake and is answered with an announce. Two agents
+   * whose handshake records got out of step could answer each other forever; a peer announcing
+   * more than MAX_ANNOUNCES times in ANNOUNCE_WINDOW_MS is refused until it calms down.
+   */
+  private checkAnnounceRate(peer: string): void {
+    const now = Date.now();
+    const recent = (this.announces.get(peer) ?? []).filter((at) => now - at < ANNOUNCE_WINDOW_MS);
+    recent.push(now);
+    this.announces.set(peer, recent);
+    if (recent.length > MAX_ANNOUNCES) {
+      throw new AcpError(
+        "Conflict",
+        `${peer} announced ${recent.length} times within ${ANNOUNCE_WINDOW_MS} ms; ignored`,
+      );
+    }
   }
 
   private async substantive(frame: NewMessageFrame, verified: VerifiedEnvelope, message: MethodMessage) {

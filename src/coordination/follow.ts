@@ -80,12 +80,19 @@ export async function followEvents(
         again = false;
         await drainOnce(true);
       } while (again && !options.signal?.aborted);
+    } catch (err) {
+      fail(err); // e.g. the log was truncated under us: end the follow with that error
     } finally {
       running = false;
     }
   };
 
   if (options.signal?.aborted) return;
+  let fail: (err: unknown) => void = () => undefined;
+  const stopped = new Promise<void>((resolve, reject) => {
+    fail = reject;
+    options.signal?.addEventListener("abort", () => resolve(), { once: true });
+  });
   const watcher = session.watch((changes) => {
     if (changes.includes("events")) void drain();
   }, options.watch);
@@ -93,9 +100,7 @@ export async function followEvents(
     await watcher.ready;
     if (options.fromStart === false) await drainOnce(false);
     await drain();
-    await new Promise<void>((resolve) =>
-      options.signal?.addEventListener("abort", () => resolve(), { once: true }),
-    );
+    await stopped;
   } finally {
     watcher.close();
     clearTimeout(recheck);

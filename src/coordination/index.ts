@@ -69,7 +69,7 @@ export {
   PlanSchema,
   parsePlan,
 } from "./plan.js";
-export { ProgressDisplay, type ProgressOutput } from "./progress.js";
+export { ProgressDisplay, type ProgressOutput, runPlanWithProgress } from "./progress.js";
 export {
   type AgentFinding,
   aggregateReports,

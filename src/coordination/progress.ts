@@ -2,8 +2,10 @@
  * The coordinator's live view: one status line per agent. On a terminal the block is redrawn in
  * place (and ticks once a second); elsewhere (logs, CI, pipes) each transition prints one line.
  */
-import type { Transition } from "./coordinator.js";
+import { type RunOptions, type RunResult, runPlan, type Transition } from "./coordinator.js";
+import type { Plan } from "./plan.js";
 import type { AgentStatus } from "./schemas.js";
+import type { Session } from "./session.js";
 
 export interface ProgressOutput {
   write(text: string): unknown;
@@ -88,5 +90,43 @@ export class ProgressDisplay {
     }
     this.drawn = this.rows.size;
     this.out.write(text);
+  }
+}
+
+/**
+ * runPlan with the live display attached: transitions come from the coordinator, and each running
+ * agent's own progress text (what it writes to coordination.json) is shown beside its status.
+ */
+export async function runPlanWithProgress(
+  plan: Plan,
+  session: Session,
+  output: ProgressOutput,
+  options: RunOptions = {},
+): Promise<RunResult> {
+  const display = new ProgressDisplay(
+    output,
+    plan.agents.map((a) => a.name),
+  );
+  const watcher = session.watch((changes) => {
+    if (!changes.includes("coordination")) return;
+    void session.readCoordination().then(
+      (c) => {
+        for (const [name, entry] of Object.entries(c.agents)) display.progress(name, entry.progress);
+      },
+      () => undefined, // a moment of a hand-broken file must not stop the run; the next change redraws
+    );
+  });
+  display.start();
+  try {
+    return await runPlan(plan, session, {
+      ...options,
+      onTransition: (t) => {
+        options.onTransition?.(t);
+        display.transition(t);
+      },
+    });
+  } finally {
+    display.stop();
+    watcher.close();
   }
 }

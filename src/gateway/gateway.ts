@@ -16,6 +16,7 @@ import {
   type NatsConnectionOptions,
   openBroker,
 } from "../broker/index.js";
+import { type DashboardOptions, dashboardExtension } from "../dashboard/extension.js";
 import { AcpError } from "../protocol/index.js";
 import { hashSecret, newAdminToken } from "./auth.js";
 import type { GatewayContext } from "./context.js";
@@ -28,6 +29,7 @@ import { Registry } from "./registry.js";
 import { Relay } from "./relay.js";
 import { RelayAudit } from "./relay-audit.js";
 import { agentRoutes } from "./routes/agents.js";
+import { approvalRoutes } from "./routes/approvals.js";
 import { messageRoutes } from "./routes/messages.js";
 import { WS_PATH } from "./wire.js";
 import { WsHub } from "./ws.js";
@@ -56,6 +58,10 @@ export interface GatewayOptions {
   logger?: Logger;
   /** Extra routes (dashboard, MCP, collaboration…) mounted by other modules. */
   extensions?: GatewayExtension[];
+  /** Incoming webhooks (Slack/Discord-compatible; `slack:`/`discord:` prefixes) posted every relayed message's summary. */
+  summaryWebhooks?: string[];
+  /** Settings of the dashboard (always mounted at `/` and `/api/v1/dashboard`): sessions root, web bundle, pacing. */
+  dashboard?: Omit<DashboardOptions, "relayAuditRoot" | "summaryWebhooks">;
 }
 
 /** A module that adds routes or upgrade handlers to the gateway (MCP endpoint, dashboard…). */
@@ -113,6 +119,15 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       pino.destination(2),
     );
   const data = options.data ?? "./.acp";
+  // Built before anything is opened: a malformed webhook URL stops start-up with nothing to clean up.
+  const extensions = [
+    dashboardExtension({
+      ...options.dashboard,
+      ...(options.audit === false ? {} : { relayAuditRoot: join(data, "relay-audit") }),
+      summaryWebhooks: options.summaryWebhooks ?? [],
+    }),
+    ...(options.extensions ?? []),
+  ];
   const common = {
     ...(options.delivery ? { delivery: options.delivery } : {}),
     ...(options.retentionMs ? { retentionMs: options.retentionMs } : {}),
@@ -168,6 +183,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   const router = new Router();
   agentRoutes(router, ctx);
   messageRoutes(router, ctx);
+  const approvals = approvalRoutes(router, ctx);
   router.add("GET", "/healthz", async (_req, res) => {
     const health = await broker.health();
     sendJson(res, health.ok ? 200 : 503, {
@@ -186,7 +202,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     });
     res.end(text);
   });
-  for (const extension of options.extensions ?? []) extension.routes?.(router, ctx);
+  for (const extension of extensions) extension.routes?.(router, ctx);
 
   let inFlight = 0;
   let drained: (() => void) | undefined;
@@ -246,9 +262,10 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       // Stop accepting, let in-flight requests finish, then close agents' sockets and flush the store.
       server.close();
       server.closeIdleConnections();
+      approvals.endLongPolls();
       if (inFlight > 0) await new Promise<void>((resolve) => (drained = resolve));
       await hub.close();
-      for (const extension of options.extensions ?? []) await extension.close?.();
+      for (const extension of extensions) await extension.close?.();
       registry.stop();
       gate.stop();
       await audit?.close();

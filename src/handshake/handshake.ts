@@ -222,6 +222,7 @@ export class Handshakes {
       commonLayers: commonLayers(this.options.self.layers, layers),
       maximumCaution: layers.length === 0,
     });
+    this.advance(record);
     this.emit(record, "announce", "received");
     this.emit(record, "verify", "local");
     const out = record.announceSent ? [] : this.sendAnnounce(record);

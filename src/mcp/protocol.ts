@@ -59,7 +59,8 @@ export const AgentsListParamsSchema = z.looseObject({ cursor: z.string().optiona
 
 export const AgentsRunParamsSchema = z.looseObject({
   name: z.string().min(1, "the agent name must be a non-empty string"),
-  input: z.json().optional(),
+  // Already JSON (it came off the wire); the agent's own schema validates it.
+  input: z.unknown().optional(),
 });
 
 export const AgentDescriptorSchema = z.looseObject({

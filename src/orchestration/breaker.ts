@@ -25,7 +25,8 @@ export class CircuitBreaker {
 
   /** The state now (an open circuit whose reset timeout passed reports half-open). */
   get state(): BreakerState {
-    if (this.current === "open" && Date.now() - this.openedAt >= this.options.resetTimeoutMs) return "half-open";
+    if (this.current === "open" && Date.now() - this.openedAt >= this.options.resetTimeoutMs)
+      return "half-open";
     return this.current;
   }
 

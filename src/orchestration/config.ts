@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { type Action, ACTIONS, type Priority, PRIORITIES } from "./schemas.js";
+import { ACTIONS, type Action, PRIORITIES, type Priority } from "./schemas.js";
 import { parseYamlWith, readYamlFile } from "./yaml.js";
 
 /**

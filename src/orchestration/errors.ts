@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import { AcpError, type Problem, toPointer } from "../protocol/index.js";
-import { ErrorCategory } from "./schemas.js";
+import { AgentCommand, ErrorCategory } from "./schemas.js";
 
 /**
  * Why the orchestrator failed a command, when it was the orchestrator and not the agent that
@@ -39,6 +39,17 @@ export class CommandError extends Error {
 
   get recoverable(): boolean {
     return this.options.recoverable ?? false;
+  }
+}
+
+/** Abort reason meaning "report as timeout" (a command's timeout, a scatter-gather deadline). */
+export class TimeoutAbort extends Error {
+  constructor(
+    readonly reason: FailureReason,
+    message: string,
+  ) {
+    super(message);
+    this.name = "TimeoutAbort";
   }
 }
 
@@ -97,9 +108,19 @@ export function classify(err: unknown): Classified {
     if (err.reason === "Timeout")
       return { category: "timeout_error", recoverable: true, reason: "timeout", message: err.message };
     if (DENIED.has(err.reason))
-      return { category: "permission_error", recoverable: false, reason: "permission_denied", message: err.message };
+      return {
+        category: "permission_error",
+        recoverable: false,
+        reason: "permission_denied",
+        message: err.message,
+      };
     if (TRANSIENT.has(err.reason))
-      return { category: "system_error", recoverable: true, reason: "transport_failed", message: err.message };
+      return {
+        category: "system_error",
+        recoverable: true,
+        reason: "transport_failed",
+        message: err.message,
+      };
     if (err.reason === "InvalidParams" || err.reason === "InvalidRequest" || err.reason === "PayloadTooLarge")
       return { category: "user_error", recoverable: false, reason: "invalid_command", message: err.message };
     return { category: "agent_error", recoverable: false, reason: "transport_failed", message: err.message };
@@ -112,4 +133,15 @@ export function classify(err: unknown): Classified {
     reason: "agent_failed",
     message: err instanceof Error ? err.message : String(err),
   };
+}
+
+/** Validates a command, throwing a `user_error` CommandError that names every failing field. */
+export function parseCommand(input: unknown): AgentCommand {
+  const parsed = AgentCommand.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const problems = problemsOf(parsed.error);
+  throw new CommandError("user_error", `invalid command: ${describeProblems(problems)}`, {
+    reason: "invalid_command",
+    problems,
+  });
 }

@@ -54,7 +54,8 @@ export function successResponse(base: Base, result: CommandResult): AgentRespons
       ...(result.summary !== undefined ? { summary: result.summary } : {}),
     },
   };
-  if (result.tokensUsed !== undefined && response.execution) response.execution.tokensUsed = result.tokensUsed;
+  if (result.tokensUsed !== undefined && response.execution)
+    response.execution.tokensUsed = result.tokensUsed;
   return response;
 }
 

@@ -26,7 +26,11 @@ export function parseYamlWith<S extends z.ZodType>(text: string, file: string, s
       line: lineCounter.linePos(err.pos[0]).line,
       message: err.message.split("\n")[0] ?? err.message,
     }));
-    throw new ConfigError(`${file}:${problems[0]?.line}: not valid YAML (${problems[0]?.message})`, file, problems);
+    throw new ConfigError(
+      `${file}:${problems[0]?.line}: not valid YAML (${problems[0]?.message})`,
+      file,
+      problems,
+    );
   }
   const parsed = schema.safeParse(doc.toJS() ?? {});
   if (parsed.success) return parsed.data;
@@ -50,7 +54,9 @@ export function parseYamlWith<S extends z.ZodType>(text: string, file: string, s
       });
     }
   }
-  const lines = problems.map((p) => `${file}${p.line !== undefined ? `:${p.line}` : ""}: ${p.path}: ${p.message}`);
+  const lines = problems.map(
+    (p) => `${file}${p.line !== undefined ? `:${p.line}` : ""}: ${p.path}: ${p.message}`,
+  );
   throw new ConfigError(lines.join("\n"), file, problems);
 }
 
@@ -59,7 +65,10 @@ export async function readYamlFile<S extends z.ZodType>(file: string, schema: S)
   try {
     text = await readFile(file, "utf8");
   } catch (err) {
-    throw new ConfigError(`cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? String(err)})`, file);
+    throw new ConfigError(
+      `cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? String(err)})`,
+      file,
+    );
   }
   return parseYamlWith(text, file, schema);
 }

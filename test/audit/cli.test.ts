@@ -189,6 +189,11 @@ describe("acp audit show", () => {
     );
     const unknown = await runAcp(["audit", "show", "--root", root, "--agent", "agent-zeta"]);
     expect(unknown.stderr).toBe(`acp: no audit log for agent agent-zeta under ${root}\n`);
+    const empty = tmp();
+    expect(await runAcp(["audit", "show", "--root", empty])).toMatchObject({
+      code: 1,
+      stderr: `acp: no audit logs under ${empty}\n`,
+    });
   });
 
   it("accepts a relative --since", async () => {

@@ -225,10 +225,15 @@ describe("AuditLog: rejections", () => {
     expect(existsSync(join(root, "agent-alpha", "writer.lock"))).toBe(false);
   });
 
-  it("rejects appends after close", async () => {
-    const { log } = await openLog(tmp());
+  it("finishes appends queued before close and rejects those after it", async () => {
+    const root = tmp();
+    const { log } = await openLog(root);
+    const entry = auditEntryFor(seedRequest(), { direction: "sent", channel: "c" });
+    const queued = Promise.all([log.append(entry), log.append(entry), log.append(entry)]);
     await log.close();
+    expect((await queued).map((e) => e.seq)).toEqual([1, 2, 3]);
     await expect(appendRequests(log, 1)).rejects.toThrow(AuditLogError);
+    expect(await collect(root)).toEqual([1, 2, 3]);
   });
 });
 

@@ -15,7 +15,12 @@ afterEach(async () => {
 });
 
 /** Runs the child until it has printed `count` lines with `tag`, then kills it with SIGKILL. */
-function runUntilKilled(mode: "submit" | "consume", data: string, tag: string, count: number): Promise<string[]> {
+function runUntilKilled(
+  mode: "submit" | "consume",
+  data: string,
+  tag: string,
+  count: number,
+): Promise<string[]> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [CHILD, mode, data], { stdio: ["ignore", "pipe", "pipe"] });
     children.push(child);
@@ -65,13 +70,17 @@ describe("embedded broker durability", () => {
     // Phase 3: everything else is delivered, nothing acknowledged comes back.
     const broker = await open(data);
     for (const id of acked) expect((await broker.status(id))?.status).toBe("acknowledged");
-    const expected = new Set(submitted.filter((id) => !acked.has(id)));
+    // An ack can commit just before the kill and never be printed: expect everything else.
+    const expected = new Set<string>();
+    for (const id of submitted) {
+      if ((await broker.status(id))?.status !== "acknowledged") expected.add(id);
+    }
+    expect(expected.size).toBeGreaterThan(0);
     const inbox = reader(await broker.openInbox("bob", { maxInFlight: 256 }));
     const delivered = new Set<string>();
     while ([...expected].some((id) => !delivered.has(id))) {
       const delivery = await inbox.next();
-      expect(acked.has(delivery.id)).toBe(false);
-      expect(delivered.has(delivery.id)).toBe(false);
+      expect(acked.has(delivery.id) || delivered.has(delivery.id)).toBe(false);
       delivered.add(delivery.id);
       await broker.ack("bob", delivery.id);
     }
@@ -98,7 +107,11 @@ describe("embedded broker durability", () => {
 
   it("dead-letters a last delivery whose inbox closed before its ack wait ended", async () => {
     const data = tmp();
-    const broker = await openBroker({ data, delivery: { ackWaitMs: 150, maxDeliver: 2 }, retentionMs: 60_000 });
+    const broker = await openBroker({
+      data,
+      delivery: { ackWaitMs: 150, maxDeliver: 2 },
+      retentionMs: 60_000,
+    });
     opened.push(broker);
     const input = message("alice", "bob");
     await broker.submit(input);

@@ -19,8 +19,14 @@ afterEach(async () => {
   await Promise.all(opened.splice(0).map((broker) => broker.close().catch(() => undefined)));
 });
 
+const warnings: string[] = [];
+
 async function open(nats: NatsConnectionOptions, ackWaitMs = 5_000): Promise<Broker> {
-  const broker = await openBroker({ nats, delivery: { ackWaitMs } });
+  const broker = await openBroker({
+    nats,
+    delivery: { ackWaitMs },
+    onWarning: (message) => warnings.push(message),
+  });
   opened.push(broker);
   return broker;
 }
@@ -93,6 +99,7 @@ describeWithNats("NATS broker operations", () => {
       await broker.ack("bob", delivery.id);
       acked.add(delivery.id);
     }
+    warnings.length = 0;
     await server.stop("SIGKILL");
     await expectBrokerError(broker.submit(message("alice", "bob")), "unavailable");
     await server.restart();
@@ -113,6 +120,8 @@ describeWithNats("NATS broker operations", () => {
       remaining.delete(delivery.id);
     }
     await inbox.expectNone(2_500);
+    // What failed during the outage was reported, without message bodies.
+    for (const warning of warnings) expect(warning).not.toContain("jsonrpc");
   });
 
   it("connects with user/password or token and explains a refused login", async () => {

@@ -23,7 +23,9 @@ function runWriter(args: string[]): Promise<{ code: number | null; stderr: strin
 describe("many OS processes writing one session at once", () => {
   const tmp = useTmpDir();
 
-  it(`keeps every update and every event exactly once (${PROCESSES} processes)`, { timeout: 180_000 }, async () => {
+  it(`keeps every update and every event exactly once (${PROCESSES} processes)`, {
+    timeout: 180_000,
+  }, async () => {
     const root = tmp();
     const session = await Session.create({ root });
     const agents = Array.from({ length: PROCESSES }, (_, k) => `writer-${k + 1}`);

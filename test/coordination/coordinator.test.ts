@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parsePlan, runPlan, Session, type Transition } from "../../src/coordination/index.js";
@@ -6,7 +6,11 @@ import { useTmpDir } from "../helpers/tmp.js";
 import { scriptedAgent } from "./helpers.js";
 
 /** Runs a plan (given as an object, written as YAML's JSON subset) in a fresh session. */
-async function run(root: string, plan: Record<string, unknown>, options: { maxParallel?: number; signal?: AbortSignal } = {}) {
+async function run(
+  root: string,
+  plan: Record<string, unknown>,
+  options: { maxParallel?: number; signal?: AbortSignal } = {},
+) {
   const session = await Session.create({ root });
   const transitions: Transition[] = [];
   const result = await runPlan(parsePlan(JSON.stringify(plan), `${root}/plan.yaml`), session, {
@@ -22,7 +26,9 @@ const ms = (iso: string | undefined) => Date.parse(iso ?? "");
 describe("the coordinator", () => {
   const tmp = useTmpDir();
 
-  it("runs a diamond: the top first, both sides in parallel, the bottom last", { timeout: 60_000 }, async () => {
+  it("runs a diamond: the top first, both sides in parallel, the bottom last", {
+    timeout: 60_000,
+  }, async () => {
     const { session, result, coordination } = await run(tmp(), {
       agents: {
         top: scriptedAgent(),
@@ -41,7 +47,9 @@ describe("the coordinator", () => {
     const { top, left, right, bottom } = coordination.agents;
     expect(ms(left?.started_at)).toBeGreaterThanOrEqual(ms(top?.completed_at));
     expect(ms(right?.started_at)).toBeGreaterThanOrEqual(ms(top?.completed_at));
-    expect(ms(bottom?.started_at)).toBeGreaterThanOrEqual(Math.max(ms(left?.completed_at), ms(right?.completed_at)));
+    expect(ms(bottom?.started_at)).toBeGreaterThanOrEqual(
+      Math.max(ms(left?.completed_at), ms(right?.completed_at)),
+    );
     expect(bottom).toMatchObject({ dependencies: ["left", "right"], report_path: "reports/bottom.json" });
     // Each agent found the session through its environment and wrote its report there.
     expect((await session.readReports()).map((r) => r.agent)).toEqual(["bottom", "left", "right", "top"]);
@@ -52,7 +60,11 @@ describe("the coordinator", () => {
 
   it("retries a failing agent and records the failed attempt", { timeout: 60_000 }, async () => {
     const { session, result, coordination, transitions } = await run(tmp(), {
-      agents: { flaky: scriptedAgent(["--fail-attempts", "1", "--exit", "3", "--stderr", "transient glitch\n"], { retries: 2 }) },
+      agents: {
+        flaky: scriptedAgent(["--fail-attempts", "1", "--exit", "3", "--stderr", "transient glitch\n"], {
+          retries: 2,
+        }),
+      },
     });
     expect(result.ok).toBe(true);
     expect(result.agents[0]).toMatchObject({ status: "completed", attempts: 2 });
@@ -75,10 +87,15 @@ describe("the coordinator", () => {
     ]);
   });
 
-  it("marks an agent that dies without reporting failed, with exit code and stderr tail, and stops", { timeout: 60_000 }, async () => {
+  it("marks an agent that dies without reporting failed, with exit code and stderr tail, and stops", {
+    timeout: 60_000,
+  }, async () => {
     const { result, coordination } = await run(tmp(), {
       agents: {
-        broken: scriptedAgent(["--fail-attempts", "99", "--exit", "2", "--stderr", "line 1\nboom: disk on fire\n"], { retries: 1 }),
+        broken: scriptedAgent(
+          ["--fail-attempts", "99", "--exit", "2", "--stderr", "line 1\nboom: disk on fire\n"],
+          { retries: 1 },
+        ),
         after: scriptedAgent([], { depends_on: ["broken"] }),
       },
     });
@@ -90,7 +107,10 @@ describe("the coordinator", () => {
       error: "exited with code 2",
       stderr_tail: "line 1\nboom: disk on fire",
     });
-    expect(coordination.agents["after"]).toMatchObject({ status: "waiting", reason: "not started: critical agent broken failed" });
+    expect(coordination.agents["after"]).toMatchObject({
+      status: "waiting",
+      reason: "not started: critical agent broken failed",
+    });
     expect(result.agents[1]).toMatchObject({ name: "after", status: "not_started" });
   });
 
@@ -109,13 +129,21 @@ describe("the coordinator", () => {
   it("never runs more than --max-parallel agents at once", { timeout: 60_000 }, async () => {
     const { result } = await run(
       tmp(),
-      { agents: { a: scriptedAgent(["--alone"]), b: scriptedAgent(["--alone"]), c: scriptedAgent(["--alone"]) } },
+      {
+        agents: {
+          a: scriptedAgent(["--alone"]),
+          b: scriptedAgent(["--alone"]),
+          c: scriptedAgent(["--alone"]),
+        },
+      },
       { maxParallel: 1 },
     );
     expect(result.agents.map((a) => a.status)).toEqual(["completed", "completed", "completed"]);
   });
 
-  it("fails agents that time out, report failure themselves, or cannot start", { timeout: 60_000 }, async () => {
+  it("fails agents that time out, report failure themselves, or cannot start", {
+    timeout: 60_000,
+  }, async () => {
     const { result, coordination } = await run(tmp(), {
       defaults: { critical: false },
       agents: {
@@ -125,19 +153,38 @@ describe("the coordinator", () => {
       },
     });
     expect(result.ok).toBe(true);
-    expect(coordination.agents["slow"]).toMatchObject({ status: "failed", error: "timed out after 0.5s", signal: "SIGTERM" });
-    expect(coordination.agents["honest"]).toMatchObject({ status: "failed", error: "agent reported failure: self-reported problem" });
-    expect(coordination.agents["missing"]?.error).toMatch(/^could not start: spawn \/no\/such\/program ENOENT/);
+    expect(coordination.agents["slow"]).toMatchObject({
+      status: "failed",
+      error: "timed out after 0.5s",
+      signal: "SIGTERM",
+    });
+    expect(coordination.agents["honest"]).toMatchObject({
+      status: "failed",
+      error: "agent reported failure: self-reported problem",
+    });
+    expect(coordination.agents["missing"]?.error).toMatch(
+      /^could not start: spawn \/no\/such\/program ENOENT/,
+    );
   });
 
   it("stops running agents when interrupted", { timeout: 60_000 }, async () => {
     const controller = new AbortController();
     const root = tmp();
-    const running = run(root, { agents: { long: scriptedAgent(["--sleep", "30000"]), next: scriptedAgent([], { depends_on: ["long"] }) } }, { signal: controller.signal });
+    const running = run(
+      root,
+      {
+        agents: {
+          long: scriptedAgent(["--sleep", "30000"]),
+          next: scriptedAgent([], { depends_on: ["long"] }),
+        },
+      },
+      { signal: controller.signal },
+    );
     // Interrupt once the agent has announced itself.
     const announced = () => {
       const [id] = readdirSync(root);
-      return id !== undefined && readFileSync(join(root, id, "messages.jsonl"), "utf8").includes("started attempt 1");
+      const log = id === undefined ? "" : join(root, id, "messages.jsonl");
+      return existsSync(log) && readFileSync(log, "utf8").includes("started attempt 1");
     };
     while (!announced()) await new Promise((r) => setTimeout(r, 20));
     controller.abort();
@@ -150,11 +197,16 @@ describe("the coordinator", () => {
   it("resumes a session: completed agents are not run again", { timeout: 60_000 }, async () => {
     const root = tmp();
     const first = await run(root, {
-      agents: { done: scriptedAgent(), broken: scriptedAgent(["--fail-attempts", "99"], { depends_on: ["done"] }) },
+      agents: {
+        done: scriptedAgent(),
+        broken: scriptedAgent(["--fail-attempts", "99"], { depends_on: ["done"] }),
+      },
     });
     expect(first.result.ok).toBe(false);
     const fixed = parsePlan(
-      JSON.stringify({ agents: { done: scriptedAgent(), broken: scriptedAgent([], { depends_on: ["done"] }) } }),
+      JSON.stringify({
+        agents: { done: scriptedAgent(), broken: scriptedAgent([], { depends_on: ["done"] }) },
+      }),
       `${root}/plan.yaml`,
     );
     const second = await runPlan(fixed, first.session);

@@ -10,7 +10,8 @@ import {
 import { useTmpDir } from "../helpers/tmp.js";
 
 const at = "2025-01-23T10:00:00Z";
-const line = (fields: Record<string, unknown>) => `${JSON.stringify({ timestamp: at, from: "a", ...fields })}\n`;
+const line = (fields: Record<string, unknown>) =>
+  `${JSON.stringify({ timestamp: at, from: "a", ...fields })}\n`;
 
 describe("messages.jsonl", () => {
   const tmp = useTmpDir();
@@ -55,6 +56,11 @@ describe("messages.jsonl", () => {
         line({ type: "status" }),
         line({ type: "gossip", message: "hi" }),
         line({ type: "data", description: "no artifact" }),
+        line({ type: "error", error: "details but no message" }),
+        line({ type: "completed" }),
+        line({ type: "finding", severity: "low" }),
+        line({ type: "status", message: "x", timestamp: "10:00" }),
+        line({ type: "status", message: "x", from: "a/b" }),
         "\n",
         line({ type: "status", message: "ok 2" }).replace("\n", "\r\n"),
       ].join(""),
@@ -62,7 +68,7 @@ describe("messages.jsonl", () => {
     const { events, problems } = await session.readEvents();
     expect(events.map((e) => [e.line, e.event.message])).toEqual([
       [1, "ok 1"],
-      [8, "ok 2"],
+      [13, "ok 2"],
     ]);
     const file = session.paths.messages;
     expect(problems.map((p) => [p.kind, p.line])).toEqual([
@@ -71,12 +77,22 @@ describe("messages.jsonl", () => {
       ["invalid", 4],
       ["invalid", 5],
       ["invalid", 6],
+      ["invalid", 7],
+      ["invalid", 8],
+      ["invalid", 9],
+      ["invalid", 10],
+      ["invalid", 11],
     ]);
     expect(problems[0]?.message).toContain(`${file}:2: not valid JSON`);
     expect(problems[1]?.message).toContain(`${file}:3: severity: Invalid option`);
     expect(problems[2]?.message).toContain(`${file}:4: message: required field is missing`);
     expect(problems[3]?.message).toContain(`${file}:5: type: Invalid discriminator`);
     expect(problems[4]?.message).toContain(`${file}:6: artifact: required field is missing`);
+    expect(problems[5]?.message).toContain(`${file}:7: message: required field is missing`);
+    expect(problems[6]?.message).toContain(`${file}:8: message: required field is missing`);
+    expect(problems[7]?.message).toContain(`${file}:9: message: a finding needs a message or data.title`);
+    expect(problems[8]?.message).toContain(`${file}:10: timestamp: must be an ISO 8601 timestamp`);
+    expect(problems[9]?.message).toContain(`${file}:11: from: must be 1-128 letters`);
   });
 
   it("leaves a line still being written for later, then reads it once it ends", async () => {
@@ -99,11 +115,26 @@ describe("messages.jsonl", () => {
 
   it("rejects an invalid event before writing it, naming the field", async () => {
     const session = await Session.create({ root: tmp() });
-    await expect(session.log({ from: "a", type: "finding", message: "no severity" } as never)).rejects.toThrow(
-      /^event: severity: required field is missing/,
+    await expect(
+      session.log({ from: "a", type: "finding", message: "no severity" } as never),
+    ).rejects.toThrow(/^event: severity: required field is missing/);
+    await expect(session.log({ from: "../etc", type: "status", message: "x" })).rejects.toThrow(
+      /^event: from:/,
     );
-    await expect(session.log({ from: "../etc", type: "status", message: "x" })).rejects.toThrow(/^event: from:/);
     expect((await session.readEvents()).events).toEqual([]);
+  });
+
+  it("ends a follow with an error when the log is truncated under it", async () => {
+    const session = await Session.create({ root: tmp() });
+    await session.log({ from: "a", type: "status", message: "will vanish" });
+    let delivered: () => void = () => undefined;
+    const read = new Promise<void>((resolve) => {
+      delivered = resolve;
+    });
+    const following = session.follow(() => delivered(), { watch: { intervalMs: 20 } });
+    await read;
+    writeFileSync(session.paths.messages, "");
+    await expect(following).rejects.toThrow(/shrank from \d+ to 0 bytes: the log was truncated/);
   });
 
   for (const pollOnly of [false, true]) {

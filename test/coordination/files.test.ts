@@ -44,13 +44,18 @@ describe("coordination.json written by hand", () => {
       "reason": "Waiting for analysis agents to complete",
       "x-custom": {"kept": true}
     }`;
-    writeFileSync(session.paths.coordination, handWritten(session.id, agents, '\n  "project_type": "web_app",'));
+    writeFileSync(
+      session.paths.coordination,
+      handWritten(session.id, agents, '\n  "project_type": "web_app",'),
+    );
     const coordination = await session.readCoordination();
     expect(coordination.project_type).toBe("web_app");
     expect(coordination.agents["skill-generator"]?.dependencies).toEqual(["security-analyzer"]);
     // Unknown fields survive a rewrite.
     await session.updateAgent("skill-generator", { progress: "starting" });
-    expect(JSON.parse(readFileSync(session.paths.coordination, "utf8")).agents["skill-generator"]["x-custom"]).toEqual({
+    expect(
+      JSON.parse(readFileSync(session.paths.coordination, "utf8")).agents["skill-generator"]["x-custom"],
+    ).toEqual({
       kept: true,
     });
   });
@@ -68,7 +73,8 @@ describe("coordination.json written by hand", () => {
     ],
     [
       "a bad timestamp",
-      (id) => handWritten(id, '    "a": {\n      "status": "waiting",\n      "started_at": "yesterday"\n    }'),
+      (id) =>
+        handWritten(id, '    "a": {\n      "status": "waiting",\n      "started_at": "yesterday"\n    }'),
       /coordination\.json:7: agents\.a\.started_at: must be an ISO 8601 timestamp/,
     ],
     [
@@ -113,12 +119,24 @@ describe("coordination.json written by hand", () => {
 
 describe("reports", () => {
   const tmp = useTmpDir();
-  const finding = { type: "issue", severity: "high", title: "SQL Injection Risk", location: "src/db/queries.ts:42" };
+  const finding = {
+    type: "issue",
+    severity: "high",
+    title: "SQL Injection Risk",
+    location: "src/db/queries.ts:42",
+  };
 
   it("fills agent_name, timestamp and status, and reads back what it wrote", async () => {
     const session = await Session.create({ root: tmp() });
-    const written = await session.writeReport("security-analyzer", { summary: "Found 1 issue.", findings: [finding] });
-    expect(written).toMatchObject({ agent_name: "security-analyzer", status: "completed", data_artifacts: [] });
+    const written = await session.writeReport("security-analyzer", {
+      summary: "Found 1 issue.",
+      findings: [finding],
+    });
+    expect(written).toMatchObject({
+      agent_name: "security-analyzer",
+      status: "completed",
+      data_artifacts: [],
+    });
     expect(await session.readReport("security-analyzer")).toEqual(written);
   });
 
@@ -128,29 +146,59 @@ describe("reports", () => {
     writeFileSync(
       file,
       JSON.stringify(
-        { agent_name: "x", timestamp: "2025-01-23T10:05:00Z", status: "completed", summary: "s", findings: [finding, { ...finding, severity: "critical" }] },
+        {
+          agent_name: "x",
+          timestamp: "2025-01-23T10:05:00Z",
+          status: "completed",
+          summary: "s",
+          findings: [finding, { ...finding, severity: "critical" }],
+        },
         null,
         2,
       ),
     );
     const err = await rejection(session.readReport("x"));
-    expect(err.message).toMatch(/x\.json:(1[0-9]|[2-9]): findings\[1\]\.severity: Invalid option: expected one of "high"\|"medium"\|"low"/);
-    expect(err.line).toBe(readFileSync(file, "utf8").split("\n").findIndex((l) => l.includes('"critical"')) + 1);
+    expect(err.message).toMatch(
+      /x\.json:(1[0-9]|[2-9]): findings\[1\]\.severity: Invalid option: expected one of "high"\|"medium"\|"low"/,
+    );
+    expect(err.line).toBe(
+      readFileSync(file, "utf8")
+        .split("\n")
+        .findIndex((l) => l.includes('"critical"')) + 1,
+    );
     await rejection(session.readReports());
   });
 
   const inputs: [string, unknown, RegExp][] = [
     ["a missing summary", { findings: [] }, /^r\.json: summary: required field is missing/],
-    ["a finding without a title", { summary: "s", findings: [{ type: "issue", severity: "low" }] }, /findings\[0\]\.title: required/],
-    ["an unknown finding type", { summary: "s", findings: [{ ...finding, type: "bug" }] }, /findings\[0\]\.type: Invalid option/],
-    ["a report for another agent", { summary: "s", agent_name: "other" }, /agent_name: is "other" but the report is for "me"/],
+    [
+      "a finding without a title",
+      { summary: "s", findings: [{ type: "issue", severity: "low" }] },
+      /findings\[0\]\.title: required/,
+    ],
+    [
+      "an unknown finding type",
+      { summary: "s", findings: [{ ...finding, type: "bug" }] },
+      /findings\[0\]\.type: Invalid option/,
+    ],
+    [
+      "a report for another agent",
+      { summary: "s", agent_name: "other" },
+      /agent_name: is "other" but the report is for "me"/,
+    ],
     ["a bad report status", { summary: "s", status: "done" }, /status: Invalid option/],
-    ["non-string next actions", { summary: "s", next_actions: [1] }, /next_actions\[0\]: Invalid input: expected string/],
+    [
+      "non-string next actions",
+      { summary: "s", next_actions: [1] },
+      /next_actions\[0\]: Invalid input: expected string/,
+    ],
   ];
   for (const [what, input, message] of inputs) {
     it(`refuses to write ${what}`, async () => {
       const session = await Session.create({ root: tmp() });
-      expect((await rejection(session.writeReport("me", input, { file: "r.json" }))).message).toMatch(message);
+      expect((await rejection(session.writeReport("me", input, { file: "r.json" }))).message).toMatch(
+        message,
+      );
       await expect(session.readReport("me")).rejects.toThrow(/has written no report/);
     });
   }
@@ -161,12 +209,18 @@ describe("artifacts", () => {
 
   it("stores JSON under data/, announces it, and lists who made it", async () => {
     const session = await Session.create({ root: tmp() });
-    const ref = await session.putArtifact("vulnerabilities", { vulnerabilities: [{ id: "SQL-001" }] }, {
-      from: "security-analyzer",
-      description: "Detailed vulnerability data",
-    });
+    const ref = await session.putArtifact(
+      "vulnerabilities",
+      { vulnerabilities: [{ id: "SQL-001" }] },
+      {
+        from: "security-analyzer",
+        description: "Detailed vulnerability data",
+      },
+    );
     expect(ref).toBe("data/vulnerabilities.json");
-    expect(await session.getArtifact("data/vulnerabilities.json")).toEqual({ vulnerabilities: [{ id: "SQL-001" }] });
+    expect(await session.getArtifact("data/vulnerabilities.json")).toEqual({
+      vulnerabilities: [{ id: "SQL-001" }],
+    });
     const [listed] = await session.listArtifacts();
     expect(listed).toMatchObject({ name: "vulnerabilities", ref, created_by: ["security-analyzer"] });
     const { events } = await session.readEvents({ type: "data" });

@@ -24,7 +24,10 @@ export function acpSession(
 }
 
 /** A plan agent entry whose command runs the scripted agent with `flags`. */
-export function scriptedAgent(flags: string[] = [], extra: Record<string, unknown> = {}): Record<string, unknown> {
+export function scriptedAgent(
+  flags: string[] = [],
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
   return { command: [process.execPath, AGENT_FIXTURE, ...flags], ...extra };
 }
 

@@ -1,23 +1,37 @@
 import { spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
-import { fileURLToPath } from "node:url";
 import { existsSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { CoordinationError, FileLock, inspectLock, Session, staleReason, withFileLock } from "../../src/coordination/index.js";
+import {
+  CoordinationError,
+  FileLock,
+  inspectLock,
+  Session,
+  staleReason,
+  withFileLock,
+} from "../../src/coordination/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
 
 /** The pid of a process that has certainly exited. */
 function deadPid(): number {
-  const child = spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], { encoding: "utf8" });
+  const child = spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], {
+    encoding: "utf8",
+  });
   return Number(child.stdout);
 }
 
 const LIBRARY = fileURLToPath(new URL("../../dist/coordination/index.js", import.meta.url));
 
 function owner(pid: number, host: string, ageMs: number): string {
-  return JSON.stringify({ pid, host, time: new Date(Date.now() - ageMs).toISOString(), token: "left-behind" });
+  return JSON.stringify({
+    pid,
+    host,
+    time: new Date(Date.now() - ageMs).toISOString(),
+    token: "left-behind",
+  });
 }
 
 describe("the coordination.json lock", () => {
@@ -65,10 +79,14 @@ describe("the coordination.json lock", () => {
     const session = await Session.create({ root: tmp() });
     const holder = spawn(
       process.execPath,
-      ["--input-type=module", "-e", `const m = await import(${JSON.stringify(LIBRARY)});
+      [
+        "--input-type=module",
+        "-e",
+        `const m = await import(${JSON.stringify(LIBRARY)});
         await m.FileLock.acquire(${JSON.stringify(session.paths.lock)});
         process.stdout.write("held\\n");
-        setInterval(() => {}, 1000);`],
+        setInterval(() => {}, 1000);`,
+      ],
       { stdio: ["ignore", "pipe", "inherit"] },
     );
     await once(holder.stdout, "data");
@@ -126,6 +144,8 @@ describe("the coordination.json lock", () => {
   });
 
   it("reports a missing session directory rather than waiting", async () => {
-    await expect(FileLock.acquire(join(tmp(), "gone", "x.lock"))).rejects.toThrow(/session directory does not exist/);
+    await expect(FileLock.acquire(join(tmp(), "gone", "x.lock"))).rejects.toThrow(
+      /session directory does not exist/,
+    );
   });
 });

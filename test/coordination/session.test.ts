@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { applyAgentPatch, type SessionChange, Session } from "../../src/coordination/index.js";
+import { applyAgentPatch, Session, type SessionChange } from "../../src/coordination/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
 
 const ID = "a1b2c3d4-e5f6-7890-abcd-ef1234567890";
@@ -16,15 +16,30 @@ describe("Session", () => {
     for (const part of ["coordination.json", "messages.jsonl", "reports", "data"]) {
       expect(existsSync(join(root, session.id, part))).toBe(true);
     }
-    expect(await session.readCoordination()).toMatchObject({ session_id: session.id, project_type: "web_app", agents: {} });
+    expect(await session.readCoordination()).toMatchObject({
+      session_id: session.id,
+      project_type: "web_app",
+      agents: {},
+    });
     expect((await Session.open({ root, id: session.id })).paths.dir).toBe(session.paths.dir);
-    const fromSeedVariable = await Session.fromEnvironment({ env: { ACP_CONTEXT_DIR: root, CLAUDE_SESSION_ID: session.id } });
+    const fromSeedVariable = await Session.fromEnvironment({
+      env: { ACP_CONTEXT_DIR: root, CLAUDE_SESSION_ID: session.id },
+    });
     expect(fromSeedVariable.id).toBe(session.id);
     // ACP_SESSION_ID wins over the seed's variable; --session wins over both.
-    await expect(Session.fromEnvironment({ env: { ACP_CONTEXT_DIR: root, ACP_SESSION_ID: ID, CLAUDE_SESSION_ID: session.id } })).rejects.toThrow(
-      /no session a1b2c3d4/,
-    );
-    expect((await Session.fromEnvironment({ session: session.id, env: { ACP_CONTEXT_DIR: root, ACP_SESSION_ID: ID } })).id).toBe(session.id);
+    await expect(
+      Session.fromEnvironment({
+        env: { ACP_CONTEXT_DIR: root, ACP_SESSION_ID: ID, CLAUDE_SESSION_ID: session.id },
+      }),
+    ).rejects.toThrow(/no session a1b2c3d4/);
+    expect(
+      (
+        await Session.fromEnvironment({
+          session: session.id,
+          env: { ACP_CONTEXT_DIR: root, ACP_SESSION_ID: ID },
+        })
+      ).id,
+    ).toBe(session.id);
   });
 
   it("refuses ids that are not lower-case UUIDs, duplicates, and a missing session", async () => {
@@ -34,27 +49,54 @@ describe("Session", () => {
     await Session.create({ root, id: ID });
     await expect(Session.create({ root, id: ID })).rejects.toThrow(/already exists/);
     mkdirSync(join(root, "b1b2c3d4-e5f6-7890-abcd-ef1234567890"));
-    await expect(Session.open({ root, id: "b1b2c3d4-e5f6-7890-abcd-ef1234567890" })).rejects.toThrow(/coordination\.json missing/);
+    await expect(Session.open({ root, id: "b1b2c3d4-e5f6-7890-abcd-ef1234567890" })).rejects.toThrow(
+      /coordination\.json missing/,
+    );
     await expect(Session.fromEnvironment({ env: {} })).rejects.toThrow(/no session given/);
   });
 
   it("applies the seed's status rules when updating an agent", async () => {
     const session = await Session.create({ root: tmp() });
-    const waiting = await session.updateAgent("gen", { status: "waiting", dependencies: ["a", "b"], reason: "Waiting for analysis" });
+    const waiting = await session.updateAgent("gen", {
+      status: "waiting",
+      dependencies: ["a", "b"],
+      reason: "Waiting for analysis",
+    });
     expect(waiting).toEqual({ status: "waiting", dependencies: ["a", "b"], reason: "Waiting for analysis" });
-    const running = await session.updateAgent("gen", { status: "in_progress", progress: "Starting analysis" });
+    const running = await session.updateAgent("gen", {
+      status: "in_progress",
+      progress: "Starting analysis",
+    });
     expect(running.started_at).toBeDefined();
     const done = await session.updateAgent("gen", { status: "completed", progress: "Analysis complete" });
-    expect(done).toMatchObject({ status: "completed", report_path: "reports/gen.json", started_at: running.started_at });
+    expect(done).toMatchObject({
+      status: "completed",
+      report_path: "reports/gen.json",
+      started_at: running.started_at,
+    });
     expect(Date.parse(done.completed_at!)).toBeGreaterThanOrEqual(Date.parse(running.started_at!));
-    await expect(session.updateAgent("bad name", { status: "waiting" })).rejects.toThrow(/not a valid agent name/);
-    await expect(session.updateAgent("x", { dependencies: ["../y"] })).rejects.toThrow(/not a valid agent name/);
+    await expect(session.updateAgent("bad name", { status: "waiting" })).rejects.toThrow(
+      /not a valid agent name/,
+    );
+    await expect(session.updateAgent("x", { dependencies: ["../y"] })).rejects.toThrow(
+      /not a valid agent name/,
+    );
     await expect(session.agent("nobody")).rejects.toThrow(/no agent "nobody"/);
   });
 
   it("clears a previous attempt's outcome when an agent starts again", () => {
-    const failed = applyAgentPatch(undefined, "a", { status: "failed", error: "boom", exit_code: 3 }, "2025-01-23T10:00:00Z");
-    expect(failed).toMatchObject({ status: "failed", failed_at: "2025-01-23T10:00:00Z", error: "boom", exit_code: 3 });
+    const failed = applyAgentPatch(
+      undefined,
+      "a",
+      { status: "failed", error: "boom", exit_code: 3 },
+      "2025-01-23T10:00:00Z",
+    );
+    expect(failed).toMatchObject({
+      status: "failed",
+      failed_at: "2025-01-23T10:00:00Z",
+      error: "boom",
+      exit_code: 3,
+    });
     const again = applyAgentPatch(failed, "a", { status: "in_progress" }, "2025-01-23T10:01:00Z");
     expect(again).toEqual({ status: "in_progress", started_at: "2025-01-23T10:01:00Z", dependencies: [] });
   });
@@ -63,7 +105,15 @@ describe("Session", () => {
     it(`watch reports which parts changed (${pollOnly ? "polling" : "fs.watch"})`, async () => {
       const session = await Session.create({ root: tmp() });
       const seen = new Set<SessionChange>();
-      const watcher = session.watch((changes) => changes.forEach((c) => seen.add(c)), { intervalMs: 20, pollOnly });
+      const watcher = session.watch(
+        (changes) => {
+          for (const c of changes) seen.add(c);
+        },
+        {
+          intervalMs: 20,
+          pollOnly,
+        },
+      );
       await watcher.ready;
       const until = async (kind: SessionChange) => {
         while (!seen.has(kind)) await new Promise((r) => setTimeout(r, 10));
@@ -107,7 +157,10 @@ describe("Session", () => {
       ],
     });
 
-    const timedOut = await session.waitFor({ agents: ["never-registered"] }, { timeoutMs: 50, watch: { intervalMs: 20 } });
+    const timedOut = await session.waitFor(
+      { agents: ["never-registered"] },
+      { timeoutMs: 50, watch: { intervalMs: 20 } },
+    );
     expect(timedOut.outcome).toBe("timeout");
     const none = await session.waitFor({ suffix: "generator" }, { timeoutMs: 50 });
     expect(none).toEqual({ outcome: "timeout", agents: [] });

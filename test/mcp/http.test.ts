@@ -1,3 +1,4 @@
+import { ProgressNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
@@ -100,25 +101,31 @@ describe("the agents capability over Streamable HTTP", () => {
     expect(deltas.reduce<JsonValue | undefined>((acc, d) => combineDelta(acc, d), undefined)).toEqual(output);
   });
 
-  it("a stock SDK client gets the seed's progress notifications and standard progress", async () => {
+  it("a stock SDK client with its own progressToken gets the seed's deltas and standard progress", async () => {
     const stock = await (await startHost(testAgents())).stockClient();
     const deltas: JsonValue[] = [];
-    const progress: number[] = [];
+    const progress: unknown[] = [];
     stock.fallbackNotificationHandler = async (notification) => {
-      if (notification.method === "notifications/agents/run/progress") {
-        deltas.push((notification.params as { delta: JsonValue }).delta);
-      }
+      if (notification.method === "notifications/agents/run/progress")
+        deltas.push(notification.params?.delta as JsonValue);
     };
+    // Replaces the SDK's own progress routing, which drops a notification that arrives in the same
+    // read as the response (it removes the handler synchronously, but dispatches notifications later).
+    stock.setNotificationHandler(ProgressNotificationSchema, (notification) => {
+      progress.push(notification.params);
+    });
     const result = await stock.request(
-      { method: "agents/run", params: { name: "gpa", input: { text: "hi" } } } as never,
+      {
+        method: "agents/run",
+        params: { name: "gpa", input: { text: "hi" }, _meta: { progressToken: "tok-1" } },
+      } as never,
       z.object({ output: z.json() }),
-      { onprogress: (p) => progress.push(p.progress), resetTimeoutOnProgress: true },
     );
     expect(result.output).toEqual({ text: "Howdy back at ya! (hi)" });
     expect(deltas.reduce<JsonValue | undefined>((acc, d) => combineDelta(acc, d), undefined)).toEqual(
       result.output,
     );
-    expect(progress).toEqual([1, 2, 3]);
+    expect(progress).toEqual([1, 2, 3].map((n) => ({ progressToken: "tok-1", progress: n })));
   });
 
   it("invalid input is -32602 with the schema errors in data", async () => {

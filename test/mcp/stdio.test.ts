@@ -1,5 +1,6 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { ProgressNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { AgentsClient, combineDeltas, type JsonValue, stdioClientTransport } from "../../src/mcp/index.js";
@@ -115,17 +116,28 @@ describe("acp mcp serve --demo over real stdio", () => {
     expect(stderr()).not.toMatch(/run count completed/);
   });
 
-  it("a stock SDK client can call agents/run with its own progress handling", async () => {
+  it("a stock SDK client can run agents, passing its own progressToken", async () => {
     const stock = new Client({ name: "stock", version: "1" });
     await stock.connect(demoServer().transport);
     open.push(stock);
+    const deltas: JsonValue[] = [];
     const progress: number[] = [];
+    stock.fallbackNotificationHandler = async (notification) => {
+      if (notification.method === "notifications/agents/run/progress")
+        deltas.push(notification.params?.delta as JsonValue);
+    };
+    stock.setNotificationHandler(ProgressNotificationSchema, (notification) => {
+      progress.push(notification.params.progress);
+    });
     const result = await stock.request(
-      { method: "agents/run", params: { name: "count", input: { to: 3, delayMs: 0 } } } as never,
+      {
+        method: "agents/run",
+        params: { name: "count", input: { to: 3, delayMs: 0 }, _meta: { progressToken: 7 } },
+      } as never,
       z.object({ output: z.json() }),
-      { onprogress: (p) => progress.push(p.progress) },
     );
     expect(result.output).toEqual({ numbers: [1, 2, 3] });
+    expect(combineDeltas(deltas)).toEqual(result.output);
     expect(progress).toEqual([1, 2, 3]);
   });
 });

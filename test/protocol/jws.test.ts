@@ -213,7 +213,9 @@ describe("round trips (fast-check)", () => {
         reordered.params = { body: reordered.params.body, headers: reordered.params.headers };
         expect(verifyMessageSignature(reordered, ring)).toBe(alphaSigner.kid);
         const changed = mutated(signed, (m) => {
-          m.params.body[key] = key in b ? [m.params.body[key]] : "added";
+          // defineProperty: the key may be "__proto__", which plain assignment would not add as a member.
+          const value = Object.hasOwn(b, key) ? [m.params.body[key]] : "added";
+          Object.defineProperty(m.params.body, key, { value, enumerable: true });
         });
         expect(() => verifyMessageSignature(changed, ring)).toThrow(AcpError);
       }),

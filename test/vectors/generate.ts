@@ -173,7 +173,7 @@ function invalidVector() {
   const plain = seedRequest();
   const request = (id: string, at = SENT) =>
     buildRequest(alphaSender, "agent-beta", plain.params.body, { now: at, messageId: id });
-  const signed = (message: Json, key: KeyName = "agent-alpha") =>
+  const signed = <M extends object>(message: M, key: KeyName = "agent-alpha") =>
     signMessage(message, createSigner(identities[key]));
   const change = <T>(message: T, edit: (copy: T) => void): T => {
     const copy = structuredClone(message);

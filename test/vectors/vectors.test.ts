@@ -131,14 +131,13 @@ describe("test vectors", () => {
         if (c.text !== undefined) validateMessage(parseMessageText(c.text));
         else if (!c.verify) validateMessage(c.message, { envelope: c.envelope === true });
         else {
-          const replay = new ReplayGuard({ now: () => Date.parse(c.verify.now), skewMs: c.verify.skewMs });
+          const { now, skewMs, keys: registered, expectedRecipient, deliveries } = c.verify;
           const options = {
-            resolveKey: registry(c.verify.keys),
-            replay,
-            ...(c.verify.expectedRecipient ? { expectedRecipient: c.verify.expectedRecipient } : {}),
+            resolveKey: registry(registered),
+            replay: new ReplayGuard({ now: () => Date.parse(now), skewMs }),
+            ...(expectedRecipient ? { expectedRecipient } : {}),
           };
-          for (let i = 1; i < (c.verify.deliveries ?? 1); i++)
-            verifyEnvelope(structuredClone(c.message), options);
+          for (let i = 1; i < (deliveries ?? 1); i++) verifyEnvelope(structuredClone(c.message), options);
           verifyEnvelope(JSON.stringify(c.message), options);
         }
       } catch (err) {

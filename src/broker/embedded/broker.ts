@@ -7,6 +7,8 @@ import {
   DEFAULT_MAX_IN_FLIGHT,
   effectiveStatus,
   resolvePolicy,
+  type Warn,
+  warner,
 } from "../policy.js";
 import type {
   Broker,
@@ -36,7 +38,7 @@ import { CommitQueue } from "./commit-queue.js";
 import { DEFAULT_DATA_DIR, openDatabase } from "./database.js";
 import { EmbeddedInbox, type InboxHost } from "./inbox.js";
 import { KvStore } from "./kv.js";
-import { type MessageRow, MessageTable, toRecord, toStoredMessage } from "./messages.js";
+import { type LoadedMessage, type MessageRow, MessageTable, toRecord, toStoredMessage } from "./messages.js";
 
 /** The single-process broker: one SQLite file, group-committed writes, redelivery timers in memory. */
 export class EmbeddedBroker implements Broker, InboxHost {
@@ -46,7 +48,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
   readonly commits: CommitQueue;
   private readonly kvStore: KvStore;
   private readonly inboxes = new Map<string, EmbeddedInbox>();
-  private readonly listeners = new Listeners<BrokerEvent>();
+  private readonly listeners: Listeners<BrokerEvent>;
   private readonly sweepTimer: NodeJS.Timeout;
   private lastQueuedAt: number;
   private closed = false;
@@ -54,17 +56,19 @@ export class EmbeddedBroker implements Broker, InboxHost {
   static open(options: EmbeddedBrokerOptions = {}): EmbeddedBroker {
     const policy = resolvePolicy(options);
     const db = openDatabase(options.data ?? DEFAULT_DATA_DIR, options.synchronous ?? "normal");
-    return new EmbeddedBroker(db, policy);
+    return new EmbeddedBroker(db, policy, warner(options, "acp broker"));
   }
 
   private constructor(
     private readonly db: Database.Database,
     policy: BrokerPolicy,
+    private readonly warn: Warn,
   ) {
     this.policy = policy;
+    this.listeners = new Listeners(warn);
     this.table = new MessageTable(db);
-    this.commits = new CommitQueue(db);
-    this.kvStore = new KvStore(db, this.commits, (change) => {
+    this.commits = new CommitQueue(db, warn);
+    this.kvStore = new KvStore(db, this.commits, warn, (change) => {
       if (this.listeners.size > 0) {
         this.listeners.emit({
           type: "kv",
@@ -78,7 +82,10 @@ export class EmbeddedBroker implements Broker, InboxHost {
     this.lastQueuedAt = this.table.latestQueuedAt();
     // Often enough that expiry and dead letters of closed inboxes show soon after they are due,
     // rarely enough to cost nothing.
-    const interval = Math.min(60_000, Math.max(50, Math.floor(Math.min(policy.retentionMs / 10, policy.ackWaitMs))));
+    const interval = Math.min(
+      60_000,
+      Math.max(50, Math.floor(Math.min(policy.retentionMs / 10, policy.ackWaitMs))),
+    );
     this.sweepTimer = setInterval(() => this.sweep(), interval);
     this.sweepTimer.unref();
   }
@@ -91,26 +98,24 @@ export class EmbeddedBroker implements Broker, InboxHost {
         // queued_at never decreases with seq: the retention sweeps rely on it.
         this.lastQueuedAt = Math.max(Date.now(), this.lastQueuedAt);
         const inserted = this.table.insert(input, this.lastQueuedAt);
-        if (inserted) return { row: inserted, duplicate: false };
+        if (inserted) return { row: inserted, inserted, duplicate: false };
         const existing = this.table.byId(input.id)!;
         if (existing.sender !== input.from) {
           throw new BrokerError("conflict", `message id ${input.id} is already used by another sender`, {
             field: "id",
           });
         }
-        return { row: existing, duplicate: true };
+        return { row: existing, inserted: undefined, duplicate: true };
       },
       (result) => {
         if (result.duplicate) return;
-        this.inboxes.get(result.row.recipient)?.offer(result.row);
         this.statusChanged(result.row);
+        if (result.inserted) this.inboxes.get(result.row.recipient)?.offer(result.inserted);
       },
     );
-    return {
-      id: input.id,
-      status: effectiveStatus(this.policy, row.status, row.queued_at, Date.now()),
-      duplicate,
-    };
+    // A new message is reported as stored (queued), even if its inbox already picked it up.
+    const status = duplicate ? effectiveStatus(this.policy, row.status, row.queued_at, Date.now()) : "queued";
+    return { id: input.id, status, duplicate };
   }
 
   async openInbox(agentId: string, options: InboxOptions = {}): Promise<Inbox> {
@@ -134,10 +139,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
   }
 
   ack(agentId: string, id: string): Promise<MessageRecord> {
-    return this.settle(agentId, id, "ack", (row, now) => {
-      this.table.markAcknowledged(row.seq, now);
-      return { ...row, status: "acknowledged", acknowledged_at: now, next_attempt_at: null };
-    });
+    return this.settle(agentId, id, { action: "ack" });
   }
 
   reject(agentId: string, id: string, reason: string): Promise<MessageRecord> {
@@ -146,11 +148,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
         new BrokerError("invalid_argument", "reject: reason must be 1-1024 characters", { field: "reason" }),
       );
     }
-    const detail = `rejected by recipient: ${reason}`;
-    return this.settle(agentId, id, "reject", (row, now) => {
-      this.table.markFailed(row.seq, now, "rejected", detail);
-      return failedRow(row, now, "rejected", detail);
-    });
+    return this.settle(agentId, id, { action: "reject", detail: `rejected by recipient: ${reason}` });
   }
 
   async status(id: string): Promise<MessageRecord | null> {
@@ -166,7 +164,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
     checkMessageId(id);
     this.commits.flush();
     const row = this.table.byId(id);
-    return row ? toStoredMessage(row, this.policy, Date.now()) : null;
+    return row ? toStoredMessage(row, this.table.envelope(row.seq), this.policy, Date.now()) : null;
   }
 
   async list(query: ListQuery): Promise<ListPage> {
@@ -222,18 +220,17 @@ export class EmbeddedBroker implements Broker, InboxHost {
     }
   }
 
-  deadLetter(row: MessageRow, detail: string): void {
+  deadLetter(row: LoadedMessage, detail: string): void {
     const now = Date.now();
+    Object.assign(row, failedFields(now, "max-deliveries", detail));
     this.commits
       .run(
-        () => this.table.markFailed(row.seq, now, "max-deliveries", detail),
+        () => this.table.markFailed(row, now, "max-deliveries", detail),
         (applied) => {
-          if (applied) this.statusChanged(failedRow(row, now, "max-deliveries", detail));
+          if (applied) this.statusChanged(row);
         },
       )
-      .catch((error: unknown) =>
-        process.emitWarning(`acp broker: dead-letter write failed: ${String(error)}`),
-      );
+      .catch((error: unknown) => this.warn(`dead-letter write failed: ${String(error)}`));
   }
 
   released(inbox: EmbeddedInbox): void {
@@ -241,35 +238,48 @@ export class EmbeddedBroker implements Broker, InboxHost {
   }
 
   /**
-   * Checks run inside the commit batch, so an ack right after a submit (same tick) sees the message.
-   * Acknowledging twice returns the record; settling a failed or expired message is refused.
+   * Acknowledges or rejects. When the recipient's inbox is open here, its in-memory row is the
+   * current state: it is settled at once (so its pending delivery write is skipped) and one UPDATE
+   * records everything. Otherwise the row is read and checked inside the commit batch, so an ack
+   * right after a submit (same tick) still finds the message.
    */
-  private async settle(
-    agentId: string,
-    id: string,
-    action: "ack" | "reject",
-    write: (row: MessageRow, now: number) => MessageRow,
-  ): Promise<MessageRecord> {
+  private async settle(agentId: string, id: string, settlement: Settlement): Promise<MessageRecord> {
     this.assertOpen();
     checkAgentId(agentId);
     checkMessageId(id);
+    const inbox = this.inboxes.get(agentId);
+    const live = inbox?.live(id);
+    if (live) {
+      const now = Date.now();
+      // "already": a second ack while the first one's write is still in the batch.
+      if (this.checkSettleable(live, agentId, settlement, now) === "already") {
+        return toRecord(live, this.policy, now);
+      }
+      Object.assign(live, settledFields(settlement, now));
+      await this.commits.run(
+        () => {
+          if (!this.writeSettlement(live, settlement, now)) {
+            throw new BrokerError(
+              "invalid_state",
+              `message ${id} expired before it was ${settlement.action}ed`,
+            );
+          }
+        },
+        () => {
+          inbox?.settled(id);
+          this.statusChanged(live);
+        },
+      );
+      return toRecord(live, this.policy, Date.now());
+    }
     const { row } = await this.commits.run(
       () => {
         const row = this.table.byId(id);
         if (!row) throw new BrokerError("not_found", `no message ${id}`);
-        if (row.recipient !== agentId) {
-          throw new BrokerError("forbidden", `${agentId} is not the recipient of message ${id}`);
-        }
         const now = Date.now();
-        const status = effectiveStatus(this.policy, row.status, row.queued_at, now);
-        if (action === "ack" && status === "acknowledged") return { row, changed: false };
-        if (status !== "queued" && status !== "delivered") {
-          throw new BrokerError(
-            "invalid_state",
-            `message ${id} is ${status}; it can no longer be ${action}ed`,
-          );
-        }
-        return { row: write(row, now), changed: true };
+        if (this.checkSettleable(row, agentId, settlement, now) === "already") return { row, changed: false };
+        this.writeSettlement(row, settlement, now);
+        return { row: { ...row, ...settledFields(settlement, now) }, changed: true };
       },
       (result) => {
         if (!result.changed) return;
@@ -278,6 +288,33 @@ export class EmbeddedBroker implements Broker, InboxHost {
       },
     );
     return toRecord(row, this.policy, Date.now());
+  }
+
+  /** Only the recipient settles, only unsettled messages; acknowledging twice is "already". */
+  private checkSettleable(
+    row: MessageRow,
+    agentId: string,
+    settlement: Settlement,
+    now: number,
+  ): "settle" | "already" {
+    if (row.recipient !== agentId) {
+      throw new BrokerError("forbidden", `${agentId} is not the recipient of message ${row.id}`);
+    }
+    const status = effectiveStatus(this.policy, row.status, row.queued_at, now);
+    if (settlement.action === "ack" && status === "acknowledged") return "already";
+    if (status !== "queued" && status !== "delivered") {
+      throw new BrokerError(
+        "invalid_state",
+        `message ${row.id} is ${status}; it can no longer be ${settlement.action}ed`,
+      );
+    }
+    return "settle";
+  }
+
+  private writeSettlement(row: MessageRow, settlement: Settlement, now: number): boolean {
+    return settlement.action === "ack"
+      ? this.table.markAcknowledged(row, now)
+      : this.table.markFailed(row, now, "rejected", settlement.detail);
   }
 
   private sweep(): void {
@@ -291,27 +328,20 @@ export class EmbeddedBroker implements Broker, InboxHost {
           // Last deliveries whose inbox closed before the ack wait ended; open inboxes handle their own.
           const exhausted = this.table
             .exhausted(this.policy.maxDeliver, now)
-            .filter((row) => !this.inboxes.has(row.recipient));
-          for (const row of exhausted) {
-            this.table.markFailed(
-              row.seq,
-              now,
-              "max-deliveries",
-              `not acknowledged after ${row.attempts} deliveries`,
-            );
-          }
+            .filter((row) => !this.inboxes.has(row.recipient))
+            .map((row) => {
+              const detail = `not acknowledged after ${row.attempts} deliveries`;
+              this.table.markFailed(row, now, "max-deliveries", detail);
+              return { ...row, ...failedFields(now, "max-deliveries", detail) };
+            });
           return { expired, exhausted };
         },
         ({ expired, exhausted }) => {
-          for (const row of expired) this.statusChanged({ ...row, envelope: null, status: "expired" });
-          for (const row of exhausted) {
-            this.statusChanged(
-              failedRow(row, now, "max-deliveries", `not acknowledged after ${row.attempts} deliveries`),
-            );
-          }
+          for (const row of expired) this.statusChanged({ ...row, status: "expired" });
+          for (const row of exhausted) this.statusChanged(row);
         },
       )
-      .catch((error: unknown) => process.emitWarning(`acp broker: retention sweep failed: ${String(error)}`));
+      .catch((error: unknown) => this.warn(`retention sweep failed: ${String(error)}`));
   }
 
   private assertOpen(): void {
@@ -319,14 +349,14 @@ export class EmbeddedBroker implements Broker, InboxHost {
   }
 }
 
-function failedRow(
-  row: MessageRow,
+type Settlement = { action: "ack" } | { action: "reject"; detail: string };
+
+function failedFields(
   now: number,
   reason: "max-deliveries" | "rejected",
   detail: string,
-): MessageRow {
+): Partial<MessageRow> {
   return {
-    ...row,
     status: "failed",
     failed_at: now,
     next_attempt_at: null,
@@ -334,4 +364,10 @@ function failedRow(
     dead_letter_reason: reason,
     dead_letter_detail: detail,
   };
+}
+
+function settledFields(settlement: Settlement, now: number): Partial<MessageRow> {
+  return settlement.action === "ack"
+    ? { status: "acknowledged", acknowledged_at: now, next_attempt_at: null }
+    : failedFields(now, "rejected", settlement.detail);
 }

@@ -1,5 +1,6 @@
 import type Database from "better-sqlite3";
 import { BrokerError } from "../errors.js";
+import type { Warn } from "../policy.js";
 import { storageError } from "./database.js";
 
 interface QueuedWrite {
@@ -22,7 +23,10 @@ export class CommitQueue {
   private scheduled: NodeJS.Immediate | null = null;
   private closed = false;
 
-  constructor(private readonly db: Database.Database) {}
+  constructor(
+    private readonly db: Database.Database,
+    private readonly warn: Warn,
+  ) {}
 
   /** Runs `op` in the next batch; `afterCommit` runs synchronously right after the commit, in queue order. */
   run<T>(op: () => T, afterCommit?: (result: T) => void): Promise<T> {
@@ -38,14 +42,14 @@ export class CommitQueue {
     });
   }
 
-  /** A write nobody waits for (delivery bookkeeping); a failure is reported as a process warning. */
+  /** A write nobody waits for (delivery bookkeeping); a failure is reported as a warning. */
   defer<T>(op: () => T, afterCommit?: (result: T) => void): void {
     if (this.closed) return;
     this.queue.push({
       op,
       afterCommit: afterCommit as ((result: unknown) => void) | undefined,
       resolve: undefined,
-      reject: (error) => process.emitWarning(`acp broker: deferred write failed: ${String(error)}`),
+      reject: (error) => this.warn(`deferred write failed: ${String(error)}`),
     });
     this.schedule();
   }
@@ -100,7 +104,7 @@ export class CommitQueue {
         try {
           write.afterCommit?.(outcome.value);
         } catch (error) {
-          process.emitWarning(`acp broker: post-commit step failed: ${String(error)}`);
+          this.warn(`post-commit step failed: ${String(error)}`);
         }
         write.resolve?.(outcome.value);
       } else {

@@ -9,8 +9,9 @@ export const DATABASE_FILE = "acp.db";
 /**
  * `seq` orders everything (inbox order, list cursors, retention sweeps: `queued_at` never decreases
  * with `seq`). AUTOINCREMENT so a sequence number is never reused after old rows are purged.
- * The partial index holds only messages still waiting for an ack, so opening an inbox stays cheap
- * however much acknowledged history an agent has.
+ * Envelopes live in their own table: status updates then rewrite small pages, which halves the
+ * write-ahead log traffic per message. The partial index holds only messages still waiting for an
+ * ack, so opening an inbox stays cheap however much acknowledged history an agent has.
  */
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS messages (
@@ -20,7 +21,6 @@ CREATE TABLE IF NOT EXISTS messages (
   recipient TEXT NOT NULL,
   kind TEXT NOT NULL,
   method TEXT NOT NULL,
-  envelope TEXT,
   submitted_at TEXT NOT NULL,
   queued_at INTEGER NOT NULL,
   status TEXT NOT NULL,
@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS messages (
   dead_letter_reason TEXT,
   dead_letter_detail TEXT
 );
+CREATE TABLE IF NOT EXISTS message_bodies (seq INTEGER PRIMARY KEY, envelope TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS messages_unsettled ON messages(recipient, seq) WHERE status IN ('queued', 'delivered');
 CREATE INDEX IF NOT EXISTS messages_by_recipient ON messages(recipient, seq);
 CREATE INDEX IF NOT EXISTS messages_by_sender ON messages(sender, seq);

@@ -2,7 +2,7 @@ import { DeliveryQueue } from "../delivery-queue.js";
 import { ackWaitFor, type BrokerPolicy, expiresAtMs } from "../policy.js";
 import type { Delivery, Inbox } from "../types.js";
 import type { CommitQueue } from "./commit-queue.js";
-import { type MessageRow, type MessageTable, toDelivery } from "./messages.js";
+import { type LoadedMessage, type MessageRow, type MessageTable, toDelivery } from "./messages.js";
 
 /** Rows read from the database at a time; also the most rows an inbox keeps in memory ahead of delivery. */
 const PAGE = 256;
@@ -13,12 +13,12 @@ export interface InboxHost {
   readonly table: MessageTable;
   readonly commits: CommitQueue;
   statusChanged(row: MessageRow): void;
-  deadLetter(row: MessageRow, detail: string): void;
+  deadLetter(row: LoadedMessage, detail: string): void;
   released(inbox: EmbeddedInbox): void;
 }
 
 interface InFlight {
-  row: MessageRow;
+  row: LoadedMessage;
   timer: NodeJS.Timeout;
 }
 
@@ -30,7 +30,7 @@ interface InFlight {
  */
 export class EmbeddedInbox implements Inbox {
   private readonly queue: DeliveryQueue<Delivery>;
-  private readonly waiting: MessageRow[] = [];
+  private readonly waiting: LoadedMessage[] = [];
   private readonly inFlight = new Map<string, InFlight>();
   private lastSeq = 0;
   private caughtUp = false;
@@ -53,16 +53,25 @@ export class EmbeddedInbox implements Inbox {
   }
 
   /** A message to this agent was just committed. */
-  offer(row: MessageRow): void {
+  offer(row: LoadedMessage): void {
     if (this.closed || row.seq <= this.lastSeq) return;
     if (!this.caughtUp || this.waiting.length >= PAGE) {
       // The database has it; the pager reads it in order when memory has room again.
       this.caughtUp = false;
+      this.pump();
       return;
     }
     this.lastSeq = row.seq;
     this.waiting.push(row);
     this.pump();
+  }
+
+  /**
+   * The in-memory row of a message this inbox holds (handed out or about to be), so the broker can
+   * settle it without reading the database. It is the one copy: the broker updates it in place.
+   */
+  live(id: string): LoadedMessage | undefined {
+    return this.inFlight.get(id)?.row ?? this.waiting.find((row) => row.id === id);
   }
 
   /** The message was acknowledged or rejected through the broker: stop tracking it. */
@@ -123,24 +132,22 @@ export class EmbeddedInbox implements Inbox {
     }
   }
 
-  private deliver(row: MessageRow, now: number): void {
+  private deliver(row: LoadedMessage, now: number): void {
     const wait = ackWaitFor(this.host.policy, row.attempts + 1);
     row.attempts += 1;
     row.status = "delivered";
     row.delivered_at ??= now;
     row.next_attempt_at = now + wait;
-    const snapshot = { ...row };
-    this.host.commits.defer(
-      () => this.host.table.markDelivered(snapshot),
-      (applied) => {
-        if (applied) this.host.statusChanged(snapshot);
-      },
-    );
+    // Written with the next batch, from the row as it is then: if an ack came first, the ack's own
+    // write records the delivery and this one is skipped. Losing it in a crash only means one more
+    // delivery after the restart.
+    this.host.commits.defer(() => row.status === "delivered" && this.host.table.markDelivered(row));
+    this.host.statusChanged(row);
     this.track(row, wait);
     this.queue.push(toDelivery(row));
   }
 
-  private track(row: MessageRow, waitMs: number): void {
+  private track(row: LoadedMessage, waitMs: number): void {
     const timer = setTimeout(() => this.ackWaitEnded(row.id), waitMs);
     timer.unref();
     this.inFlight.set(row.id, { row, timer });
@@ -148,7 +155,8 @@ export class EmbeddedInbox implements Inbox {
 
   private ackWaitEnded(id: string): void {
     const entry = this.inFlight.get(id);
-    if (!entry || this.closed) return;
+    // Settled in memory, its write still in the batch: `settled()` follows the commit.
+    if (!entry || this.closed || entry.row.status !== "delivered") return;
     this.inFlight.delete(id);
     const { row } = entry;
     const now = Date.now();

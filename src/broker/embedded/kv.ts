@@ -1,6 +1,7 @@
 import type Database from "better-sqlite3";
 import { BrokerError } from "../errors.js";
 import { Listeners } from "../listeners.js";
+import type { Warn } from "../policy.js";
 import type { KvBucket, KvChange, KvEntry, Unsubscribe } from "../types.js";
 import { checkBucketName, checkKvKey, serializeKvValue } from "../validation.js";
 import type { CommitQueue } from "./commit-queue.js";
@@ -24,6 +25,7 @@ export class KvStore {
   constructor(
     db: Database.Database,
     readonly commits: CommitQueue,
+    private readonly warn: Warn,
     private readonly onChange: (change: KvChange<unknown>) => void,
   ) {
     this.getStmt = db.prepare("SELECT value, revision FROM kv WHERE bucket = ? AND key = ?");
@@ -62,7 +64,7 @@ export class KvStore {
   watch(bucket: string, handler: (change: KvChange<unknown>) => void): Unsubscribe {
     let listeners = this.watchers.get(bucket);
     if (!listeners) {
-      listeners = new Listeners();
+      listeners = new Listeners(this.warn);
       this.watchers.set(bucket, listeners);
     }
     return listeners.add(handler);

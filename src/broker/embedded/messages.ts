@@ -12,6 +12,7 @@ import type {
   SubmitInput,
 } from "../types.js";
 
+/** A message's row in `messages` (status and routing; the envelope is in `message_bodies`). */
 export interface MessageRow {
   seq: number;
   id: string;
@@ -19,7 +20,6 @@ export interface MessageRow {
   recipient: string;
   kind: MessageKind;
   method: string;
-  envelope: string | null;
   submitted_at: string;
   queued_at: number;
   status: MessageStatus;
@@ -33,22 +33,32 @@ export interface MessageRow {
   dead_letter_detail: string | null;
 }
 
-const COLUMNS = `seq, id, sender, recipient, kind, method, envelope, submitted_at, queued_at, status, delivered_at,
-  acknowledged_at, failed_at, attempts, next_attempt_at, last_error, dead_letter_reason, dead_letter_detail`;
-const SWEEP_BATCH = 500;
+/** A row with its envelope, as inboxes hold them (null once retention removed it). */
+export interface LoadedMessage extends MessageRow {
+  envelope: string | null;
+}
 
-/** The `messages` table: every statement prepared once, no SQL elsewhere. */
+const COLUMNS = `m.seq, m.id, m.sender, m.recipient, m.kind, m.method, m.submitted_at, m.queued_at, m.status,
+  m.delivered_at, m.acknowledged_at, m.failed_at, m.attempts, m.next_attempt_at, m.last_error,
+  m.dead_letter_reason, m.dead_letter_detail`;
+const SWEEP_BATCH = 500;
+const UNSETTLED = "status IN ('queued', 'delivered')";
+
+/** The `messages` and `message_bodies` tables: every statement prepared once, no SQL elsewhere. */
 export class MessageTable {
   private readonly insertStmt: Database.Statement;
+  private readonly insertBodyStmt: Database.Statement;
   private readonly byIdStmt: Database.Statement<[string], MessageRow>;
+  private readonly bodyStmt: Database.Statement<[number], { envelope: string }>;
   private readonly deliveredStmt: Database.Statement;
   private readonly acknowledgedStmt: Database.Statement;
   private readonly failedStmt: Database.Statement;
-  private readonly unsettledStmt: Database.Statement<[string, number, number], MessageRow>;
+  private readonly unsettledStmt: Database.Statement<[string, number, number], LoadedMessage>;
   private readonly exhaustedStmt: Database.Statement<[number, number], MessageRow>;
   private readonly afterSeqStmt: Database.Statement<[number, number], MessageRow>;
   private readonly expiredThroughStmt: Database.Statement<[], { value: number }>;
   private readonly setExpiredThroughStmt: Database.Statement;
+  private readonly dropBodiesStmt: Database.Statement;
   private readonly expireRangeStmt: Database.Statement;
   private readonly purgeStmt: Database.Statement;
   private readonly latestStmt: Database.Statement<[], { queued_at: number }>;
@@ -56,36 +66,41 @@ export class MessageTable {
 
   constructor(private readonly db: Database.Database) {
     this.insertStmt = db.prepare(
-      `INSERT INTO messages (id, sender, recipient, kind, method, envelope, submitted_at, queued_at, status)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued') ON CONFLICT(id) DO NOTHING`,
+      `INSERT INTO messages (id, sender, recipient, kind, method, submitted_at, queued_at, status)
+       VALUES (?, ?, ?, ?, ?, ?, ?, 'queued') ON CONFLICT(id) DO NOTHING`,
     );
-    this.byIdStmt = db.prepare(`SELECT ${COLUMNS} FROM messages WHERE id = ?`);
+    this.insertBodyStmt = db.prepare("INSERT INTO message_bodies (seq, envelope) VALUES (?, ?)");
+    this.byIdStmt = db.prepare(`SELECT ${COLUMNS} FROM messages m WHERE m.id = ?`);
+    this.bodyStmt = db.prepare("SELECT envelope FROM message_bodies WHERE seq = ?");
     this.deliveredStmt = db.prepare(
       `UPDATE messages SET status = 'delivered', delivered_at = coalesce(delivered_at, ?), attempts = ?,
-       next_attempt_at = ? WHERE seq = ? AND status IN ('queued', 'delivered')`,
+       next_attempt_at = ? WHERE seq = ? AND ${UNSETTLED}`,
     );
+    // Settling also records the delivery, so a delivery acked before its own write was flushed costs one write.
     this.acknowledgedStmt = db.prepare(
-      `UPDATE messages SET status = 'acknowledged', acknowledged_at = ?, next_attempt_at = NULL
-       WHERE seq = ? AND status IN ('queued', 'delivered')`,
+      `UPDATE messages SET status = 'acknowledged', acknowledged_at = ?, delivered_at = coalesce(delivered_at, ?),
+       attempts = max(attempts, ?), next_attempt_at = NULL WHERE seq = ? AND ${UNSETTLED}`,
     );
     this.failedStmt = db.prepare(
-      `UPDATE messages SET status = 'failed', failed_at = ?, next_attempt_at = NULL, last_error = ?,
-       dead_letter_reason = ?, dead_letter_detail = ? WHERE seq = ? AND status IN ('queued', 'delivered')`,
+      `UPDATE messages SET status = 'failed', failed_at = ?, delivered_at = coalesce(delivered_at, ?),
+       attempts = max(attempts, ?), next_attempt_at = NULL, last_error = ?, dead_letter_reason = ?,
+       dead_letter_detail = ? WHERE seq = ? AND ${UNSETTLED}`,
     );
     this.unsettledStmt = db.prepare(
-      `SELECT ${COLUMNS} FROM messages WHERE recipient = ? AND seq > ? AND status IN ('queued', 'delivered')
-       ORDER BY seq LIMIT ?`,
+      `SELECT ${COLUMNS}, b.envelope FROM messages m LEFT JOIN message_bodies b ON b.seq = m.seq
+       WHERE m.recipient = ? AND m.seq > ? AND m.${UNSETTLED} ORDER BY m.seq LIMIT ?`,
     );
     this.exhaustedStmt = db.prepare(
-      `SELECT ${COLUMNS} FROM messages WHERE status IN ('queued', 'delivered') AND attempts >= ?
-       AND next_attempt_at <= ?`,
+      `SELECT ${COLUMNS} FROM messages m WHERE m.${UNSETTLED} AND m.attempts >= ? AND m.next_attempt_at <= ?`,
     );
-    this.afterSeqStmt = db.prepare(`SELECT ${COLUMNS} FROM messages WHERE seq > ? ORDER BY seq LIMIT ?`);
+    this.afterSeqStmt = db.prepare(
+      `SELECT ${COLUMNS} FROM messages m WHERE m.seq > ? ORDER BY m.seq LIMIT ?`,
+    );
     this.expiredThroughStmt = db.prepare("SELECT value FROM meta WHERE name = 'expired_through_seq'");
     this.setExpiredThroughStmt = db.prepare("UPDATE meta SET value = ? WHERE name = 'expired_through_seq'");
+    this.dropBodiesStmt = db.prepare("DELETE FROM message_bodies WHERE seq > ? AND seq <= ?");
     this.expireRangeStmt = db.prepare(
-      `UPDATE messages SET envelope = NULL, status = CASE WHEN status IN ('queued', 'delivered')
-       THEN 'expired' ELSE status END WHERE seq > ? AND seq <= ?`,
+      `UPDATE messages SET status = 'expired' WHERE seq > ? AND seq <= ? AND ${UNSETTLED}`,
     );
     this.purgeStmt = db.prepare("DELETE FROM messages WHERE seq <= ?");
     this.latestStmt = db.prepare("SELECT queued_at FROM messages ORDER BY seq DESC LIMIT 1");
@@ -97,20 +112,21 @@ export class MessageTable {
   }
 
   /** Returns the new row, or undefined if the id exists already. */
-  insert(input: SubmitInput, queuedAt: number): MessageRow | undefined {
+  insert(input: SubmitInput, queuedAt: number): LoadedMessage | undefined {
     const info = this.insertStmt.run(
       input.id,
       input.from,
       input.to,
       input.kind,
       input.method,
-      input.envelope,
       input.submittedAt,
       queuedAt,
     );
     if (info.changes === 0) return undefined;
+    const seq = Number(info.lastInsertRowid);
+    this.insertBodyStmt.run(seq, input.envelope);
     return {
-      seq: Number(info.lastInsertRowid),
+      seq,
       id: input.id,
       sender: input.from,
       recipient: input.to,
@@ -135,21 +151,28 @@ export class MessageTable {
     return this.byIdStmt.get(id);
   }
 
+  envelope(seq: number): string | null {
+    return this.bodyStmt.get(seq)?.envelope ?? null;
+  }
+
   /** Each write returns whether it applied: a settled message is never changed again. */
   markDelivered(row: MessageRow): boolean {
     return this.deliveredStmt.run(row.delivered_at, row.attempts, row.next_attempt_at, row.seq).changes > 0;
   }
 
-  markAcknowledged(seq: number, at: number): boolean {
-    return this.acknowledgedStmt.run(at, seq).changes > 0;
+  /** `row` carries the delivery fields as this process knows them (maybe not flushed yet). */
+  markAcknowledged(row: MessageRow, at: number): boolean {
+    return this.acknowledgedStmt.run(at, row.delivered_at, row.attempts, row.seq).changes > 0;
   }
 
-  markFailed(seq: number, at: number, reason: DeadLetter["reason"], detail: string): boolean {
-    return this.failedStmt.run(at, detail, reason, detail, seq).changes > 0;
+  markFailed(row: MessageRow, at: number, reason: DeadLetter["reason"], detail: string): boolean {
+    return (
+      this.failedStmt.run(at, row.delivered_at, row.attempts, detail, reason, detail, row.seq).changes > 0
+    );
   }
 
-  /** Messages to `recipient` still waiting for an ack, after `afterSeq`, in order. */
-  unsettled(recipient: string, afterSeq: number, limit: number): MessageRow[] {
+  /** Messages to `recipient` still waiting for an ack, after `afterSeq`, in order, with envelopes. */
+  unsettled(recipient: string, afterSeq: number, limit: number): LoadedMessage[] {
     return this.unsettledStmt.all(recipient, afterSeq, limit);
   }
 
@@ -202,7 +225,7 @@ export class MessageTable {
         params.push(expiredBefore, query.status);
       }
       params.push(limit);
-      return `SELECT * FROM (SELECT ${COLUMNS} FROM messages WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ?)`;
+      return `SELECT * FROM (SELECT ${COLUMNS} FROM messages m WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ?)`;
     });
     params.push(limit);
     const sql = `${selects.join(" UNION ")} ORDER BY seq LIMIT ?`;
@@ -215,7 +238,7 @@ export class MessageTable {
   }
 
   /**
-   * Drops envelopes queued at or before `cutoff` (and marks unsettled ones expired), oldest first,
+   * Deletes envelopes queued at or before `cutoff` (and marks unsettled ones expired), oldest first,
    * at most one batch per call. Returns the rows that became `expired`. Progress is kept in `meta`.
    */
   expireThrough(cutoff: number): MessageRow[] {
@@ -225,6 +248,7 @@ export class MessageTable {
     const expiring = stop === -1 ? candidates : candidates.slice(0, stop);
     const last = expiring.at(-1);
     if (!last) return [];
+    this.dropBodiesStmt.run(from, last.seq);
     this.expireRangeStmt.run(from, last.seq);
     this.setExpiredThroughStmt.run(last.seq);
     return expiring.filter((row) => row.status === "queued" || row.status === "delivered");
@@ -266,12 +290,17 @@ export function toRecord(row: MessageRow, policy: BrokerPolicy, now: number): Me
   );
 }
 
-export function toStoredMessage(row: MessageRow, policy: BrokerPolicy, now: number): StoredMessage {
+export function toStoredMessage(
+  row: MessageRow,
+  envelope: string | null,
+  policy: BrokerPolicy,
+  now: number,
+): StoredMessage {
   const expired = now >= expiresAtMs(policy, row.queued_at);
-  return { ...toRecord(row, policy, now), envelope: expired ? null : row.envelope };
+  return { ...toRecord(row, policy, now), envelope: expired ? null : envelope };
 }
 
-export function toDelivery(row: MessageRow): Delivery {
+export function toDelivery(row: LoadedMessage): Delivery {
   return {
     id: row.id,
     from: row.sender,

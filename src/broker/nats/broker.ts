@@ -1,14 +1,15 @@
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { headers, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { headers, type NatsConnection } from "@nats-io/transport-node";
 import { BrokerError } from "../errors.js";
-import { Listeners } from "../listeners.js";
 import {
   type BrokerPolicy,
   DEFAULT_LIST_LIMIT,
   DEFAULT_MAX_IN_FLIGHT,
   effectiveStatus,
   resolvePolicy,
+  type Warn,
+  warner,
 } from "../policy.js";
 import { buildRecord } from "../records.js";
 import type {
@@ -35,13 +36,13 @@ import {
   checkSubmit,
   decodeCursor,
 } from "../validation.js";
+import { ChangeFeed } from "./change-feed.js";
 import { connectNats } from "./connection.js";
 import { DeadLetters } from "./dead-letters.js";
 import { NatsInbox, type NatsInboxHost } from "./inbox.js";
 import { NatsBucket } from "./kv.js";
 import {
   bucketOptions,
-  CHANGES_PREFIX,
   consumerName,
   ensureStreams,
   Header,
@@ -50,12 +51,9 @@ import {
   inboxSubject,
   indexSubject,
   STATUS_BUCKET,
-  USER_BUCKET_PREFIX,
 } from "./layout.js";
 import { type IndexEntry, listMessages } from "./listing.js";
 import { type StatusDoc, StatusStore } from "./status-store.js";
-
-const textDecoder = new TextDecoder();
 
 /**
  * The broker on NATS JetStream. Every gateway process connected to the same NATS shares the
@@ -64,8 +62,7 @@ const textDecoder = new TextDecoder();
 export class NatsBroker implements Broker, NatsInboxHost {
   readonly kind = "nats" as const;
   private readonly inboxes = new Map<string, NatsInbox>();
-  private readonly listeners = new Listeners<BrokerEvent>();
-  private eventSubscription: Subscription | null = null;
+  private readonly changes: ChangeFeed;
   private readonly deadLetters: DeadLetters;
   private closed = false;
 
@@ -86,7 +83,16 @@ export class NatsBroker implements Broker, NatsInboxHost {
         ...bucketOptions(STATUS_BUCKET, replicas),
         ttl: policy.recordRetentionMs,
       });
-      return new NatsBroker(nc, jsm, jetstream(nc), kvm, new StatusStore(statusKv), policy, replicas);
+      return new NatsBroker(
+        nc,
+        jsm,
+        jetstream(nc),
+        kvm,
+        new StatusStore(statusKv),
+        policy,
+        replicas,
+        warner(options, "acp broker (nats)"),
+      );
     } catch (error) {
       await nc.close();
       throw error instanceof BrokerError
@@ -103,7 +109,9 @@ export class NatsBroker implements Broker, NatsInboxHost {
     readonly statuses: StatusStore,
     readonly policy: BrokerPolicy,
     private readonly replicas: number,
+    readonly warn: Warn,
   ) {
+    this.changes = new ChangeFeed(nc, policy, warn);
     this.deadLetters = new DeadLetters(nc, jsm, this);
   }
 
@@ -237,27 +245,11 @@ export class NatsBroker implements Broker, NatsInboxHost {
 
   kv<T = unknown>(bucket: string): KvBucket<T> {
     checkBucketName(bucket);
-    return new NatsBucket<T>(bucket, this.kvm, this.replicas, (work) => this.guard(work));
+    return new NatsBucket<T>(bucket, this.kvm, this.replicas, (work) => this.guard(work), this.warn);
   }
 
   events(handler: (event: BrokerEvent) => void): Promise<Unsubscribe> {
-    return this.guard(async () => {
-      const remove = this.listeners.add(handler);
-      if (!this.eventSubscription) {
-        // Stored KV writes of every gateway are republished here (see bucketOptions in layout.ts).
-        this.eventSubscription = this.nc.subscribe(`${CHANGES_PREFIX}.>`, {
-          callback: (_error, msg) => this.kvWritten(msg),
-        });
-        await this.nc.flush();
-      }
-      return () => {
-        remove();
-        if (this.listeners.size === 0 && this.eventSubscription) {
-          this.eventSubscription.unsubscribe();
-          this.eventSubscription = null;
-        }
-      };
-    });
+    return this.guard(() => this.changes.add(handler));
   }
 
   async health(): Promise<BrokerHealth> {
@@ -275,7 +267,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
     this.closed = true;
     this.deadLetters.stop();
     await Promise.all([...this.inboxes.values()].map((inbox) => inbox.close()));
-    this.listeners.clear();
+    this.changes.stop();
     await this.nc.drain();
   }
 
@@ -288,10 +280,6 @@ export class NatsBroker implements Broker, NatsInboxHost {
   /** The live delivery of `id` if the recipient's inbox is open here. */
   takeDelivery(agentId: string, id: string): ReturnType<NatsInbox["take"]> {
     return this.inboxes.get(agentId)?.take(id);
-  }
-
-  warn(message: string): void {
-    process.emitWarning(`acp broker (nats): ${message}`);
   }
 
   /**
@@ -347,7 +335,9 @@ export class NatsBroker implements Broker, NatsInboxHost {
   ): Promise<void> {
     const live = this.takeDelivery(agentId, id);
     if (live) {
-      if (verb === "+ACK") await live.ackAck();
+      // No need to wait for the server: the status is already settled, so if this ack were lost the
+      // redelivery would be acknowledged silently by the inbox.
+      if (verb === "+ACK") live.ack();
       else live.term();
       return;
     }
@@ -356,31 +346,6 @@ export class NatsBroker implements Broker, NatsInboxHost {
       await this.nc.request(ackSubject, verb, { timeout: 2000 });
     } catch {
       // The status record is already settled; a redelivery of it is acked silently by the inbox.
-    }
-  }
-
-  private kvWritten(msg: { subject: string; data: Uint8Array; headers?: { get(k: string): string } }): void {
-    const match = /^acp\.changes\.([^.]+)\.(.+)$/.exec(msg.subject);
-    if (!match?.[1] || !match[2]) return;
-    const [, bucket, key] = match;
-    const operation = msg.headers?.get("KV-Operation") ?? "";
-    const deleted = operation === "DEL" || operation === "PURGE";
-    try {
-      if (bucket === STATUS_BUCKET) {
-        if (deleted) return;
-        const doc = JSON.parse(textDecoder.decode(msg.data)) as StatusDoc;
-        this.listeners.emit({ type: "message.status", message: buildRecord(doc, this.policy, Date.now()) });
-      } else if (bucket.startsWith(USER_BUCKET_PREFIX)) {
-        this.listeners.emit({
-          type: "kv",
-          bucket: bucket.slice(USER_BUCKET_PREFIX.length),
-          key,
-          op: deleted ? "delete" : "put",
-          value: deleted ? null : (JSON.parse(textDecoder.decode(msg.data)) as unknown),
-        });
-      }
-    } catch (error) {
-      this.warn(`unreadable KV event on ${msg.subject}: ${String(error)}`);
     }
   }
 

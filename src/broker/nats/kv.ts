@@ -1,5 +1,6 @@
 import { type KV, type Kvm, KvWatchInclude } from "@nats-io/kv";
 import { BrokerError } from "../errors.js";
+import type { Warn } from "../policy.js";
 import type { KvBucket, KvChange, KvEntry, Unsubscribe } from "../types.js";
 import { checkKvKey, serializeKvValue } from "../validation.js";
 import { bucketOptions, userBucket } from "./layout.js";
@@ -14,6 +15,7 @@ export class NatsBucket<T> implements KvBucket<T> {
     private readonly kvm: Kvm,
     private readonly replicas: number,
     private readonly guard: <R>(work: () => Promise<R>) => Promise<R>,
+    private readonly warn: Warn,
   ) {}
 
   async get(key: string): Promise<KvEntry<T> | null> {
@@ -103,13 +105,17 @@ export class NatsBucket<T> implements KvBucket<T> {
         for await (const entry of watcher) {
           if (!entry.key.startsWith(prefix)) continue;
           const put = entry.operation === "PUT";
-          handler({
-            bucket: this.name,
-            key: entry.key,
-            op: put ? "put" : "delete",
-            value: put ? entry.json<T>() : null,
-            revision: entry.revision,
-          });
+          try {
+            handler({
+              bucket: this.name,
+              key: entry.key,
+              op: put ? "put" : "delete",
+              value: put ? entry.json<T>() : null,
+              revision: entry.revision,
+            });
+          } catch (error) {
+            this.warn(`kv ${this.name}: a watch handler threw: ${String(error)}`);
+          }
         }
       })();
       return () => watcher.stop();

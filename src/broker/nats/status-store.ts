@@ -32,8 +32,19 @@ export function isRevisionConflict(error: unknown): boolean {
   return error instanceof JetStreamApiError && (error.code === 10071 || error.code === 10164);
 }
 
-/** Status records with compare-and-set updates, so gateways writing the same message never lose a change. */
+/** Records this process wrote last, kept to skip a read before the next compare-and-set. */
+const CACHE_LIMIT = 10_000;
+
+/**
+ * Status records with compare-and-set updates, so gateways writing the same message never lose a
+ * change. The record this process wrote last is remembered: the next update of it (delivered →
+ * acknowledged, usually) tries that revision without reading first; if another gateway changed it
+ * meanwhile the write is refused and the store reads and decides again. Decisions that write nothing
+ * only ever rest on fields that never change (sequence, recipient, queue time) or on settled states.
+ */
 export class StatusStore {
+  private readonly recent = new Map<string, Versioned<StatusDoc>>();
+
   constructor(private readonly kv: KV) {}
 
   async read(id: string): Promise<Versioned<StatusDoc> | null> {
@@ -45,7 +56,7 @@ export class StatusStore {
   /** Creates the record; false if one exists already. */
   async create(doc: StatusDoc): Promise<boolean> {
     try {
-      await this.kv.create(messageKey(doc.id), JSON.stringify(doc));
+      this.remember(doc, await this.kv.create(messageKey(doc.id), JSON.stringify(doc)));
       return true;
     } catch (error) {
       if (isRevisionConflict(error)) return false;
@@ -53,23 +64,38 @@ export class StatusStore {
     }
   }
 
-  /** Reads, decides, writes with compare-and-set; on a lost race reads again and decides again. */
+  /** Decides on the current record, writes with compare-and-set; on a lost race reads and decides again. */
   async mutate<R>(id: string, decide: (current: Versioned<StatusDoc> | null) => Decision<R>): Promise<R> {
+    let current: Versioned<StatusDoc> | null | undefined = this.recent.get(id);
     for (let attempt = 0; attempt < MAX_CAS_ATTEMPTS; attempt++) {
-      const current = await this.read(id);
+      if (current === undefined) current = await this.read(id);
       const { next, result } = decide(current);
       if (!next) return result;
       try {
-        if (current) await this.kv.update(messageKey(id), JSON.stringify(next), current.revision);
-        else await this.kv.create(messageKey(id), JSON.stringify(next));
+        const revision = current
+          ? await this.kv.update(messageKey(id), JSON.stringify(next), current.revision)
+          : await this.kv.create(messageKey(id), JSON.stringify(next));
+        this.remember(next, revision);
         return result;
       } catch (error) {
         if (!isRevisionConflict(error)) throw error;
+        this.recent.delete(id);
+        current = undefined;
       }
     }
     throw new BrokerError(
       "unavailable",
       `status of message ${id} keeps changing; gave up after ${MAX_CAS_ATTEMPTS} tries`,
     );
+  }
+
+  private remember(doc: StatusDoc, revision: number): void {
+    this.recent.delete(doc.id);
+    if (doc.status === "acknowledged" || doc.status === "failed") return;
+    this.recent.set(doc.id, { value: doc, revision });
+    if (this.recent.size > CACHE_LIMIT) {
+      const oldest = this.recent.keys().next().value;
+      if (oldest !== undefined) this.recent.delete(oldest);
+    }
   }
 }

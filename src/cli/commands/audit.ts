@@ -117,6 +117,9 @@ function describeVerification(result: AuditVerification): string {
 
 async function showCommand(options: FilterOptions): Promise<void> {
   const filter = parseFilter(options);
+  if (options.agent === undefined && (await listAuditAgents(options.root)).length === 0) {
+    throw new CliError(`no audit logs under ${resolveAuditRoot(options.root)}`);
+  }
   const records: AuditRecord[] = [];
   for await (const record of readAudit({ root: options.root, agent: options.agent, ...filter })) {
     if (options.json) records.push(record);

@@ -3,10 +3,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Command } from "commander";
-import pino from "pino";
 import { summarize } from "../../audit/index.js";
 import { AcpAgent, GatewayClient } from "../../client/index.js";
-import { type Gateway, startGateway } from "../../gateway/index.js";
+import type { Gateway } from "../../gateway/index.js";
 import { generateIdentity, type PrivateIdentity, publicIdentity } from "../../protocol/index.js";
 import { CliError, printLine } from "../io.js";
 
@@ -50,6 +49,11 @@ async function demo(flags: DemoFlags): Promise<void> {
   const adminToken = `acpadm_${randomBytes(24).toString("base64url")}`;
   let gateway: Gateway;
   try {
+    // Loaded here, not at CLI start-up: the gateway and its brokers are heavy and only the demo needs them.
+    const [{ startGateway }, { default: pino }] = await Promise.all([
+      import("../../gateway/index.js"),
+      import("pino"),
+    ]);
     gateway = await startGateway({
       port,
       data,

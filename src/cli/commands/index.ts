@@ -1,6 +1,8 @@
 import type { Command } from "commander";
 import { registerAgent } from "./agent.js";
+import { registerApprovals } from "./approvals.js";
 import { registerAudit } from "./audit.js";
+import { registerCommand } from "./command.js";
 import { registerDemo } from "./demo.js";
 import { registerGateway } from "./gateway.js";
 import { registerKeys } from "./keys.js";
@@ -23,5 +25,7 @@ export function registerCommands(program: Command): void {
   registerAudit(program);
   registerMcp(program);
   registerSession(program);
+  registerCommand(program);
+  registerApprovals(program);
   void program;
 }

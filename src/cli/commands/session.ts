@@ -17,10 +17,9 @@ import {
   formatWaited,
   type LogProblem,
   loadPlan,
-  ProgressDisplay,
   parseJsonText,
   reportFindings,
-  runPlan,
+  runPlanWithProgress,
   SEVERITIES,
   Session,
   type SessionEventInput,
@@ -37,14 +36,27 @@ interface Common {
 }
 
 /** --root, --session and --json on every command, so they can be given after the command name. */
-function leaf(parent: Command, name: string, description: string): Command {
+function leaf(
+  parent: Command,
+  name: string,
+  description: string,
+  sessionHelp = "session id (default: $ACP_SESSION_ID, else $CLAUDE_SESSION_ID)",
+): Command {
   return parent
     .command(name)
     .description(description)
     .option("--root <dir>", "context root (default: $ACP_CONTEXT_DIR, else .acp/context)")
-    .option("--session <id>", "session id (default: $ACP_SESSION_ID, else $CLAUDE_SESSION_ID)")
+    .option("--session <id>", sessionHelp)
     .option("--json", "machine-readable output");
 }
+
+/** Options of `session log` that belong to one event type only. */
+const TYPE_ONLY_OPTIONS = {
+  severity: "finding",
+  artifact: "data",
+  description: "data",
+  error: "error",
+} as const;
 
 const open = (o: Common) => Session.fromEnvironment({ root: o.root, session: o.session });
 const severityOption = () =>
@@ -59,7 +71,7 @@ export function registerSession(program: Command): void {
       "coordinate parallel agents through a shared session directory (coordination.json, events, reports, data)",
     );
 
-  leaf(session, "init", "create a session; prints its id")
+  leaf(session, "init", "create a session; prints its id", "id for the new session (default: a new UUID)")
     .option("--project-type <type>", "recorded as project_type")
     .option("--project-path <path>", "recorded as project_path")
     .option("--export", "print `export ACP_SESSION_ID=…` for eval in a shell")
@@ -153,7 +165,7 @@ export function registerSession(program: Command): void {
     .argument("<agent>", "who is speaking (the event's `from`)")
     .addArgument(new Argument("<type>").choices(EVENT_TYPES))
     .argument("[message]")
-    .addOption(severityOption().makeOptionMandatory(false))
+    .addOption(severityOption())
     .option("--data <json>", "a JSON object attached as `data` (a finding's title may go in data.title)")
     .option("--artifact <ref>", "for type data: the artifact (data/NAME.json)")
     .option("--description <text>", "for type data: what the artifact holds")
@@ -165,6 +177,10 @@ export function registerSession(program: Command): void {
         message: string | undefined,
         o: Common & Record<string, string | undefined>,
       ) => {
+        for (const [option, only] of Object.entries(TYPE_ONLY_OPTIONS)) {
+          if (o[option] !== undefined && type !== only)
+            throw new CliError(`--${option}: only for type ${only}`);
+        }
         const data = o.data === undefined ? undefined : parseJsonText(o.data, "--data");
         if (data !== undefined && (typeof data !== "object" || data === null || Array.isArray(data))) {
           throw new CliError("--data: must be a JSON object");
@@ -286,7 +302,12 @@ export function registerSession(program: Command): void {
     },
   );
 
-  leaf(session, "run", "run a plan of agents, respecting dependencies; exit 1 if a critical agent failed")
+  leaf(
+    session,
+    "run",
+    "run a plan of agents, respecting dependencies; exit 1 if a critical agent failed",
+    "resume this session, or create it with this id (default: a new session; $ACP_SESSION_ID is not used)",
+  )
     .argument("<plan>", "plan file (YAML)")
     .option(
       "--max-parallel <n>",
@@ -373,36 +394,21 @@ function registerArtifact(session: Command): void {
 
 async function runCommand(file: string, o: Common & { maxParallel?: number }): Promise<void> {
   const plan = await loadPlan(file);
+  const create = {
+    root: o.root,
+    id: o.session,
+    projectType: plan.projectType,
+    projectPath: plan.projectPath,
+  };
   // Only an explicit --session resumes (or names) a session: a stale ACP_SESSION_ID must not.
   const s = o.session
-    ? await Session.open({ root: o.root, id: o.session }).catch(() =>
-        Session.create({
-          root: o.root,
-          id: o.session,
-          projectType: plan.projectType,
-          projectPath: plan.projectPath,
-        }),
-      )
-    : await Session.create({ root: o.root, projectType: plan.projectType, projectPath: plan.projectPath });
+    ? await Session.open({ root: o.root, id: o.session }).catch(() => Session.create(create))
+    : await Session.create(create);
   process.stderr.write(`session ${s.id} (${s.paths.dir})\n`);
-  const display = new ProgressDisplay(
-    process.stderr,
-    plan.agents.map((a) => a.name),
-  );
-  const watcher = s.watch(async (changes) => {
-    if (!changes.includes("coordination")) return;
-    const agents = (await s.readCoordination().catch(() => undefined))?.agents ?? {};
-    for (const [name, entry] of Object.entries(agents)) display.progress(name, entry.progress);
-  });
-  const stop = interruption();
-  display.start();
-  const result = await runPlan(plan, s, {
-    signal: stop.signal,
-    onTransition: (t) => display.transition(t),
+  const result = await runPlanWithProgress(plan, s, process.stderr, {
+    signal: interruption().signal,
     ...(o.maxParallel !== undefined && { maxParallel: o.maxParallel }),
   });
-  display.stop();
-  watcher.close();
   if (o.json) printJson(result);
   else {
     for (const a of result.agents) printLine(`${a.name}: ${a.status}${a.error ? ` (${a.error})` : ""}`);

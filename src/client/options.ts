@@ -1,0 +1,46 @@
+import type { PrivateIdentity } from "../protocol/index.js";
+import { AcpError, AgentId } from "../protocol/index.js";
+import type { CoreSettings } from "./core.js";
+import type { AcpAgentOptions } from "./types.js";
+
+/** The gateway keeps messages 7 days; allow that plus clock skew for an offline queue. */
+const DEFAULT_REPLAY_WINDOW_MS = 7 * 24 * 3_600_000 + 5 * 60_000;
+
+/** The options with their defaults filled in, once the identity is known. */
+export function coreSettings(options: AcpAgentOptions, identity: PrivateIdentity): CoreSettings {
+  return {
+    layers: options.layers ?? [0, 1],
+    announce: options.announce ?? {
+      capabilities: [],
+      purpose: `ACP agent ${identity.agentId} acting for ${identity.principalId}`,
+    },
+    capabilities: options.capabilities ?? { tools: [], domains: [], limits: [], requests: [] },
+    replayWindowMs: options.replayWindowMs ?? DEFAULT_REPLAY_WINDOW_MS,
+    undeclaredLayers: options.undeclaredLayers ?? "decline",
+    consume: options.consume ?? "all",
+  };
+}
+
+export function invalidOption(path: string, message: string): AcpError {
+  return new AcpError("InvalidParams", `AcpAgent option ${path} ${message}`, {
+    problems: [{ path: `/${path}`, message }],
+  });
+}
+
+export function checkPeer(peer: string): string {
+  const parsed = AgentId.safeParse(peer);
+  if (!parsed.success) {
+    throw new AcpError("InvalidParams", `peer ${JSON.stringify(peer)} is not an agent id`, {
+      problems: [{ path: "/peer", message: parsed.error.issues[0]?.message ?? "invalid" }],
+    });
+  }
+  return peer;
+}
+
+export function checkBody(body: unknown): void {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    throw new AcpError("InvalidParams", "a message body must be a JSON object", {
+      problems: [{ path: "/params/body", message: "must be a JSON object" }],
+    });
+  }
+}

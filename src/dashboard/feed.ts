@@ -1,0 +1,219 @@
+import type { AuditEntry, AuditEntryInput } from "../audit/index.js";
+import { auditEntryFor } from "../audit/index.js";
+import type {
+  Broker,
+  BrokerEvent,
+  MessageKind,
+  MessageRecord,
+  MessageStatus,
+  Unsubscribe,
+} from "../broker/index.js";
+import type { Registry } from "../gateway/registry.js";
+
+/** One relayed message as principals see it: who, what kind, a one-line summary, never the payload. */
+export interface FeedItem {
+  /** The message-id header (the gateway's id for it). */
+  id: string;
+  /** When the gateway accepted it. */
+  at: string;
+  from: { agent: string; principal: string | null };
+  to: { agent: string; principal: string | null };
+  type: MessageKind;
+  method: string;
+  summary: string;
+  /** End-to-end encrypted: the summary only says that an exchange occurred. */
+  encrypted: boolean;
+  /** The handshake step, for announce and capabilities messages. */
+  step?: string;
+  /** An error response's code and message. */
+  error?: { code: number; message: string };
+  /** Delivery status, when known. */
+  status?: MessageStatus;
+  retryCount?: number;
+}
+
+/** Events the dashboard's live stream is built from. */
+export type LiveEvent =
+  | { type: "summary"; item: FeedItem }
+  | {
+      type: "status";
+      id: string;
+      from: string;
+      to: string;
+      status: MessageStatus;
+      retryCount: number;
+    }
+  | { type: "kv"; bucket: string; key: string; op: "put" | "delete"; value: unknown };
+
+/** What an encrypted exchange is shown as, everywhere (feed, detail, chat webhooks). */
+export function encryptedSummary(from: string, to: string): string {
+  return `An encrypted exchange occurred between ${from} and ${to}.`;
+}
+
+type EntryLike = Pick<
+  AuditEntryInput,
+  "from" | "to" | "type" | "method" | "id" | "messageId" | "step" | "encrypted" | "error" | "summary"
+>;
+
+/** A feed item from a relay audit entry (or the entry built for a live message). */
+export function feedItemOf(entry: EntryLike, at: string): FeedItem | undefined {
+  const id = entry.messageId ?? (entry.id === null ? undefined : String(entry.id));
+  if (id === undefined) return undefined;
+  const encrypted = entry.encrypted === true;
+  return {
+    id,
+    at,
+    from: entry.from,
+    to: entry.to,
+    type: entry.type,
+    method: entry.method,
+    summary: encrypted ? encryptedSummary(entry.from.agent, entry.to.agent) : entry.summary,
+    encrypted,
+    ...(entry.step ? { step: entry.step } : {}),
+    ...(entry.error && !encrypted ? { error: entry.error } : {}),
+  };
+}
+
+export function feedItemOfAudit(entry: AuditEntry): FeedItem | undefined {
+  return feedItemOf(entry, entry.ts);
+}
+
+/** A feed item for a message record and its stored envelope (null once retention removed it). */
+export function feedItemOfMessage(
+  record: MessageRecord,
+  envelope: string | null,
+  principals: { from: string | null; to: string | null },
+): FeedItem {
+  let entry: EntryLike | undefined;
+  if (envelope !== null) {
+    try {
+      entry = auditEntryFor(JSON.parse(envelope), {
+        direction: "sent",
+        channel: `agent.${record.to}.inbox`,
+        ...(principals.from !== null ? { self: { principal: principals.from } } : {}),
+        ...(principals.to !== null ? { peer: { principal: principals.to } } : {}),
+      });
+    } catch {
+      // Stored envelopes were validated on the way in; if one still cannot be read, say only what is known.
+    }
+  }
+  const item =
+    (entry && feedItemOf({ ...entry, messageId: record.id }, record.queuedAt)) ??
+    ({
+      id: record.id,
+      at: record.queuedAt,
+      from: { agent: record.from, principal: principals.from },
+      to: { agent: record.to, principal: principals.to },
+      type: record.kind,
+      method: record.method,
+      summary: `${record.from} sent a ${record.kind} (${record.method}); its content is no longer kept.`,
+      encrypted: false,
+    } satisfies FeedItem);
+  return { ...item, status: record.status, retryCount: record.retryCount };
+}
+
+/**
+ * The live side of the feed: one subscription to the broker's change feed per gateway, turned into
+ * feed items (a new message is read once, whatever the number of viewers) and fanned out. It also
+ * keeps the most recent items, so the feed shows messages relayed by other gateways on the same NATS.
+ */
+export class LiveFeed {
+  private readonly listeners = new Set<(event: LiveEvent) => void>();
+  private readonly recentById = new Map<string, FeedItem>();
+  private unsubscribe: Unsubscribe | undefined;
+  /** Events are handled one after another, so a status never overtakes the item it updates. */
+  private chain: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly broker: Broker,
+    private readonly registry: Registry,
+    private readonly onError: (err: unknown) => void,
+    private readonly capacity = 2000,
+  ) {}
+
+  async start(): Promise<void> {
+    this.unsubscribe = await this.broker.events((event) => {
+      this.chain = this.chain.then(() => this.handle(event)).catch(this.onError);
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+    await this.chain;
+    this.listeners.clear();
+  }
+
+  subscribe(listener: (event: LiveEvent) => void): Unsubscribe {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** The items seen live, oldest first, with their latest status. */
+  recent(): FeedItem[] {
+    return [...this.recentById.values()];
+  }
+
+  /** Everything queued so far has been turned into events (for tests and orderly shutdown). */
+  settled(): Promise<void> {
+    return this.chain;
+  }
+
+  private async handle(event: BrokerEvent): Promise<void> {
+    if (event.type === "kv") {
+      this.emit({ type: "kv", bucket: event.bucket, key: event.key, op: event.op, value: event.value });
+      return;
+    }
+    const record = event.message;
+    const known = this.recentById.get(record.id);
+    if (!known && record.status === "queued" && record.retryCount === 0) {
+      const [stored, fromPrincipal, toPrincipal] = await Promise.all([
+        this.broker.get(record.id),
+        this.principalOf(record.from),
+        this.principalOf(record.to),
+      ]);
+      const item = feedItemOfMessage(record, stored?.envelope ?? null, {
+        from: fromPrincipal,
+        to: toPrincipal,
+      });
+      this.remember(item);
+      this.emit({ type: "summary", item });
+      return;
+    }
+    if (known) {
+      known.status = record.status;
+      known.retryCount = record.retryCount;
+    }
+    this.emit({
+      type: "status",
+      id: record.id,
+      from: record.from,
+      to: record.to,
+      status: record.status,
+      retryCount: record.retryCount,
+    });
+  }
+
+  private async principalOf(agentId: string): Promise<string | null> {
+    const live = await this.registry.resolve(agentId);
+    return live?.record.principalId ?? (await this.registry.get(agentId))?.principalId ?? null;
+  }
+
+  private remember(item: FeedItem): void {
+    this.recentById.set(item.id, item);
+    if (this.recentById.size > this.capacity) {
+      const oldest = this.recentById.keys().next().value;
+      if (oldest !== undefined) this.recentById.delete(oldest);
+    }
+  }
+
+  private emit(event: LiveEvent): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(event);
+      } catch (err) {
+        this.onError(err);
+      }
+    }
+  }
+}

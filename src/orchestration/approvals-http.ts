@@ -1,0 +1,150 @@
+import { errorFromObject, GatewayUnreachableError, normaliseGatewayUrl } from "../client/index.js";
+import { AcpError } from "../protocol/index.js";
+import {
+  type ApprovalDecision,
+  type ApprovalFilter,
+  ApprovalRecord,
+  type ApprovalStore,
+  type NewApproval,
+} from "./approvals.js";
+import { sleep } from "./retry.js";
+
+export const APPROVALS_PATH = "/api/v1/approvals";
+/** Each long-poll asks the gateway to hold the request this long (it caps it at 30 s). */
+const LONG_POLL_SECONDS = 25;
+const RETRY_MS = 1000;
+
+function isStaleConnection(err: unknown): boolean {
+  const code = (err as { cause?: { code?: string } }).cause?.code;
+  return code === "UND_ERR_SOCKET" || code === "ECONNRESET";
+}
+
+function isTransient(err: unknown): boolean {
+  if (err instanceof GatewayUnreachableError) return true;
+  if (!(err instanceof AcpError)) return false;
+  const status = err.data.httpStatus;
+  return err.reason === "StorageUnavailable" || (typeof status === "number" && status >= 500);
+}
+
+const ACTION: Record<ApprovalDecision["decision"], string> = {
+  approved: "approve",
+  denied: "deny",
+  cancelled: "cancel",
+};
+
+/**
+ * The gateway's approval API (`/api/v1/approvals`) as an ApprovalStore, for an orchestrator in
+ * another process (with its agent's API key: it creates, reads, waits for and cancels its own
+ * approvals) and for `acp approvals` (with the admin token: lists and decides). The gateway keeps
+ * the records in its broker's KV; waiting is a long poll, so a decision arrives within moments.
+ */
+export class HttpApprovalStore implements ApprovalStore {
+  private readonly baseUrl: string;
+  private readonly credential: string;
+
+  /** `credential`: an agent's API key or the gateway's admin token (sent as a Bearer token). */
+  constructor(options: { gateway: string; credential: string }) {
+    this.baseUrl = normaliseGatewayUrl(options.gateway);
+    this.credential = options.credential;
+  }
+
+  /** The gateway sets `requestedBy` and `principal` from the caller's API key; the input's are ignored. */
+  async create(input: NewApproval): Promise<ApprovalRecord> {
+    const body = {
+      command: input.command,
+      fallbacks: input.fallbacks,
+      reason: input.reason,
+      timeoutMs: input.timeoutMs,
+    };
+    return ApprovalRecord.parse(await this.call("POST", APPROVALS_PATH, body));
+  }
+
+  async get(id: string): Promise<ApprovalRecord | null> {
+    try {
+      return ApprovalRecord.parse(await this.call("GET", `${APPROVALS_PATH}/${encodeURIComponent(id)}`));
+    } catch (err) {
+      if (err instanceof AcpError && err.reason === "NotFound") return null;
+      throw err;
+    }
+  }
+
+  async list(filter: ApprovalFilter = {}): Promise<ApprovalRecord[]> {
+    const params = new URLSearchParams();
+    if (filter.status) params.set("status", filter.status);
+    if (filter.requestedBy) params.set("requested_by", filter.requestedBy);
+    const query = params.size > 0 ? `?${params}` : "";
+    const page = (await this.call("GET", `${APPROVALS_PATH}${query}`)) as { approvals: unknown[] };
+    return page.approvals.map((record) => ApprovalRecord.parse(record));
+  }
+
+  async decide(id: string, decision: ApprovalDecision): Promise<ApprovalRecord> {
+    const path = `${APPROVALS_PATH}/${encodeURIComponent(id)}/${ACTION[decision.decision]}`;
+    const body = { by: decision.by, ...(decision.note !== undefined ? { note: decision.note } : {}) };
+    return ApprovalRecord.parse(await this.call("POST", path, body));
+  }
+
+  /**
+   * Long polls until decided. A gateway that restarts meanwhile is waited for (the approval is
+   * persisted there): transport failures are retried every second until the approval's expiry.
+   */
+  async waitForDecision(id: string, signal?: AbortSignal): Promise<ApprovalRecord> {
+    let expiresAt: number | undefined;
+    for (;;) {
+      try {
+        const path = `${APPROVALS_PATH}/${encodeURIComponent(id)}?wait=${LONG_POLL_SECONDS}`;
+        const record = ApprovalRecord.parse(await this.call("GET", path, undefined, signal));
+        if (record.status !== "pending") return record;
+        expiresAt = Date.parse(record.expiresAt);
+      } catch (err) {
+        if (signal?.aborted) throw signal.reason;
+        if (!isTransient(err) || expiresAt === undefined || Date.now() > expiresAt + RETRY_MS) throw err;
+        await sleep(RETRY_MS, signal);
+      }
+    }
+  }
+
+  async close(): Promise<void> {}
+
+  private async call(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<unknown> {
+    let response: Response;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        response = await fetch(`${this.baseUrl}${path}`, {
+          method,
+          headers: {
+            authorization: `Bearer ${this.credential}`,
+            accept: "application/json",
+            ...(body !== undefined ? { "content-type": "application/json" } : {}),
+          },
+          ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+          ...(signal ? { signal } : {}),
+        });
+        break;
+      } catch (err) {
+        if (signal?.aborted) throw signal.reason;
+        // A pooled keep-alive connection the gateway closed (e.g. it restarted): a read is safe to repeat once.
+        if (method === "GET" && attempt === 1 && isStaleConnection(err)) continue;
+        throw new GatewayUnreachableError(this.baseUrl, err);
+      }
+    }
+    const text = await response.text();
+    let parsed: unknown;
+    try {
+      parsed = text === "" ? {} : JSON.parse(text);
+    } catch {
+      throw new AcpError(
+        "InternalError",
+        `${method} ${path}: the gateway answered ${response.status} with non-JSON`,
+      );
+    }
+    if (response.ok) return parsed;
+    const error = (parsed as { error?: { code?: unknown; message?: unknown; data?: unknown } }).error;
+    if (typeof error?.code === "number" && typeof error.message === "string") {
+      throw errorFromObject(
+        { code: error.code, message: error.message, data: error.data },
+        { httpStatus: response.status },
+      );
+    }
+    throw new AcpError("InternalError", `${method} ${path}: the gateway answered ${response.status}`);
+  }
+}

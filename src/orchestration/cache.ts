@@ -1,0 +1,67 @@
+import { createHash } from "node:crypto";
+import { canonicalize } from "../protocol/index.js";
+import type { AgentCommand, AgentResponse } from "./schemas.js";
+
+/**
+ * Successful responses of cacheable commands, for `cache_ttl` seconds. The key is what determines
+ * the answer: target, action, parameters and the permissions asked for; never the id, timestamp or
+ * priority. Bounded: the least recently used entry goes first.
+ */
+export class ResponseCache {
+  private readonly entries = new Map<string, { response: AgentResponse; expiresAt: number }>();
+
+  constructor(
+    private readonly ttlMs: number,
+    private readonly maxEntries = 1000,
+  ) {}
+
+  /** Undefined when the parameters are not plain JSON (then the command is simply not cached). */
+  static keyOf(command: AgentCommand): string | undefined {
+    try {
+      const material = canonicalize({
+        to: command.to,
+        action: command.action,
+        parameters: command.parameters,
+        permissions: command.security?.permissions ?? [],
+      });
+      return createHash("sha256").update(material).digest("base64url");
+    } catch {
+      return undefined;
+    }
+  }
+
+  get(command: AgentCommand): AgentResponse | undefined {
+    const key = ResponseCache.keyOf(command);
+    if (key === undefined) return undefined;
+    const entry = this.entries.get(key);
+    if (!entry) return undefined;
+    if (Date.now() >= entry.expiresAt) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    this.entries.delete(key);
+    this.entries.set(key, entry);
+    return entry.response;
+  }
+
+  set(command: AgentCommand, response: AgentResponse): void {
+    if (this.ttlMs <= 0) return;
+    const key = ResponseCache.keyOf(command);
+    if (key === undefined) return;
+    this.entries.delete(key);
+    this.entries.set(key, { response, expiresAt: Date.now() + this.ttlMs });
+    while (this.entries.size > this.maxEntries) {
+      const oldest = this.entries.keys().next().value;
+      if (oldest === undefined) break;
+      this.entries.delete(oldest);
+    }
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  clear(): void {
+    this.entries.clear();
+  }
+}

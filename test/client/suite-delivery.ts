@@ -1,0 +1,214 @@
+import { expect, it } from "vitest";
+import { readAudit } from "../../src/audit/index.js";
+import { GatewayClient } from "../../src/client/index.js";
+import { buildAnnounce, buildNotification, ErrorCode, signMessage } from "../../src/protocol/index.js";
+import { agentFor, deferred, eventually, type GatewayFactory } from "./fixtures.js";
+import { useTestbed } from "./testbed.js";
+
+/**
+ * The SDK's delivery guarantees against a real gateway: exactly-once to the application, the
+ * offline queue, lost handshakes, gateway restarts, refused deliveries, replies-only consumers.
+ */
+export function deliverySuite(makeGateway: GatewayFactory): void {
+  const t = useTestbed(makeGateway);
+
+  it("the same envelope submitted twice reaches the handler once", async () => {
+    const alice = await t.connected(t.alpha);
+    const bob = await t.connected(t.beta);
+    const calls: unknown[] = [];
+    bob.onNotification((body) => {
+      calls.push(body);
+    });
+    await alice.handshake("bob-assistant");
+    // Signed by alice's key with the layers her agent declared in the handshake.
+    const sender = { ...t.alpha.sender, layers: [0, 1] };
+    const signed = signMessage(buildNotification(sender, "bob-assistant", { once: true }), t.alpha.signer);
+    const http = new GatewayClient({ gateway: t.gw.url, apiKey: t.alpha.apiKey });
+    const first = await http.submit(signed);
+    const second = await http.submit(signed);
+    expect(second).toMatchObject({ id: first.id, duplicate: true });
+    await eventually(
+      async () => (await t.statusOf(t.alpha, first.id)).status === "acknowledged",
+      "acknowledged",
+    );
+    expect(calls).toEqual([{ once: true }]);
+  });
+
+  it("a redelivery while the handler still runs is not handed to the application again", async () => {
+    await t.quickRedeliveryGateway();
+    const alice = await t.connected(t.alpha);
+    const bob = await t.connected(t.beta);
+    const release = deferred();
+    let calls = 0;
+    bob.onRequest(async () => {
+      calls++;
+      await release.promise;
+      return { ok: true };
+    });
+    await alice.handshake("bob-assistant");
+    const ids: string[] = [];
+    alice.on("message", (m) => ids.push(String(m.id)));
+    const response = alice.request("bob-assistant", { action: "slow" });
+    await eventually(() => calls === 1, "the handler started");
+    const requestId = (
+      await new GatewayClient({ gateway: t.gw.url, apiKey: t.beta.apiKey }).listMessages({ type: "request" })
+    ).items[0]!.id;
+    await eventually(
+      async () => (await t.statusOf(t.beta, requestId)).retry_count >= 1,
+      "the gateway redelivered",
+    );
+    release.resolve();
+    await expect(response).resolves.toEqual({ ok: true });
+    await eventually(
+      async () => (await t.statusOf(t.beta, requestId)).status === "acknowledged",
+      "acknowledged",
+    );
+    expect(calls).toBe(1);
+  });
+
+  it("an offline recipient gets its queue, in order, when it comes back (handshake kept)", async () => {
+    const alice = await t.connected(t.alpha);
+    const bobFirst = await t.connected(t.beta);
+    await alice.handshake("bob-assistant");
+    await eventually(() => bobFirst.handshakeState("alice-assistant") === "established", "bob established");
+    await bobFirst.close();
+    for (let n = 1; n <= 3; n++) await alice.notify("bob-assistant", { n });
+    const answer = alice.request("bob-assistant", { action: "while-you-were-away" }, { timeoutMs: 20_000 });
+
+    const bob = agentFor(t.gw, t.beta, t.dir);
+    const got: unknown[] = [];
+    bob.onNotification((body) => {
+      got.push(body.n);
+    });
+    bob.onRequest((body) => ({ seen: body.action, notificationsBefore: got.length }));
+    await bob.connect();
+    t.cleanups.push(() => bob.close());
+    expect(bob.handshakeState("alice-assistant")).toBe("established");
+    await expect(answer).resolves.toEqual({ seen: "while-you-were-away", notificationsBefore: 3 });
+    expect(got).toEqual([1, 2, 3]);
+  });
+
+  it("a peer that lost the handshake answers -32004 and the sender handshakes again by itself", async () => {
+    const alice = await t.connected(t.alpha);
+    const bobFirst = await t.connected(t.beta, { state: false });
+    await alice.handshake("bob-assistant");
+    await bobFirst.close();
+    const bob = await t.connected(t.beta, { state: false });
+    bob.onRequest(() => ({ fine: true }));
+    await expect(alice.request("bob-assistant", { action: "x" })).resolves.toEqual({ fine: true });
+    const refused: number[] = [];
+    for await (const { entry } of readAudit({ root: `${t.dir}/audit`, agent: "bob-assistant" })) {
+      if (entry.error) refused.push(entry.error.code);
+    }
+    expect(refused).toContain(ErrorCode.HandshakeRequired);
+  });
+
+  it("a pending request survives a gateway restart; both agents reconnect", async () => {
+    await t.gw.close();
+    const dataDir = t.tmp();
+    t.gw = await t.makeGateway({ dataDir });
+    const port = Number(new URL(t.gw.url).port);
+    t.alpha = await t.gw.register("alice-assistant", "alice");
+    t.beta = await t.gw.register("bob-assistant", "bob");
+    const alice = await t.connected(t.alpha);
+    const bob = await t.connected(t.beta);
+    const events: string[] = [];
+    alice.on("disconnected", () => events.push("disconnected"));
+    alice.on("connected", (info) => events.push(info.reconnected ? "reconnected" : "connected"));
+    const release = deferred();
+    let started = false;
+    bob.onRequest(async () => {
+      started = true;
+      await release.promise;
+      return { after: "restart" };
+    });
+    const response = alice.request("bob-assistant", { action: "slow" }, { timeoutMs: 30_000 });
+    await eventually(() => started, "bob's handler started");
+    await t.gw.close();
+    await eventually(() => !alice.connected && !bob.connected, "both saw the gateway go");
+    release.resolve();
+    t.gw = await t.makeGateway({ dataDir, port });
+    t.cleanups.push(() => t.gw.close());
+    await expect(response).resolves.toEqual({ after: "restart" });
+    expect(events).toEqual(["disconnected", "reconnected"]);
+  });
+
+  it("refuses, and dead-letters, a queued message from an agent revoked since it was sent", async () => {
+    const alice = await t.connected(t.alpha);
+    const bobFirst = await t.connected(t.beta);
+    await alice.handshake("bob-assistant");
+    await bobFirst.close();
+    const { id } = await alice.notify("bob-assistant", { from: "before the revocation" });
+    await new GatewayClient({ gateway: t.gw.url, adminToken: t.gw.adminToken }).revokeAgent(
+      "alice-assistant",
+    );
+    const got: unknown[] = [];
+    const bob = await t.connected(t.beta);
+    bob.onNotification((body) => {
+      got.push(body);
+    });
+    await eventually(async () => (await t.statusOf(t.beta, id)).status === "failed", "the message failed");
+    expect(await t.statusOf(t.beta, id)).toMatchObject({ dead_letter: { reason: "rejected" } });
+    expect(bob.errors.map((e) => e.message).join("\n")).toContain(`refused ${id} from alice-assistant`);
+    expect(got).toEqual([]);
+    expect(bob.handshakeState("alice-assistant")).toBe("none");
+  });
+
+  it("consume: replies leaves other messages queued for the agent's real consumer", async () => {
+    await t.quickRedeliveryGateway();
+    const alice = await t.connected(t.alpha);
+    const bobSender = await t.connected(t.beta, { consume: "replies" });
+    await alice.handshake("bob-assistant");
+    expect(bobSender.handshakeState("alice-assistant")).toBe("established");
+    const { id } = await alice.notify("bob-assistant", { n: 1 });
+    await eventually(
+      async () => (await t.statusOf(t.beta, id)).status === "delivered",
+      "handed to the replies-only agent",
+    );
+    await bobSender.close();
+    const got: unknown[] = [];
+    const bob = agentFor(t.gw, t.beta, t.dir);
+    bob.onNotification((body) => {
+      got.push(body);
+    });
+    await bob.connect();
+    t.cleanups.push(() => bob.close());
+    await eventually(() => got.length === 1, "the real consumer got it");
+    expect(got).toEqual([{ n: 1 }]);
+  });
+
+  it("a handshake with an offline peer times out, and completes once the peer comes online", async () => {
+    const alice = await t.connected(t.alpha);
+    await expect(alice.handshake("bob-assistant", { timeoutMs: 300 })).rejects.toMatchObject({
+      code: ErrorCode.Timeout,
+      data: { peer: "bob-assistant", state: "announcing" },
+    });
+    const bob = await t.connected(t.beta);
+    bob.onRequest(() => ({ late: "but fine" }));
+    await eventually(() => alice.handshakeState("bob-assistant") === "established", "alice established");
+    await expect(alice.request("bob-assistant", {})).resolves.toEqual({ late: "but fine" });
+  });
+
+  it("an extra announce does not make two agents re-announce to each other forever", async () => {
+    const alice = await t.connected(t.alpha);
+    const bob = await t.connected(t.beta);
+    bob.onRequest(() => ({ still: "talking" }));
+    await alice.handshake("bob-assistant");
+    // A second announce of alice's, e.g. from another process with her key, restarts bob's handshake.
+    const sender = { ...t.alpha.sender, layers: [0, 1] };
+    const announce = buildAnnounce(sender, "bob-assistant", { capabilities: [], purpose: "again" });
+    await new GatewayClient({ gateway: t.gw.url, apiKey: t.alpha.apiKey }).submit(
+      signMessage(announce, t.alpha.signer),
+    );
+    const stormCut = () =>
+      [...alice.errors, ...bob.errors].some((e) => /announced \d+ times/.test(e.message));
+    await eventually(stormCut, "the announce storm was cut");
+    await eventually(
+      () =>
+        alice.handshakeState("bob-assistant") === "established" &&
+        bob.handshakeState("alice-assistant") === "established",
+      "both established again",
+    );
+    await expect(alice.request("bob-assistant", {})).resolves.toEqual({ still: "talking" });
+  });
+}

@@ -1,0 +1,174 @@
+import { coalesce, type View } from "../app.js";
+import { h, notice, replaceChildren } from "../dom.js";
+import { ago, badge, when } from "../format.js";
+import type { DashboardAgent, PeerView } from "../types.js";
+
+function meter(label: string, value: number, max: number, text: string): HTMLElement {
+  return h(
+    "div",
+    { class: "meter-row" },
+    h("span", { class: "meter-label" }, label),
+    h("meter", { min: 0, max, value, low: max * 0.6, high: max * 0.85, optimum: 0, "aria-label": label }),
+    h("span", { class: "meter-text" }, text),
+  );
+}
+
+function layers(side: PeerView["self"]): string {
+  return side ? `[${side.layers.join(", ")}]` : "—";
+}
+
+function steps(side: PeerView["self"]): string {
+  if (!side) return "nothing yet";
+  return (
+    [side.announced ? "announced" : "", side.capabilitiesExchanged ? "capabilities" : ""]
+      .filter(Boolean)
+      .join(" + ") || "nothing yet"
+  );
+}
+
+function peersTable(agent: DashboardAgent): HTMLElement {
+  if (agent.peers.length === 0) return notice("No handshake with any peer yet.");
+  return h(
+    "table",
+    { class: "table" },
+    h("caption", {}, `Peers of ${agent.agentId}`),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        [
+          "Peer",
+          "Principal",
+          "Handshake",
+          "Layers (this agent / peer)",
+          "Steps seen (this agent / peer)",
+          "Last step",
+        ].map((t) => h("th", { scope: "col" }, t)),
+      ),
+    ),
+    h(
+      "tbody",
+      {},
+      agent.peers.map((peer) =>
+        h(
+          "tr",
+          {},
+          h("th", { scope: "row" }, peer.peer),
+          h("td", {}, peer.peerPrincipal ?? "unknown"),
+          h("td", {}, badge(peer.handshake)),
+          h("td", {}, `${layers(peer.self)} / ${layers(peer.peerSide)}`),
+          h("td", {}, `${steps(peer.self)} / ${steps(peer.peerSide)}`),
+          h(
+            "td",
+            {},
+            when(
+              [peer.self?.at, peer.peerSide?.at]
+                .filter((t): t is string => !!t)
+                .sort()
+                .at(-1),
+            ),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+function agentCard(agent: DashboardAgent): HTMLElement {
+  const p = agent.presence;
+  return h(
+    "article",
+    { class: "card agent", "aria-labelledby": `agent-${agent.agentId}` },
+    h(
+      "header",
+      { class: "card-head" },
+      h(
+        "h2",
+        { id: `agent-${agent.agentId}` },
+        h("span", { class: `dot dot-${p.state}`, "aria-hidden": "true" }),
+        agent.agentId,
+      ),
+      badge(agent.revokedAt ? "revoked" : p.state),
+    ),
+    h(
+      "dl",
+      { class: "facts" },
+      h("dt", {}, "Principal"),
+      h("dd", {}, agent.principalId),
+      h("dt", {}, "Last seen"),
+      h(
+        "dd",
+        {},
+        p.state === "offline" && Date.parse(p.lastSeen) === 0
+          ? "never"
+          : [when(p.lastSeen), ` (${ago(p.lastSeen)})`],
+      ),
+      h("dt", {}, "Connections"),
+      h("dd", {}, String(p.connections)),
+      h("dt", {}, "Capabilities"),
+      h("dd", {}, agent.capabilities.length > 0 ? agent.capabilities.join(", ") : "none declared"),
+      h("dt", {}, "Protocol"),
+      h("dd", {}, agent.protocolVersions.join(", ")),
+      h("dt", {}, "End-to-end encryption"),
+      h("dd", {}, agent.acceptsEncryption ? "accepts encrypted messages" : "no encryption key registered"),
+    ),
+    h(
+      "div",
+      { class: "meters" },
+      meter("Load", p.load, 100, `${Math.round(p.load)}%`),
+      meter("Error rate", p.metrics.errorRate * 100, 100, `${(p.metrics.errorRate * 100).toFixed(1)}%`),
+      h(
+        "p",
+        { class: "health" },
+        `Response time ${Math.round(p.metrics.responseTimeMs)} ms · ${p.activeTasks} active task${p.activeTasks === 1 ? "" : "s"}`,
+      ),
+    ),
+    p.tasks.length > 0
+      ? h(
+          "ul",
+          { class: "tasks" },
+          p.tasks.map((t) =>
+            h("li", {}, t.title ?? t.id, t.progress !== undefined ? ` — ${t.progress}%` : ""),
+          ),
+        )
+      : null,
+    peersTable(agent),
+  );
+}
+
+export const agentsView: View = async (root, app) => {
+  const body = h("div", { class: "cards" });
+  replaceChildren(
+    root,
+    h("h1", { tabindex: "-1" }, app.me.viewer.kind === "admin" ? "Agents" : "Your agents"),
+    h(
+      "p",
+      { class: "lede" },
+      "Presence, load and health as each agent reports them, and the handshake the gateway relayed with each peer. Trust levels are calibrated by each agent itself.",
+    ),
+    body,
+  );
+  const load = async () => {
+    try {
+      const { agents } = await app.api.get<{ agents: DashboardAgent[] }>("/agents");
+      replaceChildren(
+        body,
+        agents.length === 0 ? notice("No agents registered for you yet.") : agents.map(agentCard),
+      );
+    } catch (err) {
+      replaceChildren(body, notice(`Agents could not be loaded: ${(err as Error).message}`, "error"));
+    }
+  };
+  await load();
+  // Presence changes come in bursts: refresh at most twice a second.
+  const refresh = coalesce(() => void load(), 500);
+  const stop = app.on((event, data) => {
+    if (event === "changed" && (data as { what: string }).what === "agents") refresh.call();
+  });
+  return () => {
+    stop();
+    refresh.cancel();
+  };
+};
