@@ -27,6 +27,8 @@ interface Result {
   name: string;
   messages: number;
   seconds: number;
+  /** CPU time of this process per message (nats-server's own CPU not included). */
+  cpuMicros: number;
   p50: number;
   p99: number;
 }
@@ -44,6 +46,7 @@ function percentile(sorted: number[], p: number): number {
 async function drive(name: string, total: number, send: (index: number) => Promise<void>): Promise<Result> {
   const latencies: number[] = [];
   let next = 0;
+  const cpuBefore = process.cpuUsage();
   const started = performance.now();
   const worker = async () => {
     while (next < total) {
@@ -55,8 +58,16 @@ async function drive(name: string, total: number, send: (index: number) => Promi
   };
   await Promise.all(Array.from({ length: IN_FLIGHT }, worker));
   const seconds = (performance.now() - started) / 1000;
+  const cpu = process.cpuUsage(cpuBefore);
   latencies.sort((a, b) => a - b);
-  return { name, messages: total, seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+  return {
+    name,
+    messages: total,
+    seconds,
+    cpuMicros: (cpu.user + cpu.system) / total,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+  };
 }
 
 async function runBroker(name: string, broker: Broker, total: number, warmup: number): Promise<Result> {
@@ -179,14 +190,16 @@ async function startNatsServer(storeDir: string): Promise<{ url: string; child: 
 function table(results: Result[]): void {
   const base = results[0];
   console.log(`\n${IN_FLIGHT} in flight, ${PAIRS} sender→recipient pairs, ${ENVELOPE.length}-byte envelopes`);
-  console.log("broker                      messages   msgs/s   p50 ms   p99 ms   vs embedded");
+  console.log("broker                      messages   msgs/s   p50 ms   p99 ms  cpu µs/msg  vs embedded");
   for (const r of results) {
     const rate = r.messages / r.seconds;
     const ratio = base ? rate / (base.messages / base.seconds) : Number.NaN;
     console.log(
       `${r.name.padEnd(26)} ${String(r.messages).padStart(9)} ${rate.toFixed(0).padStart(8)} ${r.p50
         .toFixed(2)
-        .padStart(8)} ${r.p99.toFixed(2).padStart(8)}   ${ratio.toFixed(2)}×`,
+        .padStart(
+          8,
+        )} ${r.p99.toFixed(2).padStart(8)} ${r.cpuMicros.toFixed(0).padStart(11)}  ${ratio.toFixed(2)}×`,
     );
   }
 }

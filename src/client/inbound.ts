@@ -13,7 +13,7 @@ import {
 } from "../protocol/index.js";
 import type { NewMessageFrame } from "./connection.js";
 import type { AgentCore } from "./core.js";
-import { errorFromObject } from "./errors.js";
+import { errorFromObject, GatewayUnreachableError } from "./errors.js";
 import type { InboundContext, InboundMessage } from "./types.js";
 
 const HANDSHAKE_METHODS = new Set(["agent.announce", "agent.capabilities"]);
@@ -69,6 +69,12 @@ export class Inbound {
     try {
       verified = await this.verify(frame);
     } catch (err) {
+      if (notTheMessagesFault(err)) {
+        // The registry could not be asked (gateway restarting, our key refused): try again on redelivery.
+        this.core.ledger.abandon(frame.id);
+        this.core.emit("error", err as Error);
+        return;
+      }
       await this.refuse(frame, err);
       return;
     }
@@ -320,6 +326,13 @@ export class Inbound {
       envelope: message,
     };
   }
+}
+
+/** A failed registry lookup (unreachable, or any HTTP answer) says nothing about the message itself. */
+function notTheMessagesFault(err: unknown): boolean {
+  return (
+    err instanceof GatewayUnreachableError || (err instanceof AcpError && err.data.httpStatus !== undefined)
+  );
 }
 
 function responseBody(value: unknown): Record<string, unknown> {

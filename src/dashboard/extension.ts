@@ -4,9 +4,10 @@ import type { GatewayExtension } from "../gateway/gateway.js";
 import { type Router, readJsonBody, sendJson } from "../gateway/http.js";
 import { KvApprovalStore } from "../orchestration/approvals-kv.js";
 import { approvalRoutes } from "./approvals.js";
+import { handoffsPanel, negotiationsPanel, votesPanel } from "./collab-panels.js";
 import { LiveFeed } from "./feed.js";
 import { FeedHistory } from "./history.js";
-import { type DashboardPanel, handoffsPanel, PANEL_NAME } from "./panels.js";
+import { type DashboardPanel, PANEL_NAME } from "./panels.js";
 import { PrincipalStore } from "./principals.js";
 import { viewRoutes } from "./routes.js";
 import { DASHBOARD_API, type DashboardServices, scopeOf } from "./services.js";
@@ -28,7 +29,7 @@ export interface DashboardOptions {
   webhookOptions?: WebhookOptions;
   /** Interval of the live stream's keep-alive comments. Default 15 s. */
   keepAliveMs?: number;
-  /** Panels added by other modules (negotiations, votes, …); `handoffs` is built in. */
+  /** Panels added by other modules; handoffs, negotiations and votes (the collab module's) are built in. */
   panels?: DashboardPanel[];
 }
 
@@ -55,7 +56,12 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
       const principals = new PrincipalStore(ctx.broker);
       const webhooks = new SummaryWebhooks(targets, ctx.metrics, ctx.logger, options.webhookOptions);
       const panels = new Map<string, DashboardPanel>();
-      for (const panel of [handoffsPanel(history), ...(options.panels ?? [])]) panels.set(panel.name, panel);
+      const builtIn = [
+        handoffsPanel(ctx.broker, history),
+        negotiationsPanel(ctx.broker),
+        votesPanel(ctx.broker),
+      ];
+      for (const panel of [...builtIn, ...(options.panels ?? [])]) panels.set(panel.name, panel);
       if (webhooks.size > 0) {
         live.subscribe((event) => {
           if (event.type === "summary") webhooks.push(event.item);

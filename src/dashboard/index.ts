@@ -6,11 +6,12 @@
 export type { DashboardAgent, HandshakeSide, PeerView } from "./agents.js";
 export { approvalVisible } from "./approvals.js";
 export { PrincipalAdminClient } from "./client.js";
+export { handoffsPanel, negotiationsPanel, votesPanel } from "./collab-panels.js";
 export type { MessageDetail, SignatureCheck, TimelineStep } from "./detail.js";
 export { type DashboardOptions, dashboardExtension } from "./extension.js";
 export { encryptedSummary, type FeedItem, type LiveEvent, LiveFeed } from "./feed.js";
 export { FeedHistory, type FeedQuery, parseFeedQuery, type VolumeBucket } from "./history.js";
-export { type DashboardPanel, handoffsPanel, type PanelItem } from "./panels.js";
+export { type DashboardPanel, PANEL_NAME, type PanelItem } from "./panels.js";
 export {
   PRINCIPAL_TOKENS_BUCKET,
   PRINCIPALS_BUCKET,

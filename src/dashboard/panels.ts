@@ -1,4 +1,3 @@
-import type { FeedHistory } from "./history.js";
 import type { Scope } from "./viewer.js";
 
 /** One row of a generic panel: what a person needs to follow a negotiation, a vote, a handoff… */
@@ -29,25 +28,3 @@ export interface DashboardPanel {
 }
 
 export const PANEL_NAME = /^[a-z][a-z0-9-]{0,63}$/;
-
-const WEEK_MS = 7 * 24 * 3_600_000;
-
-/** Task handoffs (`agent.handoff` messages) of the last week, newest first. */
-export function handoffsPanel(history: FeedHistory): DashboardPanel {
-  return {
-    name: "handoffs",
-    title: "Handoffs",
-    async items(scope) {
-      const items = await history.query(scope, { type: "handoff", since: Date.now() - WEEK_MS, limit: 200 });
-      return items.map((item) => ({
-        id: item.id,
-        title: `${item.from.agent} → ${item.to.agent}`,
-        ...(item.status ? { status: item.status } : {}),
-        participants: [item.from.agent, item.to.agent],
-        at: item.at,
-        lines: [item.summary],
-        messageId: item.id,
-      }));
-    },
-  };
-}

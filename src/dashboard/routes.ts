@@ -1,3 +1,4 @@
+import { credentialOf, hashSecret } from "../gateway/auth.js";
 import { type Router, sendJson } from "../gateway/http.js";
 import { AcpError } from "../protocol/index.js";
 import { dashboardAgents } from "./agents.js";
@@ -5,6 +6,7 @@ import { approvalVisible } from "./approvals.js";
 import { messageDetail } from "./detail.js";
 import type { LiveEvent } from "./feed.js";
 import { matchesQuery, parseFeedQuery } from "./history.js";
+import { PRINCIPAL_TOKENS_BUCKET } from "./principals.js";
 import { DASHBOARD_API, type DashboardServices, scopeOf } from "./services.js";
 import { EventStream } from "./sse.js";
 import { Scope } from "./viewer.js";
@@ -70,6 +72,7 @@ export function viewRoutes(router: Router, services: DashboardServices): void {
   router.add("GET", `${DASHBOARD_API}/stream`, async (req, res, _params, url) => {
     let scope = await scopeOf(services, req);
     const { since: _since, until: _until, limit: _limit, ...filters } = parseFeedQuery(url);
+    const tokenHash = hashSecret(credentialOf(req.headers) ?? "");
     // The handler returns at once (the response stays open), so a stopping gateway never waits for it.
     const stream = new EventStream(res, services.keepAliveMs);
     services.streams.add(stream);
@@ -78,6 +81,11 @@ export function viewRoutes(router: Router, services: DashboardServices): void {
     const unsubscribe = services.live.subscribe((event) => {
       handled = handled
         .then(async () => {
+          if (event.type === "kv" && event.bucket === PRINCIPAL_TOKENS_BUCKET && event.key === tokenHash) {
+            // The token was revoked: the stream ends, and the reconnect is refused.
+            if (event.op === "delete") stream.end();
+            return;
+          }
           if (event.type === "kv" && event.bucket === "agents") scope = await Scope.of(ctx, scope.viewer);
           const next = toStreamEvent(scope, event, filters);
           if (next) stream.send(next.event, next.data);

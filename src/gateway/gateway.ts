@@ -16,6 +16,7 @@ import {
   type NatsConnectionOptions,
   openBroker,
 } from "../broker/index.js";
+import { collabExtension } from "../collab/routes.js";
 import { type DashboardOptions, dashboardExtension } from "../dashboard/extension.js";
 import { AcpError } from "../protocol/index.js";
 import { hashSecret, newAdminToken } from "./auth.js";
@@ -127,6 +128,10 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       summaryWebhooks: options.summaryWebhooks ?? [],
     }),
     ...(options.extensions ?? []),
+    // Collaboration (negotiation, handoffs, teams…) unless the caller mounts its own configured one.
+    ...(options.extensions?.some((e) => e.name === "collab")
+      ? []
+      : [collabExtension(options.audit === false ? {} : { auditRoot: join(data, "collab-audit") })]),
   ];
   const common = {
     ...(options.delivery ? { delivery: options.delivery } : {}),

@@ -82,8 +82,12 @@ export class HandshakeGate {
     throw new AcpError("Conflict", "the handshake state changed concurrently; retry");
   }
 
-  /** Throws HandshakeRequired unless the pair completed the handshake with these keys and layers. */
-  async require(headers: EnvelopeHeaders, kid: string): Promise<void> {
+  /**
+   * Throws HandshakeRequired unless the pair completed the handshake with these keys and layers.
+   * A response answers a request that already passed this gate; while the pair re-handshakes it is
+   * still relayed as long as its signer announced with the same key, so a reply in flight is not lost.
+   */
+  async require(headers: EnvelopeHeaders, kid: string, isResponse = false): Promise<void> {
     const from = headers["agent-id"];
     const to = headers["recipient-id"];
     const key = pairKey(from, to);
@@ -95,6 +99,7 @@ export class HandshakeGate {
     const mine = state?.[from];
     const theirs = state?.[to];
     const complete = mine?.announced && mine.capabilities && theirs?.announced && theirs.capabilities;
+    if (isResponse && mine?.announced && mine.kid === kid) return;
     if (!complete) {
       throw new AcpError(
         "HandshakeRequired",

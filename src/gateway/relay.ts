@@ -103,7 +103,7 @@ export class Relay {
     const kind = messageKind(message);
     const method = "method" in message ? message.method : kind === "error" ? "error" : "response";
     if (HANDSHAKE_METHODS.has(method)) await this.gate.observe(method as "agent.announce", headers, kid);
-    else if (kind !== "error") await this.gate.require(headers, kid);
+    else if (kind !== "error") await this.gate.require(headers, kid, kind === "response");
 
     const envelope = typeof input === "string" ? input : JSON.stringify(input);
     const result = await this.broker.submit({

@@ -18,8 +18,8 @@ import {
  *                  caller's verifyEnvelope before a message reaches this class)
  *   3 capabilities both sides send `agent.capabilities` (tools, domains, limits, requests)
  *   4 trust        each calibrates its trust in the other; the relationship is `established`
- * Only then may substantive messages flow. A message whose signing key or declared layers differ
- * from those seen in the handshake resets the peer to `none`: a new handshake is required.
+ * Only then may substantive messages flow. A message whose signing key, declared layers or principal
+ * differ from those seen in the handshake resets the peer to `none`: a new handshake is required.
  * This class does no I/O: it returns the messages to send; the caller signs, sends and audits them.
  */
 export type HandshakeState = "none" | "announcing" | "exchanging-capabilities" | "established";
@@ -129,7 +129,8 @@ export class Handshakes {
 
   /**
    * Gate for substantive messages: throws HandshakeRequired unless the handshake is complete and
-   * the message is signed with the handshake's key and declares the same layers.
+   * the message is signed with the handshake's key, declares the same layers and the same
+   * principal. A change resets the peer: a new handshake is required.
    */
   requireEstablished(headers: EnvelopeHeaders, kid: string): PeerHandshake {
     const peer = headers["agent-id"];
@@ -182,11 +183,13 @@ export class Handshakes {
     return record;
   }
 
-  private sendAnnounce(record: PeerHandshake): MethodMessage[] {
+  /** `reply` marks an announce sent because the peer announced: a reply never triggers another. */
+  private sendAnnounce(record: PeerHandshake, reply = false): MethodMessage[] {
     record.announceSent = true;
     this.advance(record);
     this.emit(record, "announce", "sent");
-    return [buildAnnounce(this.options.self, record.peer, this.options.announce, { now: this.now() })];
+    const body = reply ? { ...this.options.announce, reply: true } : this.options.announce;
+    return [buildAnnounce(this.options.self, record.peer, body, { now: this.now() })];
   }
 
   private sendCapabilities(record: PeerHandshake): MethodMessage[] {
@@ -213,6 +216,10 @@ export class Handshakes {
         ],
       });
     }
+    // Our announce is repeated only for an initiating announce (the peer may have lost ours); a
+    // reply announce proves the peer has ours, so answering it with another would loop forever.
+    const isReply = (body as { reply?: unknown }).reply === true;
+    if (isReply) record.announceSent = true;
     Object.assign(record, {
       announceReceived: true,
       principalId: headers["principal-id"],
@@ -225,7 +232,7 @@ export class Handshakes {
     this.advance(record);
     this.emit(record, "announce", "received");
     this.emit(record, "verify", "local");
-    const out = record.announceSent ? [] : this.sendAnnounce(record);
+    const out = record.announceSent ? [] : this.sendAnnounce(record, true);
     if (!record.capabilitiesSent) out.push(...this.sendCapabilities(record));
     this.advance(record);
     return out;

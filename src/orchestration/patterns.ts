@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { TimeoutAbort } from "./errors.js";
 import type { Orchestrator, SendOptions } from "./orchestrator.js";
 import { type AgentCommand, type AgentResponse, type CommandDraft, isSuccessful } from "./schemas.js";
@@ -83,12 +84,14 @@ export async function broadcast(
 ): Promise<BroadcastResult> {
   const unique = [...new Set(targets)];
   const { onOutcome, ...sendOptions } = options;
+  const linked = linkedSignal(options.signal);
   const outcomes = await Promise.all(
     unique.map(async (agent) => {
       const command = orchestrator.command({ ...base, to: agent });
-      return reported({ agent, command, response: await orchestrator.send(command, sendOptions) }, onOutcome);
+      const response = await orchestrator.send(command, { ...sendOptions, signal: linked.signal });
+      return reported({ agent, command, response }, onOutcome);
     }),
-  );
+  ).finally(linked.unlink);
   return {
     status: statusOf(outcomes, 1),
     outcomes,
@@ -127,6 +130,23 @@ export async function pipeline(
   return { status: statusOf(outcomes, 1), outcomes, data };
 }
 
+/**
+ * A signal of our own that follows the caller's: every command of a pattern listens on it (more than
+ * Node's default of 10 listeners), and a scatter-gather aborts it at its deadline.
+ */
+function linkedSignal(parent: AbortSignal | undefined) {
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  const forward = () => controller.abort(parent?.reason);
+  parent?.addEventListener("abort", forward, { once: true });
+  if (parent?.aborted) forward();
+  return {
+    controller,
+    signal: controller.signal,
+    unlink: () => parent?.removeEventListener("abort", forward),
+  };
+}
+
 function reported(outcome: Outcome, onOutcome: PatternOptions["onOutcome"]): Outcome {
   onOutcome?.(outcome);
   return outcome;
@@ -160,10 +180,8 @@ export async function scatterGather<T>(
   if (!Number.isInteger(minSuccess) || minSuccess < 0 || minSuccess > drafts.length) {
     throw new RangeError(`minSuccess must be a whole number from 0 to ${drafts.length}, got ${minSuccess}`);
   }
-  const controller = new AbortController();
-  const forward = () => controller.abort(options.signal?.reason);
-  options.signal?.addEventListener("abort", forward, { once: true });
-  if (options.signal?.aborted) forward();
+  const linked = linkedSignal(options.signal);
+  const controller = linked.controller;
   const deadline = options.deadlineMs;
   const timer =
     deadline === undefined
@@ -197,6 +215,6 @@ export async function scatterGather<T>(
     return { status, outcomes, succeeded: successes.length, result: options.aggregate(successes, outcomes) };
   } finally {
     clearTimeout(timer);
-    options.signal?.removeEventListener("abort", forward);
+    linked.unlink();
   }
 }

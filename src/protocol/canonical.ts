@@ -5,8 +5,8 @@
  * - object keys sorted by UTF-16 code units (Array.prototype.sort's default order), no whitespace
  * Properties whose value is `undefined` are left out, as JSON.stringify leaves them out of the wire text.
  *
- * This is on the hot path of every verify. The fast path checks the value in one walk that copies it
- * with its members inserted in JCS order, and lets the native JSON.stringify write the text (its
+ * This is on the hot path of every verify. The fast path checks the value in one walk that copies
+ * what is out of JCS order (only that), and lets the native JSON.stringify write the text (its
  * number and string output is exactly JCS's). Objects with array-index-like keys, which engines
  * always enumerate first in numeric order, take the explicit serializer. Only when a value cannot
  * be represented does a third walk find where, for the error message.
@@ -37,10 +37,16 @@ function inOrder(keys: string[]): boolean {
   return true;
 }
 
+/** Sets a member, keeping a "__proto__" member (own property after JSON.parse) a member. */
+function setMember(target: Record<string, unknown>, key: string, item: unknown): void {
+  if (key === "__proto__") Object.defineProperty(target, key, { value: item, enumerable: true });
+  else target[key] = item;
+}
+
 /**
- * A copy of the value whose object members are inserted in JCS order, checked on the way; throws if
- * it is not JSON. Copying unconditionally into plain objects measured faster than copying only what
- * is out of order (the bookkeeping costs more than the copy, and fresh objects stringify fastest).
+ * Returns the value, or a copy whose object members are inserted in JCS order; checks every value on
+ * the way and throws if it is not JSON. Copies start only where something differs (out-of-order
+ * keys, or a child that had to be copied), so an already canonical value costs no allocation.
  */
 function prepare(value: unknown): unknown {
   switch (typeof value) {
@@ -55,29 +61,40 @@ function prepare(value: unknown): unknown {
     case "object": {
       if (value === null) return value;
       if (Array.isArray(value)) {
-        const copy: unknown[] = new Array(value.length);
+        let copy: unknown[] | undefined;
         for (let i = 0; i < value.length; i++) {
           const item: unknown = value[i];
-          copy[i] = item === undefined ? null : prepare(item);
+          const prepared = item === undefined ? null : prepare(item);
+          if (copy) copy.push(prepared);
+          else if (prepared !== item) {
+            copy = value.slice(0, i);
+            copy.push(prepared);
+          }
         }
-        return copy;
+        return copy ?? value;
       }
       const record = value as Record<string, unknown>;
       const keys = Object.keys(record);
-      if (!inOrder(keys)) keys.sort();
-      const ordered: Record<string, unknown> = {};
+      let copy: Record<string, unknown> | undefined;
+      if (!inOrder(keys)) {
+        keys.sort();
+        copy = {};
+      }
       for (let i = 0; i < keys.length; i++) {
         const key = keys[i] as string;
         if (!isWellFormed(key)) throw new Unrepresentable();
         if (isIndexLike(key)) throw new NeedsExplicitOrder();
         const item = record[key];
-        if (item === undefined) continue;
-        // A "__proto__" member (an own property after JSON.parse) must stay a member, not a prototype.
-        if (key === "__proto__")
-          Object.defineProperty(ordered, key, { value: prepare(item), enumerable: true });
-        else ordered[key] = prepare(item);
+        if (item === undefined) continue; // JSON.stringify leaves it out, copy or not
+        const prepared = prepare(item);
+        if (copy) setMember(copy, key, prepared);
+        else if (prepared !== item) {
+          copy = {};
+          for (let j = 0; j < i; j++) setMember(copy, keys[j] as string, record[keys[j] as string]);
+          setMember(copy, key, prepared);
+        }
       }
-      return ordered;
+      return copy ?? value;
     }
     default:
       throw new Unrepresentable();

@@ -238,6 +238,11 @@ export function deliveryConformance(ctx: SuiteContext): void {
       await inbox.close();
       const reopened = await broker.openInbox("bob");
       await reopened.close();
+      // Two opens at once: exactly one wins.
+      const both = await Promise.allSettled([broker.openInbox("carol"), broker.openInbox("carol")]);
+      expect(both.filter((result) => result.status === "fulfilled")).toHaveLength(1);
+      const loser = both.find((result) => result.status === "rejected");
+      expect((loser as PromiseRejectedResult).reason).toMatchObject({ code: "invalid_state" });
     });
   });
 }

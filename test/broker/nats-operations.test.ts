@@ -1,3 +1,6 @@
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { afterEach, expect, it } from "vitest";
@@ -11,9 +14,13 @@ import {
   openBroker,
 } from "../../src/broker/index.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
+import { useTmpDir } from "../helpers/tmp.js";
 import { eventually, expectBrokerError, message, reader } from "./support.js";
 
 const startNats = useNatsServer();
+const tmp = useTmpDir("acp-nats-tls-");
+/** The TLS test makes a self-signed certificate with openssl (skipped without it). */
+const opensslPath = ["/usr/bin/openssl", "/usr/local/bin/openssl"].find((path) => existsSync(path));
 const opened: Broker[] = [];
 afterEach(async () => {
   await Promise.all(opened.splice(0).map((broker) => broker.close().catch(() => undefined)));
@@ -124,6 +131,46 @@ describeWithNats("NATS broker operations", () => {
     for (const warning of warnings) expect(warning).not.toContain("jsonrpc");
   });
 
+  it.skipIf(!opensslPath)(
+    "connects over TLS with the server's CA and refuses an unknown certificate",
+    async () => {
+      const dir = tmp();
+      const certFile = join(dir, "cert.pem");
+      const keyFile = join(dir, "key.pem");
+      execFileSync(
+        opensslPath!,
+        [
+          "req",
+          "-x509",
+          "-newkey",
+          "ec",
+          "-pkeyopt",
+          "ec_paramgen_curve:P-256",
+          "-nodes",
+          "-days",
+          "1",
+          "-keyout",
+          keyFile,
+          "-out",
+          certFile,
+          "-subj",
+          "/CN=127.0.0.1",
+          "-addext",
+          "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        { stdio: "ignore" },
+      );
+      const server = await startNats({ tls: { certFile, keyFile } });
+      const broker = await open({ servers: server.url, tls: { caFile: certFile } });
+      expect((await broker.submit(message("alice", "bob"))).duplicate).toBe(false);
+      const refused = await expectBrokerError(
+        openBroker({ nats: { servers: server.url, tls: true } }),
+        "unavailable",
+      );
+      expect(refused.message).toMatch(/certificate/i);
+    },
+  );
+
   it("connects with user/password or token and explains a refused login", async () => {
     const withPassword = await startNats({ user: "acp", pass: "s3cret" });
     const broker = await open({ servers: withPassword.url, user: "acp", pass: "s3cret" });
@@ -133,6 +180,11 @@ describeWithNats("NATS broker operations", () => {
       "unavailable",
     );
     expect(refused.message).toMatch(/authoriz/i);
+    const inUrl = await expectBrokerError(
+      openBroker({ nats: { servers: withPassword.url.replace("//", "//acp:wrong-secret@") } }),
+      "unavailable",
+    );
+    expect(inUrl.message).not.toContain("wrong-secret");
 
     const withToken = await startNats({ token: "t0ken-value" });
     const tokenBroker = await open({ servers: withToken.url, token: "t0ken-value" });

@@ -4,6 +4,7 @@ import {
   buildCapabilities,
   buildNotification,
   buildRequest,
+  buildResponse,
   ErrorCode,
   signMessage,
 } from "../../src/protocol/index.js";
@@ -131,6 +132,19 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
     // The change reset the pair: even a well-formed message needs a new handshake now.
     const after = await submit(gw, alpha, buildNotification(alpha.sender, "agent-beta", {}));
     expect(errorOf(after.json).code).toBe(ErrorCode.HandshakeRequired);
+  });
+
+  it("relays a response while the pair re-handshakes, but no new request", async () => {
+    await handshake(gw, alpha, beta);
+    const request = buildRequest(alpha.sender, "agent-beta", { action: "slow" });
+    expect((await submit(gw, alpha, request)).status).toBe(202);
+    // Beta re-announces (e.g. it restarted) before answering: the pair is back at step 1.
+    const again = await submit(gw, beta, buildAnnounce(beta.sender, "agent-alpha", { capabilities: [], purpose: "again" }));
+    expect(again.status).toBe(202);
+    const response = await submit(gw, beta, buildResponse(beta.sender, request, { ok: true }));
+    expect(response.status, JSON.stringify(response.json)).toBe(202);
+    const fresh = await submit(gw, beta, buildRequest(beta.sender, "agent-alpha", {}));
+    expect(errorOf(fresh.json).code).toBe(ErrorCode.HandshakeRequired);
   });
 
   it("is idempotent for the same envelope and refuses a reused id with other content", async () => {

@@ -14,6 +14,8 @@ export interface NatsServerOptions {
   user?: string;
   pass?: string;
   token?: string;
+  /** Require TLS with this certificate and key (PEM files). */
+  tls?: { certFile: string; keyFile: string };
 }
 
 export interface NatsServer {
@@ -126,6 +128,7 @@ export async function startNatsServer(
   const args = ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir];
   if (options.user !== undefined) args.push("--user", options.user, "--pass", options.pass ?? "");
   if (options.token !== undefined) args.push("--auth", options.token);
+  if (options.tls) args.push("--tls", "--tlscert", options.tls.certFile, "--tlskey", options.tls.keyFile);
   let child = await launch(binary, args);
   running.add(child);
   const stop = async (signal: "SIGTERM" | "SIGKILL" = "SIGTERM") => {

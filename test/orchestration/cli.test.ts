@@ -3,7 +3,13 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { AcpAgent } from "../../src/client/index.js";
 import { writeIdentityFile } from "../../src/identity/index.js";
-import { CommandError, type CommandHandler, Orchestrator, serveCommands, SqliteApprovalStore } from "../../src/orchestration/index.js";
+import {
+  CommandError,
+  type CommandHandler,
+  Orchestrator,
+  SqliteApprovalStore,
+  serveCommands,
+} from "../../src/orchestration/index.js";
 import { runAcp } from "../helpers/cli.js";
 import { startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
@@ -17,7 +23,11 @@ describe("acp command … (the real binary against a real gateway)", () => {
   const cleanups: (() => Promise<unknown>)[] = [];
   const seen: { agent: string; parameters: Record<string, unknown> }[] = [];
 
-  async function worker(id: string, handler: CommandHandler, capabilities: string[] = []): Promise<TestAgent> {
+  async function worker(
+    id: string,
+    handler: CommandHandler,
+    capabilities: string[] = [],
+  ): Promise<TestAgent> {
     const registered = await gw.register(id, `owner-of-${id}`, { capabilities });
     const agent = new AcpAgent({
       gateway: gw.url,
@@ -61,11 +71,30 @@ describe("acp command … (the real binary against a real gateway)", () => {
 
   it("send: prints the agent's response; parameters are JSON when they parse", async () => {
     await worker("code-agent", (command) => ({ data: { got: command.parameters }, summary: "looked at it" }));
-    const result = await acp(["command", "send", "--to", "code-agent", "--action", "ANALYZE", "--param", "file=src/main.ts", "--param", 'checks=["complexity","security"]', "--param", "depth=2"]);
+    const result = await acp([
+      "command",
+      "send",
+      "--to",
+      "code-agent",
+      "--action",
+      "ANALYZE",
+      "--param",
+      "file=src/main.ts",
+      "--param",
+      'checks=["complexity","security"]',
+      "--param",
+      "depth=2",
+    ]);
     expect(result.stderr).toContain("sending ANALYZE to code-agent");
     expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(/^success from code-agent in \d+ ms \(command [0-9a-f-]{36}\)\nsummary: looked at it\n/);
-    expect(seen[0]?.parameters).toEqual({ file: "src/main.ts", checks: ["complexity", "security"], depth: 2 });
+    expect(result.stdout).toMatch(
+      /^success from code-agent in \d+ ms \(command [0-9a-f-]{36}\)\nsummary: looked at it\n/,
+    );
+    expect(seen[0]?.parameters).toEqual({
+      file: "src/main.ts",
+      checks: ["complexity", "security"],
+      depth: 2,
+    });
 
     const json = await acp(["command", "send", "--to", "code-agent", "--action", "TEST", "--json"]);
     expect(json.code).toBe(0);
@@ -76,10 +105,28 @@ describe("acp command … (the real binary against a real gateway)", () => {
     await worker("code-agent", () => {
       throw new CommandError("agent_error", "the repository is locked");
     });
-    const invalid = await acp(["command", "send", "--to", "code-agent", "--action", "DESTROY", "--priority", "asap"]);
+    const invalid = await acp([
+      "command",
+      "send",
+      "--to",
+      "code-agent",
+      "--action",
+      "DESTROY",
+      "--priority",
+      "asap",
+    ]);
     expect(invalid.code).toBe(1);
     expect(invalid.stderr).toMatch(/acp: --priority: Invalid option: .*; --action: Invalid option/);
-    const badParam = await acp(["command", "send", "--to", "code-agent", "--action", "TEST", "--param", "novalue"]);
+    const badParam = await acp([
+      "command",
+      "send",
+      "--to",
+      "code-agent",
+      "--action",
+      "TEST",
+      "--param",
+      "novalue",
+    ]);
     expect(badParam.stderr).toContain("acp: --param novalue: expected key=value");
     const failedRun = await acp(["command", "send", "--to", "code-agent", "--action", "TEST"]);
     expect(failedRun.code).toBe(1);
@@ -90,33 +137,66 @@ describe("acp command … (the real binary against a real gateway)", () => {
 
   it("send: a permission the target's registry entry does not grant is refused before sending", async () => {
     await worker("reader", () => ({ data: "read" }), ["fs:read"]);
-    const denied = await acp(["command", "send", "--to", "reader", "--action", "EXECUTE", "--permission", "fs:write"]);
+    const denied = await acp([
+      "command",
+      "send",
+      "--to",
+      "reader",
+      "--action",
+      "EXECUTE",
+      "--permission",
+      "fs:write",
+    ]);
     expect(denied.code).toBe(1);
-    expect(denied.stderr).toContain("acp: failed (permission_error): reader is not granted fs:write; the command was not sent");
+    expect(denied.stderr).toContain(
+      "acp: failed (permission_error): reader is not granted fs:write; the command was not sent",
+    );
     expect(seen).toHaveLength(0);
-    const allowed = await acp(["command", "send", "--to", "reader", "--action", "EXECUTE", "--permission", "fs:read"]);
+    const allowed = await acp([
+      "command",
+      "send",
+      "--to",
+      "reader",
+      "--action",
+      "EXECUTE",
+      "--permission",
+      "fs:read",
+    ]);
     expect(allowed.code).toBe(0);
   });
 
-  it("a command needing approval waits until `acp approvals approve`, or fails on `deny`", async () => {
+  it("a command needing approval waits until `acp approvals approve`, or fails on `deny`", {
+    timeout: 120_000,
+  }, async () => {
     await worker("deployer", () => ({ data: "deployed" }));
-    const waitForPending = async () => {
+    /** The one pending approval's id, once the running `acp command send` has asked for it. */
+    const waitForPending = async (run: Promise<{ code: number; stderr: string }>) => {
+      let ended: { code: number; stderr: string } | undefined;
+      void run.then((result) => {
+        ended = result;
+      });
       let id: string | undefined;
       await vi.waitFor(
         async () => {
+          if (ended) throw new Error(`acp command send ended early (${ended.code}): ${ended.stderr}`);
           const listed = await acp(["approvals", "list", "--json"]);
           const approvals = JSON.parse(listed.stdout).approvals as { id: string }[];
           expect(approvals).toHaveLength(1);
           id = approvals[0]?.id;
         },
-        { timeout: 15_000, interval: 300 },
+        { timeout: 25_000, interval: 300 },
       );
       return id!;
     };
-    const approvedRun = acp(["command", "send", "--to", "deployer", "--action", "EXECUTE", "--priority", "high"]);
-    const first = await waitForPending();
+    const approvedRun = acp(
+      ["command", "send", "--to", "deployer", "--action", "EXECUTE", "--priority", "high"],
+      60_000,
+    );
+    const first = await waitForPending(approvedRun);
     const human = await acp(["approvals", "list"]);
-    expect(human.stdout).toContain(`${first}  pending  EXECUTE → deployer  priority high  asked by cli-orchestrator for carol`);
+    expect(human.stdout).toContain(
+      `${first}  pending  EXECUTE → deployer  priority high  asked by cli-orchestrator for carol`,
+    );
     expect(human.stdout).toContain("why: priority high is at or above approval_threshold high");
     const approve = await acp(["approvals", "approve", first, "--by", "carol"]);
     expect(approve.stdout).toBe(`${first}: approved (EXECUTE → deployer)\n`);
@@ -125,8 +205,11 @@ describe("acp command … (the real binary against a real gateway)", () => {
     expect(approved.code).toBe(0);
     expect(approved.stdout).toContain('"deployed"');
 
-    const deniedRun = acp(["command", "send", "--to", "deployer", "--action", "EXECUTE", "--require-approval"]);
-    const second = await waitForPending();
+    const deniedRun = acp(
+      ["command", "send", "--to", "deployer", "--action", "EXECUTE", "--require-approval"],
+      60_000,
+    );
+    const second = await waitForPending(deniedRun);
     expect((await acp(["approvals", "deny", second, "--reason", "not today"])).code).toBe(0);
     const denied = await deniedRun;
     expect(denied.code).toBe(1);
@@ -144,7 +227,10 @@ describe("acp command … (the real binary against a real gateway)", () => {
     await worker("agent-3", () => {
       throw new CommandError("agent_error", "crashed");
     });
-    writeFileSync(join(dir, "broadcast.yaml"), "targets: [agent-1, agent-2, agent-3]\naction: VALIDATE\nparameters: { rule: strict }\n");
+    writeFileSync(
+      join(dir, "broadcast.yaml"),
+      "targets: [agent-1, agent-2, agent-3]\naction: VALIDATE\nparameters: { rule: strict }\n",
+    );
     const broadcast = await acp(["command", "broadcast", "broadcast.yaml"]);
     expect(broadcast.code).toBe(2);
     expect(broadcast.stdout).toMatch(/agent-3\s+failed\s+\d+ ms\s+agent_error: crashed/);
@@ -166,7 +252,7 @@ describe("acp command … (the real binary against a real gateway)", () => {
     const pipeline = await acp(["command", "pipeline", "pipeline.yaml"]);
     expect(pipeline.code).toBe(0);
     expect(pipeline.stdout).toContain("success: 2 of 2 succeeded");
-    expect(seen.find((s) => s.agent === "agent-2")?.parameters).toEqual({ design: { lint: 1 } });
+    expect(seen.filter((s) => s.agent === "agent-2").at(-1)?.parameters).toEqual({ design: { lint: 1 } });
 
     writeFileSync(join(dir, "bad.yaml"), "targets: [agent-1]\naction: VALIDATE\npriorty: high\n");
     const bad = await acp(["command", "broadcast", "bad.yaml"]);
@@ -187,28 +273,50 @@ describe("acp approvals with a local store", () => {
     const dir = tmp();
     const file = join(dir, "approvals.db");
     const store = SqliteApprovalStore.open(file, { pollMs: 20 });
-    const orch = new Orchestrator({ id: "standalone", audit: false, approvals: store, config: { security: { approval_threshold: "critical" } } });
+    const orch = new Orchestrator({
+      id: "standalone",
+      audit: false,
+      approvals: store,
+      config: { security: { approval_threshold: "critical" } },
+    });
     orch.addAgent({ id: "local-worker", handler: () => ({ data: "ran" }) });
     const ids: string[] = [];
-    const run = orch.send(orch.command({ to: "local-worker", action: "REFACTOR", priority: "critical", parameters: { scope: "all" } }), {
-      onApproval: (a) => ids.push(a.id),
-    });
+    const run = orch.send(
+      orch.command({
+        to: "local-worker",
+        action: "REFACTOR",
+        priority: "critical",
+        parameters: { scope: "all" },
+      }),
+      {
+        onApproval: (a) => ids.push(a.id),
+      },
+    );
     await vi.waitFor(() => expect(ids).toHaveLength(1));
     const env = { ACP_GATEWAY: "", ACP_ADMIN_TOKEN: "", ACP_APPROVALS_STORE: "" };
     const listed = await runAcp(["approvals", "list", "--store", file], { env, cwd: dir });
-    expect(listed.stdout).toContain(`${ids[0]}  pending  REFACTOR → local-worker  priority critical  asked by standalone`);
+    expect(listed.stdout).toContain(
+      `${ids[0]}  pending  REFACTOR → local-worker  priority critical  asked by standalone`,
+    );
     expect(listed.stdout).toContain('parameters: {"scope":"all"}');
-    const approved = await runAcp(["approvals", "approve", ids[0]!, "--store", file, "--json"], { env, cwd: dir });
+    const approved = await runAcp(["approvals", "approve", ids[0]!, "--store", file, "--json"], {
+      env,
+      cwd: dir,
+    });
     expect(JSON.parse(approved.stdout)).toMatchObject({ status: "approved" });
     expect((await run).results.data).toBe("ran");
     const all = await runAcp(["approvals", "list", "--store", file, "--all", "--json"], { env, cwd: dir });
     expect(JSON.parse(all.stdout).approvals).toHaveLength(1);
-    expect((await runAcp(["approvals", "list", "--store", file], { env, cwd: dir })).stdout).toBe(`no pending approvals at ${file}\n`);
+    expect((await runAcp(["approvals", "list", "--store", file], { env, cwd: dir })).stdout).toBe(
+      `no pending approvals at ${file}\n`,
+    );
     await store.close();
   });
 
   it("without a gateway or a store it says what to give", async () => {
-    const result = await runAcp(["approvals", "list"], { env: { ACP_GATEWAY: "", ACP_ADMIN_TOKEN: "", ACP_APPROVALS_STORE: "" } });
+    const result = await runAcp(["approvals", "list"], {
+      env: { ACP_GATEWAY: "", ACP_ADMIN_TOKEN: "", ACP_APPROVALS_STORE: "" },
+    });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain("no approvals given: pass --gateway URL with --admin-token");
   });

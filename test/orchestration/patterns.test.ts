@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { aggregators, CommandError, failureReason } from "../../src/orchestration/index.js";
+import { aggregators, CommandError, failureReason, serveMetrics } from "../../src/orchestration/index.js";
 import { delay, orchestrator, recording } from "./helpers.js";
 
 describe("send (request-response) with in-process agents", () => {
@@ -300,5 +300,65 @@ describe("scatter-gather", () => {
     await expect(
       orch.scatterGather([{ to: "a", action: "ANALYZE" }], { aggregate: () => 0, minSuccess: 2 }),
     ).rejects.toThrow(/minSuccess must be a whole number from 0 to 1/);
+  });
+});
+
+describe("metrics", () => {
+  it("per agent: attempts by status, success rate, latency, circuit state; served on the orchestrator's own /metrics", async () => {
+    const { orch } = orchestrator({ retry: { max_attempts: 1 } });
+    orch.addAgent({ id: "good", handler: () => ({ data: 1 }) });
+    orch.addAgent({
+      id: "bad",
+      handler: () => {
+        throw new Error("x");
+      },
+    });
+    await orch.send(orch.command({ to: "good", action: "TEST" }));
+    await orch.send(orch.command({ to: "good", action: "TEST" }));
+    await orch.send(orch.command({ to: "bad", action: "TEST" }));
+    expect(orch.metrics.snapshot()).toMatchObject([
+      { agent: "good", attempts: 2, successRate: 1, breaker: "closed" },
+      { agent: "bad", attempts: 1, successRate: 0, breaker: "closed" },
+    ]);
+    const server = await serveMetrics(orch.metrics);
+    try {
+      const text = await (await fetch(server.url)).text();
+      expect(text).toContain('acp_orchestrator_commands_total{agent="good",status="success"} 2');
+      expect(text).toContain('acp_orchestrator_commands_total{agent="bad",status="failed"} 1');
+      expect(text).toContain('acp_orchestrator_success_ratio{agent="bad"} 0');
+      expect(text).toContain("# TYPE acp_orchestrator_latency_p99_ms gauge");
+      expect((await fetch(server.url.replace("/metrics", "/other"))).status).toBe(404);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe("audit_level", () => {
+  it("basic records only each command's final response; detailed records every attempt", async () => {
+    for (const [level, expected] of [
+      ["basic", 1],
+      ["detailed", 2],
+    ] as const) {
+      const { orch, audit } = orchestrator({ security: { audit_level: level } });
+      let calls = 0;
+      orch.addAgent({
+        id: "flaky",
+        handler: () => {
+          if (++calls === 1) throw new CommandError("system_error", "blip", { recoverable: true });
+          return { data: "ok" };
+        },
+      });
+      await orch.send(
+        orch.command({
+          to: "flaky",
+          action: "TEST",
+          context: { retryPolicy: { maxAttempts: 2, backoffMs: 0 } },
+        }),
+      );
+      expect(audit.responses().map((e) => e.status)).toEqual(
+        expected === 1 ? ["success"] : ["failed", "success"],
+      );
+    }
   });
 });

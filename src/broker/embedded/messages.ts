@@ -87,7 +87,9 @@ export class MessageTable {
        dead_letter_detail = ? WHERE seq = ? AND ${UNSETTLED}`,
     );
     this.unsettledStmt = db.prepare(
-      `SELECT ${COLUMNS}, b.envelope FROM messages m LEFT JOIN message_bodies b ON b.seq = m.seq
+      // INDEXED BY: the planner would otherwise walk the agent's whole history in messages_by_recipient.
+      `SELECT ${COLUMNS}, b.envelope FROM messages m INDEXED BY messages_unsettled
+       LEFT JOIN message_bodies b ON b.seq = m.seq
        WHERE m.recipient = ? AND m.seq > ? AND m.${UNSETTLED} ORDER BY m.seq LIMIT ?`,
     );
     this.exhaustedStmt = db.prepare(

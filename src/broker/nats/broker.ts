@@ -62,6 +62,8 @@ import { type StatusDoc, StatusStore } from "./status-store.js";
 export class NatsBroker implements Broker, NatsInboxHost {
   readonly kind = "nats" as const;
   private readonly inboxes = new Map<string, NatsInbox>();
+  /** Agents whose inbox is being opened (consumer set-up in progress): a second open must fail too. */
+  private readonly opening = new Set<string>();
   private readonly changes: ChangeFeed;
   private readonly deadLetters: DeadLetters;
   private closed = false;
@@ -163,8 +165,12 @@ export class NatsBroker implements Broker, NatsInboxHost {
           field: "id",
         });
       }
-      const status = effectiveStatus(this.policy, current.status, current.queuedAt, Date.now());
-      return { id: input.id, status, duplicate: ack.duplicate || current.seq !== ack.seq };
+      const duplicate = ack.duplicate || current.seq !== ack.seq;
+      // A new message is reported as stored (queued), even if its inbox already picked it up.
+      const status = duplicate
+        ? effectiveStatus(this.policy, current.status, current.queuedAt, Date.now())
+        : "queued";
+      return { id: input.id, status, duplicate };
     });
   }
 
@@ -177,21 +183,26 @@ export class NatsBroker implements Broker, NatsInboxHost {
           field: "maxInFlight",
         });
       }
-      if (this.inboxes.has(agentId)) {
+      if (this.inboxes.has(agentId) || this.opening.has(agentId)) {
         throw new BrokerError("invalid_state", `the inbox of ${agentId} is already open in this broker`);
       }
-      const config = inboxConsumerConfig(agentId, this.policy, maxInFlight);
-      const name = consumerName(agentId);
+      this.opening.add(agentId);
       try {
-        await this.jsm.consumers.update(INBOX_STREAM, name, config);
-      } catch {
-        await this.jsm.consumers.add(INBOX_STREAM, config);
+        const config = inboxConsumerConfig(agentId, this.policy, maxInFlight);
+        const name = consumerName(agentId);
+        try {
+          await this.jsm.consumers.update(INBOX_STREAM, name, config);
+        } catch {
+          await this.jsm.consumers.add(INBOX_STREAM, config);
+        }
+        const consumer = await this.js.consumers.get(INBOX_STREAM, name);
+        const messages = await consumer.consume({ max_messages: maxInFlight });
+        const inbox = new NatsInbox(agentId, messages, this);
+        this.inboxes.set(agentId, inbox);
+        return inbox;
+      } finally {
+        this.opening.delete(agentId);
       }
-      const consumer = await this.js.consumers.get(INBOX_STREAM, name);
-      const messages = await consumer.consume({ max_messages: maxInFlight });
-      const inbox = new NatsInbox(agentId, messages, this);
-      this.inboxes.set(agentId, inbox);
-      return inbox;
     });
   }
 

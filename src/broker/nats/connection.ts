@@ -24,6 +24,8 @@ export async function connectNats(options: NatsConnectionOptions): Promise<NatsC
     name: options.name ?? "acp-broker",
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
+    // Otherwise every request captures two stack traces up front, a fifth of the broker's CPU.
+    noAsyncTraces: true,
   };
   if (options.user !== undefined) connectOptions.user = options.user;
   if (options.pass !== undefined) connectOptions.pass = options.pass;
@@ -46,12 +48,14 @@ export async function connectNats(options: NatsConnectionOptions): Promise<NatsC
     return await connect(connectOptions);
   } catch (error) {
     // The message names the server and the reason (refused, authorization violation, TLS required…).
-    throw new BrokerError(
-      "unavailable",
-      `cannot connect to NATS at ${servers.join(", ")}: ${String(error)}`,
-      {
-        cause: error,
-      },
-    );
+    const where = servers.map(withoutCredentials).join(", ");
+    throw new BrokerError("unavailable", `cannot connect to NATS at ${where}: ${String(error)}`, {
+      cause: error,
+    });
   }
+}
+
+/** `nats://user:secret@host` → `nats://***@host`: error messages end up in logs. */
+function withoutCredentials(server: string): string {
+  return server.replace(/\/\/[^/@]*@/, "//***@");
 }

@@ -3,7 +3,7 @@ import { DeliveryQueue } from "../delivery-queue.js";
 import { ackWaitFor, type BrokerPolicy, expiresAtMs, isoTime } from "../policy.js";
 import type { Delivery, Inbox, MessageKind } from "../types.js";
 import { agentOfInboxSubject, Header } from "./layout.js";
-import type { StatusDoc, StatusStore } from "./status-store.js";
+import type { Decision, StatusDoc, StatusStore, Versioned } from "./status-store.js";
 
 /** What a NATS inbox needs from its broker. */
 export interface NatsInboxHost {
@@ -114,6 +114,9 @@ export class NatsInbox implements Inbox {
     } catch (error) {
       if (!this.closed) this.host.warn(`inbox ${this.agentId}: consumer stopped: ${String(error)}`);
     }
+    // The consumer ended without close() (deleted on the server): end the iteration so the
+    // gateway sees it and can open the inbox again.
+    if (!this.closed) await this.close();
   }
 
   private async prepare(msg: JsMsg): Promise<Delivery | null> {
@@ -130,13 +133,12 @@ export class NatsInbox implements Inbox {
     this.forgetExhausted(now);
     const attempt = msg.info.deliveryCount;
     const ackSubject = replySubject(msg);
-    const outcome = await this.host.statuses.mutate<"deliver" | "ack" | "term">(headers.id, (current) => {
-      const base: StatusDoc = current?.value ?? {
-        ...headers,
-        status: "queued",
-        attempts: 0,
-        seq: msg.seq,
-      };
+    const decide = (current: Versioned<StatusDoc> | null): Decision<"deliver" | "ack" | "term" | "again"> => {
+      // The submitting gateway writes the record right after its publish. If this delivery is
+      // faster, write the record as the submit would have (queued) first, then go on as usual.
+      if (!current)
+        return { next: { ...headers, status: "queued", attempts: 0, seq: msg.seq }, result: "again" };
+      const base = current.value;
       // A late duplicate copy (submitted again after the dedup window) is dropped silently.
       if (base.seq !== msg.seq) return { result: "ack" };
       if (base.status === "acknowledged") return { result: "ack" };
@@ -149,7 +151,10 @@ export class NatsInbox implements Inbox {
       };
       if (ackSubject !== undefined) next.ackSubject = ackSubject;
       return { next, result: "deliver" };
-    });
+    };
+    let outcome = await this.host.statuses.mutate(headers.id, decide);
+    if (outcome === "again") outcome = await this.host.statuses.mutate(headers.id, decide);
+    if (outcome === "again") return null; // deleted again meanwhile: left for redelivery
     if (outcome === "ack") {
       msg.ack();
       return null;

@@ -158,6 +158,9 @@ async function transcript(alice: AcpAgent, bob: AcpAgent): Promise<void> {
   bob.onHandoff((handoff) => ({ accepted: true, next: `bob-scheduler will ${String(handoff.remaining)}` }));
 
   printLine("\n1. Handshake (announce, verify, capabilities, trust)");
+  if (alice.handshakeState("bob-scheduler") === "established") {
+    printLine("  already completed in an earlier run with this data directory (kept across restarts)");
+  }
   await alice.handshake("bob-scheduler");
   await until(() => bob.handshakeState("alice-scheduler") === "established");
   for (const [me, peer] of [

@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import type { NatsConnectionOptions } from "../../broker/index.js";
+import { parseWebhookTarget } from "../../dashboard/webhooks.js";
 import { startGateway } from "../../gateway/index.js";
 import { CliError, printLine } from "../io.js";
 
@@ -20,7 +21,10 @@ export interface GatewayCliOptions {
   maxEnvelope?: string;
   rateLimit?: string;
   audit: boolean;
+  summaryWebhook: string[];
 }
+
+const collect = (value: string, previous: string[]) => [...previous, value];
 
 function positiveInt(value: string | undefined, flag: string): number | undefined {
   if (value === undefined) return undefined;
@@ -69,11 +73,24 @@ export function registerGateway(program: Command): void {
     .option("--max-envelope <bytes>", "largest accepted envelope", "1048576")
     .option("--rate-limit <perSecond>", "messages per second per agent", "2000")
     .option("--no-audit", "do not keep the relay audit log")
+    .option(
+      "--summary-webhook <url>",
+      "post every relayed message's summary to a Slack- or Discord-compatible incoming webhook (repeatable; a slack: or discord: prefix picks the format)",
+      collect,
+      [],
+    )
     .action(async (options: GatewayCliOptions) => {
       if (Boolean(options.tlsCert) !== Boolean(options.tlsKey))
         throw new CliError("--tls-cert and --tls-key go together");
       const nats = natsOptionsFrom(options);
       const rate = positiveInt(options.rateLimit, "--rate-limit") ?? 2000;
+      const webhooks = options.summaryWebhook.map((spec) => {
+        try {
+          return parseWebhookTarget(spec);
+        } catch (err) {
+          throw new CliError(`--summary-webhook: ${(err as Error).message}`);
+        }
+      });
       const gateway = await startGateway({
         host: options.host,
         port: positiveInt(options.port, "--port") ?? 8080,
@@ -86,12 +103,19 @@ export function registerGateway(program: Command): void {
           burst: rate * 2,
         },
         audit: options.audit,
+        summaryWebhooks: options.summaryWebhook,
       }).catch((err: Error) => {
         throw new CliError(err.message);
       });
       printLine(
         `ACP gateway on ${gateway.url} (${gateway.broker.kind} broker${nats ? "" : `, data in ${options.data}`})`,
       );
+      printLine(
+        `dashboard: ${gateway.url}/ (sign in with a principal token from \`acp principal add\`, or the admin token)`,
+      );
+      if (webhooks.length > 0) {
+        printLine(`summaries posted to ${webhooks.map((w) => w.label).join(", ")}`);
+      }
       if (gateway.adminTokenCreated) {
         printLine(`admin token (shown once; register agents with it): ${gateway.adminToken}`);
       }

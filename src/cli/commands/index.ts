@@ -8,6 +8,7 @@ import { registerGateway } from "./gateway.js";
 import { registerKeys } from "./keys.js";
 import { registerMcp } from "./mcp.js";
 import { registerMessages } from "./messages.js";
+import { registerPrincipal } from "./principal.js";
 import { registerSend } from "./send.js";
 import { registerSession } from "./session.js";
 
@@ -27,5 +28,6 @@ export function registerCommands(program: Command): void {
   registerSession(program);
   registerCommand(program);
   registerApprovals(program);
+  registerPrincipal(program);
   void program;
 }

@@ -13,12 +13,17 @@ const W = 900;
 const H = 280;
 const M = { left: 48, right: 12, top: 16, bottom: 42 };
 
-/** 1, 2, 5 × 10^n at or above `value`, so the axis has round numbers. */
-function niceMax(value: number): number {
-  if (value <= 4) return 4;
-  const power = 10 ** Math.floor(Math.log10(value));
-  const step = [1, 2, 5, 10].find((m) => m * power >= value) ?? 10;
-  return step * power;
+/** Four gridline steps of 1, 2 or 5 × 10^n, so the axis has round numbers and reaches `value`. */
+function niceStep(value: number): number {
+  const raw = Math.max(1, value / 4);
+  const power = 10 ** Math.floor(Math.log10(raw));
+  return ([1, 2, 5, 10].find((m) => m * power >= raw) ?? 10) * power;
+}
+
+function bucketText(ms: number): string {
+  if (ms >= 24 * 3_600_000) return `${ms / (24 * 3_600_000)} day${ms === 24 * 3_600_000 ? "" : "s"}`;
+  if (ms >= 3_600_000) return `${ms / 3_600_000} hour${ms === 3_600_000 ? "" : "s"}`;
+  return `${ms / 60_000} minute${ms === 60_000 ? "" : "s"}`;
 }
 
 function axisLabel(iso: string, bucketMs: number): string {
@@ -34,13 +39,14 @@ function axisLabel(iso: string, bucketMs: number): string {
 
 /** Messages per time bucket as stacked bars, one colour per type; each bar names its numbers on hover. */
 export function volumeChart(buckets: VolumeBucket[], bucketMs: number): SVGSVGElement {
-  const max = niceMax(Math.max(0, ...buckets.map((b) => b.total)));
+  const step = niceStep(Math.max(0, ...buckets.map((b) => b.total)));
+  const max = step * 4;
   const plotW = W - M.left - M.right;
   const plotH = H - M.top - M.bottom;
   const slot = plotW / Math.max(1, buckets.length);
   const barW = Math.max(2, slot * 0.75);
   const y = (value: number) => M.top + plotH - (value / max) * plotH;
-  const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => Math.round(max * f));
+  const ticks = [0, 1, 2, 3, 4].map((n) => n * step);
   const labelEvery = Math.max(1, Math.ceil(buckets.length / 8));
   const total = buckets.reduce((sum, b) => sum + b.total, 0);
   return s(
@@ -177,7 +183,7 @@ export const volumeView: View = async (root, app) => {
         h(
           "p",
           { class: "muted" },
-          `${total} message${total === 1 ? "" : "s"} · one bar per ${Math.round(bucketMs / 60_000)} minutes`,
+          `${total} message${total === 1 ? "" : "s"} · one bar per ${bucketText(bucketMs)}`,
         ),
         volumeChart(buckets, bucketMs),
         legend,

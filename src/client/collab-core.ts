@@ -1,0 +1,189 @@
+import { negotiateVersion } from "../gateway/registry.js";
+import { type AgentView, API_PREFIX } from "../gateway/wire.js";
+import {
+  AcpError,
+  buildHandoff,
+  buildNotification,
+  createSigner,
+  type MethodMessage,
+  type PrivateIdentity,
+  type SenderIdentity,
+  type Signer,
+  signMessage,
+} from "../protocol/index.js";
+import type { AcpAgent } from "./agent.js";
+import { errorFromObject, GatewayUnreachableError } from "./errors.js";
+import { GatewayClient, normaliseGatewayUrl } from "./http.js";
+
+export interface CollabClientOptions {
+  /** The agent's private identity: collaboration messages are signed with its key. */
+  identity: PrivateIdentity;
+  /** The API key the gateway issued to this agent. */
+  apiKey: string;
+  /** The gateway's base URL; default: the `agent`'s. */
+  gateway?: string;
+  /**
+   * The same agent, connected: it runs the handshake with each peer before a message is relayed to
+   * it, and receives what peers send (offers, counters, channel posts…). Without it only reads and
+   * records addressed to the agent itself (ballots, entries, status) work.
+   */
+  agent?: AcpAgent;
+  /** skill-layers-loaded on every message: must be what the agent declared in its handshake. Default [0, 1]. */
+  layers?: number[];
+  /** How long a handshake may take. Default 30 s. */
+  timeoutMs?: number;
+}
+
+/** A signed message ready to POST, with the identifiers it was signed with. */
+export interface Signed {
+  message: MethodMessage & { signature: string };
+  messageId: string;
+  timestamp: string;
+}
+
+/**
+ * What every collaboration call needs: the signer, the gateway's REST API, peers' registry entries
+ * (keys, principals, protocol versions), and handshakes through the connected agent.
+ */
+export class CollabCore {
+  readonly self: SenderIdentity;
+  readonly signer: Signer;
+  readonly baseUrl: string;
+  readonly agent: AcpAgent | undefined;
+  readonly apiKey: string;
+  private readonly registry: GatewayClient;
+  private readonly views = new Map<string, Promise<AgentView>>();
+  private readonly timeoutMs: number;
+
+  constructor(options: CollabClientOptions) {
+    const gateway = options.gateway ?? options.agent?.gateway;
+    if (gateway === undefined) {
+      throw new AcpError("InvalidParams", "CollabClient needs `gateway` or a connected `agent`", {
+        problems: [{ path: "/gateway", message: "is required without agent" }],
+      });
+    }
+    if (options.agent?.agentId !== undefined && options.agent.agentId !== options.identity.agentId) {
+      throw new AcpError(
+        "InvalidParams",
+        `the agent is ${options.agent.agentId}, the identity ${options.identity.agentId}`,
+        {
+          problems: [{ path: "/agent", message: "must be the agent of the identity" }],
+        },
+      );
+    }
+    this.baseUrl = normaliseGatewayUrl(gateway);
+    this.agent = options.agent;
+    this.apiKey = options.apiKey;
+    this.self = {
+      agentId: options.identity.agentId,
+      principalId: options.identity.principalId,
+      layers: options.layers ?? [0, 1],
+    };
+    this.signer = createSigner(options.identity);
+    this.registry = new GatewayClient({ gateway: this.baseUrl, apiKey: options.apiKey });
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+  }
+
+  get agentId(): string {
+    return this.self.agentId;
+  }
+
+  /** A registered agent's public view (keys, principal, versions), cached for this client's life. */
+  view(agentId: string): Promise<AgentView> {
+    let view = this.views.get(agentId);
+    if (!view) {
+      view = this.registry.getAgent(agentId);
+      view.catch(() => this.views.delete(agentId));
+      this.views.set(agentId, view);
+    }
+    return view;
+  }
+
+  /** The handshake the relay requires before anything reaches `peer` (a no-op once established). */
+  async reach(peer: string): Promise<void> {
+    if (peer === this.agentId) return;
+    if (!this.agent) {
+      throw new AcpError(
+        "InvalidParams",
+        `messages to ${peer} need a connected agent (CollabClient option agent)`,
+        {
+          problems: [{ path: "/agent", message: "is required to reach other agents" }],
+        },
+      );
+    }
+    if (this.agent.handshakeState(peer) !== "established")
+      await this.agent.handshake(peer, { timeoutMs: this.timeoutMs });
+  }
+
+  /**
+   * Builds and signs a notification (or, for `agent.handoff`, a request) to `to`. `body` may be a
+   * function of the headers, for bodies that sign over the message id and timestamp.
+   */
+  async sign(
+    method: string,
+    to: string,
+    body:
+      | Record<string, unknown>
+      | ((ids: { messageId: string; timestamp: string }) => Record<string, unknown>),
+  ): Promise<Signed> {
+    const message: MethodMessage =
+      method === "agent.handoff"
+        ? buildHandoff(this.self, to, {})
+        : buildNotification(this.self, to, {}, { method });
+    const headers = message.params.headers;
+    headers["trust-layer-version"] = await this.version(to);
+    const ids = { messageId: headers["message-id"] as string, timestamp: headers.timestamp };
+    message.params.body = typeof body === "function" ? body(ids) : body;
+    return { message: signMessage(message, this.signer), ...ids };
+  }
+
+  /** GET/POST on the gateway's REST API with this agent's key; failures are the gateway's AcpError. */
+  async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const url = `${this.baseUrl}${API_PREFIX}${path}`;
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method,
+        headers: {
+          accept: "application/json",
+          "x-api-key": this.apiKey,
+          ...(body !== undefined ? { "content-type": "application/json" } : {}),
+        },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      });
+    } catch (err) {
+      throw new GatewayUnreachableError(this.baseUrl, err);
+    }
+    const text = await response.text();
+    let parsed: unknown;
+    try {
+      parsed = text === "" ? {} : JSON.parse(text);
+    } catch {
+      throw new AcpError(
+        "InternalError",
+        `${method} ${path}: the gateway answered ${response.status} with non-JSON`,
+      );
+    }
+    if (!response.ok) {
+      const error = (parsed as { error?: { code?: unknown; message?: unknown; data?: unknown } }).error;
+      if (typeof error?.code === "number" && typeof error.message === "string") {
+        throw errorFromObject(
+          { code: error.code, message: error.message, data: error.data },
+          { httpStatus: response.status },
+        );
+      }
+      throw new AcpError("InternalError", `${method} ${path}: the gateway answered ${response.status}`);
+    }
+    return parsed as T;
+  }
+
+  /** The protocol version the gateway requires for this pair (the highest both registered). */
+  private async version(to: string): Promise<string> {
+    const [mine, theirs] = await Promise.all([this.view(this.agentId), this.view(to)]);
+    const agreed = negotiateVersion(mine.protocolVersions, theirs.protocolVersions);
+    if (!agreed) throw new AcpError("NoCommonVersion", `${this.agentId} and ${to} share no protocol version`);
+    return agreed;
+  }
+}
+
+export const path = (...parts: string[]) => parts.map(encodeURIComponent).join("/");

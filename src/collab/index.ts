@@ -1,0 +1,44 @@
+/**
+ * `acp-kit/collab`: negotiation with signed agreements, task handoff with escrow, status
+ * broadcasting, and team collaboration (channels, votes, knowledge, disputes). See docs/collab.md.
+ */
+export {
+  type AgreementCheck,
+  AgreementDocument,
+  AgreementParty,
+  partyOf,
+  type RoundEntry,
+  roundHash,
+  SignedAgreement,
+  signAgreement,
+  verifyAgreement,
+} from "./agreement.js";
+export type { CollabAuditEvent } from "./audit.js";
+export {
+  HANDOFF_RULES,
+  type HandoffAction,
+  type HandoffEvent,
+  type HandoffRecord,
+  type HandoffStatus,
+  pendingHandoffs,
+  watchPendingHandoffs,
+} from "./handoff.js";
+export type { KnowledgeEntry, SearchHit } from "./knowledge-index.js";
+export type { Balance, Escrow, Movement, MovementKind } from "./ledger.js";
+export * from "./messages.js";
+export {
+  agreementDocument,
+  DEFAULT_NEGOTIATION_RULES,
+  type NegotiationRound,
+  type NegotiationRules,
+  type NegotiationSession,
+  type NegotiationStatus,
+  turnOf,
+} from "./negotiation.js";
+export { type CollabOptions, collabExtension } from "./routes.js";
+export type { Dispute } from "./routes-dispute.js";
+export type { StatusEvent, StatusRecord } from "./routes-status.js";
+export { COLLAB_BUCKETS } from "./store.js";
+export type { ChannelPost, PostKind, Team } from "./teams.js";
+export { CollabId } from "./util.js";
+export { type Ballot, ballotsHash, recount, tallyVote, type Vote } from "./votes.js";

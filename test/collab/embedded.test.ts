@@ -1,0 +1,11 @@
+import { describe } from "vitest";
+import { startTestGateway } from "../helpers/gateway.js";
+import { handoffSuite } from "./suite-handoff.js";
+import { negotiationSuite } from "./suite-negotiation.js";
+import { teamSuite } from "./suite-team.js";
+
+describe("collaboration on the embedded broker", () => {
+  describe("negotiation", () => negotiationSuite((options) => startTestGateway(options)));
+  describe("handoff", () => handoffSuite((options) => startTestGateway(options)));
+  describe("teams", () => teamSuite((options) => startTestGateway(options)));
+});

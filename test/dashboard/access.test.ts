@@ -1,0 +1,278 @@
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { CollabClient } from "../../src/client/collab.js";
+import { Session } from "../../src/coordination/index.js";
+import type { DashboardAgent, PanelItem, SessionDetail, SessionSummary } from "../../src/dashboard/index.js";
+import type { ApprovalRecord } from "../../src/orchestration/index.js";
+import { type Action, Orchestrator } from "../../src/orchestration/index.js";
+import { api, startTestGateway } from "../helpers/gateway.js";
+import { useTmpDir } from "../helpers/tmp.js";
+import { aliceAsksBob, type Cast, dashboard, followStream, principalToken, useCast } from "./helpers.js";
+
+/** An approval asked by alice's scheduler (acting as an orchestrator) through the gateway's API. */
+async function askApproval(c: Cast, action: Action = "EXECUTE"): Promise<ApprovalRecord> {
+  const command = new Orchestrator({ id: "alice-scheduler", audit: false }).command({
+    to: "bob-scheduler",
+    action,
+    parameters: { calendar: "team", when: "2026-02-18T10:00:00Z" },
+  });
+  const res = await api(c.gw.url, "/api/v1/approvals", {
+    apiKey: c.alice.apiKey,
+    body: { command, reason: "the command sets security.requireApproval", timeoutMs: 600_000 },
+  });
+  if (res.status !== 201) throw new Error(`approval: ${res.status} ${JSON.stringify(res.json)}`);
+  return res.json as unknown as ApprovalRecord;
+}
+
+describe("what each principal sees (server-side, on every endpoint)", () => {
+  const cast = useCast();
+
+  it("agents: a principal sees its own with presence and handshake state per peer; the admin sees all", async () => {
+    const c = await cast();
+    await aliceAsksBob(c);
+    const [alice, carol] = [await principalToken(c.gw, "alice"), await principalToken(c.gw, "carol")];
+    const mine = (await dashboard(c.gw, alice, "/agents")).json.agents as DashboardAgent[];
+    expect(mine.map((a) => a.agentId)).toEqual(["alice-scheduler"]);
+    expect(mine[0]).toMatchObject({
+      principalId: "alice",
+      capabilities: ["calendar.read"],
+      acceptsEncryption: true,
+      presence: { state: "online", connections: 1 },
+      peers: [
+        {
+          peer: "bob-scheduler",
+          peerPrincipal: "bob",
+          handshake: "established",
+          self: { announced: true, capabilitiesExchanged: true, layers: [0, 1, 2] },
+          peerSide: { announced: true, capabilitiesExchanged: true, layers: [0, 1, 2] },
+        },
+      ],
+    });
+    const carols = (await dashboard(c.gw, carol, "/agents")).json.agents as DashboardAgent[];
+    expect(carols).toMatchObject([{ agentId: "carol-agent", presence: { state: "offline" }, peers: [] }]);
+    const all = (await dashboard(c.gw, c.gw.adminToken, "/agents")).json.agents as DashboardAgent[];
+    expect(all.map((a) => a.agentId)).toEqual(["alice-scheduler", "bob-scheduler", "carol-agent"]);
+  });
+
+  it("approvals: the principal asked (or owning the asking agent) sees and decides; others get 404", async () => {
+    const c = await cast();
+    const alice = await principalToken(c.gw, "alice");
+    const bob = await principalToken(c.gw, "bob");
+    const carol = await principalToken(c.gw, "carol");
+    const stream = await followStream(c.gw, alice);
+    const first = await askApproval(c);
+    const second = await askApproval(c, "IMPLEMENT");
+    await stream.next("changed", (d) => (d as { what: string }).what === "approvals");
+
+    const listed = (await dashboard(c.gw, alice, "/approvals?status=pending")).json
+      .approvals as ApprovalRecord[];
+    expect(listed.map((a) => a.id)).toEqual([second.id, first.id]);
+    expect((await dashboard(c.gw, bob, "/approvals")).json.approvals).toEqual([]);
+    expect((await dashboard(c.gw, carol, "/approvals")).json.approvals).toEqual([]);
+
+    const stolen = await dashboard(c.gw, carol, `/approvals/${first.id}/approve`, { method: "POST" });
+    expect(stolen.status).toBe(404);
+    expect(stolen.json.error).toMatchObject({ message: `no approval ${first.id}` });
+
+    const approved = await dashboard(c.gw, alice, `/approvals/${first.id}/approve`, {
+      body: { note: "fine by me" },
+    });
+    expect(approved.json).toMatchObject({
+      status: "approved",
+      decidedBy: "principal:alice",
+      note: "fine by me",
+    });
+    const twice = await dashboard(c.gw, alice, `/approvals/${first.id}/deny`, { method: "POST" });
+    expect(twice.status).toBe(409);
+    const badNote = await dashboard(c.gw, alice, `/approvals/${second.id}/deny`, { body: { note: 42 } });
+    expect(badNote.status).toBe(400);
+    expect(badNote.json.error).toMatchObject({ data: { problems: [{ path: "/note" }] } });
+    const denied = await dashboard(c.gw, c.gw.adminToken, `/approvals/${second.id}/deny`, { method: "POST" });
+    expect(denied.json).toMatchObject({ status: "denied", decidedBy: "admin" });
+    expect((await dashboard(c.gw, alice, "/approvals?status=pending")).json.approvals).toEqual([]);
+    expect(((await dashboard(c.gw, alice, "/approvals")).json.approvals as unknown[]).length).toBe(2);
+    const badStatus = await dashboard(c.gw, alice, "/approvals?status=maybe");
+    expect(badStatus.json.error).toMatchObject({ data: { problems: [{ path: "status" }] } });
+    stream.close();
+  });
+
+  it("coordination sessions: shown to principals whose agents take part", async () => {
+    const c = await cast();
+    const root = join(c.dir, "context");
+    const session = await Session.create({ root, projectType: "scheduling" });
+    await session.updateAgent("alice-scheduler", { status: "completed" });
+    await session.updateAgent("reviewer", { status: "in_progress", dependencies: ["alice-scheduler"] });
+    await session.log({
+      timestamp: new Date().toISOString(),
+      from: "reviewer",
+      type: "status",
+      message: "reviewing the plan",
+    });
+    const [alice, carol] = [await principalToken(c.gw, "alice"), await principalToken(c.gw, "carol")];
+
+    const list = (await dashboard(c.gw, alice, "/sessions")).json.sessions as SessionSummary[];
+    expect(list).toMatchObject([
+      { id: session.id, projectType: "scheduling", agents: 2, byStatus: { completed: 1, in_progress: 1 } },
+    ]);
+    const detail = (await dashboard(c.gw, alice, `/sessions/${session.id}`)).json as unknown as SessionDetail;
+    expect(detail.agentList.map((a) => [a.name, a.status, a.dependencies])).toEqual([
+      ["alice-scheduler", "completed", []],
+      ["reviewer", "in_progress", ["alice-scheduler"]],
+    ]);
+    expect(detail.events).toMatchObject([
+      { from: "reviewer", type: "status", message: "reviewing the plan" },
+    ]);
+
+    expect((await dashboard(c.gw, carol, "/sessions")).json.sessions).toEqual([]);
+    expect((await dashboard(c.gw, carol, `/sessions/${session.id}`)).status).toBe(404);
+    expect((await dashboard(c.gw, alice, "/sessions/not-a-session")).status).toBe(404);
+    expect(((await dashboard(c.gw, c.gw.adminToken, "/sessions")).json.sessions as unknown[]).length).toBe(1);
+  });
+
+  it("panels: handoffs are the viewer's; a module that is not installed is a 404", async () => {
+    const c = await cast();
+    await aliceAsksBob(c);
+    c.agents.get("bob-scheduler")!.onHandoff(() => ({ accepted: true }));
+    await c.agents.get("alice-scheduler")!.handoff("bob-scheduler", {
+      completed: ["found a slot"],
+      remaining: "send the invitation",
+      context: { slot: "2026-02-18T10:00:00Z" },
+    });
+    const [alice, carol] = [await principalToken(c.gw, "alice"), await principalToken(c.gw, "carol")];
+    const handoffs = (await dashboard(c.gw, alice, "/panels/handoffs")).json.items as PanelItem[];
+    expect(handoffs).toMatchObject([
+      { title: "alice-scheduler → bob-scheduler", participants: ["alice-scheduler", "bob-scheduler"] },
+    ]);
+    expect(handoffs[0]!.lines?.[0]).toContain("handed off a task");
+    expect((await dashboard(c.gw, carol, "/panels/handoffs")).json.items).toEqual([]);
+    const missing = await dashboard(c.gw, alice, "/panels/negotiations");
+    expect(missing.status).toBe(404);
+    expect(missing.json.error).toMatchObject({ message: "no dashboard panel negotiations on this gateway" });
+  });
+
+  it("every endpoint refuses a request without a valid token", async () => {
+    const c = await cast();
+    const paths = [
+      "/me",
+      "/agents",
+      "/feed",
+      "/volume",
+      "/messages/x",
+      "/webhooks",
+      "/approvals",
+      "/sessions",
+      "/panels/handoffs",
+      "/stream",
+    ];
+    for (const path of paths) {
+      expect((await dashboard(c.gw, undefined, path)).status, path).toBe(401);
+      expect((await dashboard(c.gw, "acppr_forged", path)).status, path).toBe(401);
+    }
+    for (const path of ["/approvals/x/approve", "/approvals/x/deny", "/principals"]) {
+      expect((await dashboard(c.gw, undefined, path, { method: "POST" })).status, path).toBe(401);
+    }
+  });
+
+  it("a revoked principal's open stream ends", async () => {
+    const c = await cast();
+    const token = await principalToken(c.gw, "alice");
+    const stream = await followStream(c.gw, token);
+    await stream.next("ready");
+    await dashboard(c.gw, c.gw.adminToken, "/principals/alice/revoke", { method: "POST" });
+    await stream.ended;
+    expect((await dashboard(c.gw, token, "/stream")).status).toBe(401);
+  });
+});
+
+describe("the dashboard page", () => {
+  const tmp = useTmpDir();
+
+  it("says how to build it when the bundle is missing, and serves no other files", async () => {
+    const gw = await startTestGateway({ dashboard: { staticDir: tmp() } });
+    try {
+      const page = await fetch(`${gw.url}/`);
+      expect(page.status).toBe(503);
+      expect(await page.text()).toContain("npm run build");
+      for (const path of ["/assets/..%2F..%2Fpackage.json", "/assets/missing.js", "/assets/x.exe"]) {
+        expect((await fetch(`${gw.url}${path}`)).status, path).toBe(404);
+      }
+    } finally {
+      await gw.close();
+    }
+  });
+});
+
+describe("collaboration panels (negotiations, handoffs, votes)", () => {
+  const cast = useCast();
+
+  it("show the collab module's records to the principals of the agents involved", async () => {
+    const c = await cast();
+    const collab = async (who: typeof c.alice) =>
+      new CollabClient({
+        agent: await c.connect(who),
+        identity: who.identity,
+        apiKey: who.apiKey,
+        layers: [0, 1, 2],
+      });
+    const [alice, bob] = [await collab(c.alice), await collab(c.bob)];
+
+    const proposed = await alice.negotiations.propose(
+      "bob-scheduler",
+      { slot: "2026-02-18T10:00:00Z", minutes: 60 },
+      {
+        subject: "weekly sync",
+      },
+    );
+    await bob.negotiations.accept(proposed.sessionId);
+    const offered = await alice.handoffs.offer(
+      "bob-scheduler",
+      {
+        completed: ["agreed on a slot"],
+        remaining: "send the invitation",
+        context: { slot: "2026-02-18T10:00:00Z" },
+      },
+      { title: "send the invitation" },
+    );
+    await bob.handoffs.accept(offered.handoffId);
+    await alice.teams.create("planning", "Planning", ["bob-scheduler"]);
+    const vote = await alice.teams.openVote({
+      teamId: "planning",
+      channel: "general",
+      question: "Move the sync to Thursday?",
+      options: ["yes", "no"],
+      rule: { type: "majority" },
+      closesAt: new Date(Date.now() + 3_600_000),
+    });
+    await alice.teams.vote(vote.voteId, "yes");
+    await bob.teams.vote(vote.voteId, "yes");
+
+    const aliceToken = await principalToken(c.gw, "alice");
+    const carolToken = await principalToken(c.gw, "carol");
+    const panel = async (token: string, name: string) =>
+      (await dashboard(c.gw, token, `/panels/${name}`)).json.items as PanelItem[];
+
+    const [negotiation] = await panel(aliceToken, "negotiations");
+    expect(negotiation).toMatchObject({
+      title: "weekly sync: alice-scheduler ↔ bob-scheduler",
+      status: "accepted",
+      participants: ["alice-scheduler", "bob-scheduler"],
+    });
+    expect(negotiation!.lines).toEqual([
+      'Round 1: alice-scheduler offered slot "2026-02-18T10:00:00Z", minutes 60',
+      "Accepted by bob-scheduler",
+      "Agreement signed by alice-scheduler and bob-scheduler: both signatures verify",
+    ]);
+    const handoffs = await panel(aliceToken, "handoffs");
+    expect(handoffs).toHaveLength(1);
+    expect(handoffs[0]).toMatchObject({
+      title: "alice-scheduler → bob-scheduler: send the invitation",
+      status: "accepted",
+    });
+    const [ballot] = await panel(aliceToken, "votes");
+    expect(ballot).toMatchObject({ title: "Move the sync to Thursday?", status: "open" });
+    expect(ballot!.lines?.[0]).toBe("yes: 2, no: 0 (2 of 2 voted)");
+
+    for (const name of ["negotiations", "handoffs", "votes"])
+      expect(await panel(carolToken, name)).toEqual([]);
+  });
+});
