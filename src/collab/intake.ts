@@ -77,7 +77,7 @@ export class Intake {
       throw err;
     };
     try {
-      const message = validateMessage(input, { envelope: true });
+      const message = named(() => validateMessage(input, { envelope: true }));
       if (!("params" in message) || message.method !== spec.method) {
         throw new AcpError("InvalidParams", `this endpoint takes a signed ${spec.method} message`, {
           problems: [{ path: "/method", message: `must be ${spec.method}` }],
@@ -121,5 +121,16 @@ export class Intake {
   /** Relays a checked message to its recipient through the gateway's relay pipeline. */
   relay(caller: ResolvedAgent, action: Action<unknown>): Promise<SubmitResponse> {
     return this.ctx.relay.submit(caller, action.message, action.size);
+  }
+}
+
+/** Validation errors say which field first, so a person (or the CLI) sees what to fix. */
+function named<T>(run: () => T): T {
+  try {
+    return run();
+  } catch (err) {
+    const first = err instanceof AcpError ? err.data.problems?.[0] : undefined;
+    if (!(err instanceof AcpError) || !first) throw err;
+    throw new AcpError(err.reason, `${err.message}: ${first.path || "/"} ${first.message}`, err.data);
   }
 }

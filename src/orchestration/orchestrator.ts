@@ -1,19 +1,18 @@
 import { randomUUID } from "node:crypto";
 import type { GatewayExtension } from "../gateway/gateway.js";
+import { ApprovalGate } from "./approval-gate.js";
 import type { ApprovalRecord, ApprovalStore } from "./approvals.js";
+import { Attempts } from "./attempts.js";
 import { type CommandAuditSink, commandEntry, responseEntry } from "./audit.js";
-import { type BreakerState, CircuitBreaker } from "./breaker.js";
+import type { BreakerState } from "./breaker.js";
 import { ResponseCache } from "./cache.js";
 import {
   isCacheableAction,
-  needsApprovalByPriority,
   type OrchestrationConfig,
   type OrchestrationConfigInput,
   resolveConfig,
-  timeoutFor,
 } from "./config.js";
-import { classify, describeProblems, type FailureReason, problemsOf, TimeoutAbort } from "./errors.js";
-import { ConcurrencyLimiter } from "./limiter.js";
+import { classify, describeProblems, problemsOf } from "./errors.js";
 import { OrchestrationMetrics } from "./metrics.js";
 import {
   type BroadcastResult,
@@ -27,8 +26,8 @@ import {
   type ScatterGatherResult,
   scatterGather,
 } from "./patterns.js";
-import { cancelledResponse, failureResponse, reissue } from "./responses.js";
-import { backoffDelay, backoffPolicyFor, isRetriable, sleep, warrantsFallback } from "./retry.js";
+import { baseOf, failureResponse, reissue } from "./responses.js";
+import { warrantsFallback } from "./retry.js";
 import {
   AgentCommand,
   type AgentResponse,
@@ -84,8 +83,8 @@ export class Orchestrator {
   readonly config: OrchestrationConfig;
   readonly metrics: OrchestrationMetrics;
   private readonly targets = new Map<string, Target>();
-  private readonly breakers = new Map<string, CircuitBreaker>();
-  private readonly limiter: ConcurrencyLimiter;
+  private readonly attempts: Attempts;
+  private readonly approvals: ApprovalGate;
   private readonly cache: ResponseCache;
   private readonly background = new Set<Promise<unknown>>();
 
@@ -95,9 +94,16 @@ export class Orchestrator {
       options.config as OrchestrationConfigInput | undefined,
       "orchestrator config",
     );
-    this.limiter = new ConcurrencyLimiter(this.config.performance.max_parallel);
     this.cache = new ResponseCache(this.config.performance.cache_ttl * 1000);
     this.metrics = new OrchestrationMetrics((agent) => this.breakerState(agent));
+    const common = { id: this.id, principal: options.principal, config: this.config };
+    this.attempts = new Attempts({
+      ...common,
+      metrics: this.metrics,
+      random: options.random ?? Math.random,
+      record: (response, command) => this.finish(response, command),
+    });
+    this.approvals = new ApprovalGate({ ...common, store: options.approvals });
   }
 
   addAgent(spec: AgentSpec): this {
@@ -107,7 +113,7 @@ export class Orchestrator {
   }
 
   removeAgent(id: string): boolean {
-    this.breakers.delete(id);
+    this.attempts.forget(id);
     return this.targets.delete(id);
   }
 
@@ -116,7 +122,7 @@ export class Orchestrator {
   }
 
   breakerState(agent: string): BreakerState {
-    return this.breakers.get(agent)?.state ?? "closed";
+    return this.attempts.breakerState(agent);
   }
 
   /** A complete command from this orchestrator: fresh id, now, version 2.0, priority medium unless given. */
@@ -162,21 +168,23 @@ export class Orchestrator {
     const started = performance.now();
     const refused =
       this.permissionRefusal(command, target, started) ??
-      (await this.approval(command, target.fallbacks, options, started));
+      (await this.approvals.check(command, target.fallbacks, options, started));
     if (refused) return refuse(await this.finish(refused, command));
-    if (this.breaker(target.id).state === "open")
-      return refuse(await this.finish(this.circuitOpen(command, target, started), command));
+    if (this.attempts.breaker(target.id).state === "open")
+      return refuse(await this.finish(this.attempts.circuitOpen(command, target, started), command));
     if (target.deliver) {
       try {
         await target.deliver(command);
       } catch (err) {
         return refuse(
-          await this.finish(failureResponse(this.base(command, started), classify(err)), command),
+          await this.finish(failureResponse(baseOf(this.id, command, started), classify(err)), command),
         );
       }
     } else {
       this.track(
-        this.attempt(command, target, 1, undefined).then((response) => this.finish(response, command)),
+        this.attempts
+          .attempt(command, target, 1, undefined)
+          .then((response) => this.finish(response, command)),
       );
     }
     return { commandId: command.id, accepted: true };
@@ -206,16 +214,14 @@ export class Orchestrator {
    * awaited and, once approved, executed; the promise gives every final response.
    */
   async resumeApprovals(options: Pick<SendOptions, "signal"> = {}): Promise<AgentResponse[]> {
-    const store = this.options.approvals;
-    if (!store) return [];
-    const pending = await store.list({ status: "pending", requestedBy: this.id });
+    const pending = await this.approvals.pending();
     return Promise.all(
       pending.map(async (approval) => {
         const command = approval.command;
         const started = performance.now();
         const target = this.targets.get(command.to);
         if (!target) return this.finish(this.unknownAgent(command, started), command);
-        const refused = await this.awaitDecision(approval, command, started, options);
+        const refused = await this.approvals.awaitDecision(approval, command, started, options);
         if (refused) return this.finish(refused, command);
         return this.execute(command, target, { ...options, fallbacks: approval.fallbacks }, true);
       }),
@@ -268,7 +274,7 @@ export class Orchestrator {
       if (this.options.audit) await this.options.audit.record(commandEntry(command));
     } catch (err) {
       const message = `the command was not sent: its audit entry could not be written (${(err as Error).message})`;
-      const response = failureResponse(this.base(command, started), {
+      const response = failureResponse(baseOf(this.id, command, started), {
         category: "system_error",
         recoverable: true,
         reason: "audit_failed",
@@ -291,98 +297,10 @@ export class Orchestrator {
     if (missing.length === 0) return undefined;
     const message = `${target.id} is not granted ${missing.join(", ")}; the command was not sent`;
     return failureResponse(
-      this.base(command, started),
+      baseOf(this.id, command, started),
       { category: "permission_error", recoverable: false, reason: "permission_denied", message },
       { missing },
     );
-  }
-
-  /** Asks for approval when the command needs it and waits; gives the refusal, or undefined to go ahead. */
-  private async approval(
-    command: AgentCommand,
-    fallbacks: readonly string[],
-    options: Pick<SendOptions, "signal" | "onApproval">,
-    started: number,
-  ): Promise<AgentResponse | undefined> {
-    const why = command.security?.requireApproval
-      ? "the command sets security.requireApproval"
-      : needsApprovalByPriority(this.config, command.priority)
-        ? `priority ${command.priority} is at or above approval_threshold ${this.config.security.approval_threshold}`
-        : undefined;
-    if (why === undefined) return undefined;
-    const store = this.options.approvals;
-    const unavailable = (message: string) =>
-      failureResponse(this.base(command, started), {
-        category: "permission_error",
-        recoverable: false,
-        reason: "approval_unavailable",
-        message,
-      });
-    if (!store)
-      return unavailable(`${why}, but this orchestrator has no approval store; the command was not sent`);
-    let approval: ApprovalRecord;
-    try {
-      approval = await store.create({
-        command,
-        fallbacks: [...fallbacks],
-        reason: why,
-        requestedBy: this.id,
-        principal: this.options.principal ?? null,
-        timeoutMs: this.config.security.approval_timeout,
-      });
-    } catch (err) {
-      return unavailable(`${why}, but the approval could not be requested (${(err as Error).message})`);
-    }
-    options.onApproval?.(approval);
-    return this.awaitDecision(approval, command, started, options);
-  }
-
-  private async awaitDecision(
-    approval: ApprovalRecord,
-    command: AgentCommand,
-    started: number,
-    options: Pick<SendOptions, "signal">,
-  ): Promise<AgentResponse | undefined> {
-    const store = this.options.approvals!;
-    let decided: ApprovalRecord;
-    try {
-      decided = await store.waitForDecision(approval.id, options.signal);
-    } catch (err) {
-      if (options.signal?.aborted) {
-        await store.decide(approval.id, { decision: "cancelled", by: this.id }).catch(() => undefined);
-        return cancelledResponse(this.base(command, started), `while waiting for approval ${approval.id}`);
-      }
-      const message = `approval ${approval.id} could not be read (${(err as Error).message})`;
-      return failureResponse(this.base(command, started), {
-        category: "system_error",
-        recoverable: false,
-        reason: "approval_unavailable",
-        message,
-      });
-    }
-    const base = this.base(command, started);
-    const deny = (reason: FailureReason, message: string) =>
-      failureResponse(
-        base,
-        { category: "permission_error", recoverable: false, reason, message },
-        { approvalId: approval.id },
-      );
-    switch (decided.status) {
-      case "approved":
-        return undefined;
-      case "denied":
-        return deny(
-          "approval_denied",
-          `approval ${approval.id} was denied by ${decided.decidedBy ?? "the principal"}${decided.note ? `: ${decided.note}` : ""}`,
-        );
-      case "expired":
-        return deny(
-          "approval_expired",
-          `approval ${approval.id} expired: no decision by ${decided.expiresAt}; the command was not sent`,
-        );
-      default:
-        return cancelledResponse(base, `approval ${approval.id} was withdrawn`);
-    }
   }
 
   /** After admission: gate (unless already approved), cache, retries on the target, then fallbacks. */
@@ -396,7 +314,7 @@ export class Orchestrator {
     const fallbacks = (options.fallbacks ?? target.fallbacks).filter((id) => id !== command.to);
     const refused =
       this.permissionRefusal(command, target, started) ??
-      (approved ? undefined : await this.approval(command, fallbacks, options, started));
+      (approved ? undefined : await this.approvals.check(command, fallbacks, options, started));
     if (refused) return this.finish(refused, command);
     const cacheable =
       this.config.performance.enable_caching &&
@@ -407,7 +325,7 @@ export class Orchestrator {
       this.metrics.cacheHit(target.id);
       return this.finish(reissue(cached, command), command);
     }
-    let response = await this.withRetries(command, target, options.signal);
+    let response = await this.attempts.withRetries(command, target, options.signal);
     const skipped: string[] = [];
     for (const fallbackId of fallbacks) {
       if (!warrantsFallback(response) || options.signal?.aborted) break;
@@ -434,7 +352,7 @@ export class Orchestrator {
           break;
         }
       }
-      response = await this.withRetries(next, fallback, options.signal);
+      response = await this.attempts.withRetries(next, fallback, options.signal);
     }
     if (skipped.length > 0 && !isSuccessful(response)) {
       response.results.summary = `${response.results.summary ?? response.status}; fallbacks not used: ${skipped.join(", ")}`;
@@ -444,116 +362,10 @@ export class Orchestrator {
     return response;
   }
 
-  /** Attempts until success, a failure that is not retriable, or the attempt budget; waits back off between. */
-  private async withRetries(
-    command: AgentCommand,
-    target: Target,
-    signal: AbortSignal | undefined,
-  ): Promise<AgentResponse> {
-    const policy = backoffPolicyFor(command, this.config);
-    const detailed = this.config.security.audit_level === "detailed";
-    for (let attempt = 1; ; attempt++) {
-      const response = await this.attempt(command, target, attempt, signal);
-      const last = attempt >= policy.maxAttempts || !isRetriable(response) || signal?.aborted;
-      if (last) return this.finish(response, command);
-      if (detailed) await this.finish(response, command);
-      try {
-        await sleep(backoffDelay(policy, attempt, this.options.random ?? Math.random), signal);
-      } catch (reason) {
-        return this.finish(this.aborted(command, reason, performance.now()), command);
-      }
-    }
-  }
-
-  /** One attempt: circuit, concurrency slot, timeout, dispatch; the outcome settles the circuit. */
-  private async attempt(
-    command: AgentCommand,
-    target: Target,
-    attempt: number,
-    signal: AbortSignal | undefined,
-  ): Promise<AgentResponse> {
-    const started = performance.now();
-    const ticket = this.breaker(target.id).acquire();
-    if (!ticket) return this.circuitOpen(command, target, started);
-    let release: () => void;
-    try {
-      release = await this.limiter.acquire(signal);
-    } catch (reason) {
-      ticket.release();
-      return this.aborted(command, reason, started);
-    }
-    const timeoutMs = command.context?.timeout ?? timeoutFor(this.config, command.priority);
-    const controller = new AbortController();
-    const forward = () => controller.abort(signal?.reason);
-    signal?.addEventListener("abort", forward, { once: true });
-    if (signal?.aborted) forward();
-    const timer = setTimeout(
-      () =>
-        controller.abort(new TimeoutAbort("timeout", `no response from ${target.id} within ${timeoutMs} ms`)),
-      timeoutMs,
-    );
-    let response: AgentResponse;
-    try {
-      response = await raceAbort(
-        target.dispatch(command, {
-          signal: controller.signal,
-          timeoutMs,
-          attempt,
-          principal: this.options.principal,
-        }),
-        controller.signal,
-      );
-    } catch (reason) {
-      response = this.aborted(command, reason, started);
-    } finally {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", forward);
-      release();
-    }
-    // The agent may still be working on it: tell it we stopped waiting.
-    if (response.status === "timeout" || response.status === "cancelled") target.cancel(command);
-    if (isSuccessful(response)) ticket.succeed();
-    else if (
-      response.status === "cancelled" ||
-      response.error?.code === "user_error" ||
-      response.error?.code === "permission_error"
-    )
-      ticket.release();
-    else ticket.fail();
-    this.metrics.observe(target.id, response.status, performance.now() - started);
-    return response;
-  }
-
-  private aborted(command: AgentCommand, reason: unknown, started: number): AgentResponse {
-    const base = this.base(command, started);
-    if (reason instanceof TimeoutAbort) {
-      return failureResponse(base, {
-        category: "timeout_error",
-        recoverable: true,
-        reason: reason.reason,
-        message: reason.message,
-      });
-    }
-    return cancelledResponse(base, reason instanceof Error ? reason.message : "the caller aborted");
-  }
-
-  private circuitOpen(command: AgentCommand, target: Target, started: number): AgentResponse {
-    this.metrics.circuitRejected(target.id);
-    const breaker = this.breaker(target.id);
-    const retryAt = breaker.retryAt;
-    const message = `the circuit to ${target.id} is open after ${breaker.consecutiveFailures} consecutive failures${retryAt ? `; next trial after ${new Date(retryAt).toISOString()}` : ""}`;
-    return failureResponse(this.base(command, started), {
-      category: "system_error",
-      recoverable: true,
-      reason: "circuit_open",
-      message,
-    });
-  }
-
   private unknownAgent(command: AgentCommand, started: number): AgentResponse {
     const message = `no agent ${command.to} is registered with this orchestrator`;
     return failureResponse(
-      this.base(command, started),
+      baseOf(this.id, command, started),
       { category: "user_error", recoverable: false, reason: "unknown_agent", message },
       {
         problems: [{ path: "/to", message: "unknown agent" }],
@@ -564,22 +376,6 @@ export class Orchestrator {
   private missingPermissions(command: AgentCommand, target: Target): string[] {
     if (!this.config.security.require_permissions) return [];
     return (command.security?.permissions ?? []).filter((permission) => !target.permissions.has(permission));
-  }
-
-  private breaker(agent: string): CircuitBreaker {
-    let breaker = this.breakers.get(agent);
-    if (!breaker) {
-      breaker = new CircuitBreaker({
-        failureThreshold: this.config.circuit_breaker.failure_threshold,
-        resetTimeoutMs: this.config.circuit_breaker.reset_timeout,
-      });
-      this.breakers.set(agent, breaker);
-    }
-    return breaker;
-  }
-
-  private base(command: { id: string }, started: number) {
-    return { commandId: command.id, from: this.id, durationMs: performance.now() - started };
   }
 
   /** Records the response (a failure to do so is reported, the response still returned). */
@@ -607,23 +403,4 @@ export class Orchestrator {
     if (this.options.onError) this.options.onError(error);
     else process.emitWarning(error.message, { code: "ACP_ORCHESTRATOR_ERROR" });
   }
-}
-
-/** The dispatch's outcome, or a rejection with the signal's reason as soon as it aborts. */
-function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    work.then(
-      (value) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(err);
-      },
-    );
-  });
 }

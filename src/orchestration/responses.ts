@@ -33,6 +33,11 @@ interface Base {
   durationMs: number;
 }
 
+/** The base of a response the orchestrator `self` gives about `command`, timed from `started`. */
+export function baseOf(self: string, command: { id: string }, started: number): Base {
+  return { commandId: command.id, from: self, durationMs: performance.now() - started };
+}
+
 function envelope(base: Base, status: Status): Omit<AgentResponse, "results"> {
   return {
     id: randomUUID(),

@@ -76,6 +76,8 @@ export const EncryptedBody = z.strictObject({
 export const AnnounceBody = z.object({
   capabilities: z.array(z.string().min(1)),
   purpose: z.string().min(1, "must say what the agent wants"),
+  /** Set on the announce sent in answer to the peer's: a reply is never answered with an announce. */
+  reply: z.boolean().optional(),
 });
 
 const ToolDescriptor = z.union([

@@ -145,9 +145,9 @@ describe("what each principal sees (server-side, on every endpoint)", () => {
     ]);
     expect(handoffs[0]!.lines?.[0]).toContain("handed off a task");
     expect((await dashboard(c.gw, carol, "/panels/handoffs")).json.items).toEqual([]);
-    const missing = await dashboard(c.gw, alice, "/panels/negotiations");
+    const missing = await dashboard(c.gw, alice, "/panels/disputes");
     expect(missing.status).toBe(404);
-    expect(missing.json.error).toMatchObject({ message: "no dashboard panel negotiations on this gateway" });
+    expect(missing.json.error).toMatchObject({ message: "no dashboard panel disputes on this gateway" });
   });
 
   it("every endpoint refuses a request without a valid token", async () => {
