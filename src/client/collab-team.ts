@@ -107,7 +107,10 @@ export class TeamClient {
   async announce(voteId: string): Promise<Vote & { post: PostView }> {
     const vote = await this.getVote(voteId);
     if (vote.status !== "closed" || vote.result === undefined) {
-      throw new AcpError("Conflict", `vote ${voteId} is open until ${vote.closesAt}; results are announced after`);
+      throw new AcpError(
+        "Conflict",
+        `vote ${voteId} is open until ${vote.closesAt}; results are announced after`,
+      );
     }
     const team = await this.get(vote.teamId);
     const body = {

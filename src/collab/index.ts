@@ -20,6 +20,7 @@ export {
   type HandoffEvent,
   type HandoffRecord,
   type HandoffStatus,
+  type HandoffView,
   pendingHandoffs,
   watchPendingHandoffs,
 } from "./handoff.js";
@@ -33,6 +34,7 @@ export {
   type NegotiationRules,
   type NegotiationSession,
   type NegotiationStatus,
+  type NegotiationView,
   turnOf,
 } from "./negotiation.js";
 export { type CollabOptions, collabExtension } from "./routes.js";

@@ -16,7 +16,8 @@ import { until } from "./testbed.js";
 const startNats = useNatsServer();
 
 /** A gateway on a fresh nats-server per test (stopped with the test). */
-const onNats: GatewayFactory = async (options = {}) => startTestGateway({ ...options, natsUrl: (await startNats()).url });
+const onNats: GatewayFactory = async (options = {}) =>
+  startTestGateway({ ...options, natsUrl: (await startNats()).url });
 
 describeWithNats("collaboration on NATS JetStream", () => {
   describe("negotiation", () => negotiationSuite(onNats));
@@ -50,16 +51,30 @@ describeWithNats("collaboration on NATS JetStream", () => {
 
       // Published through A, found through B's own index (rebuilt from NATS KV, kept current by its watch).
       await atA.teams.create("duo", "Duo", ["bob"]);
-      await atA.teams.publish("duo", { title: "Gateway failover", content: "Clients reconnect to any gateway on the cluster." });
-      const hits = await until(() => atB.teams.search("duo", "failover"), (h) => h.length === 1, "B indexes A's entry");
+      await atA.teams.publish("duo", {
+        title: "Gateway failover",
+        content: "Clients reconnect to any gateway on the cluster.",
+      });
+      const hits = await until(
+        () => atB.teams.search("duo", "failover"),
+        (h) => h.length === 1,
+        "B indexes A's entry",
+      );
       expect(hits[0]?.title).toBe("Gateway failover");
 
       // A status published through B reaches a subscriber on A.
       const seen: string[] = [];
-      const subscription = atA.subscribeStatus((e) => seen.push(`${e.type}:${e.type === "presence" ? e.presence.state : e.status.update.state}`), ["bob"]);
+      const subscription = atA.subscribeStatus(
+        (e) => seen.push(`${e.type}:${e.type === "presence" ? e.presence.state : e.status.update.state}`),
+        ["bob"],
+      );
       await subscription.ready;
       await atB.publishStatus({ state: "away" });
-      await until(() => seen, (s) => s.includes("status:away"), "A's subscriber sees B's status");
+      await until(
+        () => seen,
+        (s) => s.includes("status:away"),
+        "A's subscriber sees B's status",
+      );
       subscription.close();
     } finally {
       for (const agent of agents) await agent.close();

@@ -25,7 +25,10 @@ export function communitySuite(makeGateway: GatewayFactory): void {
       content: "Rotate an agent's key with acp agent rotate; the old key stops working at once.",
       tags: ["security"],
     });
-    await eve.collab.teams.publish("other", { title: "Deploying elsewhere", content: "deployments of another team" });
+    await eve.collab.teams.publish("other", {
+      title: "Deploying elsewhere",
+      content: "deployments of another team",
+    });
     const titles = async (query: string, tag?: string) =>
       (await bob.collab.teams.search("ops", query, tag ? { tag } : {})).map((h) => h.title);
     expect(await titles("deploy")).toEqual(["Deploying the gateway"]);
@@ -37,12 +40,22 @@ export function communitySuite(makeGateway: GatewayFactory): void {
     expect(hit?.snippet).toMatch(/\[Blue\]-\[green\]/);
     expect((await rejection(eve.collab.teams.search("ops", "deploy"))).code).toBe(ErrorCode.NotFound);
 
-    expect(await bob.collab.teams.use(runbook.entryId, "followed it for the 1.2 release")).toMatchObject({ credited: true, authorPoints: 1 });
+    expect(await bob.collab.teams.use(runbook.entryId, "followed it for the 1.2 release")).toMatchObject({
+      credited: true,
+      authorPoints: 1,
+    });
     expect(await bob.collab.teams.use(runbook.entryId)).toMatchObject({ credited: false, authorPoints: 1 });
-    expect(await alice.collab.teams.use(runbook.entryId)).toMatchObject({ credited: false, reason: expect.stringMatching(/own entry/) });
+    expect(await alice.collab.teams.use(runbook.entryId)).toMatchObject({
+      credited: false,
+      reason: expect.stringMatching(/own entry/),
+    });
     expect((await rejection(eve.collab.teams.use(runbook.entryId))).code).toBe(ErrorCode.NotFound);
     expect(await eve.collab.teams.points("alice")).toBe(1);
-    await until(() => bob.collab.teams.search("ops", "deploy"), (hits) => hits[0]?.uses === 1, "the index shows the use");
+    await until(
+      () => bob.collab.teams.search("ops", "deploy"),
+      (hits) => hits[0]?.uses === 1,
+      "the index shows the use",
+    );
   });
 
   it("escalates a dispute about a handoff to both principals with the evidence, until a principal resolves it", async () => {
@@ -59,9 +72,10 @@ export function communitySuite(makeGateway: GatewayFactory): void {
     const notices: string[] = [];
     worker.collab.on("dispute", (n) => notices.push(`${n.from}:${String(n.body.statement)}`));
     // An outsider cannot even see the handoff it would dispute.
-    expect((await rejection(outsider.collab.teams.dispute({ kind: "handoff", id: handoff.handoffId }, "not mine"))).code).toBe(
-      ErrorCode.NotFound,
-    );
+    expect(
+      (await rejection(outsider.collab.teams.dispute({ kind: "handoff", id: handoff.handoffId }, "not mine")))
+        .code,
+    ).toBe(ErrorCode.NotFound);
     const dispute = await boss.collab.teams.dispute(
       { kind: "handoff", id: handoff.handoffId },
       "The work was half done before it was failed.",
@@ -75,7 +89,11 @@ export function communitySuite(makeGateway: GatewayFactory): void {
     });
     expect(dispute.evidence.fromOpener.messageIds).toEqual([handoff.offer.messageId]);
     expect((dispute.evidence.snapshot.handoff as { status: string }).status).toBe("failed");
-    await until(() => notices, (n) => n.length === 1, "the worker hears of the dispute");
+    await until(
+      () => notices,
+      (n) => n.length === 1,
+      "the worker hears of the dispute",
+    );
     expect(notices).toEqual(["boss:The work was half done before it was failed."]);
 
     const token = async (principalId: string) => {
@@ -89,8 +107,12 @@ export function communitySuite(makeGateway: GatewayFactory): void {
     const workerPrincipal = await token("principal-worker");
     const stranger = await token("principal-outsider");
     const listed = await api(bed.gw.url, "/api/v1/disputes?status=open", { headers: workerPrincipal });
-    expect((listed.json.disputes as { disputeId: string }[]).map((d) => d.disputeId)).toEqual([dispute.disputeId]);
-    expect((await api(bed.gw.url, `/api/v1/disputes/${dispute.disputeId}`, { headers: stranger })).status).toBe(404);
+    expect((listed.json.disputes as { disputeId: string }[]).map((d) => d.disputeId)).toEqual([
+      dispute.disputeId,
+    ]);
+    expect(
+      (await api(bed.gw.url, `/api/v1/disputes/${dispute.disputeId}`, { headers: stranger })).status,
+    ).toBe(404);
     const byAgent = await api(bed.gw.url, `/api/v1/disputes/${dispute.disputeId}/resolve`, {
       apiKey: worker.test.apiKey,
       body: { resolution: "mine" },
@@ -100,7 +122,10 @@ export function communitySuite(makeGateway: GatewayFactory): void {
       headers: workerPrincipal,
       body: { resolution: "Half the escrow is paid by agreement." },
     });
-    expect(resolved.json).toMatchObject({ status: "resolved", resolution: { by: "principal:principal-worker" } });
+    expect(resolved.json).toMatchObject({
+      status: "resolved",
+      resolution: { by: "principal:principal-worker" },
+    });
     const again = await api(bed.gw.url, `/api/v1/disputes/${dispute.disputeId}/resolve`, {
       headers: workerPrincipal,
       body: { resolution: "again" },
@@ -115,10 +140,22 @@ export function communitySuite(makeGateway: GatewayFactory): void {
     const subscription = watcher.collab.subscribeStatus((e) => events.push(e), ["busy-bee"]);
     try {
       await subscription.ready;
-      await until(() => events, (e) => e.length === 1, "the initial presence");
-      expect(events[0]).toMatchObject({ type: "presence", agentId: "busy-bee", presence: { state: "offline" } });
+      await until(
+        () => events,
+        (e) => e.length === 1,
+        "the initial presence",
+      );
+      expect(events[0]).toMatchObject({
+        type: "presence",
+        agentId: "busy-bee",
+        presence: { state: "offline" },
+      });
       const bee: Member = await bed.member("busy-bee");
-      await until(() => events, (e) => e.some((x) => x.type === "presence" && x.presence.state === "online"), "busy-bee online");
+      await until(
+        () => events,
+        (e) => e.some((x) => x.type === "presence" && x.presence.state === "online"),
+        "busy-bee online",
+      );
       await bee.collab.publishStatus({
         state: "busy",
         load: 85,
@@ -131,7 +168,10 @@ export function communitySuite(makeGateway: GatewayFactory): void {
         (e) => e !== undefined,
         "the signed status",
       );
-      expect(status).toMatchObject({ type: "status", status: { agentId: "busy-bee", update: { state: "busy", load: 85 } } });
+      expect(status).toMatchObject({
+        type: "status",
+        status: { agentId: "busy-bee", update: { state: "busy", load: 85 } },
+      });
       const busy = await until(
         () => events.filter((e) => e.type === "presence").at(-1),
         (e) => e?.type === "presence" && e.presence.state === "busy",

@@ -1,10 +1,17 @@
 import { expect, it } from "vitest";
-import { api } from "../helpers/gateway.js";
 import type { HandoffView } from "../../src/collab/index.js";
 import { pendingHandoffs, watchPendingHandoffs } from "../../src/collab/index.js";
 import { ErrorCode } from "../../src/protocol/index.js";
+import { api } from "../helpers/gateway.js";
 import { rejection } from "./suite-negotiation.js";
-import { auditMethods, type CollabBed, type GatewayFactory, type Member, until, useCollabBed } from "./testbed.js";
+import {
+  auditMethods,
+  type CollabBed,
+  type GatewayFactory,
+  type Member,
+  until,
+  useCollabBed,
+} from "./testbed.js";
 
 const TASK = {
   completed: ["read the brief"],
@@ -36,10 +43,21 @@ export function handoffSuite(makeGateway: GatewayFactory): void {
     const heard: string[] = [];
     boss.collab.on("handoff", (n) => heard.push(n.method));
 
-    const offered = await boss.collab.handoffs.offer("worker", TASK, { title: "Chapter 2", requires: ["translate"], escrow: 40 });
-    expect(offered).toMatchObject({ status: "offered", escrow: 40, escrowState: "reserved", delegate: "worker" });
+    const offered = await boss.collab.handoffs.offer("worker", TASK, {
+      title: "Chapter 2",
+      requires: ["translate"],
+      escrow: 40,
+    });
+    expect(offered).toMatchObject({
+      status: "offered",
+      escrow: 40,
+      escrowState: "reserved",
+      delegate: "worker",
+    });
     expect(await balances(boss, worker)).toEqual({ delegator: 60, escrowed: 40, delegate: 0, incoming: 0 });
-    expect((await pendingHandoffs(bed.gw.gateway.broker, "worker")).map((h) => h.status)).toEqual(["offered"]);
+    expect((await pendingHandoffs(bed.gw.gateway.broker, "worker")).map((h) => h.status)).toEqual([
+      "offered",
+    ]);
 
     const accepted = await worker.collab.handoffs.accept(offered.handoffId);
     expect(accepted).toMatchObject({ status: "accepted", escrowState: "held" });
@@ -49,15 +67,29 @@ export function handoffSuite(makeGateway: GatewayFactory): void {
     const status = await boss.collab.status("worker");
     expect(status.presence.tasks).toEqual([{ id: offered.handoffId, title: "Chapter 2", progress: 50 }]);
 
-    const completed = await worker.collab.handoffs.complete(offered.handoffId, { url: "https://example.org/ch2.fr" });
-    expect(completed).toMatchObject({ status: "completed", escrowState: "released", result: { url: "https://example.org/ch2.fr" } });
+    const completed = await worker.collab.handoffs.complete(offered.handoffId, {
+      url: "https://example.org/ch2.fr",
+    });
+    expect(completed).toMatchObject({
+      status: "completed",
+      escrowState: "released",
+      result: { url: "https://example.org/ch2.fr" },
+    });
     expect(await balances(boss, worker)).toEqual({ delegator: 60, escrowed: 0, delegate: 40, incoming: 0 });
     expect((await boss.collab.status("worker")).presence.tasks).toEqual([]);
     expect(await pendingHandoffs(bed.gw.gateway.broker, "worker")).toEqual([]);
 
-    await until(() => heard, (h) => h.length === 3, "the delegator hears accept, progress and complete");
+    await until(
+      () => heard,
+      (h) => h.length === 3,
+      "the delegator hears accept, progress and complete",
+    );
     expect(heard).toEqual(["agent.handoff.accept", "agent.handoff.progress", "agent.handoff.complete"]);
-    const movements = (await worker.collab.handoffs.balance()).movements.map((m) => [m.kind, m.amount, m.balances]);
+    const movements = (await worker.collab.handoffs.balance()).movements.map((m) => [
+      m.kind,
+      m.amount,
+      m.balances,
+    ]);
     expect(movements).toEqual([
       ["reserve", 40, { boss: 60 }],
       ["hold", 40, { boss: 60 }],
@@ -76,7 +108,8 @@ export function handoffSuite(makeGateway: GatewayFactory): void {
     const boss = await bed.member("boss");
     const worker = await bed.member("worker", ["translate"]);
     await grant(bed, "boss", 100);
-    const offer = (escrow: number) => boss.collab.handoffs.offer("worker", TASK, { requires: ["translate"], escrow });
+    const offer = (escrow: number) =>
+      boss.collab.handoffs.offer("worker", TASK, { requires: ["translate"], escrow });
 
     const declined = await offer(30);
     expect(await balances(boss, worker)).toMatchObject({ delegator: 70, escrowed: 30 });
@@ -104,13 +137,18 @@ export function handoffSuite(makeGateway: GatewayFactory): void {
     const notYours = await rejection(worker.collab.handoffs.cancel(cancelled.handoffId));
     expect(notYours.code).toBe(ErrorCode.Forbidden);
     expect(notYours.message).toMatch(/only the delegator may cancel/);
-    expect(await boss.collab.handoffs.cancel(cancelled.handoffId)).toMatchObject({ status: "cancelled", escrowState: "refunded" });
+    expect(await boss.collab.handoffs.cancel(cancelled.handoffId)).toMatchObject({
+      status: "cancelled",
+      escrowState: "refunded",
+    });
     expect(await balances(boss, worker)).toEqual({ delegator: 100, escrowed: 0, delegate: 0, incoming: 0 });
 
     // Terminal states take nothing more; complete needs an accepted handoff.
     const late = await rejection(worker.collab.handoffs.accept(cancelled.handoffId));
     expect(late.code).toBe(ErrorCode.Conflict);
-    expect(late.message).toMatch(/cannot accept handoff .*: it is cancelled, and accept is allowed only when offered/);
+    expect(late.message).toMatch(
+      /cannot accept handoff .*: it is cancelled, and accept is allowed only when offered/,
+    );
     const early = await offer(0);
     const premature = await rejection(worker.collab.handoffs.complete(early.handoffId));
     expect(premature.message).toMatch(/it is offered, and complete is allowed only when accepted/);
@@ -128,11 +166,15 @@ export function handoffSuite(makeGateway: GatewayFactory): void {
     expect(refused.code).toBe(ErrorCode.CapabilityMissing);
     expect(refused.message).toBe("worker did not register the capability translate this handoff requires");
     expect(refused.data.missing).toEqual(["translate"]);
-    expect(refused.data.problems).toEqual([{ path: "/params/body/task/requires/1", message: "worker does not offer translate" }]);
+    expect(refused.data.problems).toEqual([
+      { path: "/params/body/task/requires/1", message: "worker does not offer translate" },
+    ]);
     expect(await balances(boss, worker)).toMatchObject({ delegator: 10, escrowed: 0 });
     expect(await boss.collab.handoffs.list()).toEqual([]);
     // Nothing was submitted to the worker: the refusal came before the relay.
-    const sent = await api(bed.gw.url, "/api/v1/messages?to_agent_id=worker&type=handoff", { apiKey: boss.test.apiKey });
+    const sent = await api(bed.gw.url, "/api/v1/messages?to_agent_id=worker&type=handoff", {
+      apiKey: boss.test.apiKey,
+    });
     expect(sent.json.items).toEqual([]);
   });
 
@@ -149,11 +191,26 @@ export function handoffSuite(makeGateway: GatewayFactory): void {
     try {
       const yes = await boss.collab.handoffs.offer("worker", TASK, { title: "ok" });
       const no = await boss.collab.handoffs.offer("worker", TASK, { title: "meh" });
-      const settled = async (id: string) => until(() => boss.collab.handoffs.get(id), (h: HandoffView) => h.status !== "offered", `${id} decided`);
+      const settled = async (id: string) =>
+        until(
+          () => boss.collab.handoffs.get(id),
+          (h: HandoffView) => h.status !== "offered",
+          `${id} decided`,
+        );
       expect((await settled(yes.handoffId)).status).toBe("accepted");
-      expect(await settled(no.handoffId)).toMatchObject({ status: "declined", reason: "not my kind of task" });
-      expect(offers).toEqual(["boss:ok:translate chapter 2 into French", "boss:meh:translate chapter 2 into French"]);
-      await until(() => changes, (c) => c.includes("accepted") && c.includes("declined"), "the hook saw both decisions");
+      expect(await settled(no.handoffId)).toMatchObject({
+        status: "declined",
+        reason: "not my kind of task",
+      });
+      expect(offers).toEqual([
+        "boss:ok:translate chapter 2 into French",
+        "boss:meh:translate chapter 2 into French",
+      ]);
+      await until(
+        () => changes,
+        (c) => c.includes("accepted") && c.includes("declined"),
+        "the hook saw both decisions",
+      );
     } finally {
       stop();
     }

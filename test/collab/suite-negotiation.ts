@@ -31,7 +31,9 @@ export function negotiationSuite(makeGateway: GatewayFactory): void {
     const final = await buyer.collab.negotiations.negotiate(
       "seller",
       { price: 60, deadline: "2026-03-01", scope: "translation" },
-      (turn) => ({ counter: { ...turn.offer, price: Math.round(((turn.offer.price as number) + 60) / 2) + 15 } }),
+      (turn) => ({
+        counter: { ...turn.offer, price: Math.round(((turn.offer.price as number) + 60) / 2) + 15 },
+      }),
       { subject: "translation job" },
     );
     expect(final.status).toBe("accepted");
@@ -65,9 +67,17 @@ export function negotiationSuite(makeGateway: GatewayFactory): void {
     expect(check.valid).toBe(false);
     expect(check.problems.map((p) => p.path)).toEqual(["/signatures/0", "/signatures/1"]);
     // Both sides' sessions agree, and the acceptance is in the collaboration audit log.
-    await until(() => seller.collab.negotiations.get(final.sessionId), (s) => s.status === "accepted", "the seller sees it accepted");
+    await until(
+      () => seller.collab.negotiations.get(final.sessionId),
+      (s) => s.status === "accepted",
+      "the seller sees it accepted",
+    );
     expect(await auditMethods(bed, "agent.negotiation.accept")).toEqual(
-      expect.arrayContaining(["agent.negotiation.propose", "agent.negotiation.counter", "agent.negotiation.accept"]),
+      expect.arrayContaining([
+        "agent.negotiation.propose",
+        "agent.negotiation.counter",
+        "agent.negotiation.accept",
+      ]),
     );
   });
 
@@ -129,10 +139,19 @@ export function negotiationSuite(makeGateway: GatewayFactory): void {
     const notices: string[] = [];
     a.collab.on("negotiation", (n) => notices.push(`${n.method}:${String(n.body.reason)}`));
     const rejected = await b.collab.negotiations.reject(sessionId, "too cheap to bother");
-    expect(rejected).toMatchObject({ status: "rejected", rejection: { by: "rej-b", reason: "too cheap to bother" } });
-    await until(() => notices, (n) => n.length === 1, "the proposer hears the rejection");
+    expect(rejected).toMatchObject({
+      status: "rejected",
+      rejection: { by: "rej-b", reason: "too cheap to bother" },
+    });
+    await until(
+      () => notices,
+      (n) => n.length === 1,
+      "the proposer hears the rejection",
+    );
     expect(notices).toEqual(["agent.negotiation.reject:too cheap to bother"]);
-    expect((await rejection(a.collab.negotiations.counter(sessionId, { price: 6 }))).message).toMatch(/is rejected/);
+    expect((await rejection(a.collab.negotiations.counter(sessionId, { price: 6 }))).message).toMatch(
+      /is rejected/,
+    );
     expect((await rejection(stranger.collab.negotiations.get(sessionId))).code).toBe(ErrorCode.NotFound);
     expect((await rejection(a.collab.negotiations.agreement(sessionId))).message).toMatch(/has no agreement/);
   });

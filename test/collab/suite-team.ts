@@ -34,7 +34,11 @@ export function teamSuite(makeGateway: GatewayFactory): void {
     const post = await alice!.collab.teams.post("crew", "general", { text: "stand-up at 10" });
     expect(Object.keys(post.delivered).sort()).toEqual(["bob", "carol"]);
     expect(post.failed).toEqual({});
-    await until(() => [...heard.values()].flat().length, (n) => n >= 2, "bob and carol hear it");
+    await until(
+      () => [...heard.values()].flat().length,
+      (n) => n >= 2,
+      "bob and carol hear it",
+    );
     for (const name of ["bob", "carol"]) {
       expect(heard.get(name)?.map((n) => [n.method, n.from, n.body.text, n.context.messageId])).toEqual([
         ["agent.team.message", "alice", "stand-up at 10", post.delivered[name]],
@@ -46,16 +50,28 @@ export function teamSuite(makeGateway: GatewayFactory): void {
     expect(history.map((p) => [p.from, p.body.text])).toEqual([["alice", "stand-up at 10"]]);
 
     // Membership is enforced on every side: outsiders cannot post, read or be addressed.
-    expect((await rejection(dave.collab.teams.post("crew", "general", { text: "let me in" }))).code).toBe(ErrorCode.NotFound);
+    expect((await rejection(dave.collab.teams.post("crew", "general", { text: "let me in" }))).code).toBe(
+      ErrorCode.NotFound,
+    );
     expect((await rejection(dave.collab.teams.messages("crew", "general"))).code).toBe(ErrorCode.NotFound);
-    const core = new CollabCore({ agent: alice!.agent, identity: alice!.test.identity, apiKey: alice!.test.apiKey });
+    const core = new CollabCore({
+      agent: alice!.agent,
+      identity: alice!.test.identity,
+      apiKey: alice!.test.apiKey,
+    });
     await core.reach("dave");
     const body = { teamId: "crew", channel: "general", postId: "post-to-outsider-1", text: "psst" };
-    const sneaky = await Promise.all(["bob", "carol", "dave"].map(async (to) => (await core.sign("agent.team.message", to, body)).message));
-    const leak = await rejection(core.call("POST", "/teams/crew/channels/general/messages", { envelopes: sneaky }));
+    const sneaky = await Promise.all(
+      ["bob", "carol", "dave"].map(async (to) => (await core.sign("agent.team.message", to, body)).message),
+    );
+    const leak = await rejection(
+      core.call("POST", "/teams/crew/channels/general/messages", { envelopes: sneaky }),
+    );
     expect(leak.code).toBe(ErrorCode.Forbidden);
     expect(leak.message).toMatch(/dave is not a member of team crew/);
-    const partial = await rejection(core.call("POST", "/teams/crew/channels/general/messages", { envelopes: sneaky.slice(0, 1) }));
+    const partial = await rejection(
+      core.call("POST", "/teams/crew/channels/general/messages", { envelopes: sneaky.slice(0, 1) }),
+    );
     expect(partial.code).toBe(ErrorCode.InvalidParams);
     expect(partial.message).toMatch(/missing copies for carol/);
     expect(heard.get("dave")).toEqual([]);
@@ -64,7 +80,9 @@ export function teamSuite(makeGateway: GatewayFactory): void {
     await carol!.collab.teams.members("crew", { remove: ["carol"] });
     const second = await alice!.collab.teams.post("crew", "general", { text: "carol left" });
     expect(Object.keys(second.delivered)).toEqual(["bob"]);
-    expect((await rejection(carol!.collab.teams.post("crew", "general", { text: "still here?" }))).code).toBe(ErrorCode.NotFound);
+    expect((await rejection(carol!.collab.teams.post("crew", "general", { text: "still here?" }))).code).toBe(
+      ErrorCode.NotFound,
+    );
     const notOwner = await rejection(bob!.collab.teams.members("crew", { add: ["dave"] }));
     expect(notOwner.code).toBe(ErrorCode.Forbidden);
   });
@@ -76,15 +94,30 @@ export function teamSuite(makeGateway: GatewayFactory): void {
     const rule: VoteRule = { type: "quorum", quorum: 0.5 };
     const closesAt = new Date(Date.now() + 60_000);
     const open = (voteId: string) =>
-      alice.collab.teams.openVote({ voteId, teamId: "crew", channel: "decisions", question: "Ship on Friday?", options: ["yes", "no"], rule, closesAt });
+      alice.collab.teams.openVote({
+        voteId,
+        teamId: "crew",
+        channel: "decisions",
+        question: "Ship on Friday?",
+        options: ["yes", "no"],
+        rule,
+        closesAt,
+      });
     await open("vote-no-quorum");
     await open("vote-decided");
     await open("vote-undecided");
-    await until(() => heard.get("bob")?.filter((n) => n.method === "agent.vote.open").length ?? 0, (n) => n === 3, "bob hears three votes open");
+    await until(
+      () => heard.get("bob")?.filter((n) => n.method === "agent.vote.open").length ?? 0,
+      (n) => n === 3,
+      "bob hears three votes open",
+    );
 
     await bob.collab.teams.vote("vote-no-quorum", "yes");
     expect(await bob.collab.teams.vote("vote-decided", "no")).toMatchObject({ changed: false });
-    expect(await bob.collab.teams.vote("vote-decided", "yes")).toMatchObject({ changed: true, previous: "no" });
+    expect(await bob.collab.teams.vote("vote-decided", "yes")).toMatchObject({
+      changed: true,
+      previous: "no",
+    });
     await carol.collab.teams.vote("vote-decided", "yes");
     await dave.collab.teams.vote("vote-decided", "no");
     await bob.collab.teams.vote("vote-undecided", "yes");
@@ -96,18 +129,29 @@ export function teamSuite(makeGateway: GatewayFactory): void {
     expect((await rejection(alice.collab.teams.announce("vote-decided"))).message).toMatch(/is open until/);
 
     bed.advance(61_000);
-    expect((await rejection(dave.collab.teams.vote("vote-undecided", "yes"))).message).toMatch(/closed at .*ballots are final/);
+    expect((await rejection(dave.collab.teams.vote("vote-undecided", "yes"))).message).toMatch(
+      /closed at .*ballots are final/,
+    );
     const outcomes = [];
     for (const id of ["vote-no-quorum", "vote-decided", "vote-undecided"]) {
       const announced = await alice.collab.teams.announce(id);
-      outcomes.push([id, announced.announced?.result.outcome, announced.announced?.result.winner, announced.announced?.result.tally]);
+      outcomes.push([
+        id,
+        announced.announced?.result.outcome,
+        announced.announced?.result.winner,
+        announced.announced?.result.tally,
+      ]);
     }
     expect(outcomes).toEqual([
       ["vote-no-quorum", "no-quorum", null, { yes: 1, no: 0 }],
       ["vote-decided", "decided", "yes", { yes: 2, no: 1 }],
       ["vote-undecided", "undecided", null, { yes: 1, no: 1 }],
     ]);
-    await until(() => heard.get("dave")?.filter((n) => n.method === "agent.vote.result").length ?? 0, (n) => n === 3, "dave hears the results");
+    await until(
+      () => heard.get("dave")?.filter((n) => n.method === "agent.vote.result").length ?? 0,
+      (n) => n === 3,
+      "dave hears the results",
+    );
     expect((await rejection(bob.collab.teams.announce("vote-decided"))).message).toMatch(/already announced/);
 
     // Anyone with the ballots and the voters' public keys can recount; a changed ballot does not verify.
@@ -119,7 +163,9 @@ export function teamSuite(makeGateway: GatewayFactory): void {
     const ballot = forged.find((b) => b.voter === "dave")!;
     ballot.option = "yes";
     (ballot.envelope as { params: { body: { option: string } } }).params.body.option = "yes";
-    expect(() => recount(decided, forged, resolve)).toThrow(/ballot \d of dave: the signature does not match/);
+    expect(() => recount(decided, forged, resolve)).toThrow(
+      /ballot \d of dave: the signature does not match/,
+    );
   });
 
   it("applies majority, supermajority and unanimity, and keeps outsiders out of the electorate", async () => {
@@ -127,7 +173,16 @@ export function teamSuite(makeGateway: GatewayFactory): void {
     const [alice, bob, carol] = members as [Member, Member, Member];
     const closesAt = new Date(Date.now() + 60_000);
     const open = (voteId: string, rule: VoteRule, electorate?: string[]) =>
-      alice.collab.teams.openVote({ voteId, teamId: "crew", channel: "decisions", question: "Which?", options: ["a", "b"], rule, closesAt, ...(electorate ? { electorate } : {}) });
+      alice.collab.teams.openVote({
+        voteId,
+        teamId: "crew",
+        channel: "decisions",
+        question: "Which?",
+        options: ["a", "b"],
+        rule,
+        closesAt,
+        ...(electorate ? { electorate } : {}),
+      });
     await open("vote-majority", { type: "majority" });
     await open("vote-super", { type: "supermajority", threshold: 0.75 });
     await open("vote-unanimous", { type: "unanimity" }, ["alice", "bob"]);
@@ -142,7 +197,10 @@ export function teamSuite(makeGateway: GatewayFactory): void {
     bed.advance(61_000);
     const result = async (id: string) => (await bob.collab.teams.getVote(id)).result;
     expect(await result("vote-majority")).toMatchObject({ outcome: "decided", winner: "a" });
-    expect(await result("vote-super")).toMatchObject({ outcome: "undecided", reason: "no option reached 75% of the ballots" });
+    expect(await result("vote-super")).toMatchObject({
+      outcome: "undecided",
+      reason: "no option reached 75% of the ballots",
+    });
     expect(await result("vote-unanimous")).toMatchObject({ outcome: "decided", winner: "b", electorate: 2 });
   });
 }

@@ -2,15 +2,17 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach } from "vitest";
-import type { AcpAgent } from "../../src/client/index.js";
 import { CollabClient } from "../../src/client/collab.js";
+import type { AcpAgent } from "../../src/client/index.js";
 import { type CollabOptions, collabExtension } from "../../src/collab/index.js";
 import type { GatewayOptions } from "../../src/gateway/index.js";
 import { agentFor } from "../client/fixtures.js";
 import type { TestAgent, TestGateway } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
 
-export type GatewayFactory = (options?: Partial<GatewayOptions> & { dataDir?: string }) => Promise<TestGateway>;
+export type GatewayFactory = (
+  options?: Partial<GatewayOptions> & { dataDir?: string },
+) => Promise<TestGateway>;
 
 export interface Member {
   test: TestAgent;
@@ -34,7 +36,10 @@ export interface CollabBed {
  * Per test: a real gateway (from the broker's factory) with the collaboration extension on an
  * injectable clock and its audit log in the test's directory, plus helpers to bring agents in.
  */
-export function useCollabBed(makeGateway: GatewayFactory, options: Omit<CollabOptions, "clock" | "auditRoot"> = {}): CollabBed {
+export function useCollabBed(
+  makeGateway: GatewayFactory,
+  options: Omit<CollabOptions, "clock" | "auditRoot"> = {},
+): CollabBed {
   const tmp = useTmpDir("acp-collab-");
   const bed = { cleanups: [] } as unknown as CollabBed;
   let offset = 0;
@@ -76,18 +81,27 @@ export function useCollabBed(makeGateway: GatewayFactory, options: Omit<CollabOp
   };
   bed.offline = async (agentId) => {
     const test = await bed.gw.register(agentId, `principal-${agentId}`);
-    return { test, collab: new CollabClient({ gateway: bed.gw.url, identity: test.identity, apiKey: test.apiKey }) };
+    return {
+      test,
+      collab: new CollabClient({ gateway: bed.gw.url, identity: test.identity, apiKey: test.apiKey }),
+    };
   };
   return bed;
 }
 
 /** Resolves when `predicate` holds, polling; fails naming `what`. */
-export async function until<T>(read: () => Promise<T> | T, predicate: (value: T) => boolean, what: string, timeoutMs = 10_000): Promise<T> {
+export async function until<T>(
+  read: () => Promise<T> | T,
+  predicate: (value: T) => boolean,
+  what: string,
+  timeoutMs = 10_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await read();
     if (predicate(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}; last value ${JSON.stringify(value)}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting until ${what}; last value ${JSON.stringify(value)}`);
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }
@@ -101,5 +115,7 @@ export async function auditMethods(bed: CollabBed, expected?: string): Promise<s
       methods.push(record.entry.method);
     return methods;
   };
-  return expected === undefined ? read() : until(read, (m) => m.includes(expected), `the audit log has ${expected}`);
+  return expected === undefined
+    ? read()
+    : until(read, (m) => m.includes(expected), `the audit log has ${expected}`);
 }

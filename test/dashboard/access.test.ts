@@ -184,6 +184,18 @@ describe("what each principal sees (server-side, on every endpoint)", () => {
   });
 });
 
+describe("stopping the gateway", () => {
+  it("ends open streams instead of waiting for them", async () => {
+    const gw = await startTestGateway();
+    const stream = await followStream(gw, gw.adminToken);
+    await stream.next("ready");
+    // Would hang (and time out) if the stream's handler kept the request in flight.
+    await gw.close();
+    await stream.ended;
+    expect((await fetch(`${gw.url}/healthz`).catch((err: Error) => err)) instanceof Error).toBe(true);
+  });
+});
+
 describe("the dashboard page", () => {
   const tmp = useTmpDir();
 

@@ -7,6 +7,7 @@ import {
   type MethodMessage,
   type PrivateIdentity,
   ReplayGuard,
+  type Signer,
   signMessage,
   verifyEnvelope,
 } from "../../src/protocol/index.js";
@@ -14,7 +15,13 @@ import { alpha, beta, keyRing, senderOf } from "../protocol/fixtures.js";
 
 const ring = keyRing(alpha, beta);
 
-function agent(identity: PrivateIdentity) {
+interface Agent {
+  handshakes: Handshakes;
+  signer: Signer;
+  receive(message: MethodMessage, from: Agent): MethodMessage[];
+}
+
+function agent(identity: PrivateIdentity): Agent {
   const handshakes = new Handshakes({
     self: senderOf(identity, [0, 1, 2]),
     announce: { capabilities: ["calendar"], purpose: "scheduling" },
@@ -23,7 +30,7 @@ function agent(identity: PrivateIdentity) {
   });
   const replay = new ReplayGuard();
   const signer = createSigner(identity);
-  const receive = (message: MethodMessage, from: ReturnType<typeof agent>) =>
+  const receive = (message: MethodMessage, from: Agent): MethodMessage[] =>
     handshakes.receive(
       verifyEnvelope(JSON.stringify(signMessage(message, from.signer)), {
         resolveKey: ring,
@@ -35,13 +42,18 @@ function agent(identity: PrivateIdentity) {
 }
 
 /** Delivers messages back and forth until quiet; returns how many were exchanged. */
-function converse(a: ReturnType<typeof agent>, b: ReturnType<typeof agent>, first: MethodMessage[]): number {
+function converse(a: Agent, b: Agent, first: MethodMessage[]): number {
   let queue = first.map((message) => ({ message, from: a, to: b }));
   let delivered = 0;
   while (queue.length > 0) {
     if (++delivered > 50) throw new Error("the handshake does not converge: announce storm");
     const next = queue.shift()!;
-    queue = [...queue, ...next.to.receive(next.message, next.from).map((message) => ({ message, from: next.to, to: next.from }))];
+    queue = [
+      ...queue,
+      ...next.to
+        .receive(next.message, next.from)
+        .map((message) => ({ message, from: next.to, to: next.from })),
+    ];
   }
   return delivered;
 }
@@ -54,7 +66,10 @@ describe("re-announcing an established relationship", () => {
     expect(a.handshakes.isEstablished("agent-beta")).toBe(true);
     // An extra initiating announce while both sides are established (a duplicate, or sent by
     // another process of the same agent): both sides had the other's announce already.
-    const extra = buildAnnounce(senderOf(alpha, [0, 1, 2]), "agent-beta", { capabilities: ["calendar"], purpose: "again" });
+    const extra = buildAnnounce(senderOf(alpha, [0, 1, 2]), "agent-beta", {
+      capabilities: ["calendar"],
+      purpose: "again",
+    });
     const exchanged = converse(a, b, [extra]);
     expect(exchanged).toBeLessThanOrEqual(5);
     expect(a.handshakes.isEstablished("agent-beta")).toBe(true);

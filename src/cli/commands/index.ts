@@ -1,16 +1,22 @@
 import type { Command } from "commander";
 import { registerAgent } from "./agent.js";
+import { registerAgreement } from "./agreement.js";
 import { registerApprovals } from "./approvals.js";
 import { registerAudit } from "./audit.js";
 import { registerCommand } from "./command.js";
 import { registerDemo } from "./demo.js";
 import { registerGateway } from "./gateway.js";
+import { registerHandoff } from "./handoff.js";
 import { registerKeys } from "./keys.js";
+import { registerKnowledge } from "./knowledge.js";
 import { registerMcp } from "./mcp.js";
 import { registerMessages } from "./messages.js";
+import { registerNegotiate } from "./negotiate.js";
 import { registerPrincipal } from "./principal.js";
 import { registerSend } from "./send.js";
 import { registerSession } from "./session.js";
+import { registerTeam } from "./team.js";
+import { registerVote } from "./vote.js";
 
 /**
  * Every CLI command group registers itself here, one line each, so the program's shape is visible
@@ -29,5 +35,11 @@ export function registerCommands(program: Command): void {
   registerCommand(program);
   registerApprovals(program);
   registerPrincipal(program);
+  registerNegotiate(program);
+  registerAgreement(program);
+  registerHandoff(program);
+  registerTeam(program);
+  registerVote(program);
+  registerKnowledge(program);
   void program;
 }

@@ -1,0 +1,60 @@
+/**
+ * How the gateway's MCP endpoint reaches the gateway it runs in: the bridge agent connects to it
+ * like any agent, and the task tools call the collaboration REST API with the MCP caller's own API
+ * key, so every rule, check and audit of those endpoints applies unchanged.
+ */
+import type { IncomingMessage } from "node:http";
+import { TLSSocket } from "node:tls";
+import { AcpError } from "../protocol/index.js";
+
+/**
+ * The base URL by which this process reaches the gateway: over plain HTTP the loopback address of
+ * the socket the request came in on; over TLS the Host the client used (the certificate names it).
+ */
+export function selfUrlOf(req: IncomingMessage): string {
+  if (req.socket instanceof TLSSocket) return `https://${req.headers.host ?? "localhost"}`;
+  const address = (req.socket.localAddress ?? "127.0.0.1").replace(/^::ffff:/, "");
+  return `http://${address.includes(":") ? `[${address}]` : address}:${req.socket.localPort}`;
+}
+
+/** A REST call to the gateway as the agent whose key is given; a non-2xx answer throws the gateway's error. */
+export async function callGateway<T>(
+  baseUrl: string,
+  apiKey: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<T> {
+  const response = await fetch(`${baseUrl}${path}`, {
+    method,
+    headers: {
+      accept: "application/json",
+      "x-api-key": apiKey,
+      ...(body !== undefined && { "content-type": "application/json" }),
+    },
+    ...(body !== undefined && { body: JSON.stringify(body) }),
+  });
+  const text = await response.text();
+  let parsed: unknown;
+  try {
+    parsed = text === "" ? {} : JSON.parse(text);
+  } catch {
+    throw new AcpError("InternalError", `${method} ${path}: the gateway answered ${response.status} with non-JSON`);
+  }
+  if (!response.ok) {
+    const error = (parsed as { error?: { message?: unknown } }).error;
+    const message = typeof error?.message === "string" ? error.message : `HTTP ${response.status}`;
+    throw new GatewayCallError(response.status, message);
+  }
+  return parsed as T;
+}
+
+export class GatewayCallError extends Error {
+  override name = "GatewayCallError";
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}

@@ -1,0 +1,136 @@
+/**
+ * The receiving application of a fault test: a real SDK `AcpAgent` (end-to-end verification,
+ * reconnects, duplicate suppression by message id) whose notification handler counts every
+ * message it is handed. A count above 1 for an id is a duplicate reaching the application.
+ */
+import { AcpAgent } from "../../../src/client/index.js";
+import { FrameClient, registerTestAgent, type TestAgent } from "../../helpers/gateway.js";
+import { sleep } from "./processes.js";
+
+export class CountingRecipient {
+  /** Message id → times the application's handler ran for it. */
+  readonly deliveries = new Map<string, number>();
+  /** Gateway connections made after the first (the SDK reconnecting). */
+  reconnects = 0;
+  /** The id of the gateway process the agent is connected to now (from its `ready` frame). */
+  gateway = "";
+  readonly errors: string[] = [];
+
+  private constructor(readonly agent: AcpAgent) {}
+
+  static async connect(url: string, who: TestAgent): Promise<CountingRecipient> {
+    const agent = new AcpAgent({
+      gateway: url,
+      identity: who.identity,
+      apiKey: who.apiKey,
+      layers: who.sender.layers,
+      audit: false,
+      state: false,
+      reconnect: { initialDelayMs: 100, maxDelayMs: 1_000 },
+    });
+    const recipient = new CountingRecipient(agent);
+    agent.onNotification((_body, ctx) => {
+      recipient.deliveries.set(ctx.messageId, (recipient.deliveries.get(ctx.messageId) ?? 0) + 1);
+    });
+    agent.on("connected", (info) => {
+      recipient.gateway = info.gateway;
+      if (info.reconnected) recipient.reconnects++;
+    });
+    agent.on("error", (err) => {
+      if (recipient.errors.length < 20) recipient.errors.push(err.message);
+    });
+    await agent.connect();
+    return recipient;
+  }
+
+  /** Waits until every id was delivered, or `timeoutMs`; returns how many are still missing. */
+  async waitFor(ids: Iterable<string>, timeoutMs: number): Promise<number> {
+    const wanted = [...ids];
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const missing = wanted.filter((id) => !this.deliveries.has(id)).length;
+      if (missing === 0 || Date.now() >= until) return missing;
+      await sleep(100);
+    }
+  }
+
+  close(): Promise<void> {
+    return this.agent.close();
+  }
+}
+
+/**
+ * Registers a sender and a recipient, connects the recipient's SDK agent and completes the
+ * four-step handshake with an SDK agent for the sender (closed afterwards: the stream signs raw
+ * envelopes with the same identity and layers, which the gateway and the recipient accept).
+ */
+export async function pairAgents(
+  url: string,
+  ids: { sender: string; recipient: string },
+): Promise<{ sender: TestAgent; recipientAgent: TestAgent; recipient: CountingRecipient }> {
+  const sender = await registerTestAgent(url, ids.sender, `principal-of-${ids.sender}`);
+  const recipientAgent = await registerTestAgent(url, ids.recipient, `principal-of-${ids.recipient}`);
+  const recipient = await CountingRecipient.connect(url, recipientAgent);
+  const handshaker = new AcpAgent({
+    gateway: url,
+    identity: sender.identity,
+    apiKey: sender.apiKey,
+    layers: sender.sender.layers,
+    audit: false,
+    state: false,
+  });
+  await handshaker.connect();
+  await handshaker.handshake(ids.recipient, { timeoutMs: 30_000 });
+  await handshaker.close();
+  return { sender, recipientAgent, recipient };
+}
+
+/**
+ * The gateway's own view once the dust settled: how many of the recipient's messages it redelivered
+ * at least once, and how many are not acknowledged yet (GET /api/v1/messages, all pages).
+ */
+export async function gatewayView(
+  url: string,
+  recipient: TestAgent,
+): Promise<{ records: number; redelivered: number; unsettled: number }> {
+  let cursor: string | null = null;
+  let records = 0;
+  let redelivered = 0;
+  let unsettled = 0;
+  for (let page = 0; page < 1_000; page++) {
+    const query = `to_agent_id=${recipient.sender.agentId}&type=notification&limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`;
+    const res = await fetch(`${url}/api/v1/messages?${query}`, { headers: { "x-api-key": recipient.apiKey } });
+    if (res.status !== 200) throw new Error(`listing messages: ${res.status} ${await res.text()}`);
+    const body = (await res.json()) as {
+      items: Array<{ status: string; retryCount: number; method: string }>;
+      nextCursor: string | null;
+    };
+    for (const item of body.items) {
+      if (item.method !== "agent.notification") continue;
+      records++;
+      if (item.retryCount > 0) redelivered++;
+      if (item.status === "queued" || item.status === "delivered") unsettled++;
+    }
+    cursor = body.nextCursor;
+    if (!cursor) break;
+  }
+  return { records, redelivered, unsettled };
+}
+
+/** The id a gateway process announces in its `ready` frame (a WebSocket as `agent`, closed again). */
+export async function gatewayIdOf(wsUrl: string, agent: TestAgent): Promise<string> {
+  const ws = await FrameClient.connect(wsUrl, agent.apiKey);
+  const ready = await ws.next("ready");
+  await ws.close();
+  return ready.gateway;
+}
+
+/** The gateway's view once every acknowledgement has landed (waits up to 10 s for stragglers). */
+export async function settledGatewayView(url: string, recipient: TestAgent) {
+  let view = await gatewayView(url, recipient);
+  for (let i = 0; i < 50 && view.unsettled > 0; i++) {
+    await sleep(200);
+    view = await gatewayView(url, recipient);
+  }
+  return view;
+}
