@@ -11,8 +11,14 @@ export class DeliveryQueue<T> implements AsyncIterable<T> {
   private closed = false;
   private iterated = false;
 
-  /** `onLeave` runs when the consumer leaves its loop early (break/throw): it closes the inbox. */
-  constructor(private readonly onLeave: () => Promise<void>) {}
+  /**
+   * `onLeave` runs when the consumer leaves its loop early (break/throw): it closes the inbox.
+   * `onTake` runs for each item the consumer receives (handed to the agent, as far as the broker knows).
+   */
+  constructor(
+    private readonly onLeave: () => Promise<void>,
+    private readonly onTake: (item: T) => void,
+  ) {}
 
   get isClosed(): boolean {
     return this.closed;
@@ -23,6 +29,7 @@ export class DeliveryQueue<T> implements AsyncIterable<T> {
     const waiter = this.waiter;
     if (waiter) {
       this.waiter = null;
+      this.onTake(item);
       waiter({ value: item, done: false });
     } else {
       this.items.push(item);
@@ -44,7 +51,10 @@ export class DeliveryQueue<T> implements AsyncIterable<T> {
     return {
       next: () => {
         const item = this.items.shift();
-        if (item !== undefined) return Promise.resolve({ value: item, done: false });
+        if (item !== undefined) {
+          this.onTake(item);
+          return Promise.resolve({ value: item, done: false });
+        }
         if (this.closed) return Promise.resolve({ value: undefined, done: true });
         return new Promise((resolve) => {
           this.waiter = resolve;

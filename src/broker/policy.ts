@@ -80,17 +80,27 @@ export function expiresAtMs(policy: BrokerPolicy, queuedAtMs: number): number {
   return queuedAtMs + policy.retentionMs;
 }
 
-/** Undelivered or unacknowledged messages past retention read as `expired`; terminal states stay. */
+/**
+ * Undelivered or unacknowledged messages past retention read as `expired`; terminal states stay.
+ * `failsAtMs`: when an unanswered last allowed delivery dead-letters (its ack wait's end), if one is
+ * out; from then on the message reads `failed`, unless retention ended first.
+ */
 export function effectiveStatus(
   policy: BrokerPolicy,
   stored: MessageStatus,
   queuedAtMs: number,
   nowMs: number,
+  failsAtMs: number | null = null,
 ): MessageStatus {
-  if ((stored === "queued" || stored === "delivered") && nowMs >= expiresAtMs(policy, queuedAtMs)) {
-    return "expired";
-  }
-  return stored;
+  if (stored !== "queued" && stored !== "delivered") return stored;
+  const expiresAt = expiresAtMs(policy, queuedAtMs);
+  if (failsAtMs !== null && nowMs >= failsAtMs && failsAtMs < expiresAt) return "failed";
+  return nowMs >= expiresAt ? "expired" : stored;
+}
+
+/** The dead-letter detail when the last allowed delivery went unacknowledged. */
+export function maxDeliveriesDetail(attempts: number): string {
+  return `not acknowledged after ${attempts} deliveries`;
 }
 
 export function isoTime(ms: number): string {

@@ -79,7 +79,10 @@ export interface Delivery {
   envelope: string;
   submittedAt: string;
   queuedAt: string;
-  /** 1 for the first delivery, 2 for the first redelivery, … up to `maxDeliver`. */
+  /**
+   * 1 for the first delivery, 2 after the first ack wait ran out, … up to `maxDeliver`. A hand-out
+   * given back by closing the inbox is not counted: its redelivery carries the same number.
+   */
   attempt: number;
 }
 
@@ -90,7 +93,8 @@ export interface InboxOptions {
 
 /**
  * An agent's open inbox: deliveries in submit order (redeliveries come when their ack wait ends).
- * Iterate it once. Closing it (or leaving the loop) keeps unacknowledged messages for the next open.
+ * Iterate it once. Closing it (or leaving the loop) gives unacknowledged hand-outs back: the next
+ * open delivers them at once, in order, as the same attempt.
  */
 export interface Inbox extends AsyncIterable<Delivery> {
   readonly agentId: string;
@@ -171,6 +175,12 @@ export interface BrokerHealth {
 
 export interface Broker {
   readonly kind: "embedded" | "nats";
+  /**
+   * The largest envelope (UTF-8 bytes) `submit` stores; a larger one is refused (`invalid_argument`,
+   * field `envelope`). Infinity on the embedded broker; on NATS the server's `max_payload` minus
+   * room for the message headers. The gateway caps its own envelope limit to it.
+   */
+  readonly maxEnvelopeBytes: number;
   /** Persists the message (durable when this resolves) and queues it for `to`. Idempotent by id. */
   submit(input: SubmitInput): Promise<SubmitResult>;
   /** One open inbox per agent per broker instance; a second open fails until the first is closed. */

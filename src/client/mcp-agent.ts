@@ -7,7 +7,6 @@
  */
 import { z } from "zod";
 import { combineDelta } from "../mcp/delta.js";
-import type { JsonObject, JsonValue } from "../mcp/json.js";
 import {
   McpAgentName,
   McpCancelBody,
@@ -15,6 +14,7 @@ import {
   McpRunMethods,
   type PublishedAgentBody,
 } from "../mcp/gateway-wire.js";
+import type { JsonObject, JsonValue } from "../mcp/json.js";
 import { describeIssues } from "../mcp/protocol.js";
 import type { AgentHandler } from "../mcp/registry.js";
 import { AcpError } from "../protocol/index.js";
@@ -68,12 +68,17 @@ export async function serveMcpAgent<I extends z.ZodType, O extends z.ZodType>(
 ): Promise<ServedMcpAgent> {
   const parsedName = McpAgentName.safeParse(name);
   if (!parsedName.success) {
-    throw new AcpError("InvalidParams", `MCP agent name ${JSON.stringify(name)} ${parsedName.error.issues[0]?.message}`, {
-      problems: [{ path: "/name", message: parsedName.error.issues[0]?.message ?? "invalid" }],
-    });
+    throw new AcpError(
+      "InvalidParams",
+      `MCP agent name ${JSON.stringify(name)} ${parsedName.error.issues[0]?.message}`,
+      {
+        problems: [{ path: "/name", message: parsedName.error.issues[0]?.message ?? "invalid" }],
+      },
+    );
   }
   const host = hostOf(agent);
-  if (host.agents.has(name)) throw new AcpError("Conflict", `MCP agent "${name}" is already served by this agent`);
+  if (host.agents.has(name))
+    throw new AcpError("Conflict", `MCP agent "${name}" is already served by this agent`);
   const descriptor: PublishedAgentBody = {
     ...(definition.description !== undefined && { description: definition.description }),
     inputSchema: toJsonSchema(name, "input", definition.input),
@@ -110,7 +115,8 @@ function hostOf(agent: AcpAgent): Host {
     const parsed = McpCancelBody.safeParse(body);
     const run = parsed.success ? created.runs.get(parsed.data.runId) : undefined;
     // Only the agent that asked for the run may cancel it.
-    if (run && run.from === context.from) run.controller.abort(new AcpError("Cancelled", "the requester cancelled the run"));
+    if (run && run.from === context.from)
+      run.controller.abort(new AcpError("Cancelled", "the requester cancelled the run"));
   });
   host = created;
   return host;
@@ -195,7 +201,11 @@ class ProgressStream {
     this.#sending = this.#sending.then(async () => {
       if (this.signal.aborted) return;
       try {
-        await this.agent.notify(this.to, { runId: this.runId, seq, delta }, { method: McpRunMethods.progress });
+        await this.agent.notify(
+          this.to,
+          { runId: this.runId, seq, delta },
+          { method: McpRunMethods.progress },
+        );
       } catch {
         // A lost delta is recovered: the requester completes the output from the final answer.
       }

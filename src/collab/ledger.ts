@@ -3,7 +3,6 @@ import type { Broker, KvBucket } from "../broker/index.js";
 import { AcpError } from "../protocol/index.js";
 import type { CollabAudit } from "./audit.js";
 import { bucketOf, listValues, mutate } from "./store.js";
-import { sortableTime } from "./util.js";
 
 /**
  * Escrow credits (not money: there is no payment provider). One ledger document holds every
@@ -25,9 +24,13 @@ export interface Escrow {
 interface LedgerState {
   accounts: Record<string, number>;
   escrows: Record<string, Escrow>;
+  /** Movements so far: the next one's sequence number, taken in the same compare-and-set. */
+  seq: number;
 }
 
 export interface Movement {
+  /** Position in the ledger's history (1, 2, …), across every gateway sharing it. */
+  seq: number;
   id: string;
   at: string;
   kind: MovementKind;
@@ -54,7 +57,7 @@ export interface Balance {
 }
 
 const STATE_KEY = "state";
-const EMPTY: LedgerState = { accounts: {}, escrows: {} };
+const EMPTY: LedgerState = { accounts: {}, escrows: {}, seq: 0 };
 
 export class Ledger {
   private readonly bucket: KvBucket<LedgerState | Movement>;
@@ -174,12 +177,13 @@ export class Ledger {
     fallbackAgent: string,
     apply: (
       state: LedgerState,
-    ) => (Omit<Movement, "id" | "at" | "kind" | "balances"> & { touched: string[] }) | undefined,
+    ) => (Omit<Movement, "seq" | "id" | "at" | "kind" | "balances"> & { touched: string[] }) | undefined,
   ): Promise<Movement> {
     let detail: ReturnType<typeof apply>;
     const mutation = await mutate(this.bucket, STATE_KEY, (current) => {
       const next = structuredClone((current as LedgerState | undefined) ?? EMPTY);
       detail = apply(next);
+      if (detail) next.seq += 1;
       if (Object.values(next.accounts).some((balance) => balance < 0)) {
         throw new AcpError("InternalError", "a ledger movement would make a balance negative");
       }
@@ -189,6 +193,7 @@ export class Ledger {
     const at = this.now();
     const { touched, ...rest } = detail ?? { amount: 0, agent: fallbackAgent, touched: [] };
     const movement: Movement = {
+      seq: state.seq,
       id: randomUUID(),
       at: at.toISOString(),
       kind,
@@ -196,7 +201,7 @@ export class Ledger {
       balances: Object.fromEntries(touched.map((agent) => [agent, state.accounts[agent] ?? 0])),
     };
     if (!detail) return movement;
-    await this.bucket.put(`m.${sortableTime(at)}.${movement.id}`, movement);
+    await this.bucket.put(`m.${String(movement.seq).padStart(12, "0")}`, movement);
     await this.record(movement);
     return movement;
   }

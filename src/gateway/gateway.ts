@@ -18,6 +18,7 @@ import {
 } from "../broker/index.js";
 import { collabExtension } from "../collab/routes.js";
 import { type DashboardOptions, dashboardExtension } from "../dashboard/extension.js";
+import { mcpGatewayExtension } from "../mcp/gateway.js";
 import { AcpError } from "../protocol/index.js";
 import { hashSecret, newAdminToken } from "./auth.js";
 import type { GatewayContext } from "./context.js";
@@ -132,6 +133,15 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     ...(options.extensions?.some((e) => e.name === "collab")
       ? []
       : [collabExtension(options.audit === false ? {} : { auditRoot: join(data, "collab-audit") })]),
+    // The MCP endpoint (/mcp, /mcp/sse) unless the caller mounts its own configured one.
+    ...(options.extensions?.some((e) => e.name === "mcp")
+      ? []
+      : [
+          mcpGatewayExtension({
+            ...(options.audit === false ? {} : { auditRoot: join(data, "mcp-audit") }),
+            ...(options.dashboard?.sessionsRoot ? { coordinationRoot: options.dashboard.sessionsRoot } : {}),
+          }),
+        ]),
   ];
   const common = {
     ...(options.delivery ? { delivery: options.delivery } : {}),

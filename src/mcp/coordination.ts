@@ -79,19 +79,26 @@ export function addCoordinationResources(
       }),
     }),
     {
-      description: "A coordination session: coordination.json (agents, statuses, dependencies) and its artifacts",
+      description:
+        "A coordination session: coordination.json (agents, statuses, dependencies) and its artifacts",
       mimeType: "application/json",
     },
     async (uri, variables) => {
       const session = await open(String(variables.session));
-      const [coordination, artifacts] = await Promise.all([session.readCoordination(), session.listArtifacts()]);
+      const [coordination, artifacts] = await Promise.all([
+        session.readCoordination(),
+        session.listArtifacts(),
+      ]);
       return json(uri, { coordination, artifacts });
     },
   );
   server.registerResource(
     "coordination-events",
     new ResourceTemplate(`${COORDINATION_SCHEME}://{session}/events`, { list: undefined }),
-    { description: "The session's event log (messages.jsonl), most recent last", mimeType: "application/json" },
+    {
+      description: "The session's event log (messages.jsonl), most recent last",
+      mimeType: "application/json",
+    },
     async (uri, variables) => {
       const session = await open(String(variables.session));
       const { events, problems } = await session.readEvents();

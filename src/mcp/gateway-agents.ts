@@ -145,7 +145,8 @@ function listable(record: AgentRecord): boolean {
 }
 
 function plainDescriptor(record: AgentRecord): AgentDescriptor {
-  const capabilities = record.capabilities.length > 0 ? `; capabilities: ${record.capabilities.join(", ")}` : "";
+  const capabilities =
+    record.capabilities.length > 0 ? `; capabilities: ${record.capabilities.join(", ")}` : "";
   return {
     name: record.agentId,
     description: `ACP agent acting for ${record.principalId}${capabilities} (input: an agent.request body)`,
@@ -170,7 +171,8 @@ function encodeCursor(offset: number): string {
 
 function decodeCursor(cursor: string, total: number): number {
   try {
-    const offset = (JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as { offset?: unknown }).offset;
+    const offset = (JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as { offset?: unknown })
+      .offset;
     if (typeof offset === "number" && Number.isInteger(offset) && offset > 0 && offset < total) return offset;
   } catch {
     // falls through to the error below

@@ -115,7 +115,8 @@ export class McpBridge {
         },
       );
       const result = McpRunResult.safeParse(response);
-      if (!result.success) throw new Error(`${target.agentId} answered ${McpRunMethods.run} without {output, deltas}`);
+      if (!result.success)
+        throw new Error(`${target.agentId} answered ${McpRunMethods.run} without {output, deltas}`);
       await stream.drain(result.data.deltas, this.options.lateDeltaGraceMs ?? 2_000);
       return result.data.output as JsonValue;
     } catch (err) {
@@ -190,7 +191,8 @@ export class McpBridge {
     if (!parsed.success) return;
     const stream = this.#runs.get(parsed.data.runId);
     // Deltas count only from the agent the run went to.
-    if (stream && stream.target === context.from) stream.accept(parsed.data.seq, parsed.data.delta as JsonValue);
+    if (stream && stream.target === context.from)
+      stream.accept(parsed.data.seq, parsed.data.delta as JsonValue);
   }
 
   /** The error the MCP client sees; invalid input keeps -32602 and the target's schema issues. */

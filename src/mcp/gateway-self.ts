@@ -39,7 +39,10 @@ export async function callGateway<T>(
   try {
     parsed = text === "" ? {} : JSON.parse(text);
   } catch {
-    throw new AcpError("InternalError", `${method} ${path}: the gateway answered ${response.status} with non-JSON`);
+    throw new AcpError(
+      "InternalError",
+      `${method} ${path}: the gateway answered ${response.status} with non-JSON`,
+    );
   }
   if (!response.ok) {
     const error = (parsed as { error?: { message?: unknown } }).error;

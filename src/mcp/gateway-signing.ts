@@ -35,7 +35,11 @@ export function signForGateway(
     throw new AcpError("InvalidParams", `refused to sign: ${describeIssues(parsed.error.issues).summary}`);
   }
   const request = parsed.data;
-  const self = { agentId: identity.agentId, principalId: identity.principalId, layers: options.layers ?? [0, 1] };
+  const self = {
+    agentId: identity.agentId,
+    principalId: identity.principalId,
+    layers: options.layers ?? [0, 1],
+  };
   const message = buildNotification(self, request.to, request.body, { method: request.method });
   message.params.headers["trust-layer-version"] = request.trustLayerVersion;
   options.onSign?.(request);
@@ -48,6 +52,12 @@ const AcpSignRequest = z.object({ method: z.literal(ACP_SIGN_METHOD), params: z.
  * Makes an SDK `Client` answer `acp/sign` with `identity`. The client must also declare
  * `ACP_SIGNING_CAPABILITIES` when it is constructed (capabilities are fixed at initialize).
  */
-export function registerAcpSigning(client: Client, identity: PrivateIdentity, options: AcpSigningOptions = {}): void {
-  client.setRequestHandler(AcpSignRequest, async (request) => signForGateway(identity, request.params, options));
+export function registerAcpSigning(
+  client: Client,
+  identity: PrivateIdentity,
+  options: AcpSigningOptions = {},
+): void {
+  client.setRequestHandler(AcpSignRequest, async (request) =>
+    signForGateway(identity, request.params, options),
+  );
 }

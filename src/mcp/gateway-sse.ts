@@ -10,7 +10,11 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { type JSONRPCMessage, JSONRPCMessageSchema, type MessageExtraInfo } from "@modelcontextprotocol/sdk/types.js";
+import {
+  type JSONRPCMessage,
+  JSONRPCMessageSchema,
+  type MessageExtraInfo,
+} from "@modelcontextprotocol/sdk/types.js";
 import { readBody } from "../gateway/http.js";
 
 /** A reader this far behind is cut off rather than buffered without bound. */
@@ -55,7 +59,8 @@ export class LegacySseTransport implements Transport {
       const parsed: unknown = JSON.parse((await readBody(req, maxBytes)).toString("utf8"));
       messages = (Array.isArray(parsed) ? parsed : [parsed]).map((m) => JSONRPCMessageSchema.parse(m));
     } catch (err) {
-      const message = err instanceof SyntaxError ? "the body is not JSON" : "the body is not a JSON-RPC message";
+      const message =
+        err instanceof SyntaxError ? "the body is not JSON" : "the body is not a JSON-RPC message";
       res.writeHead(400, { "content-type": "application/json" });
       res.end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32700, message } }));
       return;

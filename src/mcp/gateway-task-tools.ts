@@ -10,15 +10,21 @@
  * the agent had posted it.
  */
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import type { CallToolResult, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type { CallToolResult, ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import type { HandoffView } from "../collab/handoff.js";
 import { negotiateVersion } from "../gateway/registry.js";
 import { callGateway, GatewayCallError } from "./gateway-self.js";
 import type { TaskSession } from "./gateway-tasks.js";
-import { ACP_SIGN_METHOD, ACP_SIGNING_CAPABILITY, AcpSignResult, type AcpSignParams } from "./gateway-wire.js";
+import {
+  ACP_SIGN_METHOD,
+  ACP_SIGNING_CAPABILITY,
+  type AcpSignParams,
+  AcpSignResult,
+} from "./gateway-wire.js";
 
-type Extra = Parameters<Parameters<McpServer["registerTool"]>[2]>[1];
+type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 
 const TaskId = z.string().min(1).describe("the task's id (from tasks://pending)");
 
@@ -78,14 +84,18 @@ export function addTaskTools(server: McpServer, session: TaskSession): void {
         ],
       };
     } catch (err) {
-      if (err instanceof GatewayCallError && err.status === 404) return failure(`no task ${taskId} involving ${session.caller().record.agentId}`);
+      if (err instanceof GatewayCallError && err.status === 404)
+        return failure(`no task ${taskId} involving ${session.caller().record.agentId}`);
       return failure((err as Error).message);
     }
   };
 
   server.registerTool(
     "accept_task",
-    { description: "Accept a task offered to you (tasks://pending lists them)", inputSchema: { taskId: TaskId } },
+    {
+      description: "Accept a task offered to you (tasks://pending lists them)",
+      inputSchema: { taskId: TaskId },
+    },
     ({ taskId }, extra) =>
       act(extra, taskId, { path: "accept", method: "agent.handoff.accept", done: "accepted" }, () => ({})),
   );
@@ -122,10 +132,15 @@ export function addTaskTools(server: McpServer, session: TaskSession): void {
       },
     },
     ({ taskId, text, progress }, extra) =>
-      act(extra, taskId, { path: "progress", method: "agent.handoff.progress", done: "got your message" }, (task) => ({
-        progress: progress ?? task.progress?.percent ?? 0,
-        note: text,
-      })),
+      act(
+        extra,
+        taskId,
+        { path: "progress", method: "agent.handoff.progress", done: "got your message" },
+        (task) => ({
+          progress: progress ?? task.progress?.percent ?? 0,
+          note: text,
+        }),
+      ),
   );
   server.registerTool(
     "report_task_failure",

@@ -10,10 +10,15 @@
 import { type McpServer, ResourceTemplate } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { ErrorCode, McpError, type ReadResourceResult } from "@modelcontextprotocol/sdk/types.js";
 import type { HandoffView } from "../collab/handoff.js";
-import { COLLAB_BUCKETS, type HandoffRecord, pendingHandoffs, watchPendingHandoffs } from "../collab/index.js";
+import {
+  COLLAB_BUCKETS,
+  type HandoffRecord,
+  pendingHandoffs,
+  watchPendingHandoffs,
+} from "../collab/index.js";
 import type { GatewayContext } from "../gateway/context.js";
 import type { ResolvedAgent } from "../gateway/registry.js";
-import { GatewayCallError, callGateway } from "./gateway-self.js";
+import { callGateway, GatewayCallError } from "./gateway-self.js";
 import type { ResourceSubscriptions } from "./gateway-subscriptions.js";
 
 export const PENDING_TASKS_URI = "tasks://pending";
@@ -57,17 +62,25 @@ export async function readTask(session: TaskSession, id: string) {
       `/api/v1/handoffs/${encodeURIComponent(id)}?envelope=1`,
     );
     const { offer, ...rest } = view;
-    const body = (offer.envelope as { params?: { body?: Record<string, unknown> } } | undefined)?.params?.body;
+    const body = (offer.envelope as { params?: { body?: Record<string, unknown> } } | undefined)?.params
+      ?.body;
     return { ...rest, offerMessageId: offer.messageId, ...(body !== undefined && { handoff: body }) };
   } catch (err) {
     if (err instanceof GatewayCallError && err.status === 404) {
-      throw new McpError(ErrorCode.InvalidParams, `no task ${id} involving ${session.caller().record.agentId}`);
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `no task ${id} involving ${session.caller().record.agentId}`,
+      );
     }
     throw err;
   }
 }
 
-export function addTaskResources(server: McpServer, subscriptions: ResourceSubscriptions, session: TaskSession): void {
+export function addTaskResources(
+  server: McpServer,
+  subscriptions: ResourceSubscriptions,
+  session: TaskSession,
+): void {
   const { ctx } = session;
   const agentId = () => session.caller().record.agentId;
   const json = (uri: URL | string, value: unknown): ReadResourceResult => ({
@@ -81,7 +94,11 @@ export function addTaskResources(server: McpServer, subscriptions: ResourceSubsc
       description: "Tasks handed off to your agent and waiting on it (subscribe to hear of new ones)",
       mimeType: "application/json",
     },
-    async (uri) => json(uri, { agentId: agentId(), tasks: (await pendingHandoffs(ctx.broker, agentId())).map(taskSummary) }),
+    async (uri) =>
+      json(uri, {
+        agentId: agentId(),
+        tasks: (await pendingHandoffs(ctx.broker, agentId())).map(taskSummary),
+      }),
   );
   server.registerResource(
     "task",
@@ -105,15 +122,17 @@ export function addTaskResources(server: McpServer, subscriptions: ResourceSubsc
     if (!match) return undefined;
     const id = match[1] ?? "";
     await readTask(session, id); // refuses a task the caller is no party to
-    return ctx.broker
-      .kv<HandoffRecord>(COLLAB_BUCKETS.handoffs)
-      .watch((change) => {
-        if (change.value?.handoffId === id) onUpdated();
-      });
+    return ctx.broker.kv<HandoffRecord>(COLLAB_BUCKETS.handoffs).watch((change) => {
+      if (change.value?.handoffId === id) onUpdated();
+    });
   });
 }
 
-export function addSystemPrompt(server: McpServer, session: TaskSession, extras: { agents: boolean; coordination: boolean }): void {
+export function addSystemPrompt(
+  server: McpServer,
+  session: TaskSession,
+  extras: { agents: boolean; coordination: boolean },
+): void {
   server.registerPrompt(
     "system-prompt",
     { description: "System prompt describing your agent's role and the tools and resources it has here" },

@@ -22,7 +22,10 @@ export const BRIDGE_PRINCIPAL = "acp-gateway-mcp";
 /** MCP agent names an ACP agent publishes: the same rule as `AgentRegistry` names. */
 export const McpAgentName = z
   .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$/, "must be letters, digits, _ . - (no leading, trailing or double dots)")
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$/,
+    "must be letters, digits, _ . - (no leading, trailing or double dots)",
+  )
   .max(128, "must be at most 128 characters");
 
 const JsonSchemaObject = z.record(z.string(), z.json());
@@ -35,7 +38,9 @@ export const PublishedAgentBody = z.strictObject({
 });
 export type PublishedAgentBody = z.infer<typeof PublishedAgentBody>;
 
-export const RunIdSchema = z.string().regex(/^[A-Za-z0-9_-]{8,64}$/, "must be 8-64 characters of A-Z a-z 0-9 _ -");
+export const RunIdSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{8,64}$/, "must be 8-64 characters of A-Z a-z 0-9 _ -");
 
 export const McpRunBody = z.looseObject({
   name: McpAgentName,
@@ -49,7 +54,11 @@ export type McpRunBody = z.infer<typeof McpRunBody>;
 export const McpRunResult = z.looseObject({ output: z.json(), deltas: z.int().nonnegative() });
 export type McpRunResult = z.infer<typeof McpRunResult>;
 
-export const McpProgressBody = z.looseObject({ runId: RunIdSchema, seq: z.int().positive(), delta: z.json() });
+export const McpProgressBody = z.looseObject({
+  runId: RunIdSchema,
+  seq: z.int().positive(),
+  delta: z.json(),
+});
 export type McpProgressBody = z.infer<typeof McpProgressBody>;
 
 export const McpCancelBody = z.looseObject({ runId: RunIdSchema });

@@ -9,6 +9,11 @@ export {
   streamableHttpClientTransport,
 } from "./client.js";
 export {
+  addCoordinationResources,
+  COORDINATION_SCHEME,
+  type CoordinationResourcesOptions,
+} from "./coordination.js";
+export {
   combineDelta,
   combineDeltas,
   DeltaCombineError,
@@ -25,6 +30,33 @@ export {
   InvalidCursorError,
   UnknownAgentError,
 } from "./errors.js";
+export {
+  MCP_PATH,
+  type McpGatewayExtension,
+  type McpGatewayOptions,
+  type McpGatewayStats,
+  mcpGatewayExtension,
+} from "./gateway.js";
+export {
+  type GatewayProxy,
+  type GatewayProxyOptions,
+  gatewayMcpUrl,
+  proxyToGateway,
+} from "./gateway-proxy.js";
+export {
+  ACP_SIGNING_CAPABILITIES,
+  type AcpSigningOptions,
+  registerAcpSigning,
+  signForGateway,
+} from "./gateway-signing.js";
+export { ResourceSubscriptions, type SubscriptionResolver } from "./gateway-subscriptions.js";
+export {
+  ACP_SIGN_METHOD,
+  ACP_SIGNING_CAPABILITY,
+  type AcpSignParams,
+  McpRunMethods,
+  SIGNABLE_METHODS,
+} from "./gateway-wire.js";
 export {
   type ConnectableMcpServer,
   type McpHttpHost,

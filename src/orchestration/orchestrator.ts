@@ -108,6 +108,13 @@ export class Orchestrator {
 
   addAgent(spec: AgentSpec): this {
     if (this.targets.has(spec.id)) throw new Error(`agent ${spec.id} is already registered`);
+    // Receivers refuse a command whose `from` is not the signing agent: catch the mismatch here.
+    const signer = "remote" in spec ? spec.remote.agentId : undefined;
+    if (signer !== undefined && signer !== this.id) {
+      throw new Error(
+        `remote agents must be reached through this orchestrator's own agent ${this.id}, not ${signer}`,
+      );
+    }
     this.targets.set(spec.id, createTarget(spec, this.id));
     return this;
   }

@@ -3,7 +3,7 @@ import type { BrokerEvent, MessageStatus } from "../../src/broker/index.js";
 import type { SuiteContext } from "./conformance.js";
 import { eventually, expectBrokerError, message, reader } from "./support.js";
 
-/** Submit, dedup, order, offline queue, ack, redelivery, dead letters, reject, resume. */
+/** Submit, dedup, order, offline queue, ack, redelivery, dead letters, reject. */
 export function deliveryConformance(ctx: SuiteContext): void {
   describe("submit", () => {
     it("persists the message as queued and returns it unchanged from get()", async () => {
@@ -24,6 +24,8 @@ export function deliveryConformance(ctx: SuiteContext): void {
       });
       expect(Date.parse(stored?.queuedAt ?? "")).not.toBeNaN();
       expect(await broker.get("unknown-message-id")).toBeNull();
+      // The gateway's default envelope limit (1 MiB) needs the NATS server's max_payload raised.
+      expect(broker.maxEnvelopeBytes).toBeGreaterThan(64 * 1024);
       expect(await broker.status("unknown-message-id")).toBeNull();
     });
 
@@ -212,23 +214,6 @@ export function deliveryConformance(ctx: SuiteContext): void {
       expect((await inbox.next()).id).toBe(marker.id);
       await broker.ack("bob", marker.id);
       await inbox.expectNone(900);
-    });
-
-    it("keeps unacknowledged messages when the inbox closes and resumes them on the next open", async () => {
-      const broker = await ctx.open(await ctx.harness(), { delivery: { ackWaitMs: 300 } });
-      const first = message("alice", "bob");
-      const second = message("alice", "bob");
-      await broker.submit(first);
-      await broker.submit(second);
-      const inbox = await broker.openInbox("bob", { maxInFlight: 1 });
-      const firstReader = reader(inbox);
-      expect((await firstReader.next()).id).toBe(first.id);
-      await inbox.close();
-      const resumed = reader(await broker.openInbox("bob", { maxInFlight: 1 }));
-      const again = await resumed.next();
-      expect(again).toMatchObject({ id: first.id, attempt: 2 });
-      await broker.ack("bob", first.id);
-      expect(await resumed.next()).toMatchObject({ id: second.id, attempt: 1 });
     });
 
     it("allows one open inbox per agent per broker", async () => {

@@ -5,11 +5,14 @@
 import { afterEach, describe } from "vitest";
 import type { Broker, CommonBrokerOptions } from "../../src/broker/index.js";
 import { deliveryConformance } from "./conformance-delivery.js";
+import { resumeConformance } from "./conformance-resume.js";
 import { stateConformance } from "./conformance-state.js";
 
 export interface BrokerHarness {
   /** Opens a broker on this harness's store; every call sees the same data. */
   open(options?: CommonBrokerOptions): Promise<Broker>;
+  /** The `openBroker` options naming this store, for a child process opening it too. */
+  readonly store: Record<string, unknown>;
 }
 
 export interface SuiteContext {
@@ -37,6 +40,7 @@ export function brokerConformance(name: string, createHarness: () => Promise<Bro
       },
     };
     deliveryConformance(context);
+    resumeConformance(context);
     stateConformance(context);
   });
 }

@@ -6,5 +6,5 @@ const tmp = useTmpDir("acp-broker-");
 
 brokerConformance("embedded (SQLite)", async () => {
   const data = tmp();
-  return { open: (options) => openBroker({ ...options, data }) };
+  return { open: (options) => openBroker({ ...options, data }), store: { data } };
 });

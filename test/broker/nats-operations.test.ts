@@ -57,10 +57,11 @@ describeWithNats("NATS broker operations", () => {
       expect(inbox.duplicate_window).toBeGreaterThanOrEqual(10 * 60 * 1000 * NS);
       expect((await jsm.streams.info(INDEX_STREAM)).config.subjects).toEqual(["acp.index.*.*"]);
       const consumer = (await jsm.consumers.info(INBOX_STREAM, consumerName("bob"))).config;
+      // The broker counts attempts itself (maxDeliver 5); JetStream's own limit stays out of the way.
       expect(consumer).toMatchObject({
         filter_subject: "agent.bob.inbox",
         ack_policy: "explicit",
-        max_deliver: 5,
+        max_deliver: 1_000_000,
       });
       expect(consumer.backoff).toEqual([5_000, 10_000, 20_000, 40_000].map((ms) => ms * NS));
       expect((await jsm.streams.info("KV_acp_message_status")).config.storage).toBe("file");
@@ -88,6 +89,57 @@ describeWithNats("NATS broker operations", () => {
     await eventually(async () =>
       expect(seenAtA).toEqual([`${input.id}:queued`, `${input.id}:delivered`, `${input.id}:acknowledged`]),
     );
+  });
+
+  it("gives deliveries back at once to the inbox opened next through another gateway", async () => {
+    const server = await startNats();
+    const gatewayA = await open({ servers: server.url }, 30_000);
+    const gatewayB = await open({ servers: server.url }, 30_000);
+    const first = message("alice", "bob");
+    const second = message("alice", "bob");
+    await gatewayA.submit(first);
+    await gatewayA.submit(second);
+    const atA = await gatewayA.openInbox("bob");
+    const readA = reader(atA);
+    expect((await readA.next()).id).toBe(first.id);
+    expect((await readA.next()).id).toBe(second.id);
+    await atA.close(); // the agent's WebSocket to A dropped; it reconnects to B
+    const atB = reader(await gatewayB.openInbox("bob"));
+    // Within the reader's 10 s, not after the 30 s ack wait.
+    expect(await atB.next()).toMatchObject({ id: first.id, attempt: 2 });
+    expect(await atB.next()).toMatchObject({ id: second.id, attempt: 1 });
+    await gatewayB.ack("bob", first.id);
+    await gatewayB.ack("bob", second.id);
+    expect((await gatewayA.status(second.id))?.status).toBe("acknowledged");
+    await atB.expectNone(500);
+  });
+
+  it("exposes the server's max_payload less header room, refusing larger envelopes by their UTF-8 size", async () => {
+    const server = await startNats();
+    const broker = await open({ servers: server.url });
+    // nats-server's default max_payload is 1 MB (1,048,576 bytes); 1,024 are kept for headers.
+    expect(broker.maxEnvelopeBytes).toBe(1_048_576 - 1_024);
+    const longest = {
+      id: `m${"x".repeat(127)}`,
+      from: `a${"l".repeat(127)}`,
+      method: `agent.${"m".repeat(122)}`,
+    };
+    const fits = message(longest.from, "bob", {
+      ...longest,
+      envelope: JSON.stringify({ pad: "x".repeat(broker.maxEnvelopeBytes - 10) }),
+    });
+    expect(Buffer.byteLength(fits.envelope)).toBe(broker.maxEnvelopeBytes);
+    await broker.submit(fits);
+    const inbox = reader(await broker.openInbox("bob"));
+    expect((await inbox.next()).envelope).toBe(fits.envelope);
+    // Fewer characters than the limit, more bytes (é is two).
+    const tooBig = message("alice", "bob", {
+      envelope: JSON.stringify({ pad: "é".repeat(broker.maxEnvelopeBytes / 2) }),
+    });
+    expect(tooBig.envelope.length).toBeLessThan(broker.maxEnvelopeBytes);
+    const refused = await expectBrokerError(broker.submit(tooBig), "invalid_argument", "envelope");
+    expect(refused.message).toMatch(/max_payload/);
+    expect(await broker.status(tooBig.id)).toBeNull();
   });
 
   it("loses nothing acknowledged when nats-server is killed and restarted", async () => {

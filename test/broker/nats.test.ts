@@ -7,6 +7,7 @@ const startNats = useNatsServer();
 describeWithNats("NATS broker", () => {
   brokerConformance("NATS JetStream", async () => {
     const server = await startNats();
-    return { open: (options) => openBroker({ ...options, nats: { servers: server.url } }) };
+    const store = { nats: { servers: server.url } };
+    return { open: (options) => openBroker({ ...options, ...store }), store };
   });
 });

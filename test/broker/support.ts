@@ -1,3 +1,5 @@
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { expect } from "vitest";
 import type { Broker, Delivery, Inbox, MessageKind, SubmitInput } from "../../src/broker/index.js";
 import { BrokerError } from "../../src/broker/index.js";
@@ -101,3 +103,53 @@ export function sleep(ms: number): Promise<void> {
 }
 
 export type { Broker };
+
+const HOLD_CHILD = fileURLToPath(new URL("./fixtures/hold-child.mjs", import.meta.url));
+
+export interface Handed {
+  id: string;
+  attempt: number;
+}
+
+/**
+ * Runs a child "gateway" (fixtures/hold-child.mjs) on the same store with `options`, reading
+ * `agent`'s inbox without acknowledging, until `done(handedSoFar)` is true; then kills it with
+ * SIGKILL (its inbox is never closed) and resolves with what it was handed.
+ */
+export function holdUntilKilled(
+  options: Record<string, unknown>,
+  agent: string,
+  done: (handed: Handed[]) => boolean,
+  timeoutMs = 20_000,
+): Promise<Handed[]> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [HOLD_CHILD, JSON.stringify(options), agent], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const handed: Handed[] = [];
+    let buffer = "";
+    let stderr = "";
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+      stderr += chunk;
+    });
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      buffer += chunk;
+      const lines = buffer.split("\n");
+      buffer = lines.pop() ?? "";
+      for (const line of lines) {
+        const [word, id, attempt] = line.split(" ");
+        if (word === "HANDED" && id) handed.push({ id, attempt: Number(attempt) });
+      }
+      if (done(handed)) child.kill("SIGKILL");
+    });
+    child.once("exit", () => {
+      clearTimeout(timer);
+      if (done(handed)) resolve(handed);
+      else
+        reject(
+          new Error(`the holding child ended first; it was handed ${JSON.stringify(handed)}\n${stderr}`),
+        );
+    });
+  });
+}

@@ -237,7 +237,7 @@ describe("acp agent / send / inbox / status against a real gateway", { timeout: 
   });
 
   it("acp demo --once prints the whole exchange and exits 0", async () => {
-    const result = await runAcp(["demo", "--once"], { cwd: dir, timeoutMs: 30_000 });
+    const result = await runAcp(["demo", "--once", "--port", "0"], { cwd: dir, timeoutMs: 30_000 });
     expect(result.code, result.stderr).toBe(0);
     const out = result.stdout;
     expect(out).toMatch(/^ACP demo: embedded gateway at http:\/\/127\.0\.0\.1:\d+/);

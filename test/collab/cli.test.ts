@@ -46,7 +46,7 @@ describe("acp agreement verify (offline)", () => {
     writeFileSync(file, JSON.stringify(agreement));
     const ok = await runAcp(["agreement", "verify", file]);
     expect(ok.stderr).toBe("");
-    expect(ok.code).toBe(0);
+    expect(ok.code, ok.stderr).toBe(0);
     expect(ok.stdout).toContain("valid agreement of negotiation session-0001");
     expect(ok.stdout).toContain("alice (principal alice-principal) and bob (principal bob-principal)");
 
@@ -129,7 +129,7 @@ describe("acp negotiate, handoff, team, vote, knowledge against a gateway", () =
       "--json",
     ]);
     expect(proposed.stderr.replace(/warning:.*\n/g, "")).toBe("");
-    expect(proposed.code).toBe(0);
+    expect(proposed.code, proposed.stderr).toBe(0);
     const session = JSON.parse(proposed.stdout) as { sessionId: string; status: string; turn: string };
     expect(session).toMatchObject({ status: "open", turn: "bob" });
     await bob.negotiations.accept(session.sessionId);
@@ -138,7 +138,7 @@ describe("acp negotiate, handoff, team, vote, knowledge against a gateway", () =
     expect(saved.stdout).toContain(`agreement written to ${file}`);
     expect(JSON.parse(readFileSync(file, "utf8")).document.terms).toEqual({ price: 5 });
     const verified = await acp(["agreement", "verify", file]);
-    expect(verified.code).toBe(0);
+    expect(verified.code, verified.stderr).toBe(0);
     const shown = await acp(["negotiate", "show", session.sessionId]);
     expect(shown.stdout).toContain(`negotiation ${session.sessionId} (logo): accepted`);
     const outOfTurn = await acp(["negotiate", "counter", session.sessionId, "--terms", '{"price":6}']);
@@ -188,7 +188,7 @@ describe("acp negotiate, handoff, team, vote, knowledge against a gateway", () =
       "--context",
       '{"lang":"fr"}',
     ]);
-    expect(offered.code).toBe(0);
+    expect(offered.code, offered.stderr).toBe(0);
     expect(offered.stdout).toContain("escrow    20 credits, reserved");
     const balance = await acp(["handoff", "balance"]);
     expect(balance.stdout).toContain(
@@ -243,7 +243,7 @@ describe("acp negotiate, handoff, team, vote, knowledge against a gateway", () =
       "1h",
       "--json",
     ]);
-    expect(opened.code).toBe(0);
+    expect(opened.code, opened.stderr).toBe(0);
     const voteId = (JSON.parse(opened.stdout) as { voteId: string }).voteId;
     expect((await acp(["vote", "cast", voteId, "blue"])).stdout).toContain(`voted blue in ${voteId}`);
     expect((await acp(["vote", "cast", voteId, "red"])).stdout).toContain(

@@ -1,4 +1,6 @@
 import { expect, it } from "vitest";
+import { HandoffClient } from "../../src/client/collab.js";
+import { CollabCore } from "../../src/client/collab-core.js";
 import type { HandoffView } from "../../src/collab/index.js";
 import { pendingHandoffs, watchPendingHandoffs } from "../../src/collab/index.js";
 import { ErrorCode } from "../../src/protocol/index.js";
@@ -214,5 +216,23 @@ export function handoffSuite(makeGateway: GatewayFactory): void {
     } finally {
       stop();
     }
+  });
+
+  it("refunds the reservation when the offer cannot be delivered (the relay refuses it)", async () => {
+    const boss = await bed.offline("lonely-boss");
+    await bed.offline("lonely-worker");
+    await grant(bed, "lonely-boss", 25);
+    const core = new CollabCore({
+      gateway: bed.gw.url,
+      identity: boss.test.identity,
+      apiKey: boss.test.apiKey,
+    });
+    core.reach = async () => undefined;
+    const refused = await rejection(new HandoffClient(core).offer("lonely-worker", TASK, { escrow: 25 }));
+    expect(refused.code).toBe(ErrorCode.HandshakeRequired);
+    const account = await boss.collab.handoffs.balance();
+    expect(account).toMatchObject({ balance: 25, escrowed: 0 });
+    expect(account.movements.map((m) => m.kind)).toEqual(["grant", "reserve", "refund"]);
+    expect(await boss.collab.handoffs.list()).toEqual([]);
   });
 }

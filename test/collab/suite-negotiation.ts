@@ -1,5 +1,6 @@
 import { expect, it } from "vitest";
-import type { NegotiationTurn } from "../../src/client/collab.js";
+import { NegotiationClient, type NegotiationTurn } from "../../src/client/collab.js";
+import { CollabCore } from "../../src/client/collab-core.js";
 import { verifyAgreement } from "../../src/collab/index.js";
 import { AcpError, ErrorCode } from "../../src/protocol/index.js";
 import { auditMethods, type GatewayFactory, until, useCollabBed } from "./testbed.js";
@@ -154,5 +155,19 @@ export function negotiationSuite(makeGateway: GatewayFactory): void {
     );
     expect((await rejection(stranger.collab.negotiations.get(sessionId))).code).toBe(ErrorCode.NotFound);
     expect((await rejection(a.collab.negotiations.agreement(sessionId))).message).toMatch(/has no agreement/);
+  });
+
+  it("undoes a proposal the relay refuses (no handshake yet), so no session is left behind", async () => {
+    const a = await bed.offline("loner-a");
+    await bed.offline("loner-b");
+    const core = new CollabCore({ gateway: bed.gw.url, identity: a.test.identity, apiKey: a.test.apiKey });
+    // Skip the client's own handshake step: the gateway's relay must refuse the message itself.
+    core.reach = async () => undefined;
+    const refused = await rejection(
+      new NegotiationClient(core).propose("loner-b", { price: 1 }, { sessionId: "session-undo-1" }),
+    );
+    expect(refused.code).toBe(ErrorCode.HandshakeRequired);
+    expect((await rejection(a.collab.negotiations.get("session-undo-1"))).code).toBe(ErrorCode.NotFound);
+    expect(await a.collab.negotiations.list()).toEqual([]);
   });
 }

@@ -106,10 +106,11 @@ export function teamSuite(makeGateway: GatewayFactory): void {
     await open("vote-no-quorum");
     await open("vote-decided");
     await open("vote-undecided");
+    await open("vote-forged");
     await until(
       () => heard.get("bob")?.filter((n) => n.method === "agent.vote.open").length ?? 0,
-      (n) => n === 3,
-      "bob hears three votes open",
+      (n) => n === 4,
+      "bob hears four votes open",
     );
 
     await bob.collab.teams.vote("vote-no-quorum", "yes");
@@ -153,6 +154,24 @@ export function teamSuite(makeGateway: GatewayFactory): void {
       "dave hears the results",
     );
     expect((await rejection(bob.collab.teams.announce("vote-decided"))).message).toMatch(/already announced/);
+    // An announcement that is not the tally of the stored ballots is refused.
+    const core = new CollabCore({ agent: bob.agent, identity: bob.test.identity, apiKey: bob.test.apiKey });
+    const undecided = await bob.collab.teams.getVote("vote-undecided");
+    expect(undecided.announced).toBeDefined();
+    const truth = (await bob.collab.teams.getVote("vote-forged")).result!;
+    const lie = {
+      voteId: "vote-forged",
+      teamId: "crew",
+      channel: "decisions",
+      postId: "forged-result-1",
+      result: { ...truth, outcome: "decided", winner: "no" },
+    };
+    const copies = await Promise.all(
+      ["alice", "carol", "dave"].map(async (to) => (await core.sign("agent.vote.result", to, lie)).message),
+    );
+    const falseResult = await rejection(core.call("POST", "/votes/vote-forged/announce", { envelopes: copies }));
+    expect(falseResult.code).toBe(ErrorCode.InvalidParams);
+    expect(falseResult.message).toBe("the announced result is not the tally of the signed ballots");
 
     // Anyone with the ballots and the voters' public keys can recount; a changed ballot does not verify.
     const decided = await dave.collab.teams.getVote("vote-decided");

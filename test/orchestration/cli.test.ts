@@ -16,7 +16,8 @@ import { useTmpDir } from "../helpers/tmp.js";
 
 const tmp = useTmpDir("acp-command-cli-");
 
-describe("acp command … (the real binary against a real gateway)", () => {
+// Each test spawns several `acp` processes; on a loaded 2-core machine that takes a while.
+describe("acp command … (the real binary against a real gateway)", { timeout: 120_000 }, () => {
   let gw: TestGateway;
   let dir: string;
   let env: Record<string, string>;
@@ -165,9 +166,7 @@ describe("acp command … (the real binary against a real gateway)", () => {
     expect(allowed.code).toBe(0);
   });
 
-  it("a command needing approval waits until `acp approvals approve`, or fails on `deny`", {
-    timeout: 120_000,
-  }, async () => {
+  it("a command needing approval waits until `acp approvals approve`, or fails on `deny`", async () => {
     await worker("deployer", () => ({ data: "deployed" }));
     /** The one pending approval's id, once the running `acp command send` has asked for it. */
     const waitForPending = async (run: Promise<{ code: number; stderr: string }>) => {
@@ -268,7 +267,7 @@ describe("acp command … (the real binary against a real gateway)", () => {
   });
 });
 
-describe("acp approvals with a local store", () => {
+describe("acp approvals with a local store", { timeout: 60_000 }, () => {
   it("lists and decides the approvals of a standalone orchestrator", async () => {
     const dir = tmp();
     const file = join(dir, "approvals.db");

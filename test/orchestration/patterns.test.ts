@@ -362,3 +362,18 @@ describe("audit_level", () => {
     }
   });
 });
+
+describe("agent registration", () => {
+  it("refuses a remote agent reached through another agent's SDK client, and duplicates", () => {
+    const { orch } = orchestrator();
+    const client = { agentId: "someone-else", request: async () => ({}), notify: async () => ({ id: "x" }) };
+    expect(() => orch.addAgent({ id: "a", remote: client })).toThrow(
+      "remote agents must be reached through this orchestrator's own agent orchestrator, not someone-else",
+    );
+    orch.addAgent({ id: "a", handler: () => ({}) });
+    expect(() => orch.addAgent({ id: "a", handler: () => ({}) })).toThrow("agent a is already registered");
+    expect(orch.agentIds).toEqual(["a"]);
+    expect(orch.removeAgent("a")).toBe(true);
+    expect(orch.agentIds).toEqual([]);
+  });
+});

@@ -40,6 +40,7 @@ describe("kill -9 of the gateway mid-stream (embedded broker)", () => {
     const running = stream.run();
     await stream.acknowledgedAtLeast(MESSAGES * 0.3);
     const acknowledgedAtKill = stream.acknowledged.size;
+    const faultAt = Date.now();
     await first.kill();
     const deliveredAtKill = recipient.deliveries.size;
     // Down for a moment: the sender's submissions fail and are retried, the SDK keeps reconnecting.
@@ -61,6 +62,8 @@ describe("kill -9 of the gateway mid-stream (embedded broker)", () => {
       redeliveredByGateway: view.redelivered,
       unsettledAtEnd: view.unsettled,
       sdkReconnects: recipient.reconnects,
+      stalledMs: stream.stalledAfter(faultAt),
+      acknowledgedPerSecond: stream.ratePerSecond,
       answers: stream.describeAnswers(),
     });
 

@@ -55,6 +55,7 @@ describeWithNats("3-node NATS cluster, replicas 3", () => {
     const leader = await cluster.streamLeader("ACP_INBOX");
     const victim = cluster.nodes.find((node) => node.name === leader) ?? (cluster.nodes[0] as NatsCluster["nodes"][0]);
     const acknowledgedAtKill = stream.acknowledged.size;
+    const faultAt = Date.now();
     await victim.kill();
     await running;
     const acknowledgedAfterKill = stream.acknowledged.size - acknowledgedAtKill;
@@ -73,6 +74,8 @@ describeWithNats("3-node NATS cluster, replicas 3", () => {
       resubmittedAnsweredDuplicate: stream.duplicatesReported,
       redeliveredByGateway: view.redelivered,
       unsettledAtEnd: view.unsettled,
+      stalledMs: stream.stalledAfter(faultAt),
+      acknowledgedPerSecond: stream.ratePerSecond,
       answers: stream.describeAnswers(),
     });
 

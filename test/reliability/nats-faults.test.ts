@@ -56,6 +56,7 @@ describeWithNats("NATS faults mid-stream", () => {
     const running = stream.run();
     await stream.acknowledgedAtLeast(MESSAGES * 0.3);
     const acknowledgedAtKill = stream.acknowledged.size;
+    const faultAt = Date.now();
     await victim.kill();
     await running;
     const missing = await recipient.waitFor(stream.acknowledged, 60_000);
@@ -69,6 +70,8 @@ describeWithNats("NATS faults mid-stream", () => {
       redeliveredByGateway: view.redelivered,
       unsettledAtEnd: view.unsettled,
       sdkReconnects: recipient.reconnects,
+      stalledMs: stream.stalledAfter(faultAt),
+      acknowledgedPerSecond: stream.ratePerSecond,
       answers: stream.describeAnswers(),
     });
 
@@ -100,6 +103,7 @@ describeWithNats("NATS faults mid-stream", () => {
     const running = stream.run();
     await stream.acknowledgedAtLeast(MESSAGES * 0.3);
     const acknowledgedAtKill = stream.acknowledged.size;
+    const faultAt = Date.now();
     await nats.stop("SIGKILL");
     await sleep(1_000);
     const acknowledgedWhileDown = stream.acknowledged.size - acknowledgedAtKill;
@@ -116,6 +120,8 @@ describeWithNats("NATS faults mid-stream", () => {
       resubmittedAnsweredDuplicate: stream.duplicatesReported,
       redeliveredByGateway: view.redelivered,
       unsettledAtEnd: view.unsettled,
+      stalledMs: stream.stalledAfter(faultAt),
+      acknowledgedPerSecond: stream.ratePerSecond,
       answers: stream.describeAnswers(),
     });
 

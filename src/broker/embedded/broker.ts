@@ -6,6 +6,7 @@ import {
   DEFAULT_LIST_LIMIT,
   DEFAULT_MAX_IN_FLIGHT,
   effectiveStatus,
+  maxDeliveriesDetail,
   resolvePolicy,
   type Warn,
   warner,
@@ -43,6 +44,8 @@ import { type LoadedMessage, type MessageRow, MessageTable, toRecord, toStoredMe
 /** The single-process broker: one SQLite file, group-committed writes, redelivery timers in memory. */
 export class EmbeddedBroker implements Broker, InboxHost {
   readonly kind = "embedded" as const;
+  /** SQLite stores any envelope the gateway accepts: no limit of its own. */
+  readonly maxEnvelopeBytes = Number.POSITIVE_INFINITY;
   readonly policy: BrokerPolicy;
   readonly table: MessageTable;
   readonly commits: CommitQueue;
@@ -325,12 +328,13 @@ export class EmbeddedBroker implements Broker, InboxHost {
         () => {
           const expired = this.table.expireThrough(now - this.policy.retentionMs);
           this.table.purgeThrough(now - this.policy.recordRetentionMs);
-          // Last deliveries whose inbox closed before the ack wait ended; open inboxes handle their own.
+          // Last deliveries out when the process died (a close gives its hand-outs back), whose ack
+          // wait has ended while the agent's inbox is not open; open inboxes handle their own.
           const exhausted = this.table
             .exhausted(this.policy.maxDeliver, now)
             .filter((row) => !this.inboxes.has(row.recipient))
             .map((row) => {
-              const detail = `not acknowledged after ${row.attempts} deliveries`;
+              const detail = maxDeliveriesDetail(row.attempts);
               this.table.markFailed(row, now, "max-deliveries", detail);
               return { ...row, ...failedFields(now, "max-deliveries", detail) };
             });

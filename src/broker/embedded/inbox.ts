@@ -1,5 +1,5 @@
 import { DeliveryQueue } from "../delivery-queue.js";
-import { ackWaitFor, type BrokerPolicy, expiresAtMs } from "../policy.js";
+import { ackWaitFor, type BrokerPolicy, expiresAtMs, maxDeliveriesDetail } from "../policy.js";
 import type { Delivery, Inbox } from "../types.js";
 import type { CommitQueue } from "./commit-queue.js";
 import { type LoadedMessage, type MessageRow, type MessageTable, toDelivery } from "./messages.js";
@@ -20,6 +20,10 @@ export interface InboxHost {
 interface InFlight {
   row: LoadedMessage;
   timer: NodeJS.Timeout;
+  /** Delivered by this inbox (not a delivery from before a crash, waiting for its ack wait). */
+  handedOut: boolean;
+  /** The consumer received it (it left the delivery queue towards the agent). */
+  taken: boolean;
 }
 
 /**
@@ -27,6 +31,7 @@ interface InFlight {
  * from the database (`seq` above `lastSeq`) and rows offered right after their submit committed,
  * accepted only while everything older is already in memory. Every hand-out arms an ack timer;
  * when it fires the message is redelivered, or dead-lettered after `maxDeliver` deliveries.
+ * Closing the inbox gives its hand-outs back, due at once for the next open (see `giveBack`).
  */
 export class EmbeddedInbox implements Inbox {
   private readonly queue: DeliveryQueue<Delivery>;
@@ -41,7 +46,13 @@ export class EmbeddedInbox implements Inbox {
     private readonly maxInFlight: number,
     private readonly host: InboxHost,
   ) {
-    this.queue = new DeliveryQueue<Delivery>(() => this.close());
+    this.queue = new DeliveryQueue<Delivery>(
+      () => this.close(),
+      (delivery) => {
+        const entry = this.inFlight.get(delivery.id);
+        if (entry) entry.taken = true;
+      },
+    );
   }
 
   [Symbol.asyncIterator](): AsyncIterator<Delivery> {
@@ -90,7 +101,9 @@ export class EmbeddedInbox implements Inbox {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const entry of this.inFlight.values()) clearTimeout(entry.timer);
+    const entries = [...this.inFlight.values()];
+    for (const entry of entries) clearTimeout(entry.timer);
+    this.giveBack(entries.filter((entry) => entry.handedOut).sort((a, b) => a.row.seq - b.row.seq));
     this.inFlight.clear();
     this.waiting.length = 0;
     this.queue.close();
@@ -110,10 +123,36 @@ export class EmbeddedInbox implements Inbox {
       const now = Date.now();
       if (now >= expiresAtMs(this.host.policy, row.queued_at)) continue; // the sweep marks it expired
       if (row.attempts >= this.host.policy.maxDeliver) {
-        this.host.deadLetter(row, `not acknowledged after ${row.attempts} deliveries`);
+        this.host.deadLetter(row, maxDeliveriesDetail(row.attempts));
         continue;
       }
       this.deliver(row, now);
+    }
+  }
+
+  /**
+   * Gives the unacknowledged hand-outs back (`entries` in seq order), due at once: the next open
+   * reads them in order. The oldest one the agent received counts as an attempt, as if its ack wait
+   * had run out: it is the message the agent was working on, so one that kills the agent's
+   * connection every time is dead-lettered after `maxDeliver` tries. The others were only queued
+   * behind it: uncounted, they come back with the same attempt number, so a flapping connection
+   * costs at most one attempt per drop, on a message the agent has not got past.
+   */
+  private giveBack(entries: InFlight[]): void {
+    const now = Date.now();
+    let counted = false;
+    for (const { row, taken } of entries) {
+      if (row.status !== "delivered" || row.next_attempt_at === null) continue;
+      if (taken && !counted) {
+        counted = true;
+        row.next_attempt_at = Math.min(row.next_attempt_at, now);
+      } else if (row.next_attempt_at > now) {
+        row.attempts -= 1;
+        row.next_attempt_at = null;
+      } else {
+        continue; // its ack wait has run out: counted already, and due
+      }
+      this.host.commits.defer(() => row.status === "delivered" && this.host.table.markDelivered(row));
     }
   }
 
@@ -124,8 +163,8 @@ export class EmbeddedInbox implements Inbox {
     for (const row of rows) {
       this.lastSeq = row.seq;
       if (row.status === "delivered" && row.next_attempt_at !== null && row.next_attempt_at > now) {
-        // Handed out before a close or restart and still inside its ack wait: wait for that to end.
-        this.track(row, row.next_attempt_at - now);
+        // Handed out before a crash and still inside its ack wait: wait for that to end.
+        this.track(row, row.next_attempt_at - now, false);
       } else {
         this.waiting.push(row);
       }
@@ -143,14 +182,14 @@ export class EmbeddedInbox implements Inbox {
     // delivery after the restart.
     this.host.commits.defer(() => row.status === "delivered" && this.host.table.markDelivered(row));
     this.host.statusChanged(row);
-    this.track(row, wait);
+    this.track(row, wait, true);
     this.queue.push(toDelivery(row));
   }
 
-  private track(row: LoadedMessage, waitMs: number): void {
+  private track(row: LoadedMessage, waitMs: number, handedOut: boolean): void {
     const timer = setTimeout(() => this.ackWaitEnded(row.id), waitMs);
     timer.unref();
-    this.inFlight.set(row.id, { row, timer });
+    this.inFlight.set(row.id, { row, timer, handedOut, taken: false });
   }
 
   private ackWaitEnded(id: string): void {
@@ -162,7 +201,7 @@ export class EmbeddedInbox implements Inbox {
     const now = Date.now();
     if (now < expiresAtMs(this.host.policy, row.queued_at)) {
       if (row.attempts >= this.host.policy.maxDeliver) {
-        this.host.deadLetter(row, `not acknowledged after ${row.attempts} deliveries`);
+        this.host.deadLetter(row, maxDeliveriesDetail(row.attempts));
       } else {
         this.deliver(row, now);
       }

@@ -178,7 +178,7 @@ export class MessageTable {
     return this.unsettledStmt.all(recipient, afterSeq, limit);
   }
 
-  /** Messages whose last allowed delivery went unacknowledged (their inbox was closed meanwhile). */
+  /** Messages whose last allowed delivery went unacknowledged (out when the process died). */
   exhausted(maxDeliver: number, now: number): MessageRow[] {
     return this.exhaustedStmt.all(maxDeliver, now);
   }

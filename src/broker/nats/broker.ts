@@ -6,12 +6,11 @@ import {
   type BrokerPolicy,
   DEFAULT_LIST_LIMIT,
   DEFAULT_MAX_IN_FLIGHT,
-  effectiveStatus,
   resolvePolicy,
   type Warn,
   warner,
 } from "../policy.js";
-import { buildRecord } from "../records.js";
+import { buildRecord, currentStatus } from "../records.js";
 import type {
   Broker,
   BrokerEvent,
@@ -38,7 +37,6 @@ import {
 } from "../validation.js";
 import { ChangeFeed } from "./change-feed.js";
 import { connectNats } from "./connection.js";
-import { DeadLetters } from "./dead-letters.js";
 import { NatsInbox, type NatsInboxHost } from "./inbox.js";
 import { NatsBucket } from "./kv.js";
 import {
@@ -53,7 +51,16 @@ import {
   STATUS_BUCKET,
 } from "./layout.js";
 import { type IndexEntry, listMessages } from "./listing.js";
+import { StreamPublisher } from "./publisher.js";
 import { type StatusDoc, StatusStore } from "./status-store.js";
+
+/**
+ * Bytes of `max_payload` kept for the envelope's headers: the longest id, sender and method the
+ * broker accepts, the times and the header names take under 600 bytes.
+ */
+const HEADER_ROOM = 1024;
+/** nats-server's default `max_payload`, for the moment before the server's INFO arrived. */
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 
 /**
  * The broker on NATS JetStream. Every gateway process connected to the same NATS shares the
@@ -65,7 +72,6 @@ export class NatsBroker implements Broker, NatsInboxHost {
   /** Agents whose inbox is being opened (consumer set-up in progress): a second open must fail too. */
   private readonly opening = new Set<string>();
   private readonly changes: ChangeFeed;
-  private readonly deadLetters: DeadLetters;
   private closed = false;
 
   static async open(options: NatsBrokerOptions): Promise<NatsBroker> {
@@ -85,12 +91,14 @@ export class NatsBroker implements Broker, NatsInboxHost {
         ...bucketOptions(STATUS_BUCKET, replicas),
         ttl: policy.recordRetentionMs,
       });
+      const publisher = new StreamPublisher(nc);
       return new NatsBroker(
         nc,
         jsm,
         jetstream(nc),
         kvm,
-        new StatusStore(statusKv),
+        publisher,
+        new StatusStore(statusKv, publisher),
         policy,
         replicas,
         warner(options, "acp broker (nats)"),
@@ -108,70 +116,97 @@ export class NatsBroker implements Broker, NatsInboxHost {
     private readonly jsm: JetStreamManager,
     private readonly js: JetStreamClient,
     private readonly kvm: Kvm,
+    private readonly publisher: StreamPublisher,
     readonly statuses: StatusStore,
     readonly policy: BrokerPolicy,
     private readonly replicas: number,
     readonly warn: Warn,
   ) {
     this.changes = new ChangeFeed(nc, policy, warn);
-    this.deadLetters = new DeadLetters(nc, jsm, this);
+  }
+
+  /** The server's `max_payload` (from its INFO, current server) minus room for the headers. */
+  get maxEnvelopeBytes(): number {
+    return (this.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD) - HEADER_ROOM;
   }
 
   submit(input: SubmitInput): Promise<SubmitResult> {
     return this.guard(async () => {
       checkSubmit(input);
-      const queuedAt = Date.now();
-      const h = headers();
-      h.set(Header.From, input.from);
-      h.set(Header.Kind, input.kind);
-      h.set(Header.Method, input.method);
-      h.set(Header.SubmittedAt, input.submittedAt);
-      h.set(Header.QueuedAt, String(queuedAt));
-      const entry: IndexEntry = {
-        id: input.id,
-        from: input.from,
-        to: input.to,
-        kind: input.kind,
-        method: input.method,
-        submittedAt: input.submittedAt,
-        queuedAt,
-      };
-      // Both publishes start before any await, so submit order per pair is stream order.
-      const [ack, indexAck] = await Promise.all([
-        this.js.publish(inboxSubject(input.to), input.envelope, { msgID: input.id, headers: h }),
-        this.js.publish(indexSubject(input.from, input.to), JSON.stringify(entry), { msgID: input.id }),
-      ]);
-      const doc: StatusDoc = {
-        ...entry,
-        status: "queued",
-        attempts: 0,
-        seq: ack.seq,
-        indexSeq: indexAck.seq,
-      };
-      // The record is written after the message is durable: a record never points at nothing.
-      const created = !ack.duplicate && (await this.statuses.create(doc));
-      if (created) return { id: input.id, status: "queued", duplicate: false };
-      // Either a duplicate (within the dedup window, or later: the record exists), or the recipient's
-      // inbox created the record first from the message headers.
-      const existing = await this.statuses.read(input.id);
-      if (!existing) {
-        // Duplicate within the window of a submit that stopped before writing its record.
-        await this.statuses.create(doc);
-        return { id: input.id, status: "queued", duplicate: true };
-      }
-      const current = existing.value;
-      if (current.from !== input.from) {
-        throw new BrokerError("conflict", `message id ${input.id} is already used by another sender`, {
-          field: "id",
-        });
-      }
-      const duplicate = ack.duplicate || current.seq !== ack.seq;
-      // A new message is reported as stored (queued), even if its inbox already picked it up.
-      const status = duplicate
-        ? effectiveStatus(this.policy, current.status, current.queuedAt, Date.now())
-        : "queued";
-      return { id: input.id, status, duplicate };
+      this.checkEnvelopeSize(input.envelope);
+      // The inbox's status write for this id waits for the record written here (see StatusStore.lock).
+      return this.statuses.lock(input.id, () => this.store(input));
     });
+  }
+
+  /** Publishes envelope and index entry, then creates the status record; sorts out duplicates. */
+  private async store(input: SubmitInput): Promise<SubmitResult> {
+    const queuedAt = Date.now();
+    const h = headers();
+    h.set(Header.From, input.from);
+    h.set(Header.Kind, input.kind);
+    h.set(Header.Method, input.method);
+    h.set(Header.SubmittedAt, input.submittedAt);
+    h.set(Header.QueuedAt, String(queuedAt));
+    h.set("Nats-Msg-Id", input.id);
+    const indexHeaders = headers();
+    indexHeaders.set("Nats-Msg-Id", input.id);
+    const entry: IndexEntry = {
+      id: input.id,
+      from: input.from,
+      to: input.to,
+      kind: input.kind,
+      method: input.method,
+      submittedAt: input.submittedAt,
+      queuedAt,
+    };
+    // Both publishes start before any await, so submit order per pair is stream order.
+    const [ack, indexAck] = await Promise.all([
+      this.publisher.publish(inboxSubject(input.to), input.envelope, h),
+      this.publisher.publish(indexSubject(input.from, input.to), JSON.stringify(entry), indexHeaders),
+    ]);
+    const doc: StatusDoc = {
+      ...entry,
+      status: "queued",
+      attempts: 0,
+      seq: ack.seq,
+      indexSeq: indexAck.seq,
+    };
+    // The record is written after the message is durable: a record never points at nothing.
+    const created = !ack.duplicate && (await this.statuses.create(doc));
+    if (created) return { id: input.id, status: "queued", duplicate: false };
+    // Either a duplicate (within the dedup window, or later: the record exists), or the recipient's
+    // inbox created the record first from the message headers.
+    const existing = await this.statuses.read(input.id);
+    if (!existing) {
+      // Duplicate within the window of a submit that stopped before writing its record.
+      await this.statuses.create(doc);
+      return { id: input.id, status: "queued", duplicate: true };
+    }
+    const current = existing.value;
+    if (current.from !== input.from) {
+      throw new BrokerError("conflict", `message id ${input.id} is already used by another sender`, {
+        field: "id",
+      });
+    }
+    const duplicate = ack.duplicate || current.seq !== ack.seq;
+    // A new message is reported as stored (queued), even if its inbox already picked it up.
+    const status = duplicate ? currentStatus(current, this.policy, Date.now()) : "queued";
+    return { id: input.id, status, duplicate };
+  }
+
+  private checkEnvelopeSize(envelope: string): void {
+    const limit = this.maxEnvelopeBytes;
+    // At most 3 bytes per UTF-16 unit: short envelopes skip the byte count.
+    if (envelope.length * 3 <= limit) return;
+    const size = Buffer.byteLength(envelope);
+    if (size > limit) {
+      throw new BrokerError(
+        "invalid_argument",
+        `submit: envelope is ${size} bytes; this NATS server takes at most ${limit} (its max_payload less ${HEADER_ROOM} for headers)`,
+        { field: "envelope" },
+      );
+    }
   }
 
   openInbox(agentId: string, options: InboxOptions = {}): Promise<Inbox> {
@@ -183,6 +218,10 @@ export class NatsBroker implements Broker, NatsInboxHost {
           field: "maxInFlight",
         });
       }
+      // A closing inbox is still giving its deliveries back: the new one starts after that, so
+      // they come first and in order.
+      const closing = this.inboxes.get(agentId);
+      if (closing?.isClosing) await closing.close();
       if (this.inboxes.has(agentId) || this.opening.has(agentId)) {
         throw new BrokerError("invalid_state", `the inbox of ${agentId} is already open in this broker`);
       }
@@ -276,21 +315,21 @@ export class NatsBroker implements Broker, NatsInboxHost {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.deadLetters.stop();
     await Promise.all([...this.inboxes.values()].map((inbox) => inbox.close()));
     this.changes.stop();
     await this.nc.drain();
+    this.publisher.stop();
   }
 
-  // NatsInboxHost and DeadLetters host
+  // NatsInboxHost
 
   released(inbox: NatsInbox): void {
     if (this.inboxes.get(inbox.agentId) === inbox) this.inboxes.delete(inbox.agentId);
   }
 
-  /** The live delivery of `id` if the recipient's inbox is open here. */
-  takeDelivery(agentId: string, id: string): ReturnType<NatsInbox["take"]> {
-    return this.inboxes.get(agentId)?.take(id);
+  async dropStalePulls(agentId: string): Promise<void> {
+    // The server re-checks its waiting pull requests (and drops those nobody listens to) when asked for the consumer's info.
+    await this.jsm.consumers.info(INBOX_STREAM, consumerName(agentId));
   }
 
   /**
@@ -313,7 +352,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
         const value = current.value;
         if (value.to !== agentId)
           throw new BrokerError("forbidden", `${agentId} is not the recipient of message ${id}`);
-        const status = effectiveStatus(this.policy, value.status, value.queuedAt, now);
+        const status = currentStatus(value, this.policy, now);
         if (action === "ack" && status === "acknowledged") return { result: value };
         if (status !== "queued" && status !== "delivered") {
           throw new BrokerError(
@@ -323,41 +362,34 @@ export class NatsBroker implements Broker, NatsInboxHost {
         }
         const next: StatusDoc =
           action === "ack"
-            ? { ...value, status: "acknowledged", acknowledgedAt: now }
+            ? { ...value, status: "acknowledged", acknowledgedAt: now, dueAt: undefined }
             : {
                 ...value,
                 status: "failed",
                 failedAt: now,
+                dueAt: undefined,
                 lastError: detail,
                 deadLetter: { reason: "rejected", detail },
               };
         return { next, result: next };
       });
-      await this.settleDelivery(agentId, id, doc.ackSubject, action === "ack" ? "+ACK" : "+TERM");
+      this.settleDelivery(agentId, id, doc.ackSubject, action === "ack" ? "+ACK" : "+TERM");
       return buildRecord(doc, this.policy, Date.now());
     });
   }
 
-  private async settleDelivery(
-    agentId: string,
-    id: string,
-    ackSubject: string | undefined,
-    verb: string,
-  ): Promise<void> {
-    const live = this.takeDelivery(agentId, id);
+  private settleDelivery(agentId: string, id: string, ackSubject: string | undefined, verb: string): void {
+    // No need to wait for the server (ackAck): the status is already settled, so if this ack were
+    // lost the redelivery would be acknowledged silently by the inbox.
+    const live = this.inboxes.get(agentId)?.take(id);
     if (live) {
-      // No need to wait for the server: the status is already settled, so if this ack were lost the
-      // redelivery would be acknowledged silently by the inbox.
       if (verb === "+ACK") live.ack();
       else live.term();
-      return;
+    } else if (ackSubject) {
+      // Handed out through another gateway: its ack subject reaches that consumer from here.
+      this.nc.publish(ackSubject, verb);
     }
-    if (!ackSubject) return; // never delivered: the inbox skips it when it comes, seeing the status
-    try {
-      await this.nc.request(ackSubject, verb, { timeout: 2000 });
-    } catch {
-      // The status record is already settled; a redelivery of it is acked silently by the inbox.
-    }
+    // Never handed out: the inbox skips it when it comes, seeing the status.
   }
 
   /** Runs broker work; anything that is not already a BrokerError means NATS is unreachable or refused. */

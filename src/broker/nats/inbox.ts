@@ -1,6 +1,6 @@
 import type { ConsumerMessages, JsMsg } from "@nats-io/jetstream";
 import { DeliveryQueue } from "../delivery-queue.js";
-import { ackWaitFor, type BrokerPolicy, expiresAtMs, isoTime } from "../policy.js";
+import { ackWaitFor, type BrokerPolicy, expiresAtMs, isoTime, maxDeliveriesDetail } from "../policy.js";
 import type { Delivery, Inbox, MessageKind } from "../types.js";
 import { agentOfInboxSubject, Header } from "./layout.js";
 import type { Decision, StatusDoc, StatusStore, Versioned } from "./status-store.js";
@@ -9,14 +9,23 @@ import type { Decision, StatusDoc, StatusStore, Versioned } from "./status-store
 export interface NatsInboxHost {
   readonly policy: BrokerPolicy;
   readonly statuses: StatusStore;
+  /** Makes the server forget this agent's pull requests whose subscriber is gone (see `giveBack`). */
+  dropStalePulls(agentId: string): Promise<void>;
   released(inbox: NatsInbox): void;
   warn(message: string): void;
 }
 
 interface InFlight {
+  id: string;
   msg: JsMsg;
-  /** When JetStream stops waiting for this delivery's ack. */
-  deadline: number;
+  /** This delivery's ack subject, as recorded in the status record. */
+  ackSubject: string | undefined;
+  /** When the policy's ack wait for this attempt ends (the record's `dueAt`). */
+  dueAt: number;
+  /** Redelivers at `dueAt` when JetStream would wait longer (see `catchUp`). */
+  timer: NodeJS.Timeout | null;
+  /** The consumer received it (it left the delivery queue towards the agent). */
+  taken: boolean;
 }
 
 interface Headers {
@@ -28,6 +37,11 @@ interface Headers {
   submittedAt: string;
   queuedAt: number;
 }
+
+type Outcome = "deliver" | "ack" | "term" | "dead" | "again";
+
+/** JetStream's ack wait must exceed the policy's by this much before the inbox redelivers by itself. */
+const CATCH_UP_MARGIN_MS = 1_000;
 
 /** The ack reply subject of a delivery. JsMsg does not type it, but every pulled message has one. */
 function replySubject(msg: JsMsg): string | undefined {
@@ -55,50 +69,78 @@ function readHeaders(msg: JsMsg): Headers | null {
 
 /**
  * An agent's inbox over its durable JetStream consumer. Each message's status record is updated
- * (delivered, retry count, ack subject) before the hand-out; these updates run concurrently but
- * deliveries are handed out strictly in the order JetStream sent them. Redelivery and the
- * max-deliveries limit are the server's; the broker records the dead letter from its advisory.
+ * (delivered, attempt, ack wait end, ack subject) before the hand-out; these updates run
+ * concurrently but deliveries are handed out strictly in the order JetStream sent them.
+ *
+ * The broker counts attempts in the status record, not with JetStream's delivery count: closing
+ * the inbox gives its hand-outs back (`nak`, redelivered at once) and counts only the oldest one
+ * the agent received (see `giveBack`); a delivery arriving when the record already shows
+ * `maxDeliver` counted attempts is dead-lettered.
  */
 export class NatsInbox implements Inbox {
   private readonly queue: DeliveryQueue<Delivery>;
   private readonly inFlight = new Map<string, InFlight>();
+  /** Pulled while closing, never handed out: given back too. */
+  private readonly unprepared: JsMsg[] = [];
   private handOut: Promise<void> = Promise.resolve();
-  private closed = false;
+  private readonly running: Promise<void>;
+  private closing: Promise<void> | null = null;
 
   constructor(
     readonly agentId: string,
     private readonly messages: ConsumerMessages,
     private readonly host: NatsInboxHost,
   ) {
-    this.queue = new DeliveryQueue<Delivery>(() => this.close());
-    void this.run();
+    this.queue = new DeliveryQueue<Delivery>(
+      () => this.close(),
+      (delivery) => {
+        const entry = this.inFlight.get(delivery.id);
+        if (entry) entry.taken = true;
+      },
+    );
+    this.running = this.run();
   }
 
   [Symbol.asyncIterator](): AsyncIterator<Delivery> {
     return this.queue[Symbol.asyncIterator]();
   }
 
+  /** True once `close()` started: the next open of this agent waits for it to finish. */
+  get isClosing(): boolean {
+    return this.closing !== null;
+  }
+
   /** Removes and returns the live delivery of `id`, if this inbox holds it. */
   take(id: string): JsMsg | undefined {
     const entry = this.inFlight.get(id);
-    this.inFlight.delete(id);
-    return entry?.msg;
+    if (!entry) return undefined;
+    this.forget(entry);
+    return entry.msg;
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
+  close(): Promise<void> {
+    this.closing ??= this.shutdown();
+    return this.closing;
+  }
+
+  private async shutdown(): Promise<void> {
     this.queue.close();
-    this.inFlight.clear();
-    this.host.released(this);
-    // Unacknowledged messages stay pending on the durable consumer and come back after their ack wait.
+    // Stop pulling first, so nothing given back can come to this inbox again; the loop then
+    // drains what was already pulled into `unprepared`.
     await this.messages.close();
+    await this.running;
+    await this.handOut;
+    await this.giveBack();
+    this.host.released(this);
   }
 
   private async run(): Promise<void> {
     try {
       for await (const msg of this.messages) {
-        if (this.closed) break;
+        if (this.closing) {
+          this.unprepared.push(msg);
+          continue;
+        }
         const prepared = this.prepare(msg).catch((error: unknown) => {
           // Left unacknowledged: JetStream redelivers it after the ack wait.
           this.host.warn(
@@ -108,15 +150,15 @@ export class NatsInbox implements Inbox {
         });
         this.handOut = this.handOut.then(async () => {
           const delivery = await prepared;
-          if (delivery && !this.closed) this.queue.push(delivery);
+          if (delivery && !this.closing) this.queue.push(delivery);
         });
       }
     } catch (error) {
-      if (!this.closed) this.host.warn(`inbox ${this.agentId}: consumer stopped: ${String(error)}`);
+      if (!this.closing) this.host.warn(`inbox ${this.agentId}: consumer stopped: ${String(error)}`);
     }
     // The consumer ended without close() (deleted on the server): end the iteration so the
     // gateway sees it and can open the inbox again.
-    if (!this.closed) await this.close();
+    if (!this.closing) void this.close();
   }
 
   private async prepare(msg: JsMsg): Promise<Delivery | null> {
@@ -126,30 +168,48 @@ export class NatsInbox implements Inbox {
       return null;
     }
     const now = Date.now();
-    if (now >= expiresAtMs(this.host.policy, headers.queuedAt)) {
+    const { policy } = this.host;
+    if (now >= expiresAtMs(policy, headers.queuedAt)) {
       msg.term("expired");
       return null;
     }
-    this.forgetExhausted(now);
-    const attempt = msg.info.deliveryCount;
+    // JetStream sent it again: any earlier hand-out of it here is over.
+    const earlier = this.inFlight.get(headers.id);
+    if (earlier) this.forget(earlier);
     const ackSubject = replySubject(msg);
-    const decide = (current: Versioned<StatusDoc> | null): Decision<"deliver" | "ack" | "term" | "again"> => {
+    let attempt = 0;
+    const decide = (current: Versioned<StatusDoc> | null): Decision<Outcome> => {
       // The submitting gateway writes the record right after its publish. If this delivery is
       // faster, write the record as the submit would have (queued) first, then go on as usual.
       if (!current)
         return { next: { ...headers, status: "queued", attempts: 0, seq: msg.seq }, result: "again" };
       const base = current.value;
       // A late duplicate copy (submitted again after the dedup window) is dropped silently.
-      if (base.seq !== msg.seq) return { result: "ack" };
-      if (base.status === "acknowledged") return { result: "ack" };
+      if (base.seq !== msg.seq || base.status === "acknowledged") return { result: "ack" };
       if (base.status === "failed") return { result: "term" };
+      if (base.attempts >= policy.maxDeliver) {
+        // The last allowed delivery's ack wait ran out (a hand-out given back is not counted).
+        const detail = maxDeliveriesDetail(base.attempts);
+        const next: StatusDoc = {
+          ...base,
+          status: "failed",
+          failedAt: Math.min(now, base.dueAt ?? now),
+          dueAt: undefined,
+          ackSubject: undefined,
+          lastError: detail,
+          deadLetter: { reason: "max-deliveries", detail },
+        };
+        return { next, result: "dead" };
+      }
+      attempt = base.attempts + 1;
       const next: StatusDoc = {
         ...base,
         status: "delivered",
         deliveredAt: base.deliveredAt ?? now,
         attempts: attempt,
+        dueAt: now + ackWaitFor(policy, attempt),
+        ackSubject,
       };
-      if (ackSubject !== undefined) next.ackSubject = ackSubject;
       return { next, result: "deliver" };
     };
     let outcome = await this.host.statuses.mutate(headers.id, decide);
@@ -159,11 +219,19 @@ export class NatsInbox implements Inbox {
       msg.ack();
       return null;
     }
-    if (outcome === "term") {
-      msg.term("already settled");
+    if (outcome === "term" || outcome === "dead") {
+      msg.term(outcome === "dead" ? "max deliveries" : "already settled");
       return null;
     }
-    this.inFlight.set(headers.id, { msg, deadline: now + ackWaitFor(this.host.policy, attempt) });
+    const wait = ackWaitFor(policy, attempt);
+    this.inFlight.set(headers.id, {
+      id: headers.id,
+      msg,
+      ackSubject,
+      dueAt: now + wait,
+      timer: this.catchUp(headers.id, msg, wait),
+      taken: false,
+    });
     return {
       id: headers.id,
       from: headers.from,
@@ -177,12 +245,86 @@ export class NatsInbox implements Inbox {
     };
   }
 
-  /** Last deliveries past their ack wait will not come back (the server dead-letters them): drop them. */
-  private forgetExhausted(now: number): void {
-    for (const [id, entry] of this.inFlight) {
-      if (entry.msg.info.deliveryCount >= this.host.policy.maxDeliver && entry.deadline <= now) {
-        this.inFlight.delete(id);
-      }
+  /**
+   * JetStream takes its ack wait from its own delivery count, which also counts hand-outs given
+   * back, so after a close it can wait longer than the policy says for this attempt. Then the inbox
+   * redelivers on time itself. Only when JetStream's wait is clearly longer, so the two never race.
+   */
+  private catchUp(id: string, msg: JsMsg, waitMs: number): NodeJS.Timeout | null {
+    const serverWaitMs = ackWaitFor(this.host.policy, msg.info.deliveryCount);
+    if (serverWaitMs - waitMs < CATCH_UP_MARGIN_MS) return null;
+    const timer = setTimeout(() => {
+      const entry = this.inFlight.get(id);
+      if (entry?.msg !== msg || this.closing) return;
+      this.inFlight.delete(id);
+      msg.nak();
+    }, waitMs);
+    timer.unref();
+    return timer;
+  }
+
+  private forget(entry: InFlight): void {
+    if (entry.timer) clearTimeout(entry.timer);
+    this.inFlight.delete(entry.id);
+  }
+
+  /**
+   * Gives every unacknowledged delivery back for immediate redelivery, in stream order. The oldest
+   * one the agent received counts as an attempt, as if its ack wait had run out: it is the message
+   * the agent was working on, so one that kills the agent's connection every time is dead-lettered
+   * after `maxDeliver` tries. The others were only queued behind it and are uncounted in their
+   * status record first, so they come back with the same attempt number: a flapping connection
+   * costs at most one attempt per drop, on a message the agent has not got past. If an uncount
+   * fails, that redelivery simply counts as the next attempt.
+   */
+  private async giveBack(): Promise<void> {
+    const handedOut = [...this.inFlight.values()].sort((a, b) => a.msg.seq - b.msg.seq);
+    for (const entry of handedOut) this.forget(entry);
+    let rest = handedOut;
+    // The head is the oldest received one still unacknowledged: an ack already under way (its
+    // status write is ahead in the record's lock) settles it first, then the next one is the head.
+    while (rest.length > 0) {
+      const [entry, ...after] = rest;
+      rest = after;
+      if (entry && (await this.uncount(entry, entry.taken)) === "head") break;
+    }
+    await Promise.all(rest.map((entry) => this.uncount(entry, false)));
+    const back = [...handedOut.map((entry) => entry.msg), ...this.unprepared].sort((a, b) => a.seq - b.seq);
+    if (back.length === 0) return;
+    // nats-server (2.9) would still hand a redelivery to this inbox's last pull request, whose
+    // subscriber is gone, and the message would then wait out its ack wait. Reading the consumer's
+    // info makes the server drop such requests first.
+    await this.host.dropStalePulls(this.agentId).catch(() => undefined);
+    for (const msg of back) msg.nak();
+  }
+
+  /**
+   * Leaves the hand-out counted if it may be the head (`asHead`), else uncounts it; past its ack
+   * wait it stays counted either way. "settled": no longer this inbox's unacknowledged hand-out.
+   */
+  private async uncount(entry: InFlight, asHead: boolean): Promise<"head" | "uncounted" | "settled"> {
+    const now = Date.now();
+    try {
+      return await this.host.statuses.mutate(entry.id, (current) => {
+        const value = current?.value;
+        // Only the hand-out made here: another gateway may have settled the message since.
+        if (value?.status !== "delivered" || value.ackSubject !== entry.ackSubject)
+          return { result: "settled" };
+        if (asHead) return { result: "head" };
+        if (now >= entry.dueAt) return { result: "uncounted" }; // counted by its ack wait already
+        const next: StatusDoc = {
+          ...value,
+          attempts: value.attempts - 1,
+          dueAt: undefined,
+          ackSubject: undefined,
+        };
+        return { next, result: "uncounted" };
+      });
+    } catch (error) {
+      this.host.warn(
+        `inbox ${this.agentId}: could not give back ${entry.id}, its redelivery counts as an attempt: ${String(error)}`,
+      );
+      return "settled";
     }
   }
 }

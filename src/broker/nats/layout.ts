@@ -30,8 +30,13 @@ export const USER_BUCKET_PREFIX = "acp_kv_";
  * stream refused.)
  */
 export const CHANGES_PREFIX = "acp.changes";
-/** Queue group for dead-letter advisories: exactly one gateway records each dead letter. */
-export const DEAD_LETTER_QUEUE = "acp-dead-letter";
+
+/**
+ * The consumer's own `max_deliver`. JetStream needs a finite one next to a backoff list, but the
+ * broker counts attempts itself (a hand-out given back by a close is not always one) and
+ * dead-letters at `policy.maxDeliver`, so the server's count only has to stay out of the way.
+ */
+export const JETSTREAM_MAX_DELIVER = 1_000_000;
 
 /** JetStream's dedup window: at least ten minutes, never longer than retention (the server refuses that). */
 const DUPLICATE_WINDOW_MS = 10 * 60 * 1000;
@@ -75,10 +80,6 @@ export function bucketOptions(
     replicas,
     republish: { src: `$KV.${bucket}.>`, dest: `${CHANGES_PREFIX}.${bucket}.>` },
   };
-}
-
-export function deadLetterAdvisorySubject(): string {
-  return `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${INBOX_STREAM}.*`;
 }
 
 function streamConfigs(
@@ -137,8 +138,8 @@ export async function ensureStreams(
 
 /**
  * One durable pull consumer per agent. With a backoff list JetStream takes the ack wait from it:
- * delivery n waits backoff[n-1] (the last value repeats), then after max_deliver deliveries the
- * server gives up and publishes the MAX_DELIVERIES advisory.
+ * delivery n waits backoff[n-1] (the last value repeats). The delivery limit is the broker's (see
+ * JETSTREAM_MAX_DELIVER).
  */
 export function inboxConsumerConfig(
   agentId: string,
@@ -152,7 +153,7 @@ export function inboxConsumerConfig(
     deliver_policy: DeliverPolicy.All,
     ack_policy: AckPolicy.Explicit,
     ack_wait: nanos(policy.ackWaitMs),
-    max_deliver: policy.maxDeliver,
+    max_deliver: JETSTREAM_MAX_DELIVER,
     max_ack_pending: maxInFlight,
     ...(backoff.length > 0 ? { backoff } : {}),
   };

@@ -1,8 +1,11 @@
 import { JetStreamApiError } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
+import { headers } from "@nats-io/transport-node";
 import { BrokerError } from "../errors.js";
 import type { StatusFields } from "../records.js";
 import { messageKey } from "../validation.js";
+import { STATUS_BUCKET } from "./layout.js";
+import type { StreamPublisher } from "./publisher.js";
 
 /** The status record kept per message id in the `acp_message_status` KV bucket. */
 export interface StatusDoc extends StatusFields {
@@ -10,7 +13,7 @@ export interface StatusDoc extends StatusFields {
   seq: number;
   /** Sequence of its ACP_INDEX entry, when known. */
   indexSeq?: number;
-  /** Reply subject of the latest delivery: any gateway can ack or term through it. */
+  /** Reply subject of the hand-out now out: any gateway can ack or term through it. */
   ackSubject?: string;
 }
 
@@ -37,15 +40,24 @@ const CACHE_LIMIT = 10_000;
 
 /**
  * Status records with compare-and-set updates, so gateways writing the same message never lose a
- * change. The record this process wrote last is remembered: the next update of it (delivered →
- * acknowledged, usually) tries that revision without reading first; if another gateway changed it
- * meanwhile the write is refused and the store reads and decides again. Decisions that write nothing
- * only ever rest on fields that never change (sequence, recipient, queue time) or on settled states.
+ * change. Within this process the writes to one record run one after another (`lock`), and the
+ * record written last is remembered: the next update (queued → delivered → acknowledged) uses
+ * that revision without reading first. If another gateway changed it meanwhile the write is
+ * refused and the store reads and decides again. Decisions that write nothing only ever rest on
+ * fields that never change (sequence, recipient, queue time) or on settled states.
+ *
+ * Writes are KV puts published directly (subject `$KV.<bucket>.<key>` with the expected revision
+ * in `Nats-Expected-Last-Subject-Sequence`, as the KV client does) through the broker's
+ * StreamPublisher; reads go through the KV client.
  */
 export class StatusStore {
   private readonly recent = new Map<string, Versioned<StatusDoc>>();
+  private readonly locks = new Map<string, Promise<void>>();
 
-  constructor(private readonly kv: KV) {}
+  constructor(
+    private readonly kv: KV,
+    private readonly publisher: StreamPublisher,
+  ) {}
 
   async read(id: string): Promise<Versioned<StatusDoc> | null> {
     const entry = await this.kv.get(messageKey(id));
@@ -56,7 +68,7 @@ export class StatusStore {
   /** Creates the record; false if one exists already. */
   async create(doc: StatusDoc): Promise<boolean> {
     try {
-      this.remember(doc, await this.kv.create(messageKey(doc.id), JSON.stringify(doc)));
+      this.remember(doc, await this.write(doc, 0));
       return true;
     } catch (error) {
       if (isRevisionConflict(error)) return false;
@@ -64,18 +76,41 @@ export class StatusStore {
     }
   }
 
+  /**
+   * Runs `work` after the locked work already started on `id` in this process, and before any
+   * started later. `work` begins synchronously when nothing is waiting, so publishes it makes
+   * right away keep the caller's order. `work` must not call `mutate` for the same id.
+   */
+  lock<R>(id: string, work: () => Promise<R>): Promise<R> {
+    const before = this.locks.get(id);
+    const result = before ? before.then(work) : work();
+    const after = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.locks.set(id, after);
+    void after.then(() => {
+      if (this.locks.get(id) === after) this.locks.delete(id);
+    });
+    return result;
+  }
+
   /** Decides on the current record, writes with compare-and-set; on a lost race reads and decides again. */
-  async mutate<R>(id: string, decide: (current: Versioned<StatusDoc> | null) => Decision<R>): Promise<R> {
+  mutate<R>(id: string, decide: (current: Versioned<StatusDoc> | null) => Decision<R>): Promise<R> {
+    return this.lock(id, () => this.mutateNow(id, decide));
+  }
+
+  private async mutateNow<R>(
+    id: string,
+    decide: (current: Versioned<StatusDoc> | null) => Decision<R>,
+  ): Promise<R> {
     let current: Versioned<StatusDoc> | null | undefined = this.recent.get(id);
     for (let attempt = 0; attempt < MAX_CAS_ATTEMPTS; attempt++) {
       if (current === undefined) current = await this.read(id);
       const { next, result } = decide(current);
       if (!next) return result;
       try {
-        const revision = current
-          ? await this.kv.update(messageKey(id), JSON.stringify(next), current.revision)
-          : await this.kv.create(messageKey(id), JSON.stringify(next));
-        this.remember(next, revision);
+        this.remember(next, await this.write(next, current?.revision ?? 0));
         return result;
       } catch (error) {
         if (!isRevisionConflict(error)) throw error;
@@ -87,6 +122,18 @@ export class StatusStore {
       "unavailable",
       `status of message ${id} keeps changing; gave up after ${MAX_CAS_ATTEMPTS} tries`,
     );
+  }
+
+  /** Writes if the key is at `expectedRevision` (0: does not exist); returns the new revision. */
+  private async write(doc: StatusDoc, expectedRevision: number): Promise<number> {
+    const h = headers();
+    h.set("Nats-Expected-Last-Subject-Sequence", String(expectedRevision));
+    const ack = await this.publisher.publish(
+      `$KV.${STATUS_BUCKET}.${messageKey(doc.id)}`,
+      JSON.stringify(doc),
+      h,
+    );
+    return ack.seq;
   }
 
   private remember(doc: StatusDoc, revision: number): void {

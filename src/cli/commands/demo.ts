@@ -35,7 +35,7 @@ export function registerDemo(program: Command): void {
       "start an embedded gateway and two scheduling agents that handshake, request, notify and hand off; print the transcript, then stay up",
     )
     .option("--once", "exit 0 after the transcript instead of staying up")
-    .option("--port <port>", "gateway port (default: a free one)", "0")
+    .option("--port <port>", "gateway port (0 picks a free one)", "8080")
     .option("--data <dir>", "gateway data directory (default: a temporary one, removed on exit)")
     .action((flags: DemoFlags) => demo(flags));
 }
@@ -90,16 +90,20 @@ async function demo(flags: DemoFlags): Promise<void> {
     return;
   }
   printLine("");
-  printLine(`The gateway and both agents stay up at ${gateway.url} (Ctrl-C to stop). To add your own agent:`);
+  printLine(`Dashboard: ${gateway.url}/  (sign in with the admin token ${adminToken})`);
+  printLine(`The gateway and both agents stay up at ${gateway.url}, talking every few seconds (Ctrl-C to stop).`);
+  printLine("To add your own agent:");
   printLine(`  acp keygen --agent-id my-agent --principal-id me --out my-agent.key`);
   printLine(`  ACP_ADMIN_TOKEN=${adminToken} acp agent register --gateway ${gateway.url} --key my-agent.key`);
   printLine(
     `  acp send --gateway ${gateway.url} --key my-agent.key --api-key <key> --to bob-scheduler --body '{"action":"get-availability"}'`,
   );
+  const chatter = keepTalking(agents[0]!, agents[1]!);
   await new Promise<void>((done) => {
     process.once("SIGINT", done);
     process.once("SIGTERM", done);
   });
+  clearInterval(chatter);
   await shutdown();
 }
 
@@ -190,6 +194,19 @@ async function transcript(alice: AcpAgent, bob: AcpAgent): Promise<void> {
     context: { slot: "2026-02-18T10:00:00Z", duration_minutes: 60, attendees: ["alice", "bob"] },
   });
   printLine(`  handoff ${answer.accepted ? "accepted" : "declined"}: ${String(answer.next)}`);
+}
+
+/** Keeps the two agents exchanging, so the dashboard's live feed has something to show. */
+function keepTalking(alice: AcpAgent, bob: AcpAgent): NodeJS.Timeout {
+  let round = 0;
+  return setInterval(() => {
+    round++;
+    const exchange =
+      round % 2 === 1
+        ? alice.request("bob-scheduler", { action: "get-availability", parameters: { week: round } })
+        : bob.notify("alice-scheduler", { status: `bob's calendar updated (change ${round})` });
+    exchange.catch((err: Error) => process.stderr.write(`demo exchange failed: ${err.message}\n`));
+  }, 4000);
 }
 
 async function until(predicate: () => boolean): Promise<void> {

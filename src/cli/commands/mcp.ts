@@ -19,6 +19,12 @@ interface ServeOptions {
   demo?: boolean;
   pageSize?: number;
   quiet?: boolean;
+  coordinationRoot?: string;
+  gateway?: string;
+  apiKey?: string;
+  keyFile?: string;
+  layers?: number[];
+  pingInterval?: number;
 }
 
 export function registerMcp(program: Command): void {
@@ -60,7 +66,26 @@ export function registerMcp(program: Command): void {
     .description("serve agents over stdio, for desktop MCP clients (and `acp mcp call -- …`)")
     .option("--demo", "serve the built-in example agents: echo, count, summarize-text")
     .option("--page-size <n>", "agents per agents/list page", parsePositiveInt)
+    .option(
+      "--coordination-root <dir>",
+      "serve the coordination sessions under DIR as coordination:// resources",
+    )
+    .option("--gateway <url>", "serve a gateway's MCP endpoint: its agents, your tasks, its resources")
+    .addOption(new Option("--api-key <key>", "the agent's API key, with --gateway").env("ACP_API_KEY"))
+    .option("--key-file <file>", "with --gateway: the agent's key file, to sign what the task tools change")
+    .option("--layers <list>", "skill layers declared on signed messages (default 0,1)", parseLayers)
+    .addOption(
+      new Option("--ping-interval <ms>", "keep the gateway session alive with a ping this often")
+        .argParser(parsePositiveInt)
+        .default(60_000)
+        .hideHelp(),
+    )
     .option("--quiet", "do not log runs on stderr")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  acp mcp serve --demo\n  acp mcp serve --coordination-root .acp/context\n" +
+        "  acp mcp serve --gateway https://gw.example.org --api-key KEY --key-file agent.json",
+    )
     .action(async (options: ServeOptions) => {
       await runServe(options);
     });
@@ -210,32 +235,103 @@ function describeType(schema: Record<string, unknown>): string {
 }
 
 async function runServe(options: ServeOptions): Promise<void> {
-  if (!options.demo) {
-    throw new CliError("nothing to serve: pass --demo to serve the built-in example agents");
-  }
-  const { createAgentsMcpServer, createDemoAgents } = await loadMcp();
-  const { StdioServerTransport } = await import("@modelcontextprotocol/sdk/server/stdio.js");
-  const agents = createDemoAgents(options.pageSize === undefined ? {} : { pageSize: options.pageSize });
   const log = (line: string) => {
     if (!options.quiet) process.stderr.write(`acp mcp serve: ${line}\n`);
   };
+  if (options.gateway !== undefined) return runGatewayProxy(options, log);
+  if (options.keyFile !== undefined)
+    throw new CliError("--key-file signs for a gateway's task tools: use it with --gateway URL");
+  if (!options.demo && options.coordinationRoot === undefined) {
+    throw new CliError(
+      "nothing to serve: pass --demo (the example agents), --coordination-root DIR (coordination sessions) or --gateway URL (a gateway's agents and tasks)",
+    );
+  }
+  const { AgentRegistry, createAgentsMcpServer, createDemoAgents } = await loadMcp();
+  const { StdioServerTransport } = await import("@modelcontextprotocol/sdk/server/stdio.js");
+  const pageSize = options.pageSize === undefined ? {} : { pageSize: options.pageSize };
+  const agents = options.demo ? createDemoAgents(pageSize) : new AgentRegistry(pageSize);
   const server = createAgentsMcpServer({
-    name: "acp-kit-demo",
+    name: options.demo ? "acp-kit-demo" : "acp-kit",
     version: "0.1.0",
     agents,
     onRunEvent: (event) => log(describeRunEvent(event)),
   });
+  if (options.coordinationRoot !== undefined) {
+    const { addCoordinationResources, ResourceSubscriptions } = await loadMcp();
+    addCoordinationResources(server, new ResourceSubscriptions(server), { root: options.coordinationRoot });
+  }
   const closed = new Promise<void>((resolve) => {
     server.server.onclose = resolve;
   });
   await server.connect(new StdioServerTransport());
-  log(`serving ${agents.size} demo agents over stdio`);
+  const served = [
+    ...(options.demo ? [`${agents.size} demo agents`] : []),
+    ...(options.coordinationRoot !== undefined
+      ? [`the coordination sessions under ${options.coordinationRoot}`]
+      : []),
+  ];
+  log(`serving ${served.join(" and ")} over stdio`);
   // The client closing our stdin ends the session; so do the usual signals.
   const stop = () => void server.close();
   process.stdin.once("end", stop);
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);
   await closed;
+}
+
+/** Passes a desktop client's stdio session through to the gateway's MCP endpoint (signing with --key-file). */
+async function runGatewayProxy(options: ServeOptions, log: (line: string) => void): Promise<void> {
+  if (options.demo || options.coordinationRoot !== undefined) {
+    throw new CliError("--gateway serves what the gateway offers: leave out --demo and --coordination-root");
+  }
+  if (!options.apiKey)
+    throw new CliError("--gateway needs the agent's API key: --api-key KEY or ACP_API_KEY");
+  const { gatewayMcpUrl, proxyToGateway } = await loadMcp();
+  let url: URL;
+  try {
+    url = gatewayMcpUrl(options.gateway as string);
+  } catch {
+    throw new CliError(`--gateway: ${JSON.stringify(options.gateway)} is not a URL`);
+  }
+  const identity = options.keyFile === undefined ? undefined : await readKeyFile(options.keyFile);
+  const health = await fetch(new URL("/healthz", url)).catch((err: Error) => err);
+  if (health instanceof Error) {
+    throw new CliError(
+      `cannot reach the gateway at ${url.origin} (${(health.cause as Error | undefined)?.message ?? health.message})`,
+    );
+  }
+  const { StdioServerTransport } = await import("@modelcontextprotocol/sdk/server/stdio.js");
+  const proxy = await proxyToGateway(new StdioServerTransport(), {
+    gateway: url.href,
+    apiKey: options.apiKey,
+    ...(identity !== undefined && { identity }),
+    ...(options.layers !== undefined && { layers: options.layers }),
+    ...(options.pingInterval !== undefined && { pingIntervalMs: options.pingInterval }),
+    log,
+  });
+  log(`serving ${url.href} over stdio${identity ? `, signing task changes as ${identity.agentId}` : ""}`);
+  const stop = () => void proxy.close();
+  process.stdin.once("end", stop);
+  process.once("SIGTERM", stop);
+  process.once("SIGINT", stop);
+  await proxy.closed;
+}
+
+async function readKeyFile(file: string) {
+  const { readIdentityFile } = await import("../../identity/index.js");
+  try {
+    return await readIdentityFile(file);
+  } catch (err) {
+    throw new CliError(`--key-file: ${(err as Error).message}`);
+  }
+}
+
+function parseLayers(value: string): number[] {
+  const layers = value.split(",").map((part) => Number(part.trim()));
+  if (layers.length === 0 || layers.some((layer) => !Number.isInteger(layer) || layer < 0)) {
+    throw new InvalidArgumentError(`expected comma-separated non-negative integers, got "${value}"`);
+  }
+  return layers;
 }
 
 function describeRunEvent(event: AgentRunEvent): string {

@@ -2,15 +2,15 @@
  * The sending side of a fault test: a stream of signed notifications POSTed to the gateway with a
  * fixed number in flight. What counts is the gateway's answer: a 202 is a promise to deliver.
  * Like a careful real client, a message whose answer never came (connection reset, gateway down)
- * or came as 503 is resubmitted with the *same signed bytes*: the gateway deduplicates by
- * message-id, so this can never cause a second delivery — the test checks that too.
+ * or came as 503/429 is resubmitted with the *same signed bytes*: the gateway deduplicates by
+ * message-id, so this can never cause a second delivery — the tests check that too.
  */
 import { buildNotification, signMessage } from "../../../src/protocol/index.js";
 import type { TestAgent } from "../../helpers/gateway.js";
 import { sleep } from "./processes.js";
 
 export interface StreamOptions {
-  /** Base URL(s); the n-th message goes to url[n % length] (one URL behind a proxy is common). */
+  /** Base URL(s); the n-th message goes to urls[n % length] (one URL behind a proxy is common). */
   urls: string[];
   from: TestAgent;
   to: string;
@@ -18,49 +18,63 @@ export interface StreamOptions {
   concurrency: number;
   /** The whole stream gives up after this long, whatever is left (bounded in time, not only count). */
   deadlineMs: number;
-  /** Pause between resubmissions of one message. */
-  retryDelayMs?: number;
+  /** Resubmit after a 5xx or 429 (default true). False: such an answer is final, like a 4xx. */
+  resubmit?: boolean;
+}
+
+const RETRY_DELAY_MS = 100;
+
+function bump<K>(map: Map<K, number>, key: K): void {
+  map.set(key, (map.get(key) ?? 0) + 1);
 }
 
 export class MessageStream {
   /** Distinct messages submitted at least once. */
   sent = 0;
   readonly acknowledged = new Set<string>();
-  /** Messages the gateway answered 202 `duplicate: true` on a resubmission (first answer was lost). */
+  /** Messages whose final answer was an error (4xx, or 5xx without `resubmit`). */
+  readonly refused = new Set<string>();
+  /** Resubmissions the gateway answered 202 `duplicate: true` (the first answer was lost). */
   duplicatesReported = 0;
-  /** Answers by HTTP status (202 included), and network failures under "network". */
+  /** Every answer by HTTP status (202 included); failed connections under "network". */
   readonly answers = new Map<string, number>();
-  /** The first error body of each refused (4xx) status, for the failure message. */
+  /** Every JSON-RPC error code received, with how often. */
+  readonly errorCodes = new Map<number, number>();
+  /** The first error body of each final error status, for failure messages. */
   readonly refusals = new Map<number, string>();
+  /** When each 202 arrived (ms since epoch), in order. */
+  private readonly acknowledgedAt: number[] = [];
   private next = 0;
   private readonly started = Date.now();
 
   constructor(private readonly options: StreamOptions) {}
 
-  /** Runs to the end (every message answered 202 or refused, or the deadline passed). */
+  /** Runs to the end: every message answered for good, or the deadline passed. */
   async run(): Promise<void> {
-    const workers = Array.from({ length: this.options.concurrency }, () => this.worker());
-    await Promise.all(workers);
+    await Promise.all(Array.from({ length: this.options.concurrency }, () => this.worker()));
   }
 
-  /** Resolves once `n` messages were acknowledged (or the stream ended). */
+  /** Resolves once `n` messages were acknowledged (or every message was sent, or `timeoutMs`). */
   async acknowledgedAtLeast(n: number, timeoutMs = 120_000): Promise<void> {
     const until = Date.now() + timeoutMs;
     while (this.acknowledged.size < n && this.next < this.options.count && Date.now() < until) await sleep(20);
   }
 
-  get finishedAll(): boolean {
-    return this.acknowledged.size + this.refusedCount === this.options.count;
+  /** Milliseconds from `since` to the first 202 after it (-1 if none): how long a fault stalled the stream. */
+  stalledAfter(since: number): number {
+    const next = this.acknowledgedAt.find((at) => at > since);
+    return next === undefined ? -1 : next - since;
   }
 
-  get refusedCount(): number {
-    let refused = 0;
-    for (const [status, n] of this.answers) if (/^4\d\d$/.test(status)) refused += n;
-    return refused;
+  /** Acknowledged messages per second from the start to the last 202, faults included. */
+  get ratePerSecond(): number {
+    const seconds = ((this.acknowledgedAt.at(-1) ?? Date.now()) - this.started) / 1000;
+    return Math.round(this.acknowledged.size / Math.max(seconds, 0.001));
   }
 
-  private count(what: string): void {
-    this.answers.set(what, (this.answers.get(what) ?? 0) + 1);
+  /** `202:9990,network:12,503:40`, for the report. */
+  describeAnswers(): string {
+    return [...this.answers.entries()].map(([k, v]) => `${k}:${v}`).join(",");
   }
 
   private async worker(): Promise<void> {
@@ -69,14 +83,15 @@ export class MessageStream {
     while (this.next < count && Date.now() < deadline) {
       const n = this.next++;
       this.sent++;
-      const body = JSON.stringify(signMessage(buildNotification(from.sender, to, { n }), from.signer));
-      await this.deliverOne(urls[n % urls.length] as string, body, deadline);
+      const message = signMessage(buildNotification(from.sender, to, { n }), from.signer);
+      const id = message.params.headers["message-id"];
+      await this.submitOne(urls[n % urls.length] as string, id, JSON.stringify(message), deadline);
     }
   }
 
-  /** Submits until a 202 or a 4xx answer, or the deadline. */
-  private async deliverOne(url: string, body: string, deadline: number): Promise<void> {
-    for (let attempt = 0; Date.now() < deadline; attempt++) {
+  /** Submits until a final answer (202, a refusal) or the deadline. */
+  private async submitOne(url: string, id: string, body: string, deadline: number): Promise<void> {
+    while (Date.now() < deadline) {
       let status: number;
       let text: string;
       try {
@@ -89,34 +104,27 @@ export class MessageStream {
         status = res.status;
         text = await res.text();
       } catch {
-        this.count("network");
-        await sleep(this.options.retryDelayMs ?? 100);
+        bump(this.answers, "network");
+        await sleep(RETRY_DELAY_MS);
         continue;
       }
-      this.count(String(status));
+      bump(this.answers, String(status));
       if (status === 202) {
         const answer = JSON.parse(text) as { id: string; duplicate: boolean };
         this.acknowledged.add(answer.id);
+        this.acknowledgedAt.push(Date.now());
         if (answer.duplicate) this.duplicatesReported++;
         return;
       }
-      if (status >= 500 || status === 429) {
-        await sleep(this.options.retryDelayMs ?? 100);
+      const code = (JSON.parse(text) as { error?: { code?: number } }).error?.code;
+      if (typeof code === "number") bump(this.errorCodes, code);
+      if ((status >= 500 || status === 429) && this.options.resubmit !== false) {
+        await sleep(RETRY_DELAY_MS);
         continue;
       }
+      this.refused.add(id);
       if (!this.refusals.has(status)) this.refusals.set(status, text.slice(0, 500));
       return;
     }
-  }
-
-  /** Acknowledged messages per second over the run, for the report. */
-  get ratePerSecond(): number {
-    const seconds = (Date.now() - this.started) / 1000;
-    return Math.round(this.acknowledged.size / Math.max(seconds, 0.001));
-  }
-
-  /** `{network: 12, 202: 9990, 503: 40}` as a compact string for the report. */
-  describeAnswers(): string {
-    return [...this.answers.entries()].map(([k, v]) => `${k}:${v}`).join(",");
   }
 }

@@ -1,0 +1,146 @@
+/**
+ * The embedded store cannot write: the gateway must refuse (503, -32018 StorageUnavailable) rather
+ * than acknowledge what it cannot persist, and recover when it can write again.
+ *
+ * How "disk full" is made real: the running gateway's RLIMIT_FSIZE is lowered to 1 byte with
+ * `prlimit --pid`. Every write past offset 0 of any file then fails with EFBIG — to SQLite a short
+ * write, exactly what a full disk produces (Node ignores SIGXFSZ, so the process lives on). It
+ * needs no root, no mount and no test-only code path, and it works mid-run, which a read-only
+ * `chmod` cannot do (an open file descriptor keeps its write access; root ignores modes anyway).
+ * A data directory that is read-only from the start is the second case: run as an unprivileged
+ * user (`setpriv`, when the tests run as root), the gateway refuses to start and says why.
+ */
+import { chmodSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { ErrorCode } from "../../src/protocol/index.js";
+import { ADMIN_TOKEN, api } from "../helpers/gateway.js";
+import { useTmpDir } from "../helpers/tmp.js";
+import { deliveryFigures, recordFigures } from "./support/figures.js";
+import { type GatewayChild, hasCommand, setLimit, spawnGateway } from "./support/processes.js";
+import { type CountingRecipient, pairAgents } from "./support/recipient.js";
+import { MessageStream } from "./support/stream.js";
+
+const PER_PHASE = 300;
+const isRoot = process.getuid?.() === 0;
+
+describe("storage that cannot be written (embedded broker)", () => {
+  const tmp = useTmpDir("acp-rel-storage-");
+  const gateways: GatewayChild[] = [];
+  let recipient: CountingRecipient | undefined;
+  afterEach(async () => {
+    await recipient?.close();
+    recipient = undefined;
+    for (const gateway of gateways.splice(0)) await gateway.kill();
+  });
+
+  it.runIf(hasCommand("prlimit"))(
+    "disk full: refuses with 503 -32018, acknowledges nothing it did not store, recovers",
+    async () => {
+      const data = tmp();
+      const cli = ["--data", data, "--rate-limit", "1000000"];
+      const gateway = await spawnGateway({ cli });
+      gateways.push(gateway);
+      const pair = await pairAgents(gateway.url, { sender: "agent-sender", recipient: "agent-recipient" });
+      recipient = pair.recipient;
+      const phase = (resubmit: boolean) =>
+        new MessageStream({
+          urls: [gateway.url],
+          from: pair.sender,
+          to: "agent-recipient",
+          count: PER_PHASE,
+          concurrency: 16,
+          deadlineMs: 60_000,
+          resubmit,
+        });
+
+      const before = phase(true);
+      await before.run();
+      expect(await recipient.waitFor(before.acknowledged, 30_000)).toBe(0);
+
+      setLimit(gateway.pid, "fsize", "1");
+      const full = phase(false);
+      await full.run();
+      const registration = await api(gateway.url, "/api/v1/agents", {
+        body: { agentId: "agent-late", principalId: "p", signing: pair.sender.identity.signing },
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      });
+
+      setLimit(gateway.pid, "fsize", "unlimited");
+      const after = phase(true);
+      await after.run();
+
+      // Nothing refused was stored: restart from the same files and read everything back.
+      await gateway.kill();
+      const restarted = await spawnGateway({ cli, port: gateway.port });
+      gateways.push(restarted);
+      const acknowledged = new Set([...before.acknowledged, ...after.acknowledged, ...full.acknowledged]);
+      const missing = await recipient.waitFor(acknowledged, 60_000);
+      const refusedDelivered = [...full.refused].filter((id) => recipient?.deliveries.has(id)).length;
+      const refusedStored = await Promise.all(
+        [...full.refused].slice(0, 20).map(async (id) => {
+          const res = await api(restarted.url, `/api/v1/messages/${id}`, { apiKey: pair.sender.apiKey });
+          return res.status;
+        }),
+      );
+      const figures = deliveryFigures(before.sent + full.sent + after.sent, acknowledged, recipient.deliveries);
+      recordFigures("storage-disk-full", {
+        ...figures,
+        acknowledgedBefore: before.acknowledged.size,
+        refusedWhileFull: full.refused.size,
+        acknowledgedWhileFull: full.acknowledged.size,
+        fullAnswers: full.describeAnswers(),
+        fullErrorCodes: [...full.errorCodes.entries()].map(([c, n]) => `${c}:${n}`).join(","),
+        acknowledgedAfterRecovery: after.acknowledged.size,
+        refusedDelivered,
+        registrationWhileFull: registration.status,
+      });
+
+      expect(before.acknowledged.size).toBe(PER_PHASE);
+      expect(full.acknowledged.size).toBe(0);
+      expect(full.answers).toEqual(new Map([["503", PER_PHASE]]));
+      expect(full.errorCodes).toEqual(new Map([[ErrorCode.StorageUnavailable, PER_PHASE]]));
+      expect([registration.status, (registration.json.error as { code: number }).code]).toEqual([
+        503,
+        ErrorCode.StorageUnavailable,
+      ]);
+      expect(after.acknowledged.size).toBe(PER_PHASE);
+      expect(missing).toBe(0);
+      expect(figures.lost).toBe(0);
+      expect(figures.duplicated).toBe(0);
+      expect(refusedDelivered).toBe(0);
+      expect(refusedStored.every((status) => status === 404)).toBe(true);
+    },
+    180_000,
+  );
+
+  it.runIf(!isRoot || hasCommand("setpriv"))(
+    "read-only data directory: refuses to start and names the directory",
+    async () => {
+      const root = tmp();
+      const data = join(root, "data");
+      mkdirSync(data);
+      chmodSync(root, 0o755);
+      chmodSync(data, 0o555);
+      // Root ignores file modes: drop to an unprivileged user so the directory really is read-only.
+      const prefix = isRoot
+        ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--"]
+        : [];
+      const started = spawnGateway({ cli: ["--data", data], prefix, env: { HOME: root } });
+      const failure = await started.then(
+        (gateway) => {
+          gateways.push(gateway);
+          return "it started";
+        },
+        (err: Error) => err.message,
+      );
+      recordFigures("storage-read-only-dir", {
+        refusedToStart: failure !== "it started",
+        message: failure.split("\n").find((line) => line.includes(data)) ?? failure.slice(0, 200),
+      });
+      expect(failure).toMatch(/exited \(code 1/);
+      expect(failure).toContain(data);
+    },
+    60_000,
+  );
+});
