@@ -57,7 +57,11 @@ export class NegotiationClient {
   private readonly loops = new Map<string, Loop>();
   private responder: NegotiationStrategy | undefined;
 
-  constructor(private readonly core: CollabCore) {}
+  constructor(
+    private readonly core: CollabCore,
+    /** Where failures of `onProposal` sessions go (nobody awaits those). */
+    private readonly onError: (err: Error) => void = () => undefined,
+  ) {}
 
   /** Opens a session with `peer` by proposing `terms` (round 1). */
   async propose(
@@ -169,7 +173,7 @@ export class NegotiationClient {
     if (!sessionId) return;
     let loop = this.loops.get(sessionId);
     if (!loop && method === CollabMethod.propose && this.responder) {
-      void this.track(sessionId, this.responder).catch(() => undefined);
+      void this.track(sessionId, this.responder).catch((err: Error) => this.onError(err));
       loop = this.loops.get(sessionId);
     }
     if (!loop) return;

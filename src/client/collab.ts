@@ -39,6 +39,8 @@ export interface CollabEvents {
   channel: (notice: CollabNotice) => void;
   /** Disputes opened about something this agent is involved in. */
   dispute: (notice: CollabNotice) => void;
+  /** A strategy run by `onProposal` failed (its session is left to the peer or to expiry). */
+  error: (err: Error) => void;
 }
 
 export interface StatusSubscription {
@@ -62,7 +64,11 @@ export class CollabClient {
 
   constructor(options: CollabClientOptions) {
     this.core = new CollabCore(options);
-    this.negotiations = new NegotiationClient(this.core);
+    this.negotiations = new NegotiationClient(this.core, (err) => {
+      // An unheard "error" must not crash the process (EventEmitter would throw it).
+      if (this.emitter.listenerCount("error") > 0) this.emitter.emit("error", err);
+      else process.emitWarning(err.message, { code: "ACP_COLLAB_ERROR" });
+    });
     this.handoffs = new HandoffClient(this.core);
     this.teams = new TeamClient(this.core);
     this.emitter.setMaxListeners(0);

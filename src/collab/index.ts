@@ -2,6 +2,19 @@
  * `acp-kit/collab`: negotiation with signed agreements, task handoff with escrow, status
  * broadcasting, and team collaboration (channels, votes, knowledge, disputes). See docs/collab.md.
  */
+
+export {
+  CollabClient,
+  type CollabClientOptions,
+  type CollabEvents,
+  type CollabNotice,
+  type HandoffDecision,
+  type HandoffOffer,
+  type NegotiationDecision,
+  type NegotiationStrategy,
+  type NegotiationTurn,
+  type StatusSubscription,
+} from "../client/collab.js";
 export {
   type AgreementCheck,
   AgreementDocument,

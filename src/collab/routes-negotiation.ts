@@ -1,4 +1,5 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingMessage } from "node:http";
+import type { z } from "zod";
 import { authenticateAgent } from "../gateway/context.js";
 import { type Router, sendJson } from "../gateway/http.js";
 import type { ResolvedAgent } from "../gateway/registry.js";
@@ -83,7 +84,7 @@ export function negotiationRoutes(router: Pick<Router, "add">, services: CollabS
   const act = <B extends { sessionId: string }>(
     path: string,
     method: string,
-    schema: Parameters<typeof intake.readOne<B>>[2]["body"],
+    schema: z.ZodType<B>,
     transition: (session: NegotiationSession, caller: string, action: Action<B>, now: Date) => Step,
     describe: (session: NegotiationSession) => string,
   ) =>
@@ -130,8 +131,8 @@ export function negotiationRoutes(router: Pick<Router, "add">, services: CollabS
       }
       await relayOrUndo(services, caller, bucket, key, mutation, [action]);
       record(caller, action, mutation.value, describe(mutation.value));
-      const view = sessionView(mutation.value, now);
-      sendJson(res, 200, mutation.value.agreement ? { ...view, agreement: mutation.value.agreement } : view);
+      // After an acceptance the view carries the agreement both parties signed.
+      sendJson(res, 200, sessionView(mutation.value, now));
     });
 
   act(
@@ -183,7 +184,7 @@ export function negotiationRoutes(router: Pick<Router, "add">, services: CollabS
     });
   });
 
-  router.add("GET", `${BASE}/:session_id/agreement`, async (req, res: ServerResponse, params) => {
+  router.add("GET", `${BASE}/:session_id/agreement`, async (req, res, params) => {
     const session = await load(req, params.session_id as string);
     if (!session.agreement) {
       throw new AcpError(

@@ -34,7 +34,7 @@ export interface CollabOptions {
  * All state lives in the broker's KV, so it works the same on the embedded store and on NATS.
  */
 export function collabExtension(options: CollabOptions = {}): GatewayExtension {
-  let started: { services: CollabServices; ready: Promise<void>; stop(): Promise<void> } | undefined;
+  let stop: (() => Promise<void>) | undefined;
 
   return {
     name: "collab",
@@ -76,21 +76,17 @@ export function collabExtension(options: CollabOptions = {}): GatewayExtension {
         () => undefined,
       );
       ready.catch((err: Error) => ctx.logger.error({ err: err.message }, "collab start-up failed"));
-      started = {
-        services,
-        ready,
-        async stop() {
-          for (const stream of services.streams) stream.end();
-          await ready.catch(() => undefined);
-          status.stop();
-          principals.stop();
-          services.knowledge.stop();
-          await audit.close();
-        },
+      stop = async () => {
+        for (const stream of services.streams) stream.end();
+        await ready.catch(() => undefined);
+        status.stop();
+        principals.stop();
+        services.knowledge.stop();
+        await audit.close();
       };
     },
     async close() {
-      await started?.stop();
+      await stop?.();
     },
   };
 }

@@ -23,7 +23,7 @@ import { AcpError } from "../protocol/index.js";
 import { hashSecret, newAdminToken } from "./auth.js";
 import type { GatewayContext } from "./context.js";
 import { HandshakeGate } from "./handshake-gate.js";
-import { Router, sendError, sendJson } from "./http.js";
+import { Router, requestUrl, sendError, sendJson } from "./http.js";
 import { Metrics } from "./metrics.js";
 import { PresenceTracker } from "./presence.js";
 import { RateLimiter } from "./rate-limit.js";
@@ -224,9 +224,10 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     inFlight++;
     const started = performance.now();
-    const url = new URL(req.url ?? "/", "http://gateway");
-    const match = router.match(req.method ?? "GET", url.pathname);
     try {
+      // Inside the try: a malformed target or percent-escape is a 400, not an unhandled rejection.
+      const url = requestUrl(req);
+      const match = router.match(req.method ?? "GET", url.pathname);
       if ("status" in match) {
         throw new AcpError(
           match.status === 404 ? "NotFound" : "MethodNotFound",
@@ -236,7 +237,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       await match.handler(req, res, match.params, url);
     } catch (err) {
       if (!(err instanceof AcpError))
-        logger.error({ err: (err as Error).message, path: url.pathname }, "request failed");
+        logger.error({ err: (err as Error).message, path: req.url?.split("?")[0] }, "request failed");
       if (!res.headersSent) sendError(res, err);
       else res.destroy();
     } finally {
@@ -257,7 +258,12 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   server.headersTimeout = 20_000;
   server.requestTimeout = 60_000;
   server.on("upgrade", (req, socket, head) => {
-    const path = new URL(req.url ?? "/", "http://gateway").pathname;
+    let path: string | undefined;
+    try {
+      path = requestUrl(req).pathname;
+    } catch {
+      // A malformed target: drop the connection (a throw here would end the process).
+    }
     if (path === WS_PATH) hub.handleUpgrade(req, socket, head);
     else socket.destroy();
   });

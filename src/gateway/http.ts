@@ -118,12 +118,47 @@ export function tooLarge(limit: number): AcpError {
 
 export async function readJsonBody(req: IncomingMessage, limit: number): Promise<unknown> {
   const body = await readBody(req, limit);
+  let value: unknown;
   try {
-    return JSON.parse(body.toString("utf8"));
+    value = JSON.parse(body.toString("utf8"));
   } catch (err) {
     throw new AcpError("ParseError", "the request body is not valid JSON", {
       problems: [{ path: "", message: (err as Error).message }],
     });
+  }
+  refuseDeepNesting(value, "request body");
+  return value;
+}
+
+/** Deeper JSON is refused before any recursive code (JCS canonicalization, JSON.stringify) sees it. */
+export const MAX_JSON_DEPTH = 256;
+
+/**
+ * Refuses a parsed JSON value nesting objects/arrays deeper than MAX_JSON_DEPTH (400, -32600).
+ * Iterative, so the check itself cannot overflow the stack that recursive processing would.
+ */
+export function refuseDeepNesting(value: unknown, what: string): void {
+  const stack: Array<{ node: unknown; depth: number }> = [{ node: value, depth: 1 }];
+  while (stack.length > 0) {
+    const { node, depth } = stack.pop()!;
+    if (typeof node !== "object" || node === null) continue;
+    if (depth > MAX_JSON_DEPTH) {
+      throw new AcpError("InvalidRequest", `the ${what} nests deeper than ${MAX_JSON_DEPTH} levels`, {
+        limit: MAX_JSON_DEPTH,
+      });
+    }
+    for (const child of Array.isArray(node) ? node : Object.values(node)) {
+      if (typeof child === "object" && child !== null) stack.push({ node: child, depth: depth + 1 });
+    }
+  }
+}
+
+/** The request target as a URL; one that cannot be parsed (`//`, a bad absolute form) is 400, -32600. */
+export function requestUrl(req: IncomingMessage): URL {
+  try {
+    return new URL(req.url ?? "/", "http://gateway");
+  } catch {
+    throw new AcpError("InvalidRequest", "malformed request target");
   }
 }
 
@@ -158,7 +193,7 @@ export class Router {
     return this;
   }
 
-  /** The matching route's handler, or 404/405 as JSON-RPC errors. */
+  /** The matching route's handler, or 404/405; throws 400 (-32600) for a malformed percent-escape. */
   match(method: string, pathname: string): { handler: Handler; params: Params } | { status: 404 | 405 } {
     let pathMatched = false;
     for (const route of this.routes) {
@@ -168,7 +203,11 @@ export class Router {
       if (route.method !== method) continue;
       const params: Params = {};
       route.names.forEach((name, i) => {
-        params[name] = decodeURIComponent(m[i + 1] ?? "");
+        try {
+          params[name] = decodeURIComponent(m[i + 1] ?? "");
+        } catch {
+          throw new AcpError("InvalidRequest", `malformed percent-encoding in the path (${name})`);
+        }
       });
       return { handler: route.handler, params };
     }

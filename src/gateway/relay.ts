@@ -11,7 +11,7 @@ import {
   verifyMessageSignature,
 } from "../protocol/index.js";
 import type { HandshakeGate } from "./handshake-gate.js";
-import { brokerToAcp } from "./http.js";
+import { brokerToAcp, refuseDeepNesting } from "./http.js";
 import type { Metrics } from "./metrics.js";
 import type { RateLimiter } from "./rate-limit.js";
 import { negotiateVersion, type Registry, type ResolvedAgent } from "./registry.js";
@@ -74,9 +74,9 @@ export class Relay {
       );
     }
     this.limiter.take(sender.record.agentId);
-    const message = validateMessage(typeof input === "string" ? parseMessageText(input) : input, {
-      envelope: true,
-    });
+    const parsed = typeof input === "string" ? parseMessageText(input) : input;
+    refuseDeepNesting(parsed, "message");
+    const message = validateMessage(parsed, { envelope: true });
     const headers = headersOf(message) as EnvelopeHeaders;
     const from = headers["agent-id"];
     if (from !== sender.record.agentId) {

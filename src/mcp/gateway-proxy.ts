@@ -76,9 +76,10 @@ export async function proxyToGateway(local: Transport, options: GatewayProxyOpti
       if (options.identity) outgoing = withSigningCapability(message);
     }
     remote.send(outgoing).catch((err: Error) => {
-      log(`the gateway did not take ${"method" in message ? message.method : "a response"}: ${err.message}`);
+      const why = describeRefusal(err);
+      log(`the gateway did not take ${"method" in message ? message.method : "a response"}: ${why}`);
       if ("method" in message && "id" in message)
-        void answerLocally(message.id, `the gateway refused it: ${err.message}`);
+        void answerLocally(message.id, `the gateway refused it: ${why}`);
     });
   };
 
@@ -149,4 +150,18 @@ function withSigningCapability(message: JSONRPCMessage): JSONRPCMessage {
       capabilities: { ...capabilities, experimental: { ...experimental, [ACP_SIGNING_CAPABILITY]: {} } },
     },
   } as JSONRPCMessage;
+}
+
+/** "HTTP 401: unknown or revoked API key" from the SDK's "Streamable HTTP error: Error POSTing to endpoint: {json}". */
+function describeRefusal(err: Error): string {
+  const status = (err as { code?: unknown }).code;
+  const body = /Error POSTing to endpoint: (.*)$/s.exec(err.message)?.[1];
+  let detail = err.message;
+  try {
+    const parsed = JSON.parse(body ?? "") as { error?: { message?: unknown } };
+    if (typeof parsed.error?.message === "string") detail = parsed.error.message;
+  } catch {
+    // not the gateway's JSON-RPC error body: keep the SDK's message
+  }
+  return typeof status === "number" ? `HTTP ${status}: ${detail}` : detail;
 }

@@ -200,9 +200,6 @@ export function deliverySuite(makeGateway: GatewayFactory): void {
     await new GatewayClient({ gateway: t.gw.url, apiKey: t.alpha.apiKey }).submit(
       signMessage(announce, t.alpha.signer),
     );
-    const stormCut = () =>
-      [...alice.errors, ...bob.errors].some((e) => /announced \d+ times/.test(e.message));
-    await eventually(stormCut, "the announce storm was cut");
     await eventually(
       () =>
         alice.handshakeState("bob-assistant") === "established" &&
@@ -210,5 +207,7 @@ export function deliverySuite(makeGateway: GatewayFactory): void {
       "both established again",
     );
     await expect(alice.request("bob-assistant", {})).resolves.toEqual({ still: "talking" });
+    // Reply announces are never answered with another announce, so the SDK's storm guard never fired.
+    expect([...alice.errors, ...bob.errors].filter((e) => /announced \d+ times/.test(e.message))).toEqual([]);
   });
 }

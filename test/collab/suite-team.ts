@@ -169,7 +169,9 @@ export function teamSuite(makeGateway: GatewayFactory): void {
     const copies = await Promise.all(
       ["alice", "carol", "dave"].map(async (to) => (await core.sign("agent.vote.result", to, lie)).message),
     );
-    const falseResult = await rejection(core.call("POST", "/votes/vote-forged/announce", { envelopes: copies }));
+    const falseResult = await rejection(
+      core.call("POST", "/votes/vote-forged/announce", { envelopes: copies }),
+    );
     expect(falseResult.code).toBe(ErrorCode.InvalidParams);
     expect(falseResult.message).toBe("the announced result is not the tally of the signed ballots");
 

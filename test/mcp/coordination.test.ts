@@ -112,7 +112,12 @@ describe("coordination://{session} resources", () => {
       const events = await readJson(client, `coordination://${id}/events`);
       expect(events.total).toBe(1);
       expect(events.events).toEqual([
-        expect.objectContaining({ type: "finding", agent: "security-analyzer", severity: "high" }),
+        expect.objectContaining({
+          type: "finding",
+          from: "security-analyzer",
+          message: "hard-coded key",
+          severity: "high",
+        }),
       ]);
 
       expect(await readJson(client, `coordination://${id}/reports`)).toEqual({ reports: [] });

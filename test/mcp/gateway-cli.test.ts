@@ -11,7 +11,7 @@ import { CLI_PATH, runAcp } from "../helpers/cli.js";
 import type { TestAgent } from "../helpers/gateway.js";
 import { type McpGatewayBed, until, useMcpGateway } from "./gateway-helpers.js";
 
-const TASK = { completed: [], remaining: ["proofread chapter 1"], context: { pages: 12 } };
+const TASK = { completed: ["wrote chapter 1"], remaining: ["proofread chapter 1"], context: { pages: 12 } };
 
 /** `acp mcp serve --gateway …` as a real child process over real stdio; its stderr is collected. */
 function proxyTransport(bed: McpGatewayBed, agent: TestAgent, extra: string[] = []) {
@@ -151,7 +151,7 @@ describe("acp mcp serve --gateway over real stdio", () => {
     const { transport } = proxyTransport(bed, { apiKey: "acp_wrong" } as TestAgent);
     const client = new Client({ name: "desktop", version: "1.0.0" });
     await expect(client.connect(transport)).rejects.toThrow(
-      /the gateway refused it: .*401.*unknown or revoked API key/,
+      "the gateway refused it: HTTP 401: unknown or revoked API key",
     );
     await client.close();
   });

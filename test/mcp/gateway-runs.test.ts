@@ -3,6 +3,7 @@ import { z } from "zod";
 import type { AcpAgent } from "../../src/client/index.js";
 import { serveMcpAgent } from "../../src/client/mcp-agent.js";
 import { combineDeltas, type JsonValue } from "../../src/mcp/index.js";
+import { api } from "../helpers/gateway.js";
 import { type McpGatewayBed, type McpTransportKind, until, useMcpGateway } from "./gateway-helpers.js";
 import { AbortProbe, rejectionOf } from "./helpers.js";
 
@@ -59,6 +60,60 @@ describe("agents/run through the gateway's MCP endpoint", () => {
       inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
       outputSchema: { type: "object", required: ["summary", "words"] },
     });
+  });
+
+  it("publishes and withdraws descriptors with the agent's key, refusing bad names and bodies", async () => {
+    const { test, agent } = await bed.member("writer");
+    const caller = await bed.register("caller");
+    const client = await bed.client("streamable", caller.apiKey);
+    const served = await serveMcpAgent(
+      agent,
+      "echo",
+      { input: z.object({ text: z.string() }), output: z.object({ text: z.string() }) },
+      ({ text }) => ({ text }),
+      { apiKey: test.apiKey },
+    );
+    expect((await client.listAgents()).map((a) => a.name)).toContain("writer/echo");
+    await expect(
+      serveMcpAgent(agent, "echo", { input: z.object({}), output: z.object({}) }, () => ({}), {
+        apiKey: test.apiKey,
+      }),
+    ).rejects.toThrow('MCP agent "echo" is already served by this agent');
+    await expect(
+      serveMcpAgent(agent, "bad..name", { input: z.object({}), output: z.object({}) }, () => ({}), {
+        apiKey: test.apiKey,
+      }),
+    ).rejects.toThrow(/MCP agent name "bad..name" must be letters/);
+    await expect(
+      serveMcpAgent(agent, "other", { input: z.object({}), output: z.object({}) }, () => ({}), {
+        apiKey: "acp_wrong",
+      }),
+    ).rejects.toThrow(/answered 401: unknown or revoked API key/);
+
+    const descriptor = { inputSchema: { type: "object" }, outputSchema: { type: "object" } };
+    const anonymous = await api(bed.gw.url, "/api/v1/mcp/agents/x", { method: "PUT", body: descriptor });
+    expect(anonymous.status).toBe(401);
+    const noSchema = await api(bed.gw.url, "/api/v1/mcp/agents/x", {
+      method: "PUT",
+      apiKey: test.apiKey,
+      body: { inputSchema: { type: "object" } },
+    });
+    expect(noSchema.status).toBe(400);
+    expect(noSchema.json.error).toMatchObject({
+      message:
+        "invalid MCP agent descriptor: outputSchema: Invalid input: expected record, received undefined",
+      data: { problems: [{ path: "/outputSchema" }] },
+    });
+    const badName = await api(bed.gw.url, "/api/v1/mcp/agents/.hidden", {
+      method: "PUT",
+      apiKey: test.apiKey,
+      body: descriptor,
+    });
+    expect(badName.status).toBe(400);
+    expect(badName.json.error).toMatchObject({ data: { problems: [{ path: "/name" }] } });
+
+    await served.withdraw();
+    expect((await client.listAgents()).map((a) => a.name)).not.toContain("writer/echo");
   });
 
   it.each(["streamable", "sse"] as const)(

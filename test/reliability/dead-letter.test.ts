@@ -11,10 +11,10 @@ import { createRequire } from "node:module";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { buildNotification } from "../../src/protocol/index.js";
-import { api, type TestGateway, startTestGateway } from "../helpers/gateway.js";
+import { handshake, submit } from "../gateway/suite.js";
+import { api, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { handshake, submit } from "../gateway/suite.js";
 import { deliveryFigures, recordFigures } from "./support/figures.js";
 import { sleep } from "./support/processes.js";
 
@@ -58,7 +58,10 @@ interface RecipientEvent {
 }
 
 /** Runs the recipient until it crashes or `idleMs` pass; returns what it reported. */
-function runRecipient(env: Record<string, string>, idleMs: number): Promise<{ crashed: boolean; events: RecipientEvent[] }> {
+function runRecipient(
+  env: Record<string, string>,
+  idleMs: number,
+): Promise<{ crashed: boolean; events: RecipientEvent[] }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ["--input-type=module", "-e", RECIPIENT], {
       env: { ...process.env, ...env, WS_MODULE },
@@ -149,7 +152,9 @@ function crashingRecipientSuite(
       expect(poisonAttempts).toEqual([1, 2, 3]);
     } else {
       expect(poisonAttempts.length).toBeGreaterThanOrEqual(1);
-      expect(poisonAttempts.every((a, i) => a <= MAX_DELIVER && (i === 0 || a > (poisonAttempts[i - 1] ?? 0)))).toBe(true);
+      expect(
+        poisonAttempts.every((a, i) => a <= MAX_DELIVER && (i === 0 || a > (poisonAttempts[i - 1] ?? 0))),
+      ).toBe(true);
     }
     expect(crashes).toBe(poisonAttempts.length);
     expect(status).toMatchObject({

@@ -53,7 +53,8 @@ describeWithNats("3-node NATS cluster, replicas 3", () => {
     const running = stream.run();
     await stream.acknowledgedAtLeast(MESSAGES * 0.3);
     const leader = await cluster.streamLeader("ACP_INBOX");
-    const victim = cluster.nodes.find((node) => node.name === leader) ?? (cluster.nodes[0] as NatsCluster["nodes"][0]);
+    const victim =
+      cluster.nodes.find((node) => node.name === leader) ?? (cluster.nodes[0] as NatsCluster["nodes"][0]);
     const acknowledgedAtKill = stream.acknowledged.size;
     const faultAt = Date.now();
     await victim.kill();

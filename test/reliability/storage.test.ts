@@ -83,7 +83,11 @@ describe("storage that cannot be written (embedded broker)", () => {
           return res.status;
         }),
       );
-      const figures = deliveryFigures(before.sent + full.sent + after.sent, acknowledged, recipient.deliveries);
+      const figures = deliveryFigures(
+        before.sent + full.sent + after.sent,
+        acknowledged,
+        recipient.deliveries,
+      );
       recordFigures("storage-disk-full", {
         ...figures,
         acknowledgedBefore: before.acknowledged.size,

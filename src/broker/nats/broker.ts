@@ -1,4 +1,10 @@
-import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import {
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+  jetstream,
+  jetstreamManager,
+} from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
 import { BrokerError } from "../errors.js";
@@ -37,7 +43,7 @@ import {
 } from "../validation.js";
 import { ChangeFeed } from "./change-feed.js";
 import { connectNats } from "./connection.js";
-import { NatsInbox, type NatsInboxHost } from "./inbox.js";
+import { NatsInbox, type NatsInboxHost, replySubject } from "./inbox.js";
 import { NatsBucket } from "./kv.js";
 import {
   bucketOptions,
@@ -327,9 +333,22 @@ export class NatsBroker implements Broker, NatsInboxHost {
     if (this.inboxes.get(inbox.agentId) === inbox) this.inboxes.delete(inbox.agentId);
   }
 
-  async dropStalePulls(agentId: string): Promise<void> {
-    // The server re-checks its waiting pull requests (and drops those nobody listens to) when asked for the consumer's info.
-    await this.jsm.consumers.info(INBOX_STREAM, consumerName(agentId));
+  async redeliverNow(agentId: string, msgs: JsMsg[]): Promise<void> {
+    try {
+      // nats-server (2.9) would still hand a redelivery to the closed inbox's last pull request,
+      // whose subscriber is gone, and the message would then wait out its ack wait. Reading the
+      // consumer's info makes the server drop such requests first.
+      await this.jsm.consumers.info(INBOX_STREAM, consumerName(agentId));
+    } catch {
+      // Not reachable: the naks below fail too, and JetStream redelivers after the ack wait.
+    }
+    // Each nak waits for the server's confirmation: the consumer applies acks asynchronously, and
+    // the next inbox's first pull must find these queued for redelivery, ahead of newer messages.
+    await Promise.all(
+      msgs.map((msg) =>
+        this.nc.request(replySubject(msg) ?? "", "-NAK", { timeout: 5_000 }).catch(() => undefined),
+      ),
+    );
   }
 
   /**

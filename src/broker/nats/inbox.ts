@@ -9,8 +9,8 @@ import type { Decision, StatusDoc, StatusStore, Versioned } from "./status-store
 export interface NatsInboxHost {
   readonly policy: BrokerPolicy;
   readonly statuses: StatusStore;
-  /** Makes the server forget this agent's pull requests whose subscriber is gone (see `giveBack`). */
-  dropStalePulls(agentId: string): Promise<void>;
+  /** Has JetStream redeliver these at once (in this order), before anything newer (see `giveBack`). */
+  redeliverNow(agentId: string, msgs: JsMsg[]): Promise<void>;
   released(inbox: NatsInbox): void;
   warn(message: string): void;
 }
@@ -44,7 +44,7 @@ type Outcome = "deliver" | "ack" | "term" | "dead" | "again";
 const CATCH_UP_MARGIN_MS = 1_000;
 
 /** The ack reply subject of a delivery. JsMsg does not type it, but every pulled message has one. */
-function replySubject(msg: JsMsg): string | undefined {
+export function replySubject(msg: JsMsg): string | undefined {
   const reply = (msg as unknown as { reply?: unknown }).reply;
   return typeof reply === "string" && reply.length > 0 ? reply : undefined;
 }
@@ -125,8 +125,12 @@ export class NatsInbox implements Inbox {
 
   private async shutdown(): Promise<void> {
     this.queue.close();
-    // Stop pulling first, so nothing given back can come to this inbox again; the loop then
-    // drains what was already pulled into `unprepared`.
+    // Stop pulling first, so nothing given back can come to this inbox again. Draining the pull's
+    // subscription (the consume API supports it) still takes what the server sent before it saw
+    // the unsubscribe, such as a message an ack just made room for; the loop collects those into
+    // `unprepared`. A plain close would drop them, to come back only after their ack wait.
+    const pulls = (this.messages as unknown as { sub?: { drain(): Promise<void> } }).sub;
+    await pulls?.drain().catch(() => undefined);
     await this.messages.close();
     await this.running;
     await this.handOut;
@@ -290,12 +294,7 @@ export class NatsInbox implements Inbox {
     }
     await Promise.all(rest.map((entry) => this.uncount(entry, false)));
     const back = [...handedOut.map((entry) => entry.msg), ...this.unprepared].sort((a, b) => a.seq - b.seq);
-    if (back.length === 0) return;
-    // nats-server (2.9) would still hand a redelivery to this inbox's last pull request, whose
-    // subscriber is gone, and the message would then wait out its ack wait. Reading the consumer's
-    // info makes the server drop such requests first.
-    await this.host.dropStalePulls(this.agentId).catch(() => undefined);
-    for (const msg of back) msg.nak();
+    if (back.length > 0) await this.host.redeliverNow(this.agentId, back);
   }
 
   /**

@@ -54,7 +54,10 @@ export function deliveryFigures(
 export function recordFigures(name: string, figures: Figures): string {
   mkdirSync(FIGURES_DIR, { recursive: true });
   const file = join(FIGURES_DIR, `${name}.json`);
-  writeFileSync(file, `${JSON.stringify({ test: name, at: new Date().toISOString(), ...figures }, null, 2)}\n`);
+  writeFileSync(
+    file,
+    `${JSON.stringify({ test: name, at: new Date().toISOString(), ...figures }, null, 2)}\n`,
+  );
   const line = Object.entries(figures)
     .map(([key, value]) => `${key}=${value}`)
     .join(" ");

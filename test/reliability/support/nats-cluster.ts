@@ -89,7 +89,7 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
   if (!natsServerPath) throw new Error("nats-server is not installed");
   const binary = natsServerPath;
   const root = mkdtempSync(join(tmpdir(), "acp-nats-cluster-"));
-  const ports = [];
+  const ports: Array<{ client: number; monitor: number; cluster: number }> = [];
   for (let i = 0; i < size; i++) {
     ports.push({ client: await freePort(), monitor: await freePort(), cluster: await freePort() });
   }

@@ -94,7 +94,10 @@ export async function spawnGateway(
   child.once("exit", () => running.delete(child));
   let output = "";
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the gateway did not start in 30 s:\n${output}`)), 30_000);
+    const timer = setTimeout(
+      () => reject(new Error(`the gateway did not start in 30 s:\n${output}`)),
+      30_000,
+    );
     const onData = (chunk: Buffer) => {
       // Bounded: a chatty child must not grow the test's memory without limit.
       output = (output + chunk.toString()).slice(-64 * 1024);

@@ -99,7 +99,9 @@ export async function gatewayView(
   let unsettled = 0;
   for (let page = 0; page < 1_000; page++) {
     const query = `to_agent_id=${recipient.sender.agentId}&type=notification&limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`;
-    const res = await fetch(`${url}/api/v1/messages?${query}`, { headers: { "x-api-key": recipient.apiKey } });
+    const res = await fetch(`${url}/api/v1/messages?${query}`, {
+      headers: { "x-api-key": recipient.apiKey },
+    });
     if (res.status !== 200) throw new Error(`listing messages: ${res.status} ${await res.text()}`);
     const body = (await res.json()) as {
       items: Array<{ status: string; retryCount: number; method: string }>;

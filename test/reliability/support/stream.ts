@@ -5,6 +5,7 @@
  * or came as 503/429 is resubmitted with the *same signed bytes*: the gateway deduplicates by
  * message-id, so this can never cause a second delivery — the tests check that too.
  */
+import { randomUUID } from "node:crypto";
 import { buildNotification, signMessage } from "../../../src/protocol/index.js";
 import type { TestAgent } from "../../helpers/gateway.js";
 import { sleep } from "./processes.js";
@@ -57,7 +58,8 @@ export class MessageStream {
   /** Resolves once `n` messages were acknowledged (or every message was sent, or `timeoutMs`). */
   async acknowledgedAtLeast(n: number, timeoutMs = 120_000): Promise<void> {
     const until = Date.now() + timeoutMs;
-    while (this.acknowledged.size < n && this.next < this.options.count && Date.now() < until) await sleep(20);
+    while (this.acknowledged.size < n && this.next < this.options.count && Date.now() < until)
+      await sleep(20);
   }
 
   /** Milliseconds from `since` to the first 202 after it (-1 if none): how long a fault stalled the stream. */
@@ -83,9 +85,9 @@ export class MessageStream {
     while (this.next < count && Date.now() < deadline) {
       const n = this.next++;
       this.sent++;
-      const message = signMessage(buildNotification(from.sender, to, { n }), from.signer);
-      const id = message.params.headers["message-id"];
-      await this.submitOne(urls[n % urls.length] as string, id, JSON.stringify(message), deadline);
+      const messageId = randomUUID();
+      const message = signMessage(buildNotification(from.sender, to, { n }, { messageId }), from.signer);
+      await this.submitOne(urls[n % urls.length] as string, messageId, JSON.stringify(message), deadline);
     }
   }
 
