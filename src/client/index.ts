@@ -25,3 +25,4 @@ export type {
   RequestHandler,
   RequestOptions,
 } from "./types.js";
+export { CollabClient } from "./collab.js";

@@ -213,9 +213,10 @@ class Session {
     this.lastSeen = Date.now();
     const size = Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : (data as Buffer).byteLength;
     let frame: ClientFrame;
+    let raw: unknown;
     try {
       if (isBinary) throw new AcpError("InvalidRequest", "frames must be JSON text");
-      const raw: unknown = JSON.parse(data.toString());
+      raw = JSON.parse(data.toString());
       if (isPlainAck(raw)) {
         // The most frequent frame: its shape is checked by hand, without the schema's overhead.
         void this.handle(raw, size);
@@ -231,7 +232,14 @@ class Session {
     } catch (err) {
       const error =
         err instanceof SyntaxError ? new AcpError("ParseError", "the frame is not valid JSON") : err;
-      this.send({ type: "error", error: toErrorObject(error) });
+      // A malformed `submit` still gets its answer by ref, so the sender is not left waiting.
+      const ref = (raw as { ref?: unknown } | null | undefined)?.ref;
+      const echo = (typeof ref === "string" && ref.length <= 256) || Number.isFinite(ref);
+      this.send({
+        type: "error",
+        ...(echo ? { ref: ref as string | number } : {}),
+        error: toErrorObject(error),
+      });
       return;
     }
     void this.handle(frame, size);

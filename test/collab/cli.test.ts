@@ -85,7 +85,8 @@ describe("acp agreement verify (offline)", () => {
   });
 });
 
-describe("acp negotiate, handoff, team, vote, knowledge against a gateway", () => {
+// Each test spawns the real binary several times; on a busy 2-core machine that takes a while.
+describe("acp negotiate, handoff, team, vote, knowledge against a gateway", { timeout: 90_000 }, () => {
   const tmp = useTmpDir("acp-collab-cli-");
   let gw: TestGateway;
   let dir: string;

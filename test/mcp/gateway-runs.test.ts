@@ -1,3 +1,4 @@
+import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { AcpAgent } from "../../src/client/index.js";
@@ -231,6 +232,32 @@ describe("agents/run through the gateway's MCP endpoint", () => {
       );
     },
   );
+
+  it("closing the session mid-run aborts the run at the target and frees it", async () => {
+    const probe = new AbortProbe();
+    await writer(bed, probe);
+    const caller = await bed.register("caller");
+    const client = await bed.client("streamable", caller.apiKey);
+    const stop = new AbortController();
+    let streaming: () => void = () => {};
+    const firstDelta = new Promise<void>((resolve) => {
+      streaming = resolve;
+    });
+    const run = client
+      .runAgent("writer/ticker", {}, { signal: stop.signal, onDelta: () => streaming() })
+      .catch((err: unknown) => err);
+    await firstDelta;
+    expect(bed.mcp.stats()).toMatchObject({ sessions: 1, runs: 1 });
+    await (client.mcp.transport as StreamableHTTPClientTransport).terminateSession();
+    expect(await probe.fired).toMatchObject({ message: "the requester cancelled the run" });
+    await until(
+      () => bed.mcp.stats(),
+      (s) => s.sessions === 0 && s.runs === 0,
+      "the session and its run are freed",
+    );
+    stop.abort(new Error("test over"));
+    await run;
+  });
 
   it("carries the run as a request signed by the gateway's bridge agent, naming the MCP caller", async () => {
     const { test, agent } = await bed.member("auditor");

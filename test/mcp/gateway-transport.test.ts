@@ -54,7 +54,12 @@ describe("the gateway's MCP endpoint: transports, authentication, sessions", () 
   );
 
   it("refuses requests without a valid agent key with 401 and a JSON-RPC error; the admin token gets 403", async () => {
-    for (const headers of [{}, { "x-api-key": "acp_wrong" }, { authorization: "Bearer acp_wrong" }]) {
+    const refused: Record<string, string>[] = [
+      {},
+      { "x-api-key": "acp_wrong" },
+      { authorization: "Bearer acp_wrong" },
+    ];
+    for (const headers of refused) {
       const res = await post(`${bed.gw.url}/mcp`, INITIALIZE, headers);
       expect(res.status).toBe(401);
       expect(res.headers.get("www-authenticate")).toBe('Bearer realm="acp"');
@@ -72,11 +77,12 @@ describe("the gateway's MCP endpoint: transports, authentication, sessions", () 
 
   it("accepts the key as X-API-Key, Api-Key or Authorization: Bearer", async () => {
     const alice = await bed.register("alice");
-    for (const headers of [
+    const accepted: Record<string, string>[] = [
       { "x-api-key": alice.apiKey },
       { "api-key": alice.apiKey },
       { authorization: `Bearer ${alice.apiKey}` },
-    ]) {
+    ];
+    for (const headers of accepted) {
       const res = await post(`${bed.gw.url}/mcp`, INITIALIZE, headers);
       expect(res.status).toBe(200);
       expect(res.headers.get("mcp-session-id")).toMatch(/^[0-9a-f-]{36}$/);

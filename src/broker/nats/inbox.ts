@@ -42,6 +42,22 @@ type Outcome = "deliver" | "ack" | "term" | "dead" | "again";
 
 /** JetStream's ack wait must exceed the policy's by this much before the inbox redelivers by itself. */
 const CATCH_UP_MARGIN_MS = 1_000;
+/** How long a closing inbox waits for the server to confirm it stopped pulling. */
+const DRAIN_TIMEOUT_MS = 2_000;
+
+/** Waits for `promise` to settle, at most `ms`; its outcome does not matter. */
+function settledWithin(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise.then(
+      () => undefined,
+      () => undefined,
+    ),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
 
 /** The ack reply subject of a delivery. JsMsg does not type it, but every pulled message has one. */
 export function replySubject(msg: JsMsg): string | undefined {
@@ -130,7 +146,7 @@ export class NatsInbox implements Inbox {
     // the unsubscribe, such as a message an ack just made room for; the loop collects those into
     // `unprepared`. A plain close would drop them, to come back only after their ack wait.
     const pulls = (this.messages as unknown as { sub?: { drain(): Promise<void> } }).sub;
-    await pulls?.drain().catch(() => undefined);
+    if (pulls) await settledWithin(pulls.drain(), DRAIN_TIMEOUT_MS); // NATS unreachable: do not wait for it
     await this.messages.close();
     await this.running;
     await this.handOut;

@@ -23,7 +23,7 @@ export const DOCUMENTED_STATUS = new Map<number, number>([
 export interface JsonRpcError {
   code: number;
   message: string;
-  data?: { reason?: string };
+  data?: unknown;
 }
 
 /**
@@ -85,7 +85,8 @@ export function badError(error: JsonRpcError, status?: number): string | undefin
     return `undocumented or internal code ${error.code}: ${error.message}`;
   if (typeof error.message !== "string" || error.message.length === 0)
     return `code ${error.code} without a message`;
-  if (error.data?.reason !== name) return `code ${error.code} carries reason ${String(error.data?.reason)}`;
+  const reason = (error.data as { reason?: unknown } | undefined)?.reason;
+  if (reason !== name) return `code ${error.code} carries reason ${String(reason)}`;
   const expected = DOCUMENTED_STATUS.get(error.code);
   if (status !== undefined && expected !== status) {
     return `code ${error.code} (${name}) came with HTTP ${status}, documented ${expected ?? "none"}`;
