@@ -1,6 +1,7 @@
 import { describe } from "vitest";
 import { startTestGateway } from "../helpers/gateway.js";
-import { gatewayLimitsSuite, gatewaySuite } from "./suite.js";
+import { gatewaySuite } from "./suite.js";
+import { gatewayLimitsSuite } from "./suite-limits.js";
 
 describe("gateway on the embedded broker", () => {
   gatewaySuite((options) => startTestGateway(options));

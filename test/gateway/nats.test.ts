@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import { buildNotification, signMessage } from "../../src/protocol/index.js";
 import { api, FrameClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { describeWithNats, startNatsServer, useNatsServer } from "../helpers/nats.js";
-import { gatewayLimitsSuite, gatewaySuite, handshake, receive } from "./suite.js";
+import { gatewaySuite, handshake, receive } from "./suite.js";
+import { gatewayLimitsSuite } from "./suite-limits.js";
 
 /** A gateway on its own fresh nats-server; closing it stops both. */
 async function gatewayOnNats(options: Record<string, unknown> = {}): Promise<TestGateway> {

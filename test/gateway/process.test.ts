@@ -112,7 +112,14 @@ describe("the gateway process", () => {
     await exited(gateway.child);
     const log = gateway.output();
     expect(log).toContain('"msg":"agent registered"');
-    for (const secret of [alpha.apiKey, beta.apiKey, ADMIN_TOKEN, secretBody, "wrong-key-marker", alpha.identity.signing.d]) {
+    for (const secret of [
+      alpha.apiKey,
+      beta.apiKey,
+      ADMIN_TOKEN,
+      secretBody,
+      "wrong-key-marker",
+      alpha.identity.signing.d,
+    ]) {
       expect(log).not.toContain(secret);
     }
   });

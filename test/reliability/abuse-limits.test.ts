@@ -142,7 +142,14 @@ describe("abuse of the gateway's limits", () => {
     const ws = new WebSocket(gateway.wsUrl, { headers: { "x-api-key": alpha.apiKey } });
     await new Promise((resolve) => ws.once("message", resolve));
     const frame = await new Promise<{ ref?: unknown; error?: { code: number } }>((resolve) => {
-      ws.once("message", (data) => resolve(JSON.parse(data.toString())));
+      ws.on("message", (data) => {
+        const answer = JSON.parse(data.toString()) as {
+          type: string;
+          ref?: unknown;
+          error?: { code: number };
+        };
+        if (answer.type === "error" || answer.type === "submitted") resolve(answer);
+      });
       ws.send(nested(10_000).replace(/^/, '{"type":"submit","ref":"deep","envelope":').concat("}"));
     });
     ws.close();

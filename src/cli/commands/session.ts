@@ -1,7 +1,6 @@
 import { Argument, type Command, InvalidArgumentError, Option } from "commander";
 import {
   AGENT_STATUSES,
-  aggregateReports,
   type CountKey,
   countEvents,
   EVENT_TYPES,
@@ -9,46 +8,20 @@ import {
   type EventType,
   formatAgent,
   formatAgentTable,
-  formatAggregate,
-  formatArtifacts,
   formatEvent,
-  formatFinding,
-  formatReport,
   formatWaited,
   type LogProblem,
   loadPlan,
   parseJsonText,
-  reportFindings,
   runPlanWithProgress,
-  SEVERITIES,
   Session,
   type SessionEventInput,
-  type Severity,
   timeline,
   timelineLine,
 } from "../../coordination/index.js";
-import { CliError, printJson, printLine, readInput } from "../io.js";
-
-interface Common {
-  root?: string;
-  session?: string;
-  json?: boolean;
-}
-
-/** --root, --session and --json on every command, so they can be given after the command name. */
-function leaf(
-  parent: Command,
-  name: string,
-  description: string,
-  sessionHelp = "session id (default: $ACP_SESSION_ID, else $CLAUDE_SESSION_ID)",
-): Command {
-  return parent
-    .command(name)
-    .description(description)
-    .option("--root <dir>", "context root (default: $ACP_CONTEXT_DIR, else .acp/context)")
-    .option("--session <id>", sessionHelp)
-    .option("--json", "machine-readable output");
-}
+import { CliError, printJson, printLine } from "../io.js";
+import { registerArtifact, registerReport } from "./session-files.js";
+import { type Common, leaf, open, severityOption, suffixOption } from "./session-shared.js";
 
 /** Options of `session log` that belong to one event type only. */
 const TYPE_ONLY_OPTIONS = {
@@ -57,12 +30,6 @@ const TYPE_ONLY_OPTIONS = {
   description: "data",
   error: "error",
 } as const;
-
-const open = (o: Common) => Session.fromEnvironment({ root: o.root, session: o.session });
-const severityOption = () =>
-  new Option("--severity <level>", "only findings of this severity").choices(SEVERITIES);
-const suffixOption = () =>
-  new Option("--suffix <text>", "only agents whose name ends with this (e.g. analyzer)");
 
 export function registerSession(program: Command): void {
   const session = program
@@ -315,81 +282,6 @@ export function registerSession(program: Command): void {
       positiveInteger,
     )
     .action(async (file: string, o: Common & { maxParallel?: number }) => runCommand(file, o));
-}
-
-function registerReport(session: Command): void {
-  const report = session.command("report").description("agents' standard reports (reports/AGENT.json)");
-  leaf(report, "write", "validate and write an agent's report (JSON from FILE or stdin)")
-    .argument("<agent>")
-    .argument("[file]", "report JSON (default: stdin)")
-    .action(async (agent: string, file: string | undefined, o: Common) => {
-      const s = await open(o);
-      const { text, name } = await readInput(file);
-      const written = await s.writeReport(agent, parseJsonText(text, name), { file: name, text });
-      if (o.json) printJson(written);
-      else printLine(`wrote reports/${agent}.json (${written.findings.length} findings)`);
-    });
-  leaf(report, "show", "one agent's report")
-    .argument("<agent>")
-    .action(async (agent: string, o: Common) => {
-      const r = await (await open(o)).readReport(agent);
-      if (o.json) printJson(r);
-      else printLine(formatReport(r));
-    });
-  leaf(report, "summaries", "every report's summary")
-    .addOption(suffixOption())
-    .action(async (o: Common & { suffix?: string }) => {
-      const reports = await (await open(o)).readReports(o);
-      if (o.json) printJson(reports.map(({ agent, report: r }) => ({ agent, summary: r.summary })));
-      else for (const { agent, report: r } of reports) printLine(`${agent}: ${r.summary}`);
-    });
-  leaf(report, "findings", "findings across all reports")
-    .addOption(severityOption())
-    .addOption(suffixOption())
-    .action(async (o: Common & { severity?: Severity; suffix?: string }) => {
-      const findings = reportFindings(await (await open(o)).readReports(o), o.severity);
-      if (o.json) printJson(findings);
-      else printLine(findings.length === 0 ? "no findings" : findings.map(formatFinding).join("\n"));
-    });
-  leaf(report, "aggregate", "totals across reports: findings by severity, automation suggestions, artifacts")
-    .addOption(suffixOption())
-    .action(async (o: Common & { suffix?: string }) => {
-      const aggregate = aggregateReports(await (await open(o)).readReports(o));
-      if (o.json) printJson(aggregate);
-      else printLine(formatAggregate(aggregate));
-    });
-}
-
-function registerArtifact(session: Command): void {
-  const artifact = session.command("artifact").description("shared data artifacts (data/NAME.json)");
-  leaf(
-    artifact,
-    "put",
-    "write an artifact (JSON from FILE or stdin); with --from, announce it as a data event",
-  )
-    .argument("<name>", "NAME, NAME.json or data/NAME.json")
-    .argument("[file]", "artifact JSON (default: stdin)")
-    .option("--from <agent>", "the agent creating it (logs a `data` event)")
-    .option("--description <text>", "what it holds (for the data event)")
-    .action(
-      async (ref: string, file: string | undefined, o: Common & { from?: string; description?: string }) => {
-        const s = await open(o);
-        const { text, name } = await readInput(file);
-        const written = await s.putArtifact(ref, parseJsonText(text, name), o);
-        if (o.json) printJson({ artifact: written });
-        else printLine(written);
-      },
-    );
-  leaf(artifact, "get", "print an artifact")
-    .argument("<name>")
-    .action(async (ref: string, o: Common) => printJson(await (await open(o)).getArtifact(ref)));
-  leaf(artifact, "list", "artifacts with size and the agents that announced them").action(
-    async (o: Common) => {
-      const artifacts = await (await open(o)).listArtifacts();
-      if (o.json) printJson(artifacts);
-      else printLine(formatArtifacts(artifacts));
-    },
-  );
 }
 
 async function runCommand(file: string, o: Common & { maxParallel?: number }): Promise<void> {

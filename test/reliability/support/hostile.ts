@@ -97,8 +97,11 @@ export function badError(error: JsonRpcError, status?: number): string | undefin
 /** Every JSON path (as key arrays) inside a value. */
 export function pathsOf(value: unknown, prefix: (string | number)[] = []): (string | number)[][] {
   const paths: (string | number)[][] = [prefix];
-  if (Array.isArray(value)) value.forEach((item, i) => paths.push(...pathsOf(item, [...prefix, i])));
-  else if (typeof value === "object" && value !== null) {
+  if (Array.isArray(value)) {
+    value.forEach((item, i) => {
+      paths.push(...pathsOf(item, [...prefix, i]));
+    });
+  } else if (typeof value === "object" && value !== null) {
     for (const [key, item] of Object.entries(value)) paths.push(...pathsOf(item, [...prefix, key]));
   }
   return paths;

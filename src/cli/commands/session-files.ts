@@ -1,0 +1,90 @@
+import type { Command } from "commander";
+import {
+  aggregateReports,
+  formatAggregate,
+  formatArtifacts,
+  formatFinding,
+  formatReport,
+  parseJsonText,
+  reportFindings,
+  type Severity,
+} from "../../coordination/index.js";
+import { printJson, printLine, readInput } from "../io.js";
+import { type Common, leaf, open, severityOption, suffixOption } from "./session-shared.js";
+
+/** `acp session report …`: the agents' standard reports. */
+export function registerReport(session: Command): void {
+  const report = session.command("report").description("agents' standard reports (reports/AGENT.json)");
+  leaf(report, "write", "validate and write an agent's report (JSON from FILE or stdin)")
+    .argument("<agent>")
+    .argument("[file]", "report JSON (default: stdin)")
+    .action(async (agent: string, file: string | undefined, o: Common) => {
+      const s = await open(o);
+      const { text, name } = await readInput(file);
+      const written = await s.writeReport(agent, parseJsonText(text, name), { file: name, text });
+      if (o.json) printJson(written);
+      else printLine(`wrote reports/${agent}.json (${written.findings.length} findings)`);
+    });
+  leaf(report, "show", "one agent's report")
+    .argument("<agent>")
+    .action(async (agent: string, o: Common) => {
+      const r = await (await open(o)).readReport(agent);
+      if (o.json) printJson(r);
+      else printLine(formatReport(r));
+    });
+  leaf(report, "summaries", "every report's summary")
+    .addOption(suffixOption())
+    .action(async (o: Common & { suffix?: string }) => {
+      const reports = await (await open(o)).readReports(o);
+      if (o.json) printJson(reports.map(({ agent, report: r }) => ({ agent, summary: r.summary })));
+      else for (const { agent, report: r } of reports) printLine(`${agent}: ${r.summary}`);
+    });
+  leaf(report, "findings", "findings across all reports")
+    .addOption(severityOption())
+    .addOption(suffixOption())
+    .action(async (o: Common & { severity?: Severity; suffix?: string }) => {
+      const findings = reportFindings(await (await open(o)).readReports(o), o.severity);
+      if (o.json) printJson(findings);
+      else printLine(findings.length === 0 ? "no findings" : findings.map(formatFinding).join("\n"));
+    });
+  leaf(report, "aggregate", "totals across reports: findings by severity, automation suggestions, artifacts")
+    .addOption(suffixOption())
+    .action(async (o: Common & { suffix?: string }) => {
+      const aggregate = aggregateReports(await (await open(o)).readReports(o));
+      if (o.json) printJson(aggregate);
+      else printLine(formatAggregate(aggregate));
+    });
+}
+
+/** `acp session artifact …`: shared data artifacts. */
+export function registerArtifact(session: Command): void {
+  const artifact = session.command("artifact").description("shared data artifacts (data/NAME.json)");
+  leaf(
+    artifact,
+    "put",
+    "write an artifact (JSON from FILE or stdin); with --from, announce it as a data event",
+  )
+    .argument("<name>", "NAME, NAME.json or data/NAME.json")
+    .argument("[file]", "artifact JSON (default: stdin)")
+    .option("--from <agent>", "the agent creating it (logs a `data` event)")
+    .option("--description <text>", "what it holds (for the data event)")
+    .action(
+      async (ref: string, file: string | undefined, o: Common & { from?: string; description?: string }) => {
+        const s = await open(o);
+        const { text, name } = await readInput(file);
+        const written = await s.putArtifact(ref, parseJsonText(text, name), o);
+        if (o.json) printJson({ artifact: written });
+        else printLine(written);
+      },
+    );
+  leaf(artifact, "get", "print an artifact")
+    .argument("<name>")
+    .action(async (ref: string, o: Common) => printJson(await (await open(o)).getArtifact(ref)));
+  leaf(artifact, "list", "artifacts with size and the agents that announced them").action(
+    async (o: Common) => {
+      const artifacts = await (await open(o)).listArtifacts();
+      if (o.json) printJson(artifacts);
+      else printLine(formatArtifacts(artifacts));
+    },
+  );
+}

@@ -1,0 +1,29 @@
+import { type Command, Option } from "commander";
+import { SEVERITIES, Session } from "../../coordination/index.js";
+
+export interface Common {
+  root?: string;
+  session?: string;
+  json?: boolean;
+}
+
+/** --root, --session and --json on every command, so they can be given after the command name. */
+export function leaf(
+  parent: Command,
+  name: string,
+  description: string,
+  sessionHelp = "session id (default: $ACP_SESSION_ID, else $CLAUDE_SESSION_ID)",
+): Command {
+  return parent
+    .command(name)
+    .description(description)
+    .option("--root <dir>", "context root (default: $ACP_CONTEXT_DIR, else .acp/context)")
+    .option("--session <id>", sessionHelp)
+    .option("--json", "machine-readable output");
+}
+
+export const open = (o: Common) => Session.fromEnvironment({ root: o.root, session: o.session });
+export const severityOption = () =>
+  new Option("--severity <level>", "only findings of this severity").choices(SEVERITIES);
+export const suffixOption = () =>
+  new Option("--suffix <text>", "only agents whose name ends with this (e.g. analyzer)");
