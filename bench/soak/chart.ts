@@ -45,7 +45,9 @@ function panel(
   const top = TOP + index * (PANEL + GAP);
   const plotWidth = WIDTH - LEFT - RIGHT;
   const maxX = Math.max(...minutes, 1e-9);
-  const maxY = niceMax(Math.max(...series.flatMap((s) => s.values.filter(Number.isFinite)), bound?.value ?? 0));
+  const maxY = niceMax(
+    Math.max(...series.flatMap((s) => s.values.filter(Number.isFinite)), bound?.value ?? 0),
+  );
   const x = (m: number) => LEFT + (m / maxX) * plotWidth;
   const y = (v: number) => top + PANEL - (v / maxY) * PANEL;
   const parts = [

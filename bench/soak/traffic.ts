@@ -95,7 +95,12 @@ export interface SenderStats {
 
 /** Submits `rate` messages per second round-robin over the pairs until `stop()`; open loop. */
 export class SteadySender {
-  readonly stats: SenderStats = { submitted: 0, acknowledged: new Map(), refused: new Map(), behindSchedule: 0 };
+  readonly stats: SenderStats = {
+    submitted: 0,
+    acknowledged: new Map(),
+    refused: new Map(),
+    behindSchedule: 0,
+  };
   private inFlight = 0;
   private timer: NodeJS.Timeout | undefined;
   private readonly pending = new Set<Promise<void>>();
@@ -129,7 +134,12 @@ export class SteadySender {
     const pair = this.pairs[n % this.pairs.length] as { from: BenchAgent; to: SoakRecipient };
     const id = randomUUID();
     const envelope = signMessage(
-      buildNotification(pair.from.sender, pair.to.agent.sender.agentId, { sentAt: Date.now(), n }, { messageId: id }),
+      buildNotification(
+        pair.from.sender,
+        pair.to.agent.sender.agentId,
+        { sentAt: Date.now(), n },
+        { messageId: id },
+      ),
       pair.from.signer,
     );
     this.inFlight++;

@@ -1,6 +1,7 @@
 /** acp-kit/client: the agent SDK (AcpAgent) and a typed client for the gateway's REST API. */
 export { AcpAgent } from "./agent.js";
 export type { AuditSettings } from "./audit.js";
+export { CollabClient } from "./collab.js";
 export type { ReconnectOptions } from "./connection.js";
 export { errorFromObject, GatewayUnreachableError } from "./errors.js";
 export {
@@ -12,6 +13,12 @@ export {
   type MessageStatusView,
   normaliseGatewayUrl,
 } from "./http.js";
+export {
+  type McpAgentDefinition,
+  type ServedMcpAgent,
+  type ServeMcpAgentOptions,
+  serveMcpAgent,
+} from "./mcp-agent.js";
 export type {
   AcpAgentOptions,
   AgentEvents,
@@ -25,4 +32,3 @@ export type {
   RequestHandler,
   RequestOptions,
 } from "./types.js";
-export { CollabClient } from "./collab.js";

@@ -114,6 +114,33 @@ describeWithNats("NATS broker operations", () => {
     await atB.expectNone(500);
   });
 
+  it("keeps the ack-wait schedule after a close although JetStream counted the given-back delivery", async () => {
+    const server = await startNats();
+    // JetStream would wait 10 s for a second delivery; the policy's first ack wait is 1 s.
+    const broker = await openBroker({
+      nats: { servers: server.url },
+      delivery: { ackWaitMs: 1_000, backoffFactor: 10 },
+      onWarning: (warning) => warnings.push(warning),
+    });
+    opened.push(broker);
+    const head = message("alice", "bob");
+    const behind = message("alice", "bob");
+    await broker.submit(head);
+    await broker.submit(behind);
+    const first = await broker.openInbox("bob");
+    const firstReader = reader(first);
+    await firstReader.next();
+    await firstReader.next();
+    await first.close();
+    const again = reader(await broker.openInbox("bob"));
+    expect(await again.next()).toMatchObject({ id: head.id, attempt: 2 });
+    expect(await again.next()).toMatchObject({ id: behind.id, attempt: 1 });
+    await broker.ack("bob", head.id);
+    // Its JetStream delivery count is 2 (10 s wait), its attempt 1 (1 s): redelivered well before 10 s.
+    expect(await again.next(6_000)).toMatchObject({ id: behind.id, attempt: 2 });
+    expect(await broker.status(behind.id)).toMatchObject({ status: "delivered", retryCount: 1 });
+  });
+
   it("exposes the server's max_payload less header room, refusing larger envelopes by their UTF-8 size", async () => {
     const server = await startNats();
     const broker = await open({ servers: server.url });

@@ -6,7 +6,7 @@ import {
   jetstreamManager,
 } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { headers, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { BrokerError } from "../errors.js";
 import {
   type BrokerPolicy,
@@ -49,24 +49,14 @@ import {
   bucketOptions,
   consumerName,
   ensureStreams,
-  Header,
   INBOX_STREAM,
   inboxConsumerConfig,
-  inboxSubject,
-  indexSubject,
   STATUS_BUCKET,
 } from "./layout.js";
-import { type IndexEntry, listMessages } from "./listing.js";
+import { listMessages } from "./listing.js";
 import { StreamPublisher } from "./publisher.js";
 import { type StatusDoc, StatusStore } from "./status-store.js";
-
-/**
- * Bytes of `max_payload` kept for the envelope's headers: the longest id, sender and method the
- * broker accepts, the times and the header names take under 600 bytes.
- */
-const HEADER_ROOM = 1024;
-/** nats-server's default `max_payload`, for the moment before the server's INFO arrived. */
-const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+import { checkEnvelopeSize, maxEnvelopeBytes, storeMessage } from "./submission.js";
 
 /**
  * The broker on NATS JetStream. Every gateway process connected to the same NATS shares the
@@ -131,88 +121,20 @@ export class NatsBroker implements Broker, NatsInboxHost {
     this.changes = new ChangeFeed(nc, policy, warn);
   }
 
-  /** The server's `max_payload` (from its INFO, current server) minus room for the headers. */
+  /** The server's `max_payload` (from the connected server's INFO) minus room for the headers. */
   get maxEnvelopeBytes(): number {
-    return (this.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD) - HEADER_ROOM;
+    return maxEnvelopeBytes(this.nc.info?.max_payload);
   }
 
   submit(input: SubmitInput): Promise<SubmitResult> {
     return this.guard(async () => {
       checkSubmit(input);
-      this.checkEnvelopeSize(input.envelope);
+      checkEnvelopeSize(input.envelope, this.nc.info?.max_payload);
       // The inbox's status write for this id waits for the record written here (see StatusStore.lock).
-      return this.statuses.lock(input.id, () => this.store(input));
-    });
-  }
-
-  /** Publishes envelope and index entry, then creates the status record; sorts out duplicates. */
-  private async store(input: SubmitInput): Promise<SubmitResult> {
-    const queuedAt = Date.now();
-    const h = headers();
-    h.set(Header.From, input.from);
-    h.set(Header.Kind, input.kind);
-    h.set(Header.Method, input.method);
-    h.set(Header.SubmittedAt, input.submittedAt);
-    h.set(Header.QueuedAt, String(queuedAt));
-    h.set("Nats-Msg-Id", input.id);
-    const indexHeaders = headers();
-    indexHeaders.set("Nats-Msg-Id", input.id);
-    const entry: IndexEntry = {
-      id: input.id,
-      from: input.from,
-      to: input.to,
-      kind: input.kind,
-      method: input.method,
-      submittedAt: input.submittedAt,
-      queuedAt,
-    };
-    // Both publishes start before any await, so submit order per pair is stream order.
-    const [ack, indexAck] = await Promise.all([
-      this.publisher.publish(inboxSubject(input.to), input.envelope, h),
-      this.publisher.publish(indexSubject(input.from, input.to), JSON.stringify(entry), indexHeaders),
-    ]);
-    const doc: StatusDoc = {
-      ...entry,
-      status: "queued",
-      attempts: 0,
-      seq: ack.seq,
-      indexSeq: indexAck.seq,
-    };
-    // The record is written after the message is durable: a record never points at nothing.
-    const created = !ack.duplicate && (await this.statuses.create(doc));
-    if (created) return { id: input.id, status: "queued", duplicate: false };
-    // Either a duplicate (within the dedup window, or later: the record exists), or the recipient's
-    // inbox created the record first from the message headers.
-    const existing = await this.statuses.read(input.id);
-    if (!existing) {
-      // Duplicate within the window of a submit that stopped before writing its record.
-      await this.statuses.create(doc);
-      return { id: input.id, status: "queued", duplicate: true };
-    }
-    const current = existing.value;
-    if (current.from !== input.from) {
-      throw new BrokerError("conflict", `message id ${input.id} is already used by another sender`, {
-        field: "id",
-      });
-    }
-    const duplicate = ack.duplicate || current.seq !== ack.seq;
-    // A new message is reported as stored (queued), even if its inbox already picked it up.
-    const status = duplicate ? currentStatus(current, this.policy, Date.now()) : "queued";
-    return { id: input.id, status, duplicate };
-  }
-
-  private checkEnvelopeSize(envelope: string): void {
-    const limit = this.maxEnvelopeBytes;
-    // At most 3 bytes per UTF-16 unit: short envelopes skip the byte count.
-    if (envelope.length * 3 <= limit) return;
-    const size = Buffer.byteLength(envelope);
-    if (size > limit) {
-      throw new BrokerError(
-        "invalid_argument",
-        `submit: envelope is ${size} bytes; this NATS server takes at most ${limit} (its max_payload less ${HEADER_ROOM} for headers)`,
-        { field: "envelope" },
+      return this.statuses.lock(input.id, () =>
+        storeMessage(this.publisher, this.statuses, this.policy, input),
       );
-    }
+    });
   }
 
   openInbox(agentId: string, options: InboxOptions = {}): Promise<Inbox> {

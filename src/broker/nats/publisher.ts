@@ -15,20 +15,10 @@ export interface PubAck {
   duplicate: boolean;
 }
 
-interface Caller {
+interface Waiting {
   resolve: (ack: PubAck) => void;
   reject: (error: unknown) => void;
-}
-
-interface Waiting extends Caller {
   deadline: number;
-}
-
-interface Outgoing extends Caller {
-  token: number;
-  subject: string;
-  data: string;
-  headers: MsgHdrs | undefined;
 }
 
 /** As long as the JetStream client waits for a publish acknowledgement by default. */
@@ -39,9 +29,7 @@ const TIMEOUT_MS = 5_000;
  * stream's acknowledgement, like `js.publish`, for the broker's hot path. The client's request path
  * constructs an Error (with its stack) for every request it completes and arms a timer per request;
  * at five stored writes per message that was a large part of the broker's CPU. Here one
- * subscription takes every reply and one interval checks deadlines. Publishes made during one turn
- * of the event loop go out together on the next `setImmediate`, so the client writes them to the
- * socket at once (one system call) instead of once per promise continuation that made one.
+ * subscription takes every reply and one interval checks deadlines.
  */
 export class StreamPublisher {
   private readonly prefix: string;
@@ -50,8 +38,6 @@ export class StreamPublisher {
   private readonly decoder = new TextDecoder();
   private lastToken = 0;
   private timer: NodeJS.Timeout | null = null;
-  private outbox: Outgoing[] = [];
-  private sending: NodeJS.Immediate | null = null;
 
   constructor(private readonly nc: NatsConnection) {
     this.prefix = createInbox();
@@ -67,38 +53,19 @@ export class StreamPublisher {
     this.lastToken += 1;
     const token = this.lastToken;
     return new Promise<PubAck>((resolve, reject) => {
-      this.outbox.push({ token, subject, data, headers, resolve, reject });
-      this.sending ??= setImmediate(() => this.send());
-    });
-  }
-
-  /** Publishes everything queued, in order. */
-  private send(): void {
-    this.sending = null;
-    const outbox = this.outbox;
-    this.outbox = [];
-    const deadline = Date.now() + TIMEOUT_MS;
-    for (const item of outbox) {
-      const options = {
-        reply: `${this.prefix}.${item.token}`,
-        ...(item.headers ? { headers: item.headers } : {}),
-      };
       try {
-        this.nc.publish(item.subject, item.data, options);
+        this.nc.publish(subject, data, { reply: `${this.prefix}.${token}`, ...(headers ? { headers } : {}) });
       } catch (error) {
-        item.reject(error);
-        continue;
+        reject(error);
+        return;
       }
-      this.waiting.set(item.token, { resolve: item.resolve, reject: item.reject, deadline });
-    }
-    this.timer ??= setInterval(() => this.expire(), 250).unref();
+      this.waiting.set(token, { resolve, reject, deadline: Date.now() + TIMEOUT_MS });
+      this.timer ??= setInterval(() => this.expire(), 250).unref();
+    });
   }
 
   /** Fails what is still waiting; the connection is closed or draining. */
   stop(): void {
-    if (this.sending) clearImmediate(this.sending);
-    this.sending = null;
-    for (const item of this.outbox.splice(0)) item.reject(new BrokerError("closed", "the broker is closed"));
     this.subscription.unsubscribe();
     if (this.timer) clearInterval(this.timer);
     this.timer = null;

@@ -1,0 +1,95 @@
+import { headers } from "@nats-io/transport-node";
+import { BrokerError } from "../errors.js";
+import type { BrokerPolicy } from "../policy.js";
+import { currentStatus } from "../records.js";
+import type { SubmitInput, SubmitResult } from "../types.js";
+import { Header, inboxSubject, indexSubject } from "./layout.js";
+import type { IndexEntry } from "./listing.js";
+import type { StreamPublisher } from "./publisher.js";
+import type { StatusDoc, StatusStore } from "./status-store.js";
+
+/**
+ * Bytes of `max_payload` kept for the envelope's headers: the longest id, sender and method the
+ * broker accepts, the times and the header names take under 600 bytes.
+ */
+export const HEADER_ROOM = 1024;
+/** nats-server's default `max_payload`, for the moment before the server's INFO arrived. */
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+/** The largest envelope a server with this `max_payload` takes, headers included. */
+export function maxEnvelopeBytes(maxPayload: number | undefined): number {
+  return (maxPayload ?? DEFAULT_MAX_PAYLOAD) - HEADER_ROOM;
+}
+
+/** Refuses an envelope the server would refuse, before anything is published. */
+export function checkEnvelopeSize(envelope: string, maxPayload: number | undefined): void {
+  const limit = maxEnvelopeBytes(maxPayload);
+  // At most 3 bytes per UTF-16 unit: short envelopes skip the byte count.
+  if (envelope.length * 3 <= limit) return;
+  const size = Buffer.byteLength(envelope);
+  if (size > limit) {
+    throw new BrokerError(
+      "invalid_argument",
+      `submit: envelope is ${size} bytes; this NATS server takes at most ${limit} (its max_payload less ${HEADER_ROOM} for headers)`,
+      { field: "envelope" },
+    );
+  }
+}
+
+/**
+ * Publishes the envelope and its index entry, then creates the status record; sorts out
+ * duplicates. Run it under the status store's lock for the id (see NatsBroker.submit).
+ */
+export async function storeMessage(
+  publisher: StreamPublisher,
+  statuses: StatusStore,
+  policy: BrokerPolicy,
+  input: SubmitInput,
+): Promise<SubmitResult> {
+  const queuedAt = Date.now();
+  const h = headers();
+  h.set("Nats-Msg-Id", input.id);
+  h.set(Header.From, input.from);
+  h.set(Header.Kind, input.kind);
+  h.set(Header.Method, input.method);
+  h.set(Header.SubmittedAt, input.submittedAt);
+  h.set(Header.QueuedAt, String(queuedAt));
+  const indexHeaders = headers();
+  indexHeaders.set("Nats-Msg-Id", input.id);
+  const entry: IndexEntry = {
+    id: input.id,
+    from: input.from,
+    to: input.to,
+    kind: input.kind,
+    method: input.method,
+    submittedAt: input.submittedAt,
+    queuedAt,
+  };
+  // Both publishes start before any await, so submit order per pair is stream order.
+  const [ack, indexAck] = await Promise.all([
+    publisher.publish(inboxSubject(input.to), input.envelope, h),
+    publisher.publish(indexSubject(input.from, input.to), JSON.stringify(entry), indexHeaders),
+  ]);
+  const doc: StatusDoc = { ...entry, status: "queued", attempts: 0, seq: ack.seq, indexSeq: indexAck.seq };
+  // The record is written after the message is durable: a record never points at nothing.
+  const created = !ack.duplicate && (await statuses.create(doc));
+  if (created) return { id: input.id, status: "queued", duplicate: false };
+  // Either a duplicate (within the dedup window, or later: the record exists), or the recipient's
+  // inbox created the record first from the message headers.
+  const existing = await statuses.read(input.id);
+  if (!existing) {
+    // Duplicate within the window of a submit that stopped before writing its record.
+    await statuses.create(doc);
+    return { id: input.id, status: "queued", duplicate: true };
+  }
+  const current = existing.value;
+  if (current.from !== input.from) {
+    throw new BrokerError("conflict", `message id ${input.id} is already used by another sender`, {
+      field: "id",
+    });
+  }
+  const duplicate = ack.duplicate || current.seq !== ack.seq;
+  // A new message is reported as stored (queued), even if its inbox already picked it up.
+  const status = duplicate ? currentStatus(current, policy, Date.now()) : "queued";
+  return { id: input.id, status, duplicate };
+}
