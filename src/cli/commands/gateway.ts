@@ -1,7 +1,5 @@
 import type { Command } from "commander";
 import type { NatsConnectionOptions } from "../../broker/index.js";
-import { parseWebhookTarget } from "../../dashboard/webhooks.js";
-import { startGateway } from "../../gateway/index.js";
 import { CliError, printLine } from "../io.js";
 
 export interface GatewayCliOptions {
@@ -84,6 +82,12 @@ export function registerGateway(program: Command): void {
         throw new CliError("--tls-cert and --tls-key go together");
       const nats = natsOptionsFrom(options);
       const rate = positiveInt(options.rateLimit, "--rate-limit") ?? 2000;
+      // Loaded on use: the gateway pulls in both brokers, MCP and the dashboard, which no other
+      // command needs at start-up.
+      const [{ parseWebhookTarget }, { startGateway }] = await Promise.all([
+        import("../../dashboard/webhooks.js"),
+        import("../../gateway/index.js"),
+      ]);
       const webhooks = options.summaryWebhook.map((spec) => {
         try {
           return parseWebhookTarget(spec);
