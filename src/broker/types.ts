@@ -80,8 +80,9 @@ export interface Delivery {
   submittedAt: string;
   queuedAt: string;
   /**
-   * 1 for the first delivery, 2 after the first ack wait ran out, … up to `maxDeliver`. A hand-out
-   * given back by closing the inbox is not counted: its redelivery carries the same number.
+   * 1 for the first delivery, 2 after the first ack wait ran out, … up to `maxDeliver`. Of the
+   * hand-outs given back by closing the inbox only the oldest one the agent had counts; the others
+   * come back with the same number (docs/brokers.md, "Resume").
    */
   attempt: number;
 }
@@ -94,7 +95,7 @@ export interface InboxOptions {
 /**
  * An agent's open inbox: deliveries in submit order (redeliveries come when their ack wait ends).
  * Iterate it once. Closing it (or leaving the loop) gives unacknowledged hand-outs back: the next
- * open delivers them at once, in order, as the same attempt.
+ * open delivers them at once, in order.
  */
 export interface Inbox extends AsyncIterable<Delivery> {
   readonly agentId: string;

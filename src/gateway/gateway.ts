@@ -151,7 +151,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   const transport = options.nats ? "nats" : "embedded";
   const gatewayId = randomUUID();
   const admin = await resolveAdminToken(broker, options.adminToken ?? process.env.ACP_ADMIN_TOKEN);
-  const maxEnvelopeBytes = options.limits?.maxEnvelopeBytes ?? 1024 * 1024;
+  // Never promise more than the broker can store (NATS: the server's max_payload less header room).
+  const maxEnvelopeBytes = Math.min(options.limits?.maxEnvelopeBytes ?? 1024 * 1024, broker.maxEnvelopeBytes);
   const heartbeatMs = options.heartbeatMs ?? 15_000;
 
   const metrics = new Metrics();

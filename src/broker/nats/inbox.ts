@@ -272,7 +272,7 @@ export class NatsInbox implements Inbox {
    */
   private catchUp(id: string, msg: JsMsg, waitMs: number): NodeJS.Timeout | null {
     const serverWaitMs = ackWaitFor(this.host.policy, msg.info.deliveryCount);
-    if (serverWaitMs - waitMs < CATCH_UP_MARGIN_MS || serverWaitMs > 0) return null;
+    if (serverWaitMs - waitMs < CATCH_UP_MARGIN_MS) return null;
     const timer = setTimeout(() => {
       const entry = this.inFlight.get(id);
       if (entry?.msg !== msg || this.closing) return;
