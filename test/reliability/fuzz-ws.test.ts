@@ -9,7 +9,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import type { ServerFrame } from "../../src/gateway/index.js";
-import { signMessage } from "../../src/protocol/index.js";
+import { ErrorCode, signMessage } from "../../src/protocol/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import {
   badError,
@@ -175,6 +175,31 @@ describe("fuzzing the WebSocket frames", () => {
     },
     FUZZ_TIMEOUT_MS,
   );
+
+  it("answers a malformed submit frame by its ref, so the sender is not left waiting", async () => {
+    const socket = await CheckedSocket.open(target.gateway.wsUrl, target.alpha.apiKey);
+    const errors: Array<{ ref?: unknown; code: number }> = [];
+    socket.ws.on("message", (data) => {
+      const frame = JSON.parse(data.toString()) as ServerFrame;
+      if (frame.type === "error") errors.push({ ref: frame.ref, code: frame.error.code });
+    });
+    for (const frame of [
+      { type: "submit", ref: "not-an-object", envelope: "text" },
+      { type: "submit", ref: 7, envelope: [1, 2] },
+      { type: "submit", ref: "extra-field", envelope: {}, extra: true },
+    ]) {
+      await socket.send({ text: JSON.stringify(frame) });
+    }
+    await socket.send({ text: '{"type":"submit","ref":"no-envelope"}' });
+    for (let i = 0; i < 50 && errors.length < 4; i++) await sleep(50);
+    socket.ws.close();
+    expect(errors).toEqual([
+      { ref: "not-an-object", code: ErrorCode.InvalidRequest },
+      { ref: 7, code: ErrorCode.InvalidRequest },
+      { ref: "extra-field", code: ErrorCode.InvalidRequest },
+      { ref: "no-envelope", code: ErrorCode.InvalidRequest },
+    ]);
+  });
 
   it(
     "closes an unauthenticated socket with 4401 whatever its first frame",

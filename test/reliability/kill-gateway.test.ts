@@ -62,7 +62,7 @@ describe("kill -9 of the gateway mid-stream (embedded broker)", () => {
       redeliveredByGateway: view.redelivered,
       unsettledAtEnd: view.unsettled,
       sdkReconnects: recipient.reconnects,
-      stalledMs: stream.stalledAfter(faultAt),
+      longestPauseMs: stream.longestPauseAfter(faultAt),
       acknowledgedPerSecond: stream.ratePerSecond,
       answers: stream.describeAnswers(),
     });

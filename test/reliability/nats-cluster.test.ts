@@ -75,7 +75,7 @@ describeWithNats("3-node NATS cluster, replicas 3", () => {
       resubmittedAnsweredDuplicate: stream.duplicatesReported,
       redeliveredByGateway: view.redelivered,
       unsettledAtEnd: view.unsettled,
-      stalledMs: stream.stalledAfter(faultAt),
+      longestPauseMs: stream.longestPauseAfter(faultAt),
       acknowledgedPerSecond: stream.ratePerSecond,
       answers: stream.describeAnswers(),
     });

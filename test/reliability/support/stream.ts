@@ -62,10 +62,19 @@ export class MessageStream {
       await sleep(20);
   }
 
-  /** Milliseconds from `since` to the first 202 after it (-1 if none): how long a fault stalled the stream. */
-  stalledAfter(since: number): number {
-    const next = this.acknowledgedAt.find((at) => at > since);
-    return next === undefined ? -1 : next - since;
+  /**
+   * The longest wait between two consecutive 202s from `since` on (the first counted from `since`):
+   * how long a fault stopped the stream, as the sender saw it.
+   */
+  longestPauseAfter(since: number): number {
+    let longest = 0;
+    let previous = since;
+    for (const at of this.acknowledgedAt) {
+      if (at < since) continue;
+      longest = Math.max(longest, at - previous);
+      previous = at;
+    }
+    return longest;
   }
 
   /** Acknowledged messages per second from the start to the last 202, faults included. */
