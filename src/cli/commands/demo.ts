@@ -91,7 +91,9 @@ async function demo(flags: DemoFlags): Promise<void> {
   }
   printLine("");
   printLine(`Dashboard: ${gateway.url}/  (sign in with the admin token ${adminToken})`);
-  printLine(`The gateway and both agents stay up at ${gateway.url}, talking every few seconds (Ctrl-C to stop).`);
+  printLine(
+    `The gateway and both agents stay up at ${gateway.url}, talking every few seconds (Ctrl-C to stop).`,
+  );
   printLine("To add your own agent:");
   printLine(`  acp keygen --agent-id my-agent --principal-id me --out my-agent.key`);
   printLine(`  ACP_ADMIN_TOKEN=${adminToken} acp agent register --gateway ${gateway.url} --key my-agent.key`);
