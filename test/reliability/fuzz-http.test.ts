@@ -20,6 +20,7 @@ import {
   mutationOf,
   nastyString,
 } from "./support/hostile.js";
+import { memoryOf } from "./support/processes.js";
 import { FUZZ_TIMEOUT_MS, fuzz, SurfaceTally, startTarget, type Target } from "./support/target.js";
 
 interface HttpCase {
@@ -68,7 +69,11 @@ describe("fuzzing the HTTP surfaces", () => {
 
   async function expectAlive(tally: SurfaceTally, extra: Record<string, number> = {}): Promise<void> {
     const health = await fetch(`${target.gateway.url}/healthz`);
-    tally.report({ ...extra, gatewayAlive: target.gateway.child.exitCode === null && health.status === 200 });
+    tally.report({
+      ...extra,
+      gatewayAlive: target.gateway.child.exitCode === null && health.status === 200,
+      ...memoryOf(target.gateway.pid),
+    });
     expect(tally.failures).toEqual([]);
     expect(target.gateway.child.exitCode).toBeNull();
     expect(health.status).toBe(200);

@@ -20,7 +20,7 @@ import {
   mutationOf,
   nastyString,
 } from "./support/hostile.js";
-import { sleep } from "./support/processes.js";
+import { memoryOf, sleep } from "./support/processes.js";
 import { FUZZ_TIMEOUT_MS, fuzz, SurfaceTally, startTarget, type Target } from "./support/target.js";
 
 type Outgoing = { text: string; ref?: string } | { binary: Uint8Array };
@@ -160,6 +160,7 @@ describe("fuzzing the WebSocket frames", () => {
         answeredTwice: twice,
         undocumentedErrors: socket.problems.length,
         gatewayAlive: target.gateway.child.exitCode === null,
+        ...memoryOf(target.gateway.pid),
       });
 
       expect(tally.failures).toEqual([]);

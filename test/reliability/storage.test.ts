@@ -34,89 +34,82 @@ describe("storage that cannot be written (embedded broker)", () => {
     for (const gateway of gateways.splice(0)) await gateway.kill();
   });
 
-  it.runIf(hasCommand("prlimit"))(
-    "disk full: refuses with 503 -32018, acknowledges nothing it did not store, recovers",
-    async () => {
-      const data = tmp();
-      const cli = ["--data", data, "--rate-limit", "1000000"];
-      const gateway = await spawnGateway({ cli });
-      gateways.push(gateway);
-      const pair = await pairAgents(gateway.url, { sender: "agent-sender", recipient: "agent-recipient" });
-      recipient = pair.recipient;
-      const phase = (resubmit: boolean) =>
-        new MessageStream({
-          urls: [gateway.url],
-          from: pair.sender,
-          to: "agent-recipient",
-          count: PER_PHASE,
-          concurrency: 16,
-          deadlineMs: 60_000,
-          resubmit,
-        });
-
-      const before = phase(true);
-      await before.run();
-      expect(await recipient.waitFor(before.acknowledged, 30_000)).toBe(0);
-
-      setLimit(gateway.pid, "fsize", "1");
-      const full = phase(false);
-      await full.run();
-      const registration = await api(gateway.url, "/api/v1/agents", {
-        body: { agentId: "agent-late", principalId: "p", signing: pair.sender.identity.signing },
-        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+  // Linux only, like the rest of this directory (/proc, prlimit from util-linux).
+  it("disk full: refuses with 503 -32018, acknowledges nothing it did not store, recovers", async () => {
+    const data = tmp();
+    const cli = ["--data", data, "--rate-limit", "1000000"];
+    const gateway = await spawnGateway({ cli });
+    gateways.push(gateway);
+    const pair = await pairAgents(gateway.url, { sender: "agent-sender", recipient: "agent-recipient" });
+    recipient = pair.recipient;
+    const phase = (resubmit: boolean) =>
+      new MessageStream({
+        urls: [gateway.url],
+        from: pair.sender,
+        to: "agent-recipient",
+        count: PER_PHASE,
+        concurrency: 16,
+        deadlineMs: 60_000,
+        resubmit,
       });
 
-      setLimit(gateway.pid, "fsize", "unlimited");
-      const after = phase(true);
-      await after.run();
+    const before = phase(true);
+    await before.run();
+    expect(await recipient.waitFor(before.acknowledged, 30_000)).toBe(0);
 
-      // Nothing refused was stored: restart from the same files and read everything back.
-      await gateway.kill();
-      const restarted = await spawnGateway({ cli, port: gateway.port });
-      gateways.push(restarted);
-      const acknowledged = new Set([...before.acknowledged, ...after.acknowledged, ...full.acknowledged]);
-      const missing = await recipient.waitFor(acknowledged, 60_000);
-      const refusedDelivered = [...full.refused].filter((id) => recipient?.deliveries.has(id)).length;
-      const refusedStored = await Promise.all(
-        [...full.refused].slice(0, 20).map(async (id) => {
-          const res = await api(restarted.url, `/api/v1/messages/${id}`, { apiKey: pair.sender.apiKey });
-          return res.status;
-        }),
-      );
-      const figures = deliveryFigures(
-        before.sent + full.sent + after.sent,
-        acknowledged,
-        recipient.deliveries,
-      );
-      recordFigures("storage-disk-full", {
-        ...figures,
-        acknowledgedBefore: before.acknowledged.size,
-        refusedWhileFull: full.refused.size,
-        acknowledgedWhileFull: full.acknowledged.size,
-        fullAnswers: full.describeAnswers(),
-        fullErrorCodes: [...full.errorCodes.entries()].map(([c, n]) => `${c}:${n}`).join(","),
-        acknowledgedAfterRecovery: after.acknowledged.size,
-        refusedDelivered,
-        registrationWhileFull: registration.status,
-      });
+    setLimit(gateway.pid, "fsize", "1");
+    const full = phase(false);
+    await full.run();
+    const registration = await api(gateway.url, "/api/v1/agents", {
+      body: { agentId: "agent-late", principalId: "p", signing: pair.sender.identity.signing },
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
 
-      expect(before.acknowledged.size).toBe(PER_PHASE);
-      expect(full.acknowledged.size).toBe(0);
-      expect(full.answers).toEqual(new Map([["503", PER_PHASE]]));
-      expect(full.errorCodes).toEqual(new Map([[ErrorCode.StorageUnavailable, PER_PHASE]]));
-      expect([registration.status, (registration.json.error as { code: number }).code]).toEqual([
-        503,
-        ErrorCode.StorageUnavailable,
-      ]);
-      expect(after.acknowledged.size).toBe(PER_PHASE);
-      expect(missing).toBe(0);
-      expect(figures.lost).toBe(0);
-      expect(figures.duplicated).toBe(0);
-      expect(refusedDelivered).toBe(0);
-      expect(refusedStored.every((status) => status === 404)).toBe(true);
-    },
-    180_000,
-  );
+    setLimit(gateway.pid, "fsize", "unlimited");
+    const after = phase(true);
+    await after.run();
+
+    // Nothing refused was stored: restart from the same files and read everything back.
+    await gateway.kill();
+    const restarted = await spawnGateway({ cli, port: gateway.port });
+    gateways.push(restarted);
+    const acknowledged = new Set([...before.acknowledged, ...after.acknowledged, ...full.acknowledged]);
+    const missing = await recipient.waitFor(acknowledged, 60_000);
+    const refusedDelivered = [...full.refused].filter((id) => recipient?.deliveries.has(id)).length;
+    const refusedStored = await Promise.all(
+      [...full.refused].slice(0, 20).map(async (id) => {
+        const res = await api(restarted.url, `/api/v1/messages/${id}`, { apiKey: pair.sender.apiKey });
+        return res.status;
+      }),
+    );
+    const figures = deliveryFigures(before.sent + full.sent + after.sent, acknowledged, recipient.deliveries);
+    recordFigures("storage-disk-full", {
+      ...figures,
+      acknowledgedBefore: before.acknowledged.size,
+      refusedWhileFull: full.refused.size,
+      acknowledgedWhileFull: full.acknowledged.size,
+      fullAnswers: full.describeAnswers(),
+      fullErrorCodes: [...full.errorCodes.entries()].map(([c, n]) => `${c}:${n}`).join(","),
+      acknowledgedAfterRecovery: after.acknowledged.size,
+      refusedDelivered,
+      registrationWhileFull: registration.status,
+    });
+
+    expect(before.acknowledged.size).toBe(PER_PHASE);
+    expect(full.acknowledged.size).toBe(0);
+    expect(full.answers).toEqual(new Map([["503", PER_PHASE]]));
+    expect(full.errorCodes).toEqual(new Map([[ErrorCode.StorageUnavailable, PER_PHASE]]));
+    expect([registration.status, (registration.json.error as { code: number }).code]).toEqual([
+      503,
+      ErrorCode.StorageUnavailable,
+    ]);
+    expect(after.acknowledged.size).toBe(PER_PHASE);
+    expect(missing).toBe(0);
+    expect(figures.lost).toBe(0);
+    expect(figures.duplicated).toBe(0);
+    expect(refusedDelivered).toBe(0);
+    expect(refusedStored.every((status) => status === 404)).toBe(true);
+  }, 180_000);
 
   it.runIf(!isRoot || hasCommand("setpriv"))(
     "read-only data directory: refuses to start and names the directory",

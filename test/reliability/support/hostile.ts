@@ -52,9 +52,8 @@ export function badHttpAnswer(status: number, text: string, ok: number[]): strin
  * and an internal error (-32603) anywhere in the answer.
  */
 export function badMcpAnswer(status: number, text: string, ok: number[]): string | undefined {
-  // A handler that threw shows as -32603 inside an otherwise fine (SSE) answer. Known deviation,
-  // not counted here (see mcpParamsAsInternalError): the MCP SDK answers params failing its own
-  // request schema with -32603 and the zod issue list, where JSON-RPC says -32602.
+  // A handler that threw shows as -32603 inside an otherwise fine (SSE) answer. The MCP SDK's own
+  // -32603 answers to bad params are a known deviation, counted apart (mcpParamsAsInternalError).
   if (/"code":\s*-32603/.test(text) && !mcpParamsAsInternalError(text)) {
     return `internal error inside a ${status}: ${text.slice(0, 300)}`;
   }
@@ -73,9 +72,16 @@ export function badMcpAnswer(status: number, text: string, ok: number[]): string
   }
 }
 
-/** The MCP SDK's answer to params that fail its request schema: -32603 with the zod issues as message. */
+/**
+ * The MCP SDK's own answers to bad params, which use -32603 where JSON-RPC says -32602: params that
+ * fail its request schema (the message is the zod issue list), and a `resources/read` URI its
+ * handler cannot parse (`new URL(uri)` throws "Invalid URL").
+ */
 export function mcpParamsAsInternalError(text: string): boolean {
-  return /"code":\s*-32603,\s*"message":\s*"\[\\n\s*\{\\n\s*\\"(expected|code|origin|keys|values)/.test(text);
+  return (
+    /"code":\s*-32603,\s*"message":\s*"\[\\n\s*\{\\n\s*\\"(expected|code|origin|keys|values)/.test(text) ||
+    /"code":\s*-32603,\s*"message":\s*"Invalid URL"/.test(text)
+  );
 }
 
 /** A JSON-RPC error object with an undocumented code, a wrong reason, or (given) a wrong HTTP status. */
