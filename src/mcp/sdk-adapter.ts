@@ -100,6 +100,7 @@ export class AgentsMcpServer extends McpServer {
   override async connect(transport: Transport): Promise<void> {
     announceTopLevelAgentsCapability(transport);
     await super.connect(transport);
+    refuseUnparseableResourceUris(transport);
   }
 }
 
@@ -128,6 +129,35 @@ function announceTopLevelAgentsCapability(transport: Transport): void {
       return send({ ...message, result }, options);
     }
     return send(message, options);
+  };
+}
+
+const URI_METHODS = new Set(["resources/read", "resources/subscribe", "resources/unsubscribe"]);
+
+/**
+ * The SDK parses `params.uri` with `new URL()` and answers a malformed one with -32603 (internal
+ * error). A bad URI is the caller's mistake: answer -32602 naming the field, before the SDK sees it.
+ * Installed after connect, so it wraps the SDK's own message handler.
+ */
+function refuseUnparseableResourceUris(transport: Transport): void {
+  const sdk = transport.onmessage;
+  transport.onmessage = (message: JSONRPCMessage, extra) => {
+    if ("method" in message && "id" in message && URI_METHODS.has(message.method)) {
+      const uri = (message.params as { uri?: unknown } | undefined)?.uri;
+      if (typeof uri !== "string" || !URL.canParse(uri)) {
+        void transport.send({
+          jsonrpc: "2.0",
+          id: message.id,
+          error: {
+            code: -32602,
+            message: "params.uri must be an absolute URI",
+            data: { problems: [{ path: "/params/uri", message: "not an absolute URI" }] },
+          },
+        });
+        return;
+      }
+    }
+    sdk?.(message, extra);
   };
 }
 

@@ -235,6 +235,20 @@ describe("tasks at the gateway's MCP endpoint: resources, subscription, tools, p
     );
   });
 
+  it("answers a resource URI that is not a URI with -32602 naming the field", async () => {
+    const outsider = await bed.register("uri-fuzzer");
+    const client = await bed.sdkClient("streamable", outsider.apiKey);
+    for (const call of [
+      () => client.readResource({ uri: "not a uri" }),
+      () => client.subscribeResource({ uri: "::" }),
+    ]) {
+      await expect(call()).rejects.toMatchObject({
+        code: -32602,
+        message: expect.stringContaining("params.uri"),
+      });
+    }
+  });
+
   it("offers a system-prompt describing the agent's role, tools and pending tasks", async () => {
     const { worker, bossCollab } = await parties(bed);
     await bossCollab.handoffs.offer("worker", TASK, { requires: ["translate"] });
