@@ -12,8 +12,8 @@ import {
   signMessage,
 } from "../protocol/index.js";
 import type { AcpAgent } from "./agent.js";
-import { errorFromObject, GatewayUnreachableError } from "./errors.js";
 import { GatewayClient, normaliseGatewayUrl } from "./http.js";
+import { requestGatewayJson } from "./request.js";
 
 export interface CollabClientOptions {
   /** The agent's private identity: collaboration messages are signed with its key. */
@@ -139,42 +139,10 @@ export class CollabCore {
 
   /** GET/POST on the gateway's REST API with this agent's key; failures are the gateway's AcpError. */
   async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const url = `${this.baseUrl}${API_PREFIX}${path}`;
-    let response: Response;
-    try {
-      response = await fetch(url, {
-        method,
-        headers: {
-          accept: "application/json",
-          "x-api-key": this.apiKey,
-          ...(body !== undefined ? { "content-type": "application/json" } : {}),
-        },
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      });
-    } catch (err) {
-      throw new GatewayUnreachableError(this.baseUrl, err);
-    }
-    const text = await response.text();
-    let parsed: unknown;
-    try {
-      parsed = text === "" ? {} : JSON.parse(text);
-    } catch {
-      throw new AcpError(
-        "InternalError",
-        `${method} ${path}: the gateway answered ${response.status} with non-JSON`,
-      );
-    }
-    if (!response.ok) {
-      const error = (parsed as { error?: { code?: unknown; message?: unknown; data?: unknown } }).error;
-      if (typeof error?.code === "number" && typeof error.message === "string") {
-        throw errorFromObject(
-          { code: error.code, message: error.message, data: error.data },
-          { httpStatus: response.status },
-        );
-      }
-      throw new AcpError("InternalError", `${method} ${path}: the gateway answered ${response.status}`);
-    }
-    return parsed as T;
+    return (await requestGatewayJson(this.baseUrl, method, `${API_PREFIX}${path}`, {
+      headers: { "x-api-key": this.apiKey },
+      ...(body !== undefined ? { body } : {}),
+    })) as T;
   }
 
   /** The protocol version the gateway requires for this pair (the highest both registered). */

@@ -8,7 +8,7 @@ import {
   SubmitResponse,
 } from "../gateway/wire.js";
 import { AcpError } from "../protocol/index.js";
-import { errorFromObject, GatewayUnreachableError } from "./errors.js";
+import { requestGatewayJson } from "./request.js";
 
 export interface GatewayClientOptions {
   /** Base URL of the gateway, e.g. `http://127.0.0.1:8700`. */
@@ -155,45 +155,10 @@ export class GatewayClient {
     path: string,
     options: { auth: Auth; body?: unknown; schema?: { parse(value: unknown): T } },
   ): Promise<T> {
-    const url = `${this.baseUrl}${API_PREFIX}${path}`;
-    const headers: Record<string, string> = { accept: "application/json", ...this.credential(options.auth) };
-    if (options.body !== undefined) headers["content-type"] = "application/json";
-    let response: Response;
-    try {
-      response = await fetch(url, {
-        method,
-        headers,
-        ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
-      });
-    } catch (err) {
-      throw new GatewayUnreachableError(this.baseUrl, err);
-    }
-    const text = await response.text();
-    let parsed: unknown;
-    try {
-      parsed = text === "" ? {} : JSON.parse(text);
-    } catch {
-      throw new AcpError(
-        "InternalError",
-        `${method} ${path}: the gateway answered ${response.status} with non-JSON`,
-        {
-          httpStatus: response.status,
-        },
-      );
-    }
-    if (!response.ok) {
-      const error = (parsed as { error?: { code?: unknown; message?: unknown; data?: unknown } }).error;
-      if (typeof error?.code === "number" && typeof error.message === "string") {
-        const retryAfter = response.headers.get("retry-after");
-        throw errorFromObject(
-          { code: error.code, message: error.message, data: error.data },
-          { httpStatus: response.status, ...(retryAfter ? { retryAfterSeconds: Number(retryAfter) } : {}) },
-        );
-      }
-      throw new AcpError("InternalError", `${method} ${path}: the gateway answered ${response.status}`, {
-        httpStatus: response.status,
-      });
-    }
+    const parsed = await requestGatewayJson(this.baseUrl, method, `${API_PREFIX}${path}`, {
+      headers: this.credential(options.auth),
+      ...(options.body !== undefined ? { body: options.body } : {}),
+    });
     return options.schema ? options.schema.parse(parsed) : (parsed as T);
   }
 }

@@ -1,4 +1,4 @@
-import { errorFromObject, GatewayUnreachableError, normaliseGatewayUrl } from "../client/index.js";
+import { normaliseGatewayUrl, requestGatewayJson } from "../client/index.js";
 import { AcpError } from "../protocol/index.js";
 import type { PrincipalView } from "./principals.js";
 import { DASHBOARD_API } from "./services.js";
@@ -34,44 +34,19 @@ export class PrincipalAdminClient {
   }
 
   private async call(method: string, path: string, body?: unknown): Promise<unknown> {
-    let response: Response;
     try {
-      response = await fetch(`${this.baseUrl}${DASHBOARD_API}${path}`, {
-        method,
-        headers: {
-          authorization: `Bearer ${this.options.adminToken}`,
-          accept: "application/json",
-          ...(body !== undefined ? { "content-type": "application/json" } : {}),
-        },
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      return await requestGatewayJson(this.baseUrl, method, `${DASHBOARD_API}${path}`, {
+        headers: { authorization: `Bearer ${this.options.adminToken}` },
+        ...(body !== undefined ? { body } : {}),
       });
     } catch (err) {
-      throw new GatewayUnreachableError(this.baseUrl, err);
+      if (err instanceof AcpError && err.reason === "InternalError" && err.data.httpStatus === 404) {
+        throw new AcpError(
+          "NotFound",
+          `${this.baseUrl} has no dashboard API (is it an acp gateway of this version?)`,
+        );
+      }
+      throw err;
     }
-    const text = await response.text();
-    let parsed: unknown;
-    try {
-      parsed = text === "" ? {} : JSON.parse(text);
-    } catch {
-      throw new AcpError(
-        "InternalError",
-        `${method} ${path}: the gateway answered ${response.status} with non-JSON`,
-      );
-    }
-    if (response.ok) return parsed;
-    const error = (parsed as { error?: { code?: unknown; message?: unknown; data?: unknown } }).error;
-    if (typeof error?.code === "number" && typeof error.message === "string") {
-      throw errorFromObject(
-        { code: error.code, message: error.message, data: error.data },
-        { httpStatus: response.status },
-      );
-    }
-    if (response.status === 404) {
-      throw new AcpError(
-        "NotFound",
-        `${this.baseUrl} has no dashboard API (is it an acp gateway of this version?)`,
-      );
-    }
-    throw new AcpError("InternalError", `${method} ${path}: the gateway answered ${response.status}`);
   }
 }

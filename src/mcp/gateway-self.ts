@@ -5,6 +5,7 @@
  */
 import type { IncomingMessage } from "node:http";
 import { TLSSocket } from "node:tls";
+import { requestGatewayJson } from "../client/request.js";
 import { AcpError } from "../protocol/index.js";
 
 /**
@@ -17,7 +18,7 @@ export function selfUrlOf(req: IncomingMessage): string {
   return `http://${address.includes(":") ? `[${address}]` : address}:${req.socket.localPort}`;
 }
 
-/** A REST call to the gateway as the agent whose key is given; a non-2xx answer throws the gateway's error. */
+/** A REST call to the gateway as the agent whose key is given; a non-2xx answer throws the gateway's AcpError. */
 export async function callGateway<T>(
   baseUrl: string,
   apiKey: string,
@@ -25,39 +26,13 @@ export async function callGateway<T>(
   path: string,
   body?: unknown,
 ): Promise<T> {
-  const response = await fetch(`${baseUrl}${path}`, {
-    method,
-    headers: {
-      accept: "application/json",
-      "x-api-key": apiKey,
-      ...(body !== undefined && { "content-type": "application/json" }),
-    },
-    ...(body !== undefined && { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  let parsed: unknown;
-  try {
-    parsed = text === "" ? {} : JSON.parse(text);
-  } catch {
-    throw new AcpError(
-      "InternalError",
-      `${method} ${path}: the gateway answered ${response.status} with non-JSON`,
-    );
-  }
-  if (!response.ok) {
-    const error = (parsed as { error?: { message?: unknown } }).error;
-    const message = typeof error?.message === "string" ? error.message : `HTTP ${response.status}`;
-    throw new GatewayCallError(response.status, message);
-  }
-  return parsed as T;
+  return (await requestGatewayJson(baseUrl, method, path, {
+    headers: { "x-api-key": apiKey },
+    ...(body !== undefined ? { body } : {}),
+  })) as T;
 }
 
-export class GatewayCallError extends Error {
-  override name = "GatewayCallError";
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
+/** True for the gateway's "not found" answer (404), whatever the code it carried. */
+export function isNotFound(err: unknown): boolean {
+  return err instanceof AcpError && err.data.httpStatus === 404;
 }

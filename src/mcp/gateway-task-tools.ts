@@ -15,7 +15,7 @@ import type { CallToolResult, ServerNotification, ServerRequest } from "@modelco
 import { z } from "zod";
 import type { HandoffView } from "../collab/handoff.js";
 import { negotiateVersion } from "../gateway/registry.js";
-import { callGateway, GatewayCallError } from "./gateway-self.js";
+import { callGateway, isNotFound } from "./gateway-self.js";
 import type { TaskSession } from "./gateway-tasks.js";
 import {
   ACP_SIGN_METHOD,
@@ -84,8 +84,7 @@ export function addTaskTools(server: McpServer, session: TaskSession): void {
         ],
       };
     } catch (err) {
-      if (err instanceof GatewayCallError && err.status === 404)
-        return failure(`no task ${taskId} involving ${session.caller().record.agentId}`);
+      if (isNotFound(err)) return failure(`no task ${taskId} involving ${session.caller().record.agentId}`);
       return failure((err as Error).message);
     }
   };

@@ -18,7 +18,7 @@ import {
 } from "../collab/index.js";
 import type { GatewayContext } from "../gateway/context.js";
 import type { ResolvedAgent } from "../gateway/registry.js";
-import { callGateway, GatewayCallError } from "./gateway-self.js";
+import { callGateway, isNotFound } from "./gateway-self.js";
 import type { ResourceSubscriptions } from "./gateway-subscriptions.js";
 
 export const PENDING_TASKS_URI = "tasks://pending";
@@ -66,7 +66,7 @@ export async function readTask(session: TaskSession, id: string) {
       ?.body;
     return { ...rest, offerMessageId: offer.messageId, ...(body !== undefined && { handoff: body }) };
   } catch (err) {
-    if (err instanceof GatewayCallError && err.status === 404) {
+    if (isNotFound(err)) {
       throw new McpError(
         ErrorCode.InvalidParams,
         `no task ${id} involving ${session.caller().record.agentId}`,

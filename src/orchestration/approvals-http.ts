@@ -1,4 +1,4 @@
-import { errorFromObject, GatewayUnreachableError, normaliseGatewayUrl } from "../client/index.js";
+import { GatewayUnreachableError, normaliseGatewayUrl, requestGatewayJson } from "../client/index.js";
 import { AcpError } from "../protocol/index.js";
 import {
   type ApprovalDecision,
@@ -13,11 +13,6 @@ export const APPROVALS_PATH = "/api/v1/approvals";
 /** Each long-poll asks the gateway to hold the request this long (it caps it at 30 s). */
 const LONG_POLL_SECONDS = 25;
 const RETRY_MS = 1000;
-
-function isStaleConnection(err: unknown): boolean {
-  const code = (err as { cause?: { code?: string } }).cause?.code;
-  return code === "UND_ERR_SOCKET" || code === "ECONNRESET";
-}
 
 function isTransient(err: unknown): boolean {
   if (err instanceof GatewayUnreachableError) return true;
@@ -105,46 +100,11 @@ export class HttpApprovalStore implements ApprovalStore {
 
   async close(): Promise<void> {}
 
-  private async call(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<unknown> {
-    let response: Response;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        response = await fetch(`${this.baseUrl}${path}`, {
-          method,
-          headers: {
-            authorization: `Bearer ${this.credential}`,
-            accept: "application/json",
-            ...(body !== undefined ? { "content-type": "application/json" } : {}),
-          },
-          ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-          ...(signal ? { signal } : {}),
-        });
-        break;
-      } catch (err) {
-        if (signal?.aborted) throw signal.reason;
-        // A pooled keep-alive connection the gateway closed (e.g. it restarted): a read is safe to repeat once.
-        if (method === "GET" && attempt === 1 && isStaleConnection(err)) continue;
-        throw new GatewayUnreachableError(this.baseUrl, err);
-      }
-    }
-    const text = await response.text();
-    let parsed: unknown;
-    try {
-      parsed = text === "" ? {} : JSON.parse(text);
-    } catch {
-      throw new AcpError(
-        "InternalError",
-        `${method} ${path}: the gateway answered ${response.status} with non-JSON`,
-      );
-    }
-    if (response.ok) return parsed;
-    const error = (parsed as { error?: { code?: unknown; message?: unknown; data?: unknown } }).error;
-    if (typeof error?.code === "number" && typeof error.message === "string") {
-      throw errorFromObject(
-        { code: error.code, message: error.message, data: error.data },
-        { httpStatus: response.status },
-      );
-    }
-    throw new AcpError("InternalError", `${method} ${path}: the gateway answered ${response.status}`);
+  private call(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<unknown> {
+    return requestGatewayJson(this.baseUrl, method, path, {
+      headers: { authorization: `Bearer ${this.credential}` },
+      ...(body !== undefined ? { body } : {}),
+      ...(signal ? { signal } : {}),
+    });
   }
 }
