@@ -57,7 +57,23 @@ export class McpSessions {
   constructor(
     private readonly idleMs: number,
     private readonly logger: Logger,
+    /** Open sessions one agent may hold at once: each costs a server and its transport. */
+    private readonly maxPerAgent = 64,
   ) {}
+
+  /** Refuses a new session (429, -32013) when the agent already holds `maxPerAgent` of them. */
+  assertRoom(agentId: string): void {
+    let held = 0;
+    for (const entry of this.#entries.values())
+      if (entry.session.agentId === agentId && !entry.closing) held++;
+    if (held >= this.maxPerAgent) {
+      throw new AcpError(
+        "RateLimited",
+        `${agentId} already holds ${held} MCP sessions: close one (DELETE /mcp) or let one expire`,
+        { limit: this.maxPerAgent, retryAfterSeconds: 60 },
+      );
+    }
+  }
 
   add(session: McpSession): void {
     const entry: Entry = { session, idle: undefined, closing: undefined };

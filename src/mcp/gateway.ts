@@ -35,6 +35,8 @@ import { createAgentsMcpServer, type Transport } from "./sdk-adapter.js";
 export interface McpGatewayOptions {
   /** A session without traffic for this long is closed and freed. Default 10 minutes (seed 004). */
   idleTimeoutMs?: number;
+  /** Open sessions one agent may hold (default 64); the next initialize gets 429 / -32013. */
+  maxSessionsPerAgent?: number;
   /** Interval of the SSE keep-alive comments. Default 20 s. */
   keepAliveMs?: number;
   /** Agents per `agents/list` page. Default 50. */
@@ -77,7 +79,11 @@ export function mcpGatewayExtension(options: McpGatewayOptions = {}): McpGateway
   return {
     name: "mcp",
     routes(router: Router, ctx: GatewayContext) {
-      const open = new McpSessions(options.idleTimeoutMs ?? 10 * 60_000, ctx.logger);
+      const open = new McpSessions(
+        options.idleTimeoutMs ?? 10 * 60_000,
+        ctx.logger,
+        options.maxSessionsPerAgent,
+      );
       const runs = new McpBridge(ctx, {
         runTimeoutMs: options.runTimeoutMs ?? 5 * 60_000,
         ...(options.auditRoot !== undefined && { auditRoot: options.auditRoot }),
@@ -144,6 +150,7 @@ export function mcpGatewayExtension(options: McpGatewayOptions = {}): McpGateway
             "no Mcp-Session-Id header: POST an initialize request to open a session",
           );
         }
+        open.assertRoom(who.caller.record.agentId);
         const state: SessionCaller = { ...who };
         const { server, subscriptions } = serverFor(state, req);
         const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
@@ -183,6 +190,7 @@ export function mcpGatewayExtension(options: McpGatewayOptions = {}): McpGateway
 
       router.add("GET", LEGACY_SSE_PATH, async (req, res) => {
         const who = await authenticateMcp(ctx, req);
+        open.assertRoom(who.caller.record.agentId);
         const state: SessionCaller = { ...who };
         const id = randomUUID();
         const { server, subscriptions } = serverFor(state, req);
