@@ -31,9 +31,10 @@ export async function authenticate(ctx: GatewayContext, req: IncomingMessage): P
   const credential = credentialOf(req.headers);
   if (!credential)
     throw new AcpError("Unauthorized", "send an API key (X-API-Key, Api-Key or Authorization: Bearer)");
-  if (timingSafeEqual(Buffer.from(hashSecret(credential), "hex"), Buffer.from(ctx.adminTokenHash, "hex")))
+  const hash = hashSecret(credential);
+  if (timingSafeEqual(Buffer.from(hash, "hex"), Buffer.from(ctx.adminTokenHash, "hex")))
     return { kind: "admin" };
-  const agent = await ctx.registry.authenticate(credential);
+  const agent = await ctx.registry.authenticateHash(hash);
   if (!agent) throw new AcpError("Unauthorized", "unknown or revoked API key");
   return { kind: "agent", agent };
 }

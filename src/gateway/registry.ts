@@ -142,8 +142,12 @@ export class Registry {
   }
 
   /** The agent an API key acts as, or undefined for an unknown or revoked key. */
-  async authenticate(apiKey: string): Promise<ResolvedAgent | undefined> {
-    const hash = hashSecret(apiKey);
+  authenticate(apiKey: string): Promise<ResolvedAgent | undefined> {
+    return this.authenticateHash(hashSecret(apiKey));
+  }
+
+  /** As `authenticate`, for a caller that already hashed the key (one hash per request). */
+  async authenticateHash(hash: string): Promise<ResolvedAgent | undefined> {
     let agentId = this.byKeyHash.get(hash);
     if (agentId === undefined) {
       agentId = (await this.apiKeys.get(hash))?.value.agentId ?? null;
