@@ -1,4 +1,4 @@
-import type { Broker, MessageKind as BrokerKind } from "../broker/index.js";
+import type { Broker, MessageKind as BrokerKind, SubmitResult } from "../broker/index.js";
 import {
   AcpError,
   type AcpMessage,
@@ -36,6 +36,8 @@ const HANDSHAKE_METHODS = new Set(["agent.announce", "agent.capabilities"]);
  */
 export class Relay {
   private readonly freshness: ReplayGuard;
+  /** Per sender, the tail of the checks still running: see `inSenderOrder`. */
+  private readonly senderLanes = new Map<string, Promise<unknown>>();
 
   constructor(
     private readonly broker: Broker,
@@ -64,6 +66,49 @@ export class Relay {
   }
 
   private async relay(sender: ResolvedAgent, input: string | object, size: number): Promise<SubmitResponse> {
+    const { message, stored, recipient } = await this.inSenderOrder(sender.record.agentId, () =>
+      this.checkAndStore(sender, input, size),
+    );
+    const result = await stored;
+    const headers = headersOf(message) as EnvelopeHeaders;
+    if (result.duplicate) {
+      await this.refuseReusedId(result.id, (message as { signature?: string }).signature);
+    } else {
+      this.audit?.record(
+        message,
+        sender.record.principalId,
+        recipient.record.principalId,
+        `${this.options.transport}:agent.${headers["recipient-id"]}.inbox`,
+      );
+    }
+    return { id: result.id, status: result.status, duplicate: result.duplicate };
+  }
+
+  /**
+   * One sender's messages pass the asynchronous checks (registry, handshake gate) and reach the
+   * broker in the order they arrived, even when pipelined: otherwise an `agent.capabilities` could
+   * be overtaken by the request it unlocks, or two messages swap places in the inbox. The lane is
+   * released once the broker has the write, not when it commits, so group commit still batches.
+   */
+  private inSenderOrder<T>(agentId: string, step: () => Promise<T>): Promise<T> {
+    const previous = this.senderLanes.get(agentId) ?? Promise.resolve();
+    const current = previous.then(step, step);
+    const tail = current.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.senderLanes.set(agentId, tail);
+    void tail.then(() => {
+      if (this.senderLanes.get(agentId) === tail) this.senderLanes.delete(agentId);
+    });
+    return current;
+  }
+
+  private async checkAndStore(
+    sender: ResolvedAgent,
+    input: string | object,
+    size: number,
+  ): Promise<{ message: AcpMessage; stored: Promise<SubmitResult>; recipient: ResolvedAgent }> {
     if (size > this.options.maxEnvelopeBytes) {
       throw new AcpError(
         "PayloadTooLarge",
@@ -106,7 +151,7 @@ export class Relay {
     else if (kind !== "error") await this.gate.require(headers, kid, kind === "response");
 
     const envelope = typeof input === "string" ? input : JSON.stringify(input);
-    const result = await this.broker.submit({
+    const stored = this.broker.submit({
       id: headers["message-id"],
       from,
       to,
@@ -115,17 +160,9 @@ export class Relay {
       envelope,
       submittedAt: headers.timestamp,
     });
-    if (result.duplicate) {
-      await this.refuseReusedId(result.id, (message as { signature?: string }).signature);
-    } else {
-      this.audit?.record(
-        message,
-        sender.record.principalId,
-        recipient.record.principalId,
-        `${this.options.transport}:agent.${to}.inbox`,
-      );
-    }
-    return { id: result.id, status: result.status, duplicate: result.duplicate };
+    // Awaited by `relay`, outside the lane; this keeps an early failure from going unhandled.
+    stored.catch(() => undefined);
+    return { message, stored, recipient };
   }
 
   /** Same id, same signed bytes: an idempotent resubmission. Same id, other content: a replay. */

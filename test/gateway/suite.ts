@@ -293,6 +293,46 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
     await ws.close();
   });
 
+  it("keeps one sender's pipelined WebSocket submits in order, handshake steps included", async () => {
+    // Announces done, capabilities not yet: the request sent right behind alpha's capabilities
+    // must not overtake it at the handshake gate.
+    for (const [x, y] of [
+      [alpha, beta],
+      [beta, alpha],
+    ] as const) {
+      const r = await submit(
+        gw,
+        x,
+        buildAnnounce(x.sender, y.sender.agentId, { capabilities: [], purpose: "p" }),
+      );
+      expect(r.status).toBe(202);
+    }
+    expect((await submit(gw, beta, buildCapabilities(beta.sender, "agent-alpha", CAPS))).status).toBe(202);
+    const ws = await FrameClient.connect(gw.gateway.wsUrl, alpha.apiKey);
+    await ws.next("ready");
+    const frames = [
+      buildCapabilities(alpha.sender, "agent-beta", CAPS),
+      buildRequest(alpha.sender, "agent-beta", { n: -1 }),
+      ...Array.from({ length: 30 }, (_, n) => buildNotification(alpha.sender, "agent-beta", { n })),
+    ];
+    // All sent in one go, without waiting for any answer.
+    for (const [ref, m] of frames.entries()) {
+      ws.send({ type: "submit", ref, envelope: signMessage(m, alpha.signer) });
+    }
+    const answered = new Map<number, string>();
+    while (answered.size < frames.length) {
+      // A refusal arrives as an `error` frame instead, and this times out naming it.
+      const frame = await ws.next("submitted", () => true, 5_000);
+      answered.set(frame.ref as number, frame.id);
+    }
+    await ws.close();
+    const inbox = await FrameClient.connect(gw.gateway.wsUrl, beta.apiKey);
+    const expected = frames.map((_, ref) => answered.get(ref));
+    // Alpha's announce comes first, then everything in the order it was sent.
+    expect((await receive(inbox, frames.length + 1)).slice(1)).toEqual(expected);
+    await inbox.close();
+  });
+
   it("refuses a WebSocket without a valid key", async () => {
     const ws = await FrameClient.connect(gw.gateway.wsUrl, "acp_wrong");
     expect((await ws.next("error")).error.code).toBe(ErrorCode.Unauthorized);
