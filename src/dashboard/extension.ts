@@ -49,8 +49,11 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
   return {
     name: "dashboard",
     routes(router: Router, ctx: GatewayContext) {
-      const live = new LiveFeed(ctx.broker, ctx.registry, (err) =>
-        ctx.logger.warn({ err: (err as Error).message }, "dashboard feed event failed"),
+      const live = new LiveFeed(
+        ctx.broker,
+        ctx.registry,
+        (err) => ctx.logger.warn({ err: (err as Error).message }, "dashboard feed event failed"),
+        (id) => ctx.relay.takeRelayedEntry(id),
       );
       const history = new FeedHistory(ctx.broker, live, options.relayAuditRoot);
       const principals = new PrincipalStore(ctx.broker);

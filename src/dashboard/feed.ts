@@ -128,6 +128,8 @@ export class LiveFeed {
     private readonly broker: Broker,
     private readonly registry: Registry,
     private readonly onError: (err: unknown) => void,
+    /** The audit entry this gateway's relay built for a message it accepted, if it still has it. */
+    private readonly relayedEntry: (id: string) => EntryLike | undefined = () => undefined,
     private readonly capacity = 2000,
   ) {}
 
@@ -167,15 +169,7 @@ export class LiveFeed {
     const record = event.message;
     const known = this.recentById.get(record.id);
     if (!known && record.status === "queued" && record.retryCount === 0) {
-      const [stored, fromPrincipal, toPrincipal] = await Promise.all([
-        this.broker.get(record.id),
-        this.principalOf(record.from),
-        this.principalOf(record.to),
-      ]);
-      const item = feedItemOfMessage(record, stored?.envelope ?? null, {
-        from: fromPrincipal,
-        to: toPrincipal,
-      });
+      const item = await this.newItem(record);
       this.remember(item);
       this.emit({ type: "summary", item });
       return;
@@ -192,6 +186,22 @@ export class LiveFeed {
       status: record.status,
       retryCount: record.retryCount,
     });
+  }
+
+  /**
+   * A message accepted by this gateway was summarised once already by its relay. Otherwise (another
+   * gateway on the same NATS, or the relay's hand-over dropped it) the stored envelope is read back.
+   */
+  private async newItem(record: MessageRecord): Promise<FeedItem> {
+    const entry = this.relayedEntry(record.id);
+    const relayed = entry && feedItemOf({ ...entry, messageId: record.id }, record.queuedAt);
+    if (relayed) return { ...relayed, status: record.status, retryCount: record.retryCount };
+    const [stored, fromPrincipal, toPrincipal] = await Promise.all([
+      this.broker.get(record.id),
+      this.principalOf(record.from),
+      this.principalOf(record.to),
+    ]);
+    return feedItemOfMessage(record, stored?.envelope ?? null, { from: fromPrincipal, to: toPrincipal });
   }
 
   private async principalOf(agentId: string): Promise<string | null> {

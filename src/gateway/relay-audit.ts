@@ -1,5 +1,20 @@
-import { AuditLog, auditEntryFor } from "../audit/index.js";
-import { type AcpMessage, headersOf } from "../protocol/index.js";
+import { type AuditEntryInput, AuditLog, auditEntryFor } from "../audit/index.js";
+import type { AcpMessage } from "../protocol/index.js";
+
+/** The relay audit entry of a message the gateway accepted: built once, logged and shown live. */
+export function relayedEntryFor(
+  message: AcpMessage,
+  fromPrincipal: string,
+  toPrincipal: string,
+  channel: string,
+): AuditEntryInput {
+  return auditEntryFor(message, {
+    direction: "sent",
+    channel,
+    self: { principal: fromPrincipal },
+    peer: { principal: toPrincipal },
+  });
+}
 
 /**
  * The gateway's own audit trail of what it relayed: one hash-chained log per sending agent under
@@ -15,16 +30,8 @@ export class RelayAudit {
     private readonly onError: (err: unknown) => void,
   ) {}
 
-  record(message: AcpMessage, fromPrincipal: string, toPrincipal: string, channel: string): void {
-    const from = headersOf(message)?.["agent-id"];
-    if (!from) return;
-    const entry = auditEntryFor(message, {
-      direction: "sent",
-      channel,
-      self: { principal: fromPrincipal },
-      peer: { principal: toPrincipal },
-    });
-    this.log(from)
+  record(entry: AuditEntryInput): void {
+    this.log(entry.from.agent)
       .then((log) => log.append(entry))
       .catch(this.onError);
   }

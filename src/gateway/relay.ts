@@ -1,3 +1,4 @@
+import type { AuditEntryInput } from "../audit/index.js";
 import type { Broker, MessageKind as BrokerKind, SubmitResult } from "../broker/index.js";
 import {
   AcpError,
@@ -15,7 +16,7 @@ import { brokerToAcp, refuseDeepNesting } from "./http.js";
 import type { Metrics } from "./metrics.js";
 import type { RateLimiter } from "./rate-limit.js";
 import { negotiateVersion, type Registry, type ResolvedAgent } from "./registry.js";
-import type { RelayAudit } from "./relay-audit.js";
+import { type RelayAudit, relayedEntryFor } from "./relay-audit.js";
 import type { SubmitResponse } from "./wire.js";
 
 export interface RelayOptions {
@@ -27,6 +28,8 @@ export interface RelayOptions {
 }
 
 const HANDSHAKE_METHODS = new Set(["agent.announce", "agent.capabilities"]);
+/** Accepted messages whose audit entry the live feed has not picked up yet (oldest dropped first). */
+const RECENT_ENTRIES = 4096;
 
 /**
  * The relay pipeline behind POST /api/v1/messages and the WebSocket `submit` frame, in this order:
@@ -38,6 +41,7 @@ export class Relay {
   private readonly freshness: ReplayGuard;
   /** Per sender, the tail of the checks still running: see `inSenderOrder`. */
   private readonly senderLanes = new Map<string, Promise<unknown>>();
+  private readonly recentEntries = new Map<string, AuditEntryInput>();
 
   constructor(
     private readonly broker: Broker,
@@ -66,22 +70,30 @@ export class Relay {
   }
 
   private async relay(sender: ResolvedAgent, input: string | object, size: number): Promise<SubmitResponse> {
-    const { message, stored, recipient } = await this.inSenderOrder(sender.record.agentId, () =>
+    const { id, message, stored, entry } = await this.inSenderOrder(sender.record.agentId, () =>
       this.checkAndStore(sender, input, size),
     );
-    const result = await stored;
-    const headers = headersOf(message) as EnvelopeHeaders;
+    const result = await stored.catch((err: unknown) => {
+      this.recentEntries.delete(id);
+      throw err;
+    });
     if (result.duplicate) {
+      this.recentEntries.delete(result.id);
       await this.refuseReusedId(result.id, (message as { signature?: string }).signature);
     } else {
-      this.audit?.record(
-        message,
-        sender.record.principalId,
-        recipient.record.principalId,
-        `${this.options.transport}:agent.${headers["recipient-id"]}.inbox`,
-      );
+      this.audit?.record(entry);
     }
     return { id: result.id, status: result.status, duplicate: result.duplicate };
+  }
+
+  /**
+   * The audit entry (with its summary) of a message this gateway just accepted, handed over once:
+   * the dashboard's live feed takes it instead of reading the envelope back and summarising it again.
+   */
+  takeRelayedEntry(id: string): AuditEntryInput | undefined {
+    const entry = this.recentEntries.get(id);
+    this.recentEntries.delete(id);
+    return entry;
   }
 
   /**
@@ -108,7 +120,7 @@ export class Relay {
     sender: ResolvedAgent,
     input: string | object,
     size: number,
-  ): Promise<{ message: AcpMessage; stored: Promise<SubmitResult>; recipient: ResolvedAgent }> {
+  ): Promise<{ id: string; message: AcpMessage; stored: Promise<SubmitResult>; entry: AuditEntryInput }> {
     if (size > this.options.maxEnvelopeBytes) {
       throw new AcpError(
         "PayloadTooLarge",
@@ -151,6 +163,14 @@ export class Relay {
     else if (kind !== "error") await this.gate.require(headers, kid, kind === "response");
 
     const envelope = typeof input === "string" ? input : JSON.stringify(input);
+    // Built before the broker has it: its change event may reach the live feed before `submit` resolves.
+    const entry = relayedEntryFor(
+      message,
+      sender.record.principalId,
+      recipient.record.principalId,
+      `${this.options.transport}:agent.${to}.inbox`,
+    );
+    this.rememberEntry(headers["message-id"], entry);
     const stored = this.broker.submit({
       id: headers["message-id"],
       from,
@@ -162,7 +182,17 @@ export class Relay {
     });
     // Awaited by `relay`, outside the lane; this keeps an early failure from going unhandled.
     stored.catch(() => undefined);
-    return { message, stored, recipient };
+    return { id: headers["message-id"], message, stored, entry };
+  }
+
+  private rememberEntry(id: string, entry: AuditEntryInput): void {
+    // A resubmission or replay of an id never replaces the entry of the message stored under it.
+    if (this.recentEntries.has(id)) return;
+    this.recentEntries.set(id, entry);
+    if (this.recentEntries.size > RECENT_ENTRIES) {
+      const oldest = this.recentEntries.keys().next().value;
+      if (oldest !== undefined) this.recentEntries.delete(oldest);
+    }
   }
 
   /** Same id, same signed bytes: an idempotent resubmission. Same id, other content: a replay. */

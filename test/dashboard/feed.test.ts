@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { checkSignature } from "../../src/dashboard/detail.js";
 import type { FeedItem, MessageDetail, VolumeBucket } from "../../src/dashboard/index.js";
+import { LiveFeed } from "../../src/dashboard/index.js";
 import { buildRequest, createSigner, signMessage } from "../../src/protocol/index.js";
 import { aliceAsksBob, dashboard, eventually, followStream, principalToken, useCast } from "./helpers.js";
 
@@ -125,6 +126,34 @@ describe("the summary feed", () => {
       expect(text).not.toContain("launch codes");
       expect(text).not.toContain("secret_plan");
     }
+  });
+  it("summarises a message accepted here once, exactly as reading it back would", async () => {
+    const c = await cast();
+    const { broker, registry, relay } = c.gw.gateway.context;
+    const handedOver: string[] = [];
+    const take = relay.takeRelayedEntry.bind(relay);
+    relay.takeRelayedEntry = (id) => {
+      const entry = take(id);
+      if (entry) handedOver.push(id);
+      return entry;
+    };
+    // A second feed on the same broker that is never handed the relay's entry: it reads each back.
+    const errors: unknown[] = [];
+    const readBack = new LiveFeed(broker, registry, (err) => errors.push(err));
+    await readBack.start();
+    await aliceAsksBob(c);
+    const alice = c.agents.get("alice-scheduler")!;
+    await alice.request("bob-scheduler", { action: "share" }, { encrypt: true });
+    const admin = c.gw.adminToken;
+    const shown = async () => items((await dashboard(c.gw, admin, "/feed?limit=100")).json);
+    await eventually(async () => (await shown()).length === readBack.recent().length, "both feeds caught up");
+    await readBack.settled();
+    const withoutStatus = ({ status: _s, retryCount: _r, ...item }: FeedItem) => item;
+    const live = await shown();
+    expect(live.map(withoutStatus).reverse()).toEqual(readBack.recent().map(withoutStatus));
+    expect(handedOver.sort()).toEqual(live.map((i) => i.id).sort());
+    expect(errors).toEqual([]);
+    await readBack.stop();
   });
 });
 
