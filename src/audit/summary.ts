@@ -124,7 +124,10 @@ function inspect(message: unknown): MessageView {
   const msg = isRecord(message) ? message : {};
   const isResponse = "result" in msg || "error" in msg;
   const carrier = isRecord(msg["params"]) ? msg["params"] : isRecord(msg["result"]) ? msg["result"] : {};
-  const headers = isRecord(carrier["headers"]) ? carrier["headers"] : {};
+  // A signed error response carries its headers in error.data.headers (protocol.md).
+  const errorData = isRecord(msg["error"]) && isRecord(msg["error"]["data"]) ? msg["error"]["data"] : {};
+  const headerCarrier = isRecord(carrier["headers"]) ? carrier : errorData;
+  const headers = isRecord(headerCarrier["headers"]) ? headerCarrier["headers"] : {};
   const body = isRecord(carrier["body"]) ? carrier["body"] : undefined;
   const headerString = (name: string): string | undefined =>
     typeof headers[name] === "string" && headers[name] !== "" ? (headers[name] as string) : undefined;

@@ -9,7 +9,7 @@ import {
   parseMessageText,
   ReplayGuard,
   validateMessage,
-  verifyMessageSignature,
+  verifyMessageSignatureAsync,
 } from "../protocol/index.js";
 import type { HandshakeGate } from "./handshake-gate.js";
 import { brokerToAcp, refuseDeepNesting } from "./http.js";
@@ -70,8 +70,10 @@ export class Relay {
   }
 
   private async relay(sender: ResolvedAgent, input: string | object, size: number): Promise<SubmitResponse> {
+    // Checked and verified on arrival, concurrently; then routed and stored in arrival order.
+    const signed = this.checkSigned(sender, input, size);
     const { id, message, stored, entry } = await this.inSenderOrder(sender.record.agentId, () =>
-      this.checkAndStore(sender, input, size),
+      this.routeAndStore(sender, signed),
     );
     const result = await stored.catch((err: unknown) => {
       this.recentEntries.delete(id);
@@ -116,11 +118,11 @@ export class Relay {
     return current;
   }
 
-  private async checkAndStore(
-    sender: ResolvedAgent,
-    input: string | object,
-    size: number,
-  ): Promise<{ id: string; message: AcpMessage; stored: Promise<SubmitResult>; entry: AuditEntryInput }> {
+  /**
+   * The checks that need nothing but the envelope and its sender, in the pipeline's order; the
+   * signature's Ed25519 verify is started here (off the event loop) and awaited in `routeAndStore`.
+   */
+  private checkSigned(sender: ResolvedAgent, input: string | object, size: number): SignedSubmit {
     if (size > this.options.maxEnvelopeBytes) {
       throw new AcpError(
         "PayloadTooLarge",
@@ -145,9 +147,21 @@ export class Relay {
         },
       );
     }
-    const kid = verifyMessageSignature(message, (agentId, signedBy) =>
+    const verified = verifyMessageSignatureAsync(message, (agentId, signedBy) =>
       agentId === sender.record.agentId && signedBy === sender.kid ? sender.key : undefined,
     );
+    // Awaited later, in the sender's lane; until then a refusal must not count as unhandled.
+    verified.catch(() => undefined);
+    const envelope = typeof input === "string" ? input : JSON.stringify(input);
+    return { message, headers, envelope, verified };
+  }
+
+  private async routeAndStore(
+    sender: ResolvedAgent,
+    { message, headers, envelope, verified }: SignedSubmit,
+  ): Promise<{ id: string; message: AcpMessage; stored: Promise<SubmitResult>; entry: AuditEntryInput }> {
+    const kid = await verified;
+    const from = headers["agent-id"];
     this.freshness.checkTimestamp(headers.timestamp, pathOf(message, "").slice(0, -1));
     const to = headers["recipient-id"];
     const recipient = await this.registry.resolve(to);
@@ -162,7 +176,6 @@ export class Relay {
     if (HANDSHAKE_METHODS.has(method)) await this.gate.observe(method as "agent.announce", headers, kid);
     else if (kind !== "error") await this.gate.require(headers, kid, kind === "response");
 
-    const envelope = typeof input === "string" ? input : JSON.stringify(input);
     // Built before the broker has it: its change event may reach the live feed before `submit` resolves.
     const entry = relayedEntryFor(
       message,
@@ -236,6 +249,15 @@ export class Relay {
       );
     }
   }
+}
+
+interface SignedSubmit {
+  message: AcpMessage;
+  headers: EnvelopeHeaders;
+  /** The text stored and delivered: exactly what was submitted. */
+  envelope: string;
+  /** Resolves to the key id that signed the message. */
+  verified: Promise<string>;
 }
 
 function pathOf(message: AcpMessage, header: string): string {

@@ -91,6 +91,41 @@ export type KeyResolver = (agentId: string, kid: string) => KeyObject | undefine
  * Returns the key id that signed it.
  */
 export function verifyMessageSignature(message: AcpMessage, resolveKey: KeyResolver): string {
+  const check = prepareVerification(message, resolveKey);
+  if (!edVerify(null, check.data, check.key, check.sig)) throw mismatch();
+  return check.kid;
+}
+
+/**
+ * The same checks as `verifyMessageSignature`; the Ed25519 verify itself runs on libuv's thread pool,
+ * so a server keeps its event loop for other work and uses the machine's other cores (the gateway).
+ * Errors found before the verify (no signature, unknown key…) reject the same way.
+ */
+export function verifyMessageSignatureAsync(message: AcpMessage, resolveKey: KeyResolver): Promise<string> {
+  let check: Verification;
+  try {
+    check = prepareVerification(message, resolveKey);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  return new Promise((resolve, reject) => {
+    edVerify(null, check.data, check.key, check.sig, (err, ok) => {
+      if (err) reject(err);
+      else if (!ok) reject(mismatch());
+      else resolve(check.kid);
+    });
+  });
+}
+
+interface Verification {
+  kid: string;
+  key: KeyObject;
+  data: Buffer;
+  sig: Buffer;
+}
+
+/** Everything but the Ed25519 verify: the JWS form, the signer's key, the signed bytes. */
+function prepareVerification(message: AcpMessage, resolveKey: KeyResolver): Verification {
   const signature = (message as { signature?: unknown }).signature;
   if (typeof signature !== "string") {
     throw new AcpError("SignatureMissing", "the message carries no signature", {
@@ -120,10 +155,11 @@ export function verifyMessageSignature(message: AcpMessage, resolveKey: KeyResol
   if (sig.length !== 64 || sig.toString("base64url") !== encodedSig) {
     throw invalid("the signature is not 64 base64url-encoded bytes");
   }
-  if (!edVerify(null, signedBytes(protectedB64, message), key, sig)) {
-    throw invalid("the signature does not match the message (tampered, re-routed, or signed by another key)");
-  }
-  return kid;
+  return { kid, key, sig, data: signedBytes(protectedB64, message) };
+}
+
+function mismatch(): AcpError {
+  return invalid("the signature does not match the message (tampered, re-routed, or signed by another key)");
 }
 
 /** The signing input of a received message; a value JCS cannot represent was never validly signed. */

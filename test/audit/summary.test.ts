@@ -222,6 +222,36 @@ describe("auditEntryFor", () => {
     });
   });
 
+  it("reads a signed error response's headers from error.data.headers, as the gateway relays it", () => {
+    const errorResponse = {
+      jsonrpc: "2.0",
+      id: "req-7f3a-4b2c-9d1e",
+      error: {
+        code: -32021,
+        message: "permission denied",
+        data: {
+          headers: headers("agent-beta", "principal-b", "response", {
+            "recipient-id": "agent-alpha",
+            "message-id": "err-0001-abcd",
+          }),
+        },
+      },
+    };
+    expect(
+      auditEntryFor(errorResponse, {
+        direction: "sent",
+        channel: "embedded:agent.agent-alpha.inbox",
+        peer: { principal: "principal-a" },
+      }),
+    ).toMatchObject({
+      from: { agent: "agent-beta", principal: "principal-b" },
+      to: { agent: "agent-alpha", principal: "principal-a" },
+      type: "response",
+      messageId: "err-0001-abcd",
+      error: { code: -32021, message: "permission denied" },
+    });
+  });
+
   it("takes a notification's id from its message-id and marks handshake steps", () => {
     const announce = notification(
       "agent.announce",

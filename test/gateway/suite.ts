@@ -1,7 +1,10 @@
+import { join } from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
+import { readAudit } from "../../src/audit/index.js";
 import {
   buildAnnounce,
   buildCapabilities,
+  buildErrorResponse,
   buildNotification,
   buildRequest,
   buildResponse,
@@ -149,6 +152,31 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
     expect(response.status, JSON.stringify(response.json)).toBe(202);
     const fresh = await submit(gw, beta, buildRequest(beta.sender, "agent-alpha", {}));
     expect(errorOf(fresh.json).code).toBe(ErrorCode.HandshakeRequired);
+  });
+
+  it("relays a signed error response and writes it to the relay audit log", async () => {
+    await handshake(gw, alpha, beta);
+    const request = buildRequest(alpha.sender, "agent-beta", { action: "forbidden" });
+    expect((await submit(gw, alpha, request)).status).toBe(202);
+    const denial = buildErrorResponse(beta.sender, request, { code: -32021, message: "not allowed" });
+    const answer = await submit(gw, beta, denial);
+    expect(answer.status, JSON.stringify(answer.json)).toBe(202);
+    expect(answer.json).toMatchObject({ duplicate: false });
+    // The relay audit append is queued behind the answer: wait for the entry, then check it.
+    const audited = async () => {
+      const entries = [];
+      for await (const { entry } of readAudit({ root: join(gw.dataDir, "relay-audit"), agent: "agent-beta" }))
+        entries.push(entry);
+      return entries;
+    };
+    await expect.poll(async () => (await audited()).some((e) => e.error !== undefined)).toBe(true);
+    expect((await audited()).find((e) => e.error)).toMatchObject({
+      from: { agent: "agent-beta" },
+      to: { agent: "agent-alpha" },
+      type: "response",
+      messageId: (denial.error.data as { headers: Record<string, string> }).headers["message-id"],
+      error: { code: -32021, message: "not allowed" },
+    });
   });
 
   it("is idempotent for the same envelope and refuses a reused id with other content", async () => {

@@ -16,6 +16,7 @@ import {
   signingInput,
   signMessage,
   verifyMessageSignature,
+  verifyMessageSignatureAsync,
 } from "../../src/protocol/index.js";
 import {
   acpErrorOf,
@@ -149,6 +150,39 @@ describe("verification failures", () => {
     const err = acpErrorOf(() => verifyMessageSignature(signMessage(request(), betaSigner), ring));
     expect(err.code).toBe(ErrorCode.SignatureInvalid);
     expect(err.message).toMatch(/does not belong to agent-id agent-alpha/);
+  });
+
+  it("the asynchronous verify (thread pool) gives the same answers as the synchronous one", async () => {
+    const other = fixedIdentity("agent-alpha", "principal-a", "alpha-second-key");
+    const cases = [
+      signed,
+      mutated(signed, (m) => (m.params.body.action = "changed")),
+      { ...signed, signature: `${alphaSigner.protectedB64}..${Buffer.alloc(64, 7).toString("base64url")}` },
+      signMessage(request(), createSigner(other)),
+      signMessage(request(), betaSigner),
+      { ...signed, signature: undefined },
+    ];
+    const outcome = async (run: () => string | Promise<string>) => {
+      try {
+        return { kid: await run() };
+      } catch (err) {
+        return { code: (err as AcpError).code, message: (err as AcpError).message };
+      }
+    };
+    const answers = [];
+    for (const message of cases) {
+      const sync = await outcome(() => verifyMessageSignature(message as typeof signed, ring));
+      expect(await outcome(() => verifyMessageSignatureAsync(message as typeof signed, ring))).toEqual(sync);
+      answers.push(sync.code ?? sync.kid);
+    }
+    expect(answers).toEqual([
+      alphaSigner.kid,
+      ErrorCode.SignatureInvalid,
+      ErrorCode.SignatureInvalid,
+      ErrorCode.UnknownKey,
+      ErrorCode.SignatureInvalid,
+      ErrorCode.SignatureMissing,
+    ]);
   });
 
   it.each(["ES256", "HS256", "none", "Ed25519"])("alg %s instead of EdDSA (-32002)", (alg) => {
