@@ -169,9 +169,15 @@ export type BrokerEvent =
   | { type: "message.status"; message: MessageRecord }
   | { type: "kv"; bucket: string; key: string; op: "put" | "delete"; value: unknown };
 
+/**
+ * `ok` is false while the broker cannot do its job: the store is closed or unreachable, or its
+ * writes are failing (disk full…). `detail` has one line per part checked, plus `since` (ISO 8601)
+ * while a lasting problem is reported: when it was first seen. Embedded: `storage`. NATS: `nats`
+ * (the connection), `jetstream` (the streams), and `storage` while JetStream refuses writes.
+ */
 export interface BrokerHealth {
   ok: boolean;
-  detail: string;
+  detail: Record<string, string>;
 }
 
 export interface Broker {

@@ -23,7 +23,8 @@ import { AcpError } from "../protocol/index.js";
 import { hashSecret, newAdminToken } from "./auth.js";
 import type { GatewayContext } from "./context.js";
 import { HandshakeGate } from "./handshake-gate.js";
-import { Router, requestUrl, sendError, sendJson } from "./http.js";
+import { GatewayHealth } from "./health.js";
+import { Router, requestUrl, sendError } from "./http.js";
 import { Metrics } from "./metrics.js";
 import { PresenceTracker } from "./presence.js";
 import { RateLimiter } from "./rate-limit.js";
@@ -160,13 +161,19 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   const gate = new HandshakeGate(broker);
   await Promise.all([registry.start(), gate.start()]);
   const presence = new PresenceTracker(broker, heartbeatMs);
+  const health = new GatewayHealth(broker);
   const audit =
     options.audit === false
       ? undefined
-      : new RelayAudit(join(data, "relay-audit"), (err) => {
-          metrics.count("acp_audit_errors_total");
-          logger.error({ err: (err as Error).message }, "relay audit append failed");
-        });
+      : new RelayAudit(
+          join(data, "relay-audit"),
+          (err, sender) => {
+            metrics.count("acp_audit_errors_total");
+            health.auditFailed(sender, err);
+            logger.error({ err: (err as Error).message }, "relay audit append failed");
+          },
+          (sender) => health.auditAppended(sender),
+        );
   const limiter = new RateLimiter(options.limits?.ratePerSecond ?? 2000, options.limits?.burst ?? 4000);
   const relay = new Relay(broker, registry, gate, limiter, metrics, audit, {
     maxEnvelopeBytes,
@@ -200,14 +207,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   agentRoutes(router, ctx);
   messageRoutes(router, ctx);
   const approvals = approvalRoutes(router, ctx);
-  router.add("GET", "/healthz", async (_req, res) => {
-    const health = await broker.health();
-    sendJson(res, health.ok ? 200 : 503, {
-      status: health.ok ? "ok" : "degraded",
-      broker: broker.kind,
-      detail: health.detail,
-    });
-  });
+  router.add("GET", "/healthz", (_req, res) => health.respond(res));
   router.add("GET", "/metrics", (_req, res) => {
     metrics.gauge("acp_ws_connections", hub.connectionCount);
     metrics.gauge("acp_process_resident_memory_bytes", process.memoryUsage().rss);

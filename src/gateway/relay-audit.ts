@@ -25,15 +25,21 @@ export function relayedEntryFor(
 export class RelayAudit {
   private readonly logs = new Map<string, Promise<AuditLog>>();
 
+  /** `onAppended` tells a sender's log works (again): the gateway's health shows failing logs. */
   constructor(
     private readonly root: string,
-    private readonly onError: (err: unknown) => void,
+    private readonly onError: (err: unknown, sender: string) => void,
+    private readonly onAppended: (sender: string) => void = () => undefined,
   ) {}
 
   record(entry: AuditEntryInput): void {
-    this.log(entry.from.agent)
+    const sender = entry.from.agent;
+    this.log(sender)
       .then((log) => log.append(entry))
-      .catch(this.onError);
+      .then(
+        () => this.onAppended(sender),
+        (err: unknown) => this.onError(err, sender),
+      );
   }
 
   async close(): Promise<void> {

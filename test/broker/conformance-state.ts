@@ -192,9 +192,18 @@ export function stateConformance(ctx: SuiteContext): void {
 
     it("reports health and refuses use after close", async () => {
       const broker = await ctx.open(await ctx.harness());
-      expect((await broker.health()).ok).toBe(true);
+      const healthy = await broker.health();
+      expect(healthy.ok).toBe(true);
+      // One line per part checked; `since` only comes with a problem.
+      expect(Object.keys(healthy.detail).length).toBeGreaterThan(0);
+      expect(Object.values(healthy.detail).every((line) => typeof line === "string" && line.length > 0)).toBe(
+        true,
+      );
+      expect(healthy.detail).not.toHaveProperty("since");
       await broker.close();
-      expect((await broker.health()).ok).toBe(false);
+      const closed = await broker.health();
+      expect(closed.ok).toBe(false);
+      expect(Object.values(closed.detail)).toContain("closed");
       await expectBrokerError(broker.submit(message("alice", "bob")), "closed");
     });
 

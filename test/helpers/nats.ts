@@ -23,6 +23,8 @@ export interface NatsServer {
   readonly url: string;
   readonly port: number;
   readonly storeDir: string;
+  /** The running server's process id (changes on restart), e.g. to lower its file size limit. */
+  readonly pid: number;
   /** SIGTERM (graceful) by default; SIGKILL to simulate a crash. */
   stop(signal?: "SIGTERM" | "SIGKILL"): Promise<void>;
   /** Starts again on the same port with the same store. */
@@ -139,6 +141,9 @@ export async function startNatsServer(
     url: `nats://127.0.0.1:${port}`,
     port,
     storeDir,
+    get pid() {
+      return child.pid as number;
+    },
     stop,
     async restart() {
       await stop();

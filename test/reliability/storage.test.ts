@@ -1,6 +1,7 @@
 /**
  * The embedded store cannot write: the gateway must refuse (503, -32018 StorageUnavailable) rather
- * than acknowledge what it cannot persist, and recover when it can write again.
+ * than acknowledge what it cannot persist, say so on `GET /healthz` (503 degraded, the cause), and
+ * recover when it can write again (/healthz 200 before any new message arrives).
  *
  * How "disk full" is made real: the running gateway's RLIMIT_FSIZE is lowered to 1 byte with
  * `prlimit --pid`. Every write past offset 0 of any file then fails with EFBIG — to SQLite a short
@@ -35,7 +36,7 @@ describe("storage that cannot be written (embedded broker)", () => {
   });
 
   // Linux only, like the rest of this directory (/proc, prlimit from util-linux).
-  it("disk full: refuses with 503 -32018, acknowledges nothing it did not store, recovers", async () => {
+  it("disk full: refuses with 503 -32018, acknowledges nothing it did not store, /healthz degraded, recovers", async () => {
     const data = tmp();
     const cli = ["--data", data, "--rate-limit", "1000000"];
     const gateway = await spawnGateway({ cli });
@@ -57,6 +58,8 @@ describe("storage that cannot be written (embedded broker)", () => {
     await before.run();
     expect(await recipient.waitFor(before.acknowledged, 30_000)).toBe(0);
 
+    const healthBefore = await api(gateway.url, "/healthz");
+
     setLimit(gateway.pid, "fsize", "1");
     const full = phase(false);
     await full.run();
@@ -64,8 +67,11 @@ describe("storage that cannot be written (embedded broker)", () => {
       body: { agentId: "agent-late", principalId: "p", signing: pair.sender.identity.signing },
       headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
     });
+    const healthWhileFull = await api(gateway.url, "/healthz");
 
     setLimit(gateway.pid, "fsize", "unlimited");
+    // Before any new message: the health check's own write finds the storage writable again.
+    const healthAfterRecovery = await api(gateway.url, "/healthz");
     const after = phase(true);
     await after.run();
 
@@ -93,6 +99,8 @@ describe("storage that cannot be written (embedded broker)", () => {
       acknowledgedAfterRecovery: after.acknowledged.size,
       refusedDelivered,
       registrationWhileFull: registration.status,
+      healthWhileFull: `${healthWhileFull.status} ${JSON.stringify(healthWhileFull.json)}`,
+      healthAfterRecovery: healthAfterRecovery.status,
     });
 
     expect(before.acknowledged.size).toBe(PER_PHASE);
@@ -103,6 +111,15 @@ describe("storage that cannot be written (embedded broker)", () => {
       503,
       ErrorCode.StorageUnavailable,
     ]);
+    expect([healthBefore.status, healthBefore.json.status]).toEqual([200, "ok"]);
+    // RLIMIT_FSIZE makes SQLite's write fail with EFBIG, which it reports as an I/O error; a full
+    // disk (ENOSPC) would read "disk full (SQLITE_FULL)".
+    expect([healthWhileFull.status, healthWhileFull.json.status]).toEqual([503, "degraded"]);
+    expect(healthWhileFull.json.detail).toEqual({
+      storage: "write failed: disk I/O error (SQLITE_IOERR_WRITE)",
+      since: expect.stringMatching(/^\d{4}-\d\d-\d\dT[\d:.]+Z$/),
+    });
+    expect([healthAfterRecovery.status, healthAfterRecovery.json.status]).toEqual([200, "ok"]);
     expect(after.acknowledged.size).toBe(PER_PHASE);
     expect(missing).toBe(0);
     expect(figures.lost).toBe(0);

@@ -37,6 +37,7 @@ import {
 } from "../validation.js";
 import { CommitQueue } from "./commit-queue.js";
 import { DEFAULT_DATA_DIR, openDatabase } from "./database.js";
+import { StorageHealth } from "./health.js";
 import { EmbeddedInbox, type InboxHost } from "./inbox.js";
 import { KvStore } from "./kv.js";
 import { type LoadedMessage, type MessageRow, MessageTable, toRecord, toStoredMessage } from "./messages.js";
@@ -50,6 +51,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
   readonly table: MessageTable;
   readonly commits: CommitQueue;
   private readonly kvStore: KvStore;
+  private readonly storageHealth: StorageHealth;
   private readonly inboxes = new Map<string, EmbeddedInbox>();
   private readonly listeners: Listeners<BrokerEvent>;
   private readonly sweepTimer: NodeJS.Timeout;
@@ -71,6 +73,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
     this.listeners = new Listeners(warn);
     this.table = new MessageTable(db);
     this.commits = new CommitQueue(db, warn);
+    this.storageHealth = new StorageHealth(db, this.commits);
     this.kvStore = new KvStore(db, this.commits, warn, (change) => {
       if (this.listeners.size > 0) {
         this.listeners.emit({
@@ -196,13 +199,8 @@ export class EmbeddedBroker implements Broker, InboxHost {
   }
 
   async health(): Promise<BrokerHealth> {
-    if (this.closed) return { ok: false, detail: "closed" };
-    try {
-      this.db.prepare("SELECT 1").get();
-      return { ok: true, detail: `sqlite ${this.db.name}` };
-    } catch (error) {
-      return { ok: false, detail: String(error) };
-    }
+    if (this.closed) return { ok: false, detail: { storage: "closed" } };
+    return this.storageHealth.check();
   }
 
   async close(): Promise<void> {

@@ -1,7 +1,8 @@
 import type Database from "better-sqlite3";
 import { BrokerError } from "../errors.js";
 import type { Warn } from "../policy.js";
-import { storageError } from "./database.js";
+import { WriteFailures } from "../write-failures.js";
+import { describeWriteFailure, storageError } from "./database.js";
 
 interface QueuedWrite {
   op: () => unknown;
@@ -17,16 +18,23 @@ interface QueuedWrite {
  *
  * An op may throw a BrokerError (a precondition failed) before it writes anything: only that op's
  * promise rejects and the rest of the batch commits. Any other error aborts the whole batch.
+ *
+ * Every batch is a write, so the queue is where failed writes (disk full…) are seen: `failures`
+ * holds the current run of them for `health()`, until a batch that changed rows commits.
  */
 export class CommitQueue {
+  readonly failures = new WriteFailures();
   private queue: QueuedWrite[] = [];
   private scheduled: NodeJS.Immediate | null = null;
   private closed = false;
+  private readonly totalChanges: Database.Statement<[], { n: number }>;
 
   constructor(
     private readonly db: Database.Database,
     private readonly warn: Warn,
-  ) {}
+  ) {
+    this.totalChanges = db.prepare("SELECT total_changes() AS n");
+  }
 
   /** Runs `op` in the next batch; `afterCommit` runs synchronously right after the commit, in queue order. */
   run<T>(op: () => T, afterCommit?: (result: T) => void): Promise<T> {
@@ -69,6 +77,10 @@ export class CommitQueue {
     this.closed = true;
   }
 
+  private changes(): number {
+    return this.totalChanges.get()?.n ?? 0;
+  }
+
   private schedule(): void {
     if (this.scheduled) return;
     this.scheduled = setImmediate(() => {
@@ -81,6 +93,8 @@ export class CommitQueue {
     const batch = this.queue;
     this.queue = [];
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: BrokerError }> = [];
+    // Only while failing: a batch that changed nothing never reached the disk, so proves nothing.
+    const changesBefore = this.failures.current() ? this.changes() : undefined;
     try {
       this.db.transaction(() => {
         for (const write of batch) {
@@ -93,10 +107,12 @@ export class CommitQueue {
         }
       })();
     } catch (error) {
+      this.failures.failed(describeWriteFailure(error));
       const failure = storageError(error);
       for (const write of batch) write.reject?.(failure);
       return;
     }
+    if (changesBefore !== undefined && this.changes() > changesBefore) this.failures.succeeded();
     batch.forEach((write, index) => {
       const outcome = outcomes[index];
       if (!outcome) return;

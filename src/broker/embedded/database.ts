@@ -99,6 +99,31 @@ export function openDatabase(dataDir: string, synchronous: "normal" | "full"): D
   return db;
 }
 
+/** What the SQLite result codes a failed write can end with mean, for `health()`. */
+const WRITE_FAILURES: Array<[prefix: string, meaning: string]> = [
+  ["SQLITE_FULL", "disk full"],
+  ["SQLITE_IOERR", "disk I/O error"],
+  ["SQLITE_READONLY", "database is read-only"],
+  ["SQLITE_CORRUPT", "database file is corrupt"],
+  ["SQLITE_NOTADB", "database file is corrupt"],
+  ["SQLITE_CANTOPEN", "cannot open a database file"],
+  ["SQLITE_PERM", "permission denied"],
+];
+
+/**
+ * `write failed: disk full (SQLITE_FULL)`. A full disk is SQLITE_FULL; a file size limit
+ * (RLIMIT_FSIZE, EFBIG) or a failing device is SQLITE_IOERR_WRITE: SQLite does not say which.
+ */
+export function describeWriteFailure(error: unknown): string {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === "string" && code.startsWith("SQLITE_")) {
+    const meaning =
+      WRITE_FAILURES.find(([prefix]) => code.startsWith(prefix))?.[1] ?? (error as Error).message;
+    return `write failed: ${meaning} (${code})`;
+  }
+  return `write failed: ${error instanceof Error ? error.message : String(error)}`;
+}
+
 /** SQLite failures while writing (disk full, read-only, I/O) surface as `unavailable`: nothing was accepted. */
 export function storageError(error: unknown): BrokerError {
   if (error instanceof BrokerError) return error;

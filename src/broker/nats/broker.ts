@@ -43,6 +43,7 @@ import {
 } from "../validation.js";
 import { ChangeFeed } from "./change-feed.js";
 import { connectNats } from "./connection.js";
+import { NatsHealth } from "./health.js";
 import { NatsInbox, type NatsInboxHost, replySubject } from "./inbox.js";
 import { NatsBucket } from "./kv.js";
 import {
@@ -68,6 +69,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
   /** Agents whose inbox is being opened (consumer set-up in progress): a second open must fail too. */
   private readonly opening = new Set<string>();
   private readonly changes: ChangeFeed;
+  private readonly healthCheck: NatsHealth;
   private closed = false;
 
   static async open(options: NatsBrokerOptions): Promise<NatsBroker> {
@@ -119,6 +121,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
     readonly warn: Warn,
   ) {
     this.changes = new ChangeFeed(nc, policy, warn);
+    this.healthCheck = new NatsHealth(nc, publisher.failures);
   }
 
   /** The server's `max_payload` (from the connected server's INFO) minus room for the headers. */
@@ -231,13 +234,8 @@ export class NatsBroker implements Broker, NatsInboxHost {
   }
 
   async health(): Promise<BrokerHealth> {
-    if (this.closed || this.nc.isClosed()) return { ok: false, detail: "closed" };
-    try {
-      const rtt = await this.nc.rtt();
-      return { ok: true, detail: `nats ${this.nc.getServer()} rtt ${rtt} ms` };
-    } catch (error) {
-      return { ok: false, detail: `nats unreachable: ${String(error)}` };
-    }
+    if (this.closed || this.nc.isClosed()) return { ok: false, detail: { nats: "closed" } };
+    return this.healthCheck.check();
   }
 
   async close(): Promise<void> {

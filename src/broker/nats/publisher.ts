@@ -7,6 +7,7 @@ import {
   type Subscription,
 } from "@nats-io/transport-node";
 import { BrokerError } from "../errors.js";
+import { WriteFailures } from "../write-failures.js";
 
 /** A stream's answer to a stored publish. */
 export interface PubAck {
@@ -25,13 +26,29 @@ interface Waiting {
 const TIMEOUT_MS = 5_000;
 
 /**
+ * JetStream's answers that mean "cannot store": insufficient resources (the server's or account's
+ * storage limit), storage or memory resources exceeded, and the store's own write failing (a full
+ * disk, a file size limit).
+ */
+const STORAGE_REFUSALS = new Set([10023, 10028, 10047, 10077]);
+
+/**
+ * How long a storage refusal keeps `health()` degraded when no write succeeds meanwhile. NATS offers
+ * no write that stores nothing (preconditions are checked before the storage), so health cannot
+ * probe: a gateway taken out of service is tried again after this, and the next refusal counts anew.
+ */
+const STORAGE_REFUSAL_MEMORY_MS = 30_000;
+
+/**
  * Publishes into JetStream streams (envelopes, index entries, status records) and resolves with the
  * stream's acknowledgement, like `js.publish`, for the broker's hot path. The client's request path
  * constructs an Error (with its stack) for every request it completes and arms a timer per request;
  * at five stored writes per message that was a large part of the broker's CPU. Here one
- * subscription takes every reply and one interval checks deadlines.
+ * subscription takes every reply and one interval checks deadlines. Storage refusals are kept in
+ * `failures` for `health()`; any stored write ends them.
  */
 export class StreamPublisher {
+  readonly failures = new WriteFailures(STORAGE_REFUSAL_MEMORY_MS);
   private readonly prefix: string;
   private readonly subscription: Subscription;
   private readonly waiting = new Map<number, Waiting>();
@@ -88,13 +105,22 @@ export class StreamPublisher {
     }
     try {
       const answer = JSON.parse(this.decoder.decode(msg.data)) as Partial<PubAck> & { error?: ApiError };
-      if (answer.error) waiting.reject(new JetStreamApiError(answer.error));
-      else
+      if (answer.error) {
+        if (STORAGE_REFUSALS.has(answer.error.err_code)) {
+          this.failures.failed(
+            `write failed: ${answer.error.description} (JetStream ${answer.error.err_code})`,
+          );
+        }
+        waiting.reject(new JetStreamApiError(answer.error));
+      } else {
+        // A duplicate stored nothing, so it proves nothing about the storage.
+        if (answer.duplicate !== true) this.failures.succeeded();
         waiting.resolve({
           stream: answer.stream ?? "",
           seq: answer.seq ?? 0,
           duplicate: answer.duplicate === true,
         });
+      }
     } catch (error) {
       waiting.reject(error);
     }
