@@ -41,7 +41,10 @@ export interface GatewayOptions {
   host?: string;
   /** 0 picks a free port. Default 8080. */
   port?: number;
-  /** Embedded broker data directory (default `./.acp`). Ignored when `nats` is given. */
+  /**
+   * Data directory (default `./.acp`): the embedded broker's database, and with either broker this
+   * gateway's relay, collab and MCP audit logs (one writer per log: give each gateway its own).
+   */
   data?: string;
   nats?: NatsConnectionOptions;
   /** PEM file paths; TLS 1.2 minimum, 1.3 preferred. */

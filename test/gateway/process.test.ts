@@ -1,9 +1,11 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { buildNotification, signMessage } from "../../src/protocol/index.js";
 import { CLI_PATH, runAcp } from "../helpers/cli.js";
 import { ADMIN_TOKEN, api, FrameClient, registerTestAgent } from "../helpers/gateway.js";
+import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { handshake } from "./suite.js";
 
@@ -183,4 +185,34 @@ describe("the gateway process", () => {
     expect(body.status).toBe(200);
     expect(body.protocol).toBe("TLSv1.3");
   });
+});
+
+describeWithNats("the gateway process on NATS", () => {
+  const tmp = useTmpDir();
+  const nats = useNatsServer();
+  const children: ChildProcess[] = [];
+  afterEach(() => {
+    for (const child of children.splice(0)) child.kill("SIGKILL");
+  });
+
+  it("keeps its own audit logs under --data, so two gateways on one NATS never share a log", async () => {
+    const server = await nats();
+    const [dataA, dataB] = [tmp(), tmp()];
+    const a = await spawnGateway(["--nats", server.url, "--data", dataA]);
+    children.push(a.child);
+    const b = await spawnGateway(["--nats", server.url, "--data", dataB]);
+    children.push(b.child);
+    expect(a.output()).toContain(`data in ${dataA}`);
+    const alpha = await registerTestAgent(a.url, "agent-alpha", "pa");
+    const beta = await registerTestAgent(a.url, "agent-beta", "pb");
+    await handshake({ url: a.url } as never, alpha, beta);
+    const viaB = signMessage(buildNotification(beta.sender, "agent-alpha", { via: "b" }), beta.signer);
+    expect((await api(b.url, "/api/v1/messages", { apiKey: beta.apiKey, body: viaB })).status).toBe(202);
+    const logged = (data: string, agent: string) => existsSync(join(data, "relay-audit", agent));
+    // Each gateway logs what it relayed in its own directory: A the handshake, B the notification.
+    await expect.poll(() => logged(dataB, "agent-beta")).toBe(true);
+    expect(logged(dataA, "agent-alpha")).toBe(true);
+    expect(logged(dataB, "agent-alpha")).toBe(false);
+    expect((await api(b.url, "/healthz")).json).toMatchObject({ status: "ok" });
+  }, 60_000);
 });

@@ -52,7 +52,7 @@ export function registerGateway(program: Command): void {
     .description(
       "run the ACP gateway: REST + WebSocket relay of signed messages (embedded SQLite by default, or NATS)",
     )
-    .option("--data <dir>", "embedded broker data directory", "./.acp")
+    .option("--data <dir>", "data directory: the embedded broker's database, and the audit logs", "./.acp")
     .option(
       "--nats <urls>",
       "use NATS JetStream instead (comma-separated server URLs, e.g. nats://127.0.0.1:4222)",
@@ -98,7 +98,9 @@ export function registerGateway(program: Command): void {
       const gateway = await startGateway({
         host: options.host,
         port: positiveInt(options.port, "--port") ?? 8080,
-        ...(nats ? { nats } : { data: options.data ?? "./.acp" }),
+        // With NATS the data directory still holds this gateway's own files (its audit logs).
+        data: options.data ?? "./.acp",
+        ...(nats ? { nats } : {}),
         ...(options.tlsCert && options.tlsKey ? { tls: { cert: options.tlsCert, key: options.tlsKey } } : {}),
         insecure: options.insecure ?? false,
         limits: {
@@ -111,9 +113,7 @@ export function registerGateway(program: Command): void {
       }).catch((err: Error) => {
         throw new CliError(err.message);
       });
-      printLine(
-        `ACP gateway on ${gateway.url} (${gateway.broker.kind} broker${nats ? "" : `, data in ${options.data}`})`,
-      );
+      printLine(`ACP gateway on ${gateway.url} (${gateway.broker.kind} broker, data in ${options.data})`);
       printLine(
         `dashboard: ${gateway.url}/ (sign in with a principal token from \`acp principal add\`, or the admin token)`,
       );
