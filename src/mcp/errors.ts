@@ -1,9 +1,13 @@
 /**
- * JSON-RPC errors of the `agents` capability. A server throws them from its handlers (the MCP SDK
- * copies `code`, `message` and `data` into the error answer); a client receives every error answer
- * as an `AgentsRpcError`, so callers can test `code` and read `data` without knowing the SDK.
+ * JSON-RPC errors of our MCP servers. A server throws them from its handlers (the MCP SDK copies
+ * `code`, `message` and `data` into the error answer); a client receives every error answer as an
+ * `AgentsRpcError`, so callers can test `code` and read `data` without knowing the SDK.
+ *
+ * Every -32602 carries ACP's error data (src/protocol/errors.ts): `{reason: "InvalidParams",
+ * problems: [{path, message}]}`, each path a JSON Pointer into the request (`/params/arguments/peer`).
  */
 import type { z } from "zod";
+import { type Problem, toPointer } from "../protocol/index.js";
 import { describeIssues, JsonRpcErrorCodes } from "./protocol.js";
 
 export class AgentsRpcError extends Error {
@@ -17,23 +21,60 @@ export class AgentsRpcError extends Error {
   }
 }
 
+/** A schema issue as zod and Standard Schema report it: a message and where in the value. */
+export interface IssueLike {
+  readonly message: string;
+  readonly path?: readonly (PropertyKey | { readonly key: PropertyKey })[] | undefined;
+}
+
+/** Issues found in the part of the request at `prefix` (e.g. `["params", "arguments"]`), as problems. */
+export function problemsOf(issues: readonly IssueLike[], prefix: readonly PropertyKey[]): Problem[] {
+  return issues.map((issue) => ({
+    path: toPointer([
+      ...prefix,
+      ...(issue.path ?? []).map((part) => (typeof part === "object" ? part.key : part)),
+    ]),
+    message: issue.message,
+  }));
+}
+
+/** "/params/name: expected string; /params/cursor: …", for error messages. */
+export function summarizeProblems(problems: readonly Problem[]): string {
+  return problems.map((problem) => `${problem.path || "the request"}: ${problem.message}`).join("; ");
+}
+
+/** The request's params are wrong: -32602 with `data.problems` locating each fault in the request. */
+export class InvalidParamsError extends AgentsRpcError {
+  override name = "InvalidParamsError";
+  declare readonly data: { reason: "InvalidParams"; problems: Problem[]; [key: string]: unknown };
+  constructor(message: string, problems: Problem[], extra: Record<string, unknown> = {}) {
+    super(JsonRpcErrorCodes.InvalidParams, message, { ...extra, reason: "InvalidParams", problems });
+  }
+}
+
 /** `agents/run` (or a lookup) named an agent the server does not have: -32602. */
-export class UnknownAgentError extends AgentsRpcError {
+export class UnknownAgentError extends InvalidParamsError {
   override name = "UnknownAgentError";
   constructor(readonly agent: string) {
-    super(JsonRpcErrorCodes.InvalidParams, `unknown agent "${agent}"`, { agent });
+    super(`unknown agent "${agent}"`, [{ path: "/params/name", message: `no agent named "${agent}"` }], {
+      agent,
+    });
   }
 }
 
 /** The input does not match the agent's inputSchema: -32602 with the schema issues in `data`. */
-export class AgentInputError extends AgentsRpcError {
+export class AgentInputError extends InvalidParamsError {
   override name = "AgentInputError";
   constructor(agent: string, issues: readonly z.core.$ZodIssue[]) {
     const described = describeIssues(issues);
-    super(JsonRpcErrorCodes.InvalidParams, `invalid input for agent "${agent}": ${described.summary}`, {
-      agent,
-      issues: described.issues,
-    });
+    super(
+      `invalid input for agent "${agent}": ${described.summary}`,
+      problemsOf(issues, ["params", "input"]),
+      {
+        agent,
+        issues: described.issues,
+      },
+    );
   }
 }
 
@@ -54,11 +95,13 @@ export class AgentOutputError extends AgentsRpcError {
 }
 
 /** An `agents/list` cursor this server did not hand out: -32602. */
-export class InvalidCursorError extends AgentsRpcError {
+export class InvalidCursorError extends InvalidParamsError {
   override name = "InvalidCursorError";
   constructor(cursor: string) {
-    super(JsonRpcErrorCodes.InvalidParams, `invalid agents/list cursor ${JSON.stringify(cursor)}`, {
-      cursor,
-    });
+    super(
+      `invalid agents/list cursor ${JSON.stringify(cursor)}`,
+      [{ path: "/params/cursor", message: "not a cursor this server handed out" }],
+      { cursor },
+    );
   }
 }

@@ -14,10 +14,9 @@ import type { InboundContext } from "../client/types.js";
 import type { GatewayContext } from "../gateway/context.js";
 import type { ResolvedAgent } from "../gateway/registry.js";
 import { AcpError, generateIdentity, type PrivateIdentity, publicIdentity } from "../protocol/index.js";
-import { AgentsRpcError } from "./errors.js";
+import { AgentsRpcError, InvalidParamsError, type IssueLike, problemsOf } from "./errors.js";
 import { BRIDGE_PRINCIPAL, McpProgressBody, McpRunMethods, McpRunResult } from "./gateway-wire.js";
 import { isJsonObject, type JsonValue } from "./json.js";
-import { JsonRpcErrorCodes } from "./protocol.js";
 import type { AgentRunContext } from "./registry.js";
 
 export interface BridgeOptions {
@@ -72,9 +71,9 @@ export class McpBridge {
     const summary = `MCP agents/run "${target.mcpName}" for ${caller.record.agentId} through the gateway.`;
     if (target.served === undefined) {
       if (!isJsonObject(input ?? null)) {
-        throw new AgentsRpcError(
-          JsonRpcErrorCodes.InvalidParams,
+        throw new InvalidParamsError(
           `invalid input for agent "${target.mcpName}": an ACP request body must be a JSON object`,
+          [{ path: "/params/input", message: "expected object" }],
           { agent: target.mcpName, issues: [{ path: [], code: "invalid_type", message: "expected object" }] },
         );
       }
@@ -202,11 +201,16 @@ export class McpBridge {
     if (err instanceof AcpError && err.reason === "InvalidParams") {
       const issues = Array.isArray(err.data.issues) ? err.data.issues : (err.data.problems ?? []);
       const detail = err.message.replace(/^invalid input for agent "[^"]*": /, "");
-      return new AgentsRpcError(
-        JsonRpcErrorCodes.InvalidParams,
-        `invalid input for agent "${target.mcpName}": ${detail}`,
-        { agent: target.mcpName, issues },
-      );
+      // The target's issues locate faults in the input (zod paths); the MCP caller sent it as params.input.
+      const located = issues.filter((issue): issue is IssueLike => Array.isArray(issue?.path));
+      const problems =
+        located.length > 0
+          ? problemsOf(located, ["params", "input"])
+          : [{ path: "/params/input", message: detail }];
+      return new InvalidParamsError(`invalid input for agent "${target.mcpName}": ${detail}`, problems, {
+        agent: target.mcpName,
+        issues,
+      });
     }
     if (err instanceof AcpError && err.reason === "Timeout") {
       return new Error(`${target.agentId} did not answer within ${this.options.runTimeoutMs} ms`);

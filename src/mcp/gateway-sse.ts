@@ -11,11 +11,13 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import {
+  type JSONRPCErrorResponse,
   type JSONRPCMessage,
   JSONRPCMessageSchema,
   type MessageExtraInfo,
 } from "@modelcontextprotocol/sdk/types.js";
 import { readBody } from "../gateway/http.js";
+import { answerToMalformedParams } from "./params-guard.js";
 
 /** A reader this far behind is cut off rather than buffered without bound. */
 const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
@@ -52,12 +54,19 @@ export class LegacySseTransport implements Transport {
     this.res.once("close", () => this.#finish());
   }
 
-  /** A POST to the endpoint: one JSON-RPC message (or a batch), answered 202; replies go on the stream. */
+  /**
+   * A POST to the endpoint: one JSON-RPC message (or a batch), answered 202; replies go on the
+   * stream. A request whose params break the JSON-RPC message schema is answered -32602 there too.
+   */
   async handlePost(req: IncomingMessage, res: ServerResponse, maxBytes: number): Promise<void> {
-    let messages: JSONRPCMessage[];
+    // Each message is either for the server or already refused (its answer).
+    let messages: ({ message: JSONRPCMessage } | { refusal: JSONRPCErrorResponse })[];
     try {
       const parsed: unknown = JSON.parse((await readBody(req, maxBytes)).toString("utf8"));
-      messages = (Array.isArray(parsed) ? parsed : [parsed]).map((m) => JSONRPCMessageSchema.parse(m));
+      messages = (Array.isArray(parsed) ? parsed : [parsed]).map((m) => {
+        const refusal = answerToMalformedParams(m);
+        return refusal === undefined ? { message: JSONRPCMessageSchema.parse(m) } : { refusal };
+      });
     } catch (err) {
       const message =
         err instanceof SyntaxError ? "the body is not JSON" : "the body is not a JSON-RPC message";
@@ -67,7 +76,10 @@ export class LegacySseTransport implements Transport {
     }
     res.writeHead(202, { "content-type": "text/plain" }).end("Accepted");
     const requestInfo = { headers: req.headers };
-    for (const message of messages) this.onmessage?.(message, { requestInfo });
+    for (const item of messages) {
+      if ("refusal" in item) await this.send(item.refusal).catch(() => undefined);
+      else this.onmessage?.(item.message, { requestInfo });
+    }
   }
 
   async send(message: JSONRPCMessage): Promise<void> {

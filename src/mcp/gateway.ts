@@ -14,7 +14,7 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { CONTEXT_ROOT_ENV, type WatchOptions } from "../coordination/index.js";
 import type { GatewayContext } from "../gateway/context.js";
 import type { GatewayExtension } from "../gateway/gateway.js";
-import { type Router, sendError } from "../gateway/http.js";
+import { type Router, readJsonBody, sendError, sendJson } from "../gateway/http.js";
 import { AcpError } from "../protocol/index.js";
 import { addCoordinationResources } from "./coordination.js";
 import { GatewayAgentSource, publishRoutes } from "./gateway-agents.js";
@@ -30,6 +30,7 @@ import { LegacySseTransport } from "./gateway-sse.js";
 import { ResourceSubscriptions } from "./gateway-subscriptions.js";
 import { addTaskTools } from "./gateway-task-tools.js";
 import { addSystemPrompt, addTaskResources } from "./gateway-tasks.js";
+import { answerToBadParams } from "./params-guard.js";
 import { createAgentsMcpServer, type Transport } from "./sdk-adapter.js";
 
 export interface McpGatewayOptions {
@@ -136,12 +137,24 @@ export function mcpGatewayExtension(options: McpGatewayOptions = {}): McpGateway
         });
       };
 
+      // Read here rather than by the SDK's transport, so that bad params it would refuse whole, or
+      // not recognise as an initialize, are answered -32602 naming the field (params-guard.ts).
+      const postedBody = (req: IncomingMessage) =>
+        req.method === "POST" ? readJsonBody(req, ctx.maxEnvelopeBytes) : Promise.resolve(undefined);
+      const refuseBadParams = (res: ServerResponse, body: unknown): boolean => {
+        const refusal = answerToBadParams(body);
+        if (refusal !== undefined) sendJson(res, 200, refusal);
+        return refusal !== undefined;
+      };
+
       const streamable = async (req: IncomingMessage, res: ServerResponse) => {
         const who = await authenticateMcp(ctx, req);
         const sessionId = req.headers["mcp-session-id"];
         if (typeof sessionId === "string") {
           const session = open.claim(sessionId, "streamable", who);
-          detach(res, (session.transport as StreamableHTTPServerTransport).handleRequest(req, res));
+          const body = await postedBody(req);
+          if (refuseBadParams(res, body)) return;
+          detach(res, (session.transport as StreamableHTTPServerTransport).handleRequest(req, res, body));
           return;
         }
         if (req.method !== "POST") {
@@ -151,6 +164,8 @@ export function mcpGatewayExtension(options: McpGatewayOptions = {}): McpGateway
           );
         }
         open.assertRoom(who.caller.record.agentId);
+        const body = await postedBody(req);
+        if (refuseBadParams(res, body)) return;
         const state: SessionCaller = { ...who };
         const { server, subscriptions } = serverFor(state, req);
         const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
@@ -175,7 +190,7 @@ export function mcpGatewayExtension(options: McpGatewayOptions = {}): McpGateway
         await server.connect(transport);
         detach(
           res,
-          transport.handleRequest(req, res).then(async () => {
+          transport.handleRequest(req, res, body).then(async () => {
             // Anything but a valid initialize was answered with an error and opened no session.
             if (transport.sessionId === undefined || !open.has(transport.sessionId)) {
               subscriptions.close();

@@ -7,7 +7,12 @@ import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { readJsonBody, sendError, sendJson } from "../gateway/http.js";
+import { answerToBadParams } from "./params-guard.js";
 import type { Transport } from "./sdk-adapter.js";
+
+/** The SDK transport's own default limit on a POSTed body. */
+const MAX_BODY_BYTES = 4 * 1024 * 1024;
 
 /** What the host needs of a server: an SDK `McpServer` (or our `AgentsMcpServer`) fits. */
 export interface ConnectableMcpServer {
@@ -39,7 +44,7 @@ export async function serveMcpOverHttp(options: McpHttpHostOptions): Promise<Mcp
     { transport: StreamableHTTPServerTransport; server: ConnectableMcpServer }
   >();
 
-  async function openSession(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async function openSession(req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
     const server = options.createServer();
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: randomUUID,
@@ -52,7 +57,7 @@ export async function serveMcpOverHttp(options: McpHttpHostOptions): Promise<Mcp
       if (transport.sessionId !== undefined) sessions.delete(transport.sessionId);
     };
     await server.connect(transport);
-    await transport.handleRequest(req, res);
+    await transport.handleRequest(req, res, body);
     // Anything but a valid initialize was answered with an error and opened no session.
     if (transport.sessionId === undefined || !sessions.has(transport.sessionId)) await server.close();
   }
@@ -61,13 +66,24 @@ export async function serveMcpOverHttp(options: McpHttpHostOptions): Promise<Mcp
     const url = new URL(req.url ?? "/", "http://localhost");
     if (url.pathname !== path) return reply(res, 404, `no MCP endpoint at ${url.pathname}; use ${path}`);
     const sessionId = req.headers["mcp-session-id"];
-    if (typeof sessionId === "string") {
-      const session = sessions.get(sessionId);
-      if (session === undefined) return reply(res, 404, `unknown MCP session ${sessionId}`);
-      return session.transport.handleRequest(req, res);
+    const session = typeof sessionId === "string" ? sessions.get(sessionId) : undefined;
+    if (typeof sessionId === "string" && session === undefined) {
+      return reply(res, 404, `unknown MCP session ${sessionId}`);
     }
-    if (req.method === "POST") return openSession(req, res);
-    return reply(res, 400, "missing Mcp-Session-Id header");
+    if (session === undefined && req.method !== "POST")
+      return reply(res, 400, "missing Mcp-Session-Id header");
+    // Read here rather than by the SDK's transport, so that bad params it would refuse whole, or not
+    // recognise as an initialize, are answered -32602 naming the field (params-guard.ts).
+    let body: unknown;
+    try {
+      body = req.method === "POST" ? await readJsonBody(req, MAX_BODY_BYTES) : undefined;
+    } catch (err) {
+      return sendError(res, err); // not JSON (-32700), too large or too deep: ACP's error bodies
+    }
+    const refusal = answerToBadParams(body);
+    if (refusal !== undefined) return sendJson(res, 200, refusal);
+    if (session !== undefined) return session.transport.handleRequest(req, res, body);
+    return openSession(req, res, body);
   }
 
   const http = createServer((req, res) => {

@@ -28,6 +28,7 @@ export {
   AgentOutputError,
   AgentsRpcError,
   InvalidCursorError,
+  InvalidParamsError,
   UnknownAgentError,
 } from "./errors.js";
 export {

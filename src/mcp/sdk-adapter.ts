@@ -9,6 +9,8 @@
  *   client keeps the raw initialize result as it comes off the transport.
  * - Custom request methods need zod schemas with a method literal and casts to the SDK's closed
  *   request/notification unions.
+ * - The SDK answers several kinds of bad params with -32603 or an `isError` result: the server's
+ *   ParamsGuard (params-guard.ts, the other file that knows SDK 1.x internals) answers -32602.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
@@ -23,6 +25,7 @@ import {
 import { z } from "zod";
 import { AgentsRpcError } from "./errors.js";
 import { isJsonObject, type JsonObject } from "./json.js";
+import { ParamsGuard } from "./params-guard.js";
 import {
   AGENTS_CAPABILITY,
   AgentsMethods,
@@ -55,6 +58,7 @@ export interface AgentsMcpServerOptions {
  */
 export class AgentsMcpServer extends McpServer {
   readonly agents: AgentSource;
+  readonly #params = new ParamsGuard(this);
 
   constructor(options: AgentsMcpServerOptions) {
     const capabilities = options.capabilities ?? {};
@@ -70,6 +74,8 @@ export class AgentsMcpServer extends McpServer {
       },
     );
     this.agents = options.agents ?? new AgentRegistry();
+    // Before any handler is registered, so that every one is guarded.
+    this.#params.install();
     this.server.setRequestHandler(AgentsListRequest, async (request) => ({
       ...(await handleAgentsList(this.agents, request.params)),
     }));
@@ -96,11 +102,14 @@ export class AgentsMcpServer extends McpServer {
     return this;
   }
 
-  /** Connects like McpServer, announcing `agents` as a top-level capability on this transport. */
+  /**
+   * Connects like McpServer, announcing `agents` as a top-level capability on this transport and
+   * answering bad params with -32602 naming the field (params-guard.ts).
+   */
   override async connect(transport: Transport): Promise<void> {
     announceTopLevelAgentsCapability(transport);
     await super.connect(transport);
-    refuseUnparseableResourceUris(transport);
+    this.#params.screen(transport);
   }
 }
 
@@ -129,35 +138,6 @@ function announceTopLevelAgentsCapability(transport: Transport): void {
       return send({ ...message, result }, options);
     }
     return send(message, options);
-  };
-}
-
-const URI_METHODS = new Set(["resources/read", "resources/subscribe", "resources/unsubscribe"]);
-
-/**
- * The SDK parses `params.uri` with `new URL()` and answers a malformed one with -32603 (internal
- * error). A bad URI is the caller's mistake: answer -32602 naming the field, before the SDK sees it.
- * Installed after connect, so it wraps the SDK's own message handler.
- */
-function refuseUnparseableResourceUris(transport: Transport): void {
-  const sdk = transport.onmessage;
-  transport.onmessage = (message: JSONRPCMessage, extra) => {
-    if ("method" in message && "id" in message && URI_METHODS.has(message.method)) {
-      const uri = (message.params as { uri?: unknown } | undefined)?.uri;
-      if (typeof uri !== "string" || !URL.canParse(uri)) {
-        void transport.send({
-          jsonrpc: "2.0",
-          id: message.id,
-          error: {
-            code: -32602,
-            message: "params.uri must be an absolute URI",
-            data: { problems: [{ path: "/params/uri", message: "not an absolute URI" }] },
-          },
-        });
-        return;
-      }
-    }
-    sdk?.(message, extra);
   };
 }
 

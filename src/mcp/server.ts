@@ -4,7 +4,7 @@
  * notifications to these functions, and returns their result or error.
  */
 import { combineDelta, remainingDelta } from "./delta.js";
-import { AgentsRpcError, UnknownAgentError } from "./errors.js";
+import { AgentsRpcError, InvalidParamsError, problemsOf, UnknownAgentError } from "./errors.js";
 import type { JsonValue } from "./json.js";
 import {
   type AgentPage,
@@ -140,11 +140,11 @@ class DeltaStream {
   }
 }
 
-function invalidParams(method: string, issues: Parameters<typeof describeIssues>[0]): AgentsRpcError {
+function invalidParams(method: string, issues: Parameters<typeof describeIssues>[0]): InvalidParamsError {
   const described = describeIssues(issues);
-  return new AgentsRpcError(
-    JsonRpcErrorCodes.InvalidParams,
+  return new InvalidParamsError(
     `invalid ${method} params: ${described.summary}`,
+    problemsOf(issues, ["params"]),
     {
       issues: described.issues,
     },

@@ -82,7 +82,15 @@ describe("acp mcp call (stdio server)", () => {
     const unknown = await runAcp(["mcp", "call", "nope", "--json", ...DEMO]);
     expect(unknown.code).toBe(1);
     expect(JSON.parse(unknown.stdout)).toEqual({
-      error: { code: -32602, message: 'unknown agent "nope"', data: { agent: "nope" } },
+      error: {
+        code: -32602,
+        message: 'unknown agent "nope"',
+        data: {
+          agent: "nope",
+          reason: "InvalidParams",
+          problems: [{ path: "/params/name", message: 'no agent named "nope"' }],
+        },
+      },
     });
   });
 

@@ -199,12 +199,13 @@ describe("tasks at the gateway's MCP endpoint: resources, subscription, tools, p
     });
     const unknown = await client.callTool({ name: "accept_task", arguments: { taskId: "no-such-task" } });
     expect(text(unknown)).toBe("no task no-such-task involving worker");
+    // Arguments the tool's schema refuses: a tool error the model can read and correct (SEP-1303).
     const missing = await client.callTool({
       name: "report_task_failure",
       arguments: { taskId: offered.handoffId },
     });
     expect(missing.isError).toBe(true);
-    expect(text(missing)).toMatch(/reason/);
+    expect(text(missing)).toMatch(/\/params\/arguments\/reason: /);
   });
 
   it("tells a client that cannot sign how to get its key involved, and changes nothing", async () => {
@@ -244,7 +245,10 @@ describe("tasks at the gateway's MCP endpoint: resources, subscription, tools, p
     ]) {
       await expect(call()).rejects.toMatchObject({
         code: -32602,
-        message: expect.stringContaining("params.uri"),
+        data: {
+          reason: "InvalidParams",
+          problems: [{ path: "/params/uri", message: "not an absolute URI" }],
+        },
       });
     }
   });

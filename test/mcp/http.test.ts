@@ -141,6 +141,8 @@ describe("the agents capability over Streamable HTTP", () => {
       issues: [
         { path: ["text"], code: "invalid_type", message: "Invalid input: expected string, received number" },
       ],
+      reason: "InvalidParams",
+      problems: [{ path: "/params/input/text", message: "Invalid input: expected string, received number" }],
     });
   });
 
@@ -149,10 +151,17 @@ describe("the agents capability over Streamable HTTP", () => {
     const unknown = await rejectionOf(client.runAgent("nobody", {}));
     expect(unknown.code).toBe(-32602);
     expect(unknown.message).toBe('unknown agent "nobody"');
-    expect(unknown.data).toEqual({ agent: "nobody" });
+    expect(unknown.data).toEqual({
+      agent: "nobody",
+      reason: "InvalidParams",
+      problems: [{ path: "/params/name", message: 'no agent named "nobody"' }],
+    });
     const noName = await rejectionOf(client.runAgent("", {}));
     expect(noName.code).toBe(-32602);
     expect(noName.message).toContain("the agent name must be a non-empty string");
+    expect(noName.data).toMatchObject({
+      problems: [{ path: "/params/name", message: "the agent name must be a non-empty string" }],
+    });
   });
 
   it("an output that breaks the outputSchema, or a throwing agent, is -32603 naming the agent", async () => {

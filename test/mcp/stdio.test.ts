@@ -94,6 +94,31 @@ describe("acp mcp serve --demo over real stdio", () => {
     const unknown = await rejectionOf(client.runAgent("nope", {}));
     expect(unknown.code).toBe(-32602);
     expect(unknown.message).toBe('unknown agent "nope"');
+    expect(unknown.data).toMatchObject({ problems: [{ path: "/params/name" }] });
+  });
+
+  it("answers bad params of the SDK's own methods -32602 naming the field, and unserved ones -32601", async () => {
+    const stock = new Client({ name: "stock", version: "1" });
+    await stock.connect(demoServer().transport);
+    open.push(stock);
+    const send = (method: string, params: unknown) =>
+      rejectionOf(stock.request({ method, params } as never, z.unknown()));
+    const initialize = await send("initialize", { protocolVersion: 1, capabilities: {}, clientInfo: {} });
+    expect(initialize.code).toBe(-32602);
+    expect(initialize.data).toEqual({
+      reason: "InvalidParams",
+      problems: [
+        { path: "/params/protocolVersion", message: "Invalid input: expected string, received number" },
+        { path: "/params/clientInfo/name", message: "Invalid input: expected string, received undefined" },
+        { path: "/params/clientInfo/version", message: "Invalid input: expected string, received undefined" },
+      ],
+    });
+    const list = await send("agents/list", { cursor: 5 });
+    expect(list.code).toBe(-32602);
+    expect(list.data).toMatchObject({ problems: [{ path: "/params/cursor" }] });
+    // The demo serves no tools and no logging: not found, whatever the params.
+    expect((await send("tools/call", { name: 5 })).code).toBe(-32601);
+    expect((await send("logging/setLevel", { level: "loud" })).code).toBe(-32601);
   });
 
   it("cancels mid-stream: the agent's signal fires in the server process", async () => {

@@ -49,14 +49,14 @@ export function badHttpAnswer(status: number, text: string, ok: number[]): strin
  * The MCP endpoint speaks MCP's Streamable HTTP: its transport errors are the MCP SDK's JSON-RPC
  * errors (-32000 "Bad Request"/"Not Acceptable"…, -32700…-32600), its authentication errors
  * ACP's (docs/mcp.md). Wrong: any 5xx, a non-JSON-RPC body, a code outside JSON-RPC's reserved range,
- * and an internal error (-32603) anywhere in the answer.
+ * an internal error (-32603) anywhere in the answer (the fuzzed requests are bad input, never a
+ * reason for the server to fail), and a -32602 without `data.problems` naming the field at fault.
  */
 export function badMcpAnswer(status: number, text: string, ok: number[]): string | undefined {
-  // A handler that threw shows as -32603 inside an otherwise fine (SSE) answer. The MCP SDK's own
-  // -32603 answers to bad params are a known deviation, counted apart (mcpParamsAsInternalError).
-  if (/"code":\s*-32603/.test(text) && !mcpParamsAsInternalError(text)) {
-    return `internal error inside a ${status}: ${text.slice(0, 300)}`;
-  }
+  // A handler that threw shows as -32603 inside an otherwise fine (SSE) answer.
+  if (/"code":\s*-32603/.test(text)) return `internal error inside a ${status}: ${text.slice(0, 300)}`;
+  const unexplained = invalidParamsWithoutProblems(text);
+  if (unexplained !== undefined) return `-32602 without data.problems: ${unexplained.slice(0, 300)}`;
   if (ok.includes(status)) return undefined;
   if (status >= 500) return `answered ${status}: ${text.slice(0, 300)}`;
   try {
@@ -73,15 +73,35 @@ export function badMcpAnswer(status: number, text: string, ok: number[]): string
 }
 
 /**
- * The MCP SDK's own answers to bad params, which use -32603 where JSON-RPC says -32602: params that
- * fail its request schema (the message is the zod issue list), and a `resources/read` URI its
- * handler cannot parse (`new URL(uri)` throws "Invalid URL").
+ * The first -32602 error object in an MCP answer (a JSON body, or the `data:` lines of an SSE
+ * stream) whose `data.problems` is not a non-empty list of `{path, message}`, as text; else undefined.
  */
-export function mcpParamsAsInternalError(text: string): boolean {
-  return (
-    /"code":\s*-32603,\s*"message":\s*"\[\\n\s*\{\\n\s*\\"(expected|code|origin|keys|values)/.test(text) ||
-    /"code":\s*-32603,\s*"message":\s*"Invalid URL"/.test(text)
-  );
+export function invalidParamsWithoutProblems(text: string): string | undefined {
+  const documents = /^[{[]/.test(text.trimStart())
+    ? [text]
+    : text.split("\n").flatMap((line) => (line.startsWith("data: ") ? [line.slice(6)] : []));
+  for (const document of documents) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(document);
+    } catch {
+      continue; // not JSON-RPC (an endpoint event): judged elsewhere
+    }
+    for (const message of Array.isArray(parsed) ? parsed : [parsed]) {
+      const error = (message as { error?: JsonRpcError } | null)?.error;
+      if (error?.code !== ErrorCode.InvalidParams) continue;
+      const problems = (error.data as { problems?: unknown } | undefined)?.problems;
+      const named =
+        Array.isArray(problems) &&
+        problems.length > 0 &&
+        problems.every(
+          (p: { path?: unknown; message?: unknown }) =>
+            typeof p?.path === "string" && typeof p.message === "string" && p.message.length > 0,
+        );
+      if (!named) return JSON.stringify(error);
+    }
+  }
+  return undefined;
 }
 
 /** A JSON-RPC error object with an undocumented code, a wrong reason, or (given) a wrong HTTP status. */
