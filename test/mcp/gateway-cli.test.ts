@@ -8,7 +8,8 @@ import { CollabClient } from "../../src/client/collab.js";
 import { serveMcpAgent } from "../../src/client/mcp-agent.js";
 import { AgentsClient, combineDeltas, type JsonValue, stdioClientTransport } from "../../src/mcp/index.js";
 import { CLI_PATH, runAcp } from "../helpers/cli.js";
-import type { TestAgent } from "../helpers/gateway.js";
+import { startTestGateway, type TestAgent } from "../helpers/gateway.js";
+import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { type McpGatewayBed, until, useMcpGateway } from "./gateway-helpers.js";
 
 const TASK = { completed: ["wrote chapter 1"], remaining: ["proofread chapter 1"], context: { pages: 12 } };
@@ -196,4 +197,32 @@ describe("acp mcp serve --gateway over real stdio", () => {
       expect(result.stderr, args.join(" ")).toContain(message);
     }
   });
+});
+
+describeWithNats("acp mcp serve --gateway, gateway degraded", () => {
+  const nats = useNatsServer();
+
+  it("warns, naming the gateway's own reason, when its /healthz says degraded", async () => {
+    const server = await nats();
+    const gw = await startTestGateway({ natsUrl: server.url });
+    try {
+      const agent = await gw.register("desk");
+      // Seen once while NATS is up, the key is then authenticated from the gateway's memory.
+      expect(
+        (await fetch(`${gw.url}/api/v1/agents/desk`, { headers: { "x-api-key": agent.apiKey } })).status,
+      ).toBe(200);
+      await server.stop("SIGKILL");
+      await expect.poll(async () => (await fetch(`${gw.url}/healthz`)).status).toBe(503);
+      const result = await runAcp(["mcp", "serve", "--gateway", gw.url, "--api-key", agent.apiKey], {
+        input: "",
+      });
+      expect(result.stderr).toMatch(
+        new RegExp(`warning: the gateway at ${gw.url} reports itself degraded \\(.*unreachable`),
+      );
+    } finally {
+      // NATS is gone, so closing cannot flush: what it reports is not this test's subject.
+      await gw.close().catch(() => undefined);
+    }
+    // The proxy's calls each wait out NATS's 5 s request timeout before the gateway answers 503.
+  }, 90_000);
 });

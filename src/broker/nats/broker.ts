@@ -63,6 +63,9 @@ import { checkEnvelopeSize, maxEnvelopeBytes, storeMessage } from "./submission.
  * The broker on NATS JetStream. Every gateway process connected to the same NATS shares the
  * streams, consumers and buckets, so a message submitted at one gateway reaches an inbox open at another.
  */
+/** How long `close` lets the connection drain before closing it outright. */
+const DRAIN_TIMEOUT_MS = 2_000;
+
 export class NatsBroker implements Broker, NatsInboxHost {
   readonly kind = "nats" as const;
   private readonly inboxes = new Map<string, NatsInbox>();
@@ -243,7 +246,14 @@ export class NatsBroker implements Broker, NatsInboxHost {
     this.closed = true;
     await Promise.all([...this.inboxes.values()].map((inbox) => inbox.close()));
     this.changes.stop();
-    await this.nc.drain();
+    // A drain waits for the server's answer; with NATS unreachable it would hang ~20 s and then
+    // fail. Nothing is left to flush to a server that is gone: give it a moment, then just close.
+    const drained = this.nc.drain().then(
+      () => true,
+      () => false,
+    );
+    const timedOut = new Promise<false>((resolve) => setTimeout(resolve, DRAIN_TIMEOUT_MS, false).unref());
+    if (!(await Promise.race([drained, timedOut]))) await this.nc.close();
     this.publisher.stop();
   }
 

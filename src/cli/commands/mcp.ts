@@ -300,6 +300,12 @@ async function runGatewayProxy(options: ServeOptions, log: (line: string) => voi
       `cannot reach the gateway at ${url.origin} (${(health.cause as Error | undefined)?.message ?? health.message})`,
     );
   }
+  if (health.status === 503) {
+    // Degraded (e.g. its disk is full): serve anyway, runs may fail until it recovers; say why.
+    const report = (await health.json().catch(() => ({}))) as { detail?: Record<string, string> };
+    const causes = Object.values(report.detail ?? {}).join("; ");
+    log(`warning: the gateway at ${url.origin} reports itself degraded${causes ? ` (${causes})` : ""}`);
+  }
   const { StdioServerTransport } = await import("@modelcontextprotocol/sdk/server/stdio.js");
   const proxy = await proxyToGateway(new StdioServerTransport(), {
     gateway: url.href,
