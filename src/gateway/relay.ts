@@ -1,5 +1,6 @@
 import type { AuditEntryInput } from "../audit/index.js";
 import type { Broker, MessageKind as BrokerKind, SubmitResult } from "../broker/index.js";
+import { SerialByKey } from "../broker/serial-by-key.js";
 import {
   AcpError,
   type AcpMessage,
@@ -39,8 +40,13 @@ const RECENT_ENTRIES = 4096;
  */
 export class Relay {
   private readonly freshness: ReplayGuard;
-  /** Per sender, the tail of the checks still running: see `inSenderOrder`. */
-  private readonly senderLanes = new Map<string, Promise<unknown>>();
+  /**
+   * One sender's messages pass the asynchronous checks (registry, handshake gate) and reach the
+   * broker in the order they arrived, even when pipelined: otherwise an `agent.capabilities` could
+   * be overtaken by the request it unlocks, or two messages swap places in the inbox. The lane is
+   * released once the broker has the write, not when it commits, so group commit still batches.
+   */
+  private readonly senderLanes = new SerialByKey();
   private readonly recentEntries = new Map<string, AuditEntryInput>();
 
   constructor(
@@ -72,7 +78,7 @@ export class Relay {
   private async relay(sender: ResolvedAgent, input: string | object, size: number): Promise<SubmitResponse> {
     // Checked and verified on arrival, concurrently; then routed and stored in arrival order.
     const signed = this.checkSigned(sender, input, size);
-    const { id, message, stored, entry } = await this.inSenderOrder(sender.record.agentId, () =>
+    const { id, message, stored, entry } = await this.senderLanes.run(sender.record.agentId, () =>
       this.routeAndStore(sender, signed),
     );
     const result = await stored.catch((err: unknown) => {
@@ -96,26 +102,6 @@ export class Relay {
     const entry = this.recentEntries.get(id);
     this.recentEntries.delete(id);
     return entry;
-  }
-
-  /**
-   * One sender's messages pass the asynchronous checks (registry, handshake gate) and reach the
-   * broker in the order they arrived, even when pipelined: otherwise an `agent.capabilities` could
-   * be overtaken by the request it unlocks, or two messages swap places in the inbox. The lane is
-   * released once the broker has the write, not when it commits, so group commit still batches.
-   */
-  private inSenderOrder<T>(agentId: string, step: () => Promise<T>): Promise<T> {
-    const previous = this.senderLanes.get(agentId) ?? Promise.resolve();
-    const current = previous.then(step, step);
-    const tail = current.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.senderLanes.set(agentId, tail);
-    void tail.then(() => {
-      if (this.senderLanes.get(agentId) === tail) this.senderLanes.delete(agentId);
-    });
-    return current;
   }
 
   /**

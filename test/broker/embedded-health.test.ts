@@ -3,30 +3,18 @@
  * 1 byte with `prlimit --pid` (to SQLite a failed write, as on a full disk; see
  * test/reliability/storage.test.ts), then lifted again.
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import type { BrokerHealth } from "../../src/broker/index.js";
 import { WriteFailures } from "../../src/broker/write-failures.js";
+import { hasCommand, setLimit } from "../helpers/process-limits.js";
 import { useTmpDir } from "../helpers/tmp.js";
 
 const HEALTH_CHILD = fileURLToPath(new URL("./fixtures/health-child.mjs", import.meta.url));
 const ISO_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
-
-function hasPrlimit(): boolean {
-  try {
-    execFileSync("prlimit", ["--version"], { stdio: "ignore" });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function setFileSizeLimit(pid: number, soft: string): void {
-  execFileSync("prlimit", ["--pid", String(pid), `--fsize=${soft}:unlimited`]);
-}
 
 /** The fixture child: one command per line, one JSON answer per line, in order. */
 function startChild(data: string): { child: ChildProcess; ask(command: string): Promise<unknown> } {
@@ -70,50 +58,56 @@ describe("WriteFailures", () => {
   });
 });
 
-describe.runIf(process.platform === "linux" && hasPrlimit())("embedded broker health on a full disk", () => {
-  const tmp = useTmpDir("acp-broker-health-");
-  let child: ChildProcess | undefined;
-  afterEach(() => {
-    child?.kill("SIGKILL");
-    child = undefined;
-  });
-
-  it("is degraded from the first failed write, names the cause, and recovers by itself", async () => {
-    const data = tmp();
-    const started = startChild(data);
-    child = started.child;
-    const { ask } = started;
-    const pid = started.child.pid as number;
-
-    expect(await ask("health")).toEqual({ ok: true, detail: { storage: `sqlite ${join(data, "acp.db")}` } });
-    expect(await ask("submit")).toHaveProperty("submitted");
-
-    setFileSizeLimit(pid, "1");
-    expect(await ask("submit")).toEqual({ error: "unavailable" });
-    const degraded = (await ask("health")) as BrokerHealth;
-    expect(degraded).toEqual({
-      ok: false,
-      detail: {
-        storage: "write failed: disk I/O error (SQLITE_IOERR_WRITE)",
-        since: expect.stringMatching(ISO_TIME),
-      },
-    });
-    // Its own probe write fails too: still degraded, and since the first failure.
-    expect(await ask("health")).toEqual(degraded);
-
-    // No message written meanwhile: the next check's probe write succeeds and ends it.
-    setFileSizeLimit(pid, "unlimited");
-    expect(await ask("health")).toMatchObject({
-      ok: true,
-      detail: { storage: expect.stringMatching(/^sqlite /) },
+describe.runIf(process.platform === "linux" && hasCommand("prlimit"))(
+  "embedded broker health on a full disk",
+  () => {
+    const tmp = useTmpDir("acp-broker-health-");
+    let child: ChildProcess | undefined;
+    afterEach(() => {
+      child?.kill("SIGKILL");
+      child = undefined;
     });
 
-    // A real write that succeeds ends it as well; a new failure starts a new run.
-    setFileSizeLimit(pid, "1");
-    expect(await ask("submit")).toEqual({ error: "unavailable" });
-    expect(await ask("health")).toMatchObject({ ok: false, detail: { storage: degraded.detail.storage } });
-    setFileSizeLimit(pid, "unlimited");
-    expect(await ask("submit")).toHaveProperty("submitted");
-    expect(await ask("health")).toMatchObject({ ok: true });
-  }, 30_000);
-});
+    it("is degraded from the first failed write, names the cause, and recovers by itself", async () => {
+      const data = tmp();
+      const started = startChild(data);
+      child = started.child;
+      const { ask } = started;
+      const pid = started.child.pid as number;
+
+      expect(await ask("health")).toEqual({
+        ok: true,
+        detail: { storage: `sqlite ${join(data, "acp.db")}` },
+      });
+      expect(await ask("submit")).toHaveProperty("submitted");
+
+      setLimit(pid, "fsize", "1");
+      expect(await ask("submit")).toEqual({ error: "unavailable" });
+      const degraded = (await ask("health")) as BrokerHealth;
+      expect(degraded).toEqual({
+        ok: false,
+        detail: {
+          storage: "write failed: disk I/O error (SQLITE_IOERR_WRITE)",
+          since: expect.stringMatching(ISO_TIME),
+        },
+      });
+      // Its own probe write fails too: still degraded, and since the first failure.
+      expect(await ask("health")).toEqual(degraded);
+
+      // No message written meanwhile: the next check's probe write succeeds and ends it.
+      setLimit(pid, "fsize", "unlimited");
+      expect(await ask("health")).toMatchObject({
+        ok: true,
+        detail: { storage: expect.stringMatching(/^sqlite /) },
+      });
+
+      // A real write that succeeds ends it as well; a new failure starts a new run.
+      setLimit(pid, "fsize", "1");
+      expect(await ask("submit")).toEqual({ error: "unavailable" });
+      expect(await ask("health")).toMatchObject({ ok: false, detail: { storage: degraded.detail.storage } });
+      setLimit(pid, "fsize", "unlimited");
+      expect(await ask("submit")).toHaveProperty("submitted");
+      expect(await ask("health")).toMatchObject({ ok: true });
+    }, 30_000);
+  },
+);

@@ -1,14 +1,9 @@
-/**
- * The NATS broker's health() against real faults: the server stopped, a stream deleted, and
- * JetStream refusing writes because its store cannot grow (the server's RLIMIT_FSIZE lowered to 1
- * byte with `prlimit --pid`: nats-server answers every stored write with error 10077).
- */
-import { execFileSync } from "node:child_process";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { afterEach, expect, it } from "vitest";
 import { type Broker, type BrokerHealth, INDEX_STREAM, openBroker } from "../../src/broker/index.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
+import { hasCommand, setLimit } from "../helpers/process-limits.js";
 import { eventually, expectBrokerError, message } from "./support.js";
 
 const startNats = useNatsServer();
@@ -33,15 +28,6 @@ async function healthWhere(broker: Broker, ok: boolean): Promise<BrokerHealth> {
     if (health.ok !== ok) throw new Error(`health is still ${JSON.stringify(health)}`);
     return health;
   }, 20_000);
-}
-
-function hasPrlimit(): boolean {
-  try {
-    execFileSync("prlimit", ["--version"], { stdio: "ignore" });
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describeWithNats("NATS broker health", () => {
@@ -85,13 +71,13 @@ describeWithNats("NATS broker health", () => {
     expect(health.detail.since).toMatch(ISO_TIME);
   });
 
-  it.runIf(process.platform === "linux" && hasPrlimit())(
+  it.runIf(process.platform === "linux" && hasCommand("prlimit"))(
     "is degraded while JetStream refuses writes for storage, and ok after a stored write",
     async () => {
       const server = await startNats();
       const broker = await open(server.url);
       await broker.submit(message("alice", "bob"));
-      execFileSync("prlimit", ["--pid", String(server.pid), "--fsize=1:unlimited"]);
+      setLimit(server.pid, "fsize", "1");
       await expectBrokerError(broker.submit(message("alice", "bob")), "unavailable");
       // The streams still answer their info: only the refused write tells.
       const refusing = await broker.health();
@@ -105,7 +91,7 @@ describeWithNats("NATS broker health", () => {
         },
       });
 
-      execFileSync("prlimit", ["--pid", String(server.pid), "--fsize=unlimited:unlimited"]);
+      setLimit(server.pid, "fsize", "unlimited");
       await broker.submit(message("alice", "bob"));
       expect(await broker.health()).toMatchObject({ ok: true, detail: { jetstream: STREAMS } });
     },

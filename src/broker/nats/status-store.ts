@@ -3,6 +3,7 @@ import type { KV } from "@nats-io/kv";
 import { headers } from "@nats-io/transport-node";
 import { BrokerError } from "../errors.js";
 import type { StatusFields } from "../records.js";
+import { SerialByKey } from "../serial-by-key.js";
 import { messageKey } from "../validation.js";
 import { STATUS_BUCKET } from "./layout.js";
 import type { StreamPublisher } from "./publisher.js";
@@ -52,7 +53,7 @@ const CACHE_LIMIT = 10_000;
  */
 export class StatusStore {
   private readonly recent = new Map<string, Versioned<StatusDoc>>();
-  private readonly locks = new Map<string, Promise<void>>();
+  private readonly locks = new SerialByKey();
 
   constructor(
     private readonly kv: KV,
@@ -82,17 +83,7 @@ export class StatusStore {
    * right away keep the caller's order. `work` must not call `mutate` for the same id.
    */
   lock<R>(id: string, work: () => Promise<R>): Promise<R> {
-    const before = this.locks.get(id);
-    const result = before ? before.then(work) : work();
-    const after = result.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.locks.set(id, after);
-    void after.then(() => {
-      if (this.locks.get(id) === after) this.locks.delete(id);
-    });
-    return result;
+    return this.locks.run(id, work);
   }
 
   /** Decides on the current record, writes with compare-and-set; on a lost race reads and decides again. */

@@ -4,7 +4,7 @@
  * setting the CLI does not expose (a short ack wait, a small skew window) — a one-line launcher
  * that calls the same `startGateway` with options. Both print `ACP gateway on <url>`.
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
@@ -143,24 +143,12 @@ export function memoryOf(pid: number): { rssMb: number; peakRssMb: number } {
   return { rssMb: Math.round(kb("VmRSS") / 1024), peakRssMb: Math.round(kb("VmHWM") / 1024) };
 }
 
-/** Sets a resource limit of a running process (util-linux `prlimit`), e.g. `fsize` 1 byte. */
-export function setLimit(pid: number, resource: "fsize" | "nofile", soft: string, hard = "unlimited"): void {
-  execFileSync("prlimit", ["--pid", String(pid), `--${resource}=${soft}:${hard}`]);
-}
-
 /** The soft limit on open files of this process (Linux /proc). */
 export function openFilesLimit(): number {
   const limits = readFileSync("/proc/self/limits", "utf8");
   return Number(/^Max open files\s+(\d+)/m.exec(limits)?.[1] ?? 1024);
 }
 
-export function hasCommand(name: string): boolean {
-  try {
-    execFileSync("sh", ["-c", `command -v ${name}`], { stdio: "ignore" });
-    return true;
-  } catch {
-    return false;
-  }
-}
+export { hasCommand, setLimit } from "../../helpers/process-limits.js";
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
