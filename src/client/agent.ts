@@ -17,7 +17,8 @@ import { AgentCore, type Emit, type Handlers } from "./core.js";
 import { HandshakeStore, resolveStateRoot } from "./handshake-store.js";
 import { GatewayClient, normaliseGatewayUrl } from "./http.js";
 import { Inbound } from "./inbound.js";
-import { checkBody, checkPeer, coreSettings, invalidOption } from "./options.js";
+import { DeliveryLedger } from "./ledger.js";
+import { checkBody, checkOptions, checkPeer, coreSettings, invalidOption } from "./options.js";
 import type {
   AcpAgentOptions,
   AgentEvents,
@@ -56,16 +57,7 @@ export class AcpAgent {
 
   constructor(private readonly options: AcpAgentOptions) {
     this.gateway = normaliseGatewayUrl(options.gateway);
-    if (typeof options.apiKey !== "string" || options.apiKey === "") {
-      throw invalidOption("apiKey", "is required (the key the gateway issued at registration)");
-    }
-    if ((options.identity === undefined) === (options.keyFile === undefined)) {
-      throw invalidOption("identity", "give exactly one of identity and keyFile");
-    }
-    for (const [i, layer] of (options.layers ?? []).entries()) {
-      if (!Number.isInteger(layer) || layer < 0)
-        throw invalidOption(`layers/${i}`, "must be a non-negative integer");
-    }
+    checkOptions(options);
     this.http = new GatewayClient({ gateway: this.gateway, apiKey: options.apiKey });
     this.trustLedger = new TrustLedger(options.trust);
     this.emitter.setMaxListeners(0);
@@ -104,6 +96,7 @@ export class AcpAgent {
       this.inbound = new Inbound(this.core);
       await this.core.peers.loadSelf(identity);
       await this.core.restoreHandshakes();
+      await this.core.ledger.open();
       await connection.connect();
       if (this.isClosed()) throw new AcpError("Cancelled", "the agent was closed while connecting");
       this.state = "connected";
@@ -135,6 +128,7 @@ export class AcpAgent {
     ]);
     clearTimeout(timer);
     await core.connection.close();
+    await core.ledger.close();
     await core.audit?.close();
   }
 
@@ -187,7 +181,10 @@ export class AcpAgent {
     });
   }
 
-  /** A one-way notification; resolves with its message id once the gateway accepted it. */
+  /**
+   * A one-way notification; resolves with its message id once the gateway accepted it (resent as
+   * needed within `timeoutMs`, which covers the handshake too).
+   */
   async notify(
     peer: string,
     body: Record<string, unknown>,
@@ -196,17 +193,16 @@ export class AcpAgent {
     checkBody(body);
     const to = checkPeer(peer);
     const core = this.requireCore();
+    const deadline = Date.now() + (options.timeoutMs ?? this.defaultTimeout);
+    const signal = options.signal ? { signal: options.signal } : {};
     for (let attempt = 0; ; attempt++) {
-      await core.handshake(to, {
-        timeoutMs: options.timeoutMs ?? this.defaultTimeout,
-        ...(options.signal ? { signal: options.signal } : {}),
-      });
+      await core.handshake(to, { timeoutMs: Math.max(1, deadline - Date.now()), ...signal });
       const outgoing = options.encrypt ? await core.encryptFor(to, body) : body;
       const message = buildNotification(core.self, to, outgoing, {
         method: options.method ?? "agent.notification",
       });
       try {
-        const sent = await core.send(message, to, { summary: options.summary });
+        const sent = await core.send(message, to, { summary: options.summary }, { deadline, ...signal });
         return { id: sent.id };
       } catch (err) {
         if (!this.retryAfterHandshakeLoss(err, to, attempt)) throw err;
@@ -310,10 +306,12 @@ export class AcpAgent {
         timeoutMs: remaining(),
         ...signal,
       });
-      const submitted = core.send(message, peer, { summary: options.summary }).catch((err: unknown) => {
-        core.pending.drop(message.id);
-        throw err;
-      });
+      const submitted = core
+        .send(message, peer, { summary: options.summary }, { deadline, ...signal })
+        .catch((err: unknown) => {
+          core.pending.drop(message.id);
+          throw err;
+        });
       try {
         const outcome = await Promise.race([response, submitted.then(() => response)]);
         if ("error" in outcome) throw outcome.error;
@@ -342,10 +340,12 @@ export class AcpAgent {
       apiKey: this.options.apiKey,
       agentId: identity.agentId,
       ...(this.options.reconnect ? { reconnect: this.options.reconnect } : {}),
+      ...(this.options.submitRetry ? { submitRetry: this.options.submitRetry } : {}),
       events: {
         message: (frame) => this.inbound?.onFrame(frame),
         connected: (info) => this.emit("connected", info),
         disconnected: (info) => this.emit("disconnected", info),
+        resubmit: (info) => this.emit("resubmit", info),
         error: (err) => this.emit("error", err),
       },
     });
@@ -357,16 +357,20 @@ export class AcpAgent {
     audit: AgentAudit | undefined,
   ): AgentCore {
     const { options } = this;
+    const settings = coreSettings(options, identity);
+    const root = options.state === false ? undefined : resolveStateRoot(options.state?.root);
     return new AgentCore(
       identity,
-      coreSettings(options, identity),
+      settings,
       this.http,
       connection,
       this.trustLedger,
       audit,
-      options.state === false
-        ? undefined
-        : new HandshakeStore(resolveStateRoot(options.state?.root), identity.agentId),
+      root === undefined ? undefined : new HandshakeStore(root, identity.agentId),
+      new DeliveryLedger({
+        retentionMs: settings.replayWindowMs,
+        ...(root === undefined ? {} : { persist: { root, agentId: identity.agentId } }),
+      }),
       this.handlers,
       this.emit,
     );

@@ -3,6 +3,13 @@ import { type ClientFrame, type ServerFrame, type SubmitResponse, WS_PATH } from
 import { AcpError } from "../protocol/index.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
 import { websocketUrl } from "./http.js";
+import {
+  backoffDelay,
+  Outbox,
+  type ResubmitInfo,
+  type SubmitOptions,
+  type SubmitRetryOptions,
+} from "./outbox.js";
 
 export type NewMessageFrame = Extract<ServerFrame, { type: "new_message" }>;
 
@@ -17,17 +24,10 @@ export interface ConnectionEvents {
   message(frame: NewMessageFrame): void;
   connected(info: { gateway: string; heartbeatMs: number; reconnected: boolean }): void;
   disconnected(info: { code: number; reason: string; willReconnect: boolean }): void;
+  resubmit(info: ResubmitInfo): void;
   error(err: Error): void;
 }
 
-interface PendingSubmit {
-  envelope: Record<string, unknown>;
-  resolve(result: SubmitResponse): void;
-  reject(err: Error): void;
-  rateLimitedRetries: number;
-}
-
-const MAX_RATE_LIMIT_RETRIES = 5;
 /** The gateway closes an agent's older connection with this code when a newer one authenticates. */
 const CLOSE_REPLACED = 4409;
 /** …and with this one when the API key is refused (wrong, rotated or revoked). */
@@ -37,8 +37,8 @@ const CLOSE_UNAUTHORIZED = 4401;
  * One agent's WebSocket to the gateway: authenticates, receives `new_message` frames, submits
  * envelopes (`submit` → `submitted`/`error`, correlated by `ref`), sends acks and heartbeats, and
  * reconnects with exponential backoff and jitter until closed. Submissions made while the socket is
- * down wait and go out on the next connection; one that was in flight when the socket dropped is
- * sent again, which is safe because the gateway deduplicates by message-id.
+ * down wait and go out on the next connection; which ones are sent again, and when, is the
+ * Outbox's business (outbox.ts).
  */
 export class GatewayConnection {
   private ws: WebSocket | undefined;
@@ -46,8 +46,7 @@ export class GatewayConnection {
   private closed = false;
   private everConnected = false;
   private attempt = 0;
-  private nextRef = 1;
-  private readonly outbox = new Map<number, PendingSubmit>();
+  private readonly outbox: Outbox;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private lastHeard = 0;
@@ -60,9 +59,15 @@ export class GatewayConnection {
       apiKey: string;
       agentId: string;
       reconnect?: ReconnectOptions;
+      submitRetry?: SubmitRetryOptions;
       events: ConnectionEvents;
     },
-  ) {}
+  ) {
+    this.outbox = new Outbox(options.submitRetry, {
+      send: (ref, envelope) => this.ready && this.send({ type: "submit", ref, envelope }),
+      resubmitting: (info) => options.events.resubmit(info),
+    });
+  }
 
   get isReady(): boolean {
     return this.ready;
@@ -77,13 +82,10 @@ export class GatewayConnection {
     });
   }
 
-  submit(envelope: Record<string, unknown>): Promise<SubmitResponse> {
+  /** Resolves with the gateway's acceptance (`duplicate: true` when a resend found it stored already). */
+  submit(envelope: Record<string, unknown>, options: SubmitOptions): Promise<SubmitResponse> {
     if (this.closed) return Promise.reject(new AcpError("Cancelled", "the agent is closed"));
-    return new Promise((resolve, reject) => {
-      const ref = this.nextRef++;
-      this.outbox.set(ref, { envelope, resolve, reject, rateLimitedRetries: 0 });
-      if (this.ready) this.send({ type: "submit", ref, envelope });
-    });
+    return this.outbox.submit(envelope, options);
   }
 
   /** False when the socket is down: the gateway will redeliver the message and it is acked then. */
@@ -100,10 +102,9 @@ export class GatewayConnection {
     this.closed = true;
     clearTimeout(this.reconnectTimer);
     this.stopHeartbeat();
-    for (const pending of this.outbox.values()) {
-      pending.reject(new AcpError("Cancelled", "the agent closed before the gateway accepted the message"));
-    }
-    this.outbox.clear();
+    this.outbox.failAll(
+      new AcpError("Cancelled", "the agent closed before the gateway accepted the message"),
+    );
     this.firstAttempt?.reject(new AcpError("Cancelled", "the agent was closed while connecting"));
     const ws = this.ws;
     this.ws = undefined;
@@ -173,6 +174,7 @@ export class GatewayConnection {
       this.ready = false;
       this.ws = undefined;
       this.stopHeartbeat();
+      this.outbox.connectionLost();
       if (first) {
         this.firstAttempt = undefined;
         first.reject(failure ?? new AcpError("Unauthorized", `the gateway closed the connection (${code})`));
@@ -200,8 +202,7 @@ export class GatewayConnection {
         return;
       }
       this.closed = true;
-      for (const pending of this.outbox.values()) pending.reject(failure as Error);
-      this.outbox.clear();
+      this.outbox.failAll(failure as AcpError);
     });
   }
 
@@ -212,7 +213,7 @@ export class GatewayConnection {
     this.ready = true;
     this.attempt = 0;
     this.startHeartbeat(frame.heartbeatMs);
-    for (const [ref, pending] of this.outbox) this.send({ type: "submit", ref, envelope: pending.envelope });
+    this.outbox.connectionReady();
     this.options.events.connected({
       gateway: frame.gateway,
       heartbeatMs: frame.heartbeatMs,
@@ -227,41 +228,24 @@ export class GatewayConnection {
       case "new_message":
         this.options.events.message(frame);
         return;
-      case "submitted": {
-        const pending = this.takePending(frame.ref);
-        pending?.resolve({ id: frame.id, status: frame.status, duplicate: frame.duplicate });
+      case "submitted":
+        this.outbox.accepted(Number(frame.ref), {
+          id: frame.id,
+          status: frame.status,
+          duplicate: frame.duplicate,
+        });
         return;
-      }
       case "error": {
         const err = errorFromObject(frame.error, frame.id ? { messageId: frame.id } : {});
-        const ref = typeof frame.ref === "number" ? frame.ref : Number(frame.ref);
-        const pending = frame.ref === undefined ? undefined : this.outbox.get(ref);
-        if (!pending) {
-          this.options.events.error(err);
-          return;
-        }
-        if (err.reason === "RateLimited" && pending.rateLimitedRetries < MAX_RATE_LIMIT_RETRIES) {
-          pending.rateLimitedRetries++;
-          setTimeout(() => {
-            if (this.ready && this.outbox.has(ref))
-              this.send({ type: "submit", ref, envelope: pending.envelope });
-          }, retryDelayMs(err.data)).unref();
-          return;
-        }
-        this.outbox.delete(ref);
-        pending.reject(err);
+        const ref = frame.ref === undefined ? undefined : Number(frame.ref);
+        // An answer to a submission already settled (its caller's deadline passed) is not news.
+        if (ref !== undefined && this.outbox.issued(ref)) this.outbox.refused(ref, err);
+        else this.options.events.error(err);
         return;
       }
       default:
         return;
     }
-  }
-
-  private takePending(ref: string | number): PendingSubmit | undefined {
-    const key = typeof ref === "number" ? ref : Number(ref);
-    const pending = this.outbox.get(key);
-    this.outbox.delete(key);
-    return pending;
   }
 
   private send(frame: ClientFrame): boolean {
@@ -273,9 +257,8 @@ export class GatewayConnection {
 
   private scheduleReconnect(): void {
     const { initialDelayMs = 250, maxDelayMs = 10_000 } = this.options.reconnect ?? {};
-    const base = Math.min(maxDelayMs, initialDelayMs * 2 ** this.attempt);
+    const delay = backoffDelay(this.attempt, initialDelayMs, maxDelayMs);
     this.attempt++;
-    const delay = base / 2 + (Math.random() * base) / 2;
     this.reconnectTimer = setTimeout(() => {
       if (!this.closed) this.open();
     }, delay);
@@ -326,11 +309,4 @@ function upgradeRefused(status: number, body: string): Error {
   return new AcpError(reason, `the gateway refused the WebSocket upgrade (HTTP ${status})`, {
     httpStatus: status,
   });
-}
-
-function retryDelayMs(data: Record<string, unknown>): number {
-  if (typeof data.retryAfterMs === "number") return data.retryAfterMs;
-  if (typeof data.retryAfterSeconds === "number") return data.retryAfterSeconds * 1000;
-  if (typeof data.retryAfter === "number") return data.retryAfter * 1000;
-  return 1_000;
 }

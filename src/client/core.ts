@@ -22,7 +22,7 @@ import type { AgentAudit, AuditNote } from "./audit.js";
 import type { GatewayConnection } from "./connection.js";
 import type { HandshakeStore, PeerProof } from "./handshake-store.js";
 import type { GatewayClient } from "./http.js";
-import { DeliveryLedger } from "./ledger.js";
+import type { DeliveryLedger } from "./ledger.js";
 import { PeerDirectory } from "./peers.js";
 import { PendingRequests } from "./pending.js";
 import type { AgentEvents, HandoffHandler, NotificationHandler, RequestHandler } from "./types.js";
@@ -56,7 +56,6 @@ export class AgentCore {
   readonly signer: Signer;
   readonly handshakes: Handshakes;
   readonly replay: ReplayGuard;
-  readonly ledger = new DeliveryLedger();
   readonly pending: PendingRequests;
   readonly peers: PeerDirectory;
   /** The latest verified announce and capabilities of each peer: saved once the handshake completes. */
@@ -73,6 +72,7 @@ export class AgentCore {
     readonly trust: TrustLedger,
     readonly audit: AgentAudit | undefined,
     private readonly store: HandshakeStore | undefined,
+    readonly ledger: DeliveryLedger,
     readonly handlers: Handlers,
     readonly emit: Emit,
   ) {
@@ -155,16 +155,24 @@ export class AgentCore {
     );
   }
 
-  /** Signs, submits (over the WebSocket) and audits one message; resolves once the gateway accepted it. */
+  /**
+   * Signs, submits (over the WebSocket) and audits one message; resolves once the gateway accepted
+   * it. An unknown outcome is resent as the identical signed envelope until `deadline` (the caller's
+   * timeout) or the agent's `submitRetry.maxAttempts`: see outbox.ts.
+   */
   async send<M extends object>(
     message: M,
     peer: string,
     note: Omit<AuditNote, "direction" | "peer"> = {},
+    limits: { deadline?: number; signal?: AbortSignal } = {},
   ): Promise<{ signed: M & { signature: string }; id: string; duplicate: boolean }> {
     const headers = headersOf(message as unknown as AcpMessage);
     if (headers) headers["trust-layer-version"] = await this.peers.protocolVersion(peer);
     const signed = signMessage(message, this.signer);
-    const submitted = await this.connection.submit(signed as unknown as Record<string, unknown>);
+    const submitted = await this.connection.submit(signed as unknown as Record<string, unknown>, {
+      messageId: headers?.["message-id"] ?? "",
+      ...limits,
+    });
     await this.record(signed, "sent", peer, note);
     return { signed, id: submitted.id, duplicate: submitted.duplicate };
   }

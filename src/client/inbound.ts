@@ -14,6 +14,7 @@ import {
 import type { NewMessageFrame } from "./connection.js";
 import type { AgentCore } from "./core.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
+import { submissionUnsettled } from "./outbox.js";
 import type { InboundContext, InboundMessage } from "./types.js";
 
 const HANDSHAKE_METHODS = new Set(["agent.announce", "agent.capabilities"]);
@@ -52,7 +53,7 @@ export class Inbound {
     this.chain = this.chain
       .then(() => this.process(frame))
       .catch((err: unknown) => {
-        ledger.finish(frame.id);
+        this.markHandled(frame.id);
         this.core.emit("error", err as Error);
       });
   }
@@ -61,7 +62,7 @@ export class Inbound {
   async drain(): Promise<void> {
     this.stopping = true;
     await this.chain;
-    await Promise.allSettled([...this.tasks]);
+    while (this.tasks.size > 0) await Promise.allSettled([...this.tasks]);
   }
 
   private async process(frame: NewMessageFrame): Promise<void> {
@@ -119,7 +120,7 @@ export class Inbound {
       });
     }
     this.core.connection.reject(frame.id, `${error.code} ${error.message}`);
-    this.core.ledger.finish(frame.id);
+    this.markHandled(frame.id);
     this.core.emit(
       "error",
       new AcpError(error.reason, `refused ${frame.id} from ${frame.from}: ${error.message}`, error.data),
@@ -223,7 +224,10 @@ export class Inbound {
     )
       .then(() => this.complete(frame))
       .catch((err: unknown) => {
-        core.ledger.finish(frame.id);
+        // The handler ran but its response never reached the gateway (it is down, the agent is
+        // closing): left unhandled, the redelivery runs it again, for the requester needs an answer.
+        if (notTheMessagesFault(err) || submissionUnsettled(err)) core.ledger.abandon(frame.id);
+        else this.markHandled(frame.id);
         core.emit("error", err as Error);
       })
       .finally(() => this.tasks.delete(task));
@@ -301,9 +305,22 @@ export class Inbound {
     this.complete(frame);
   }
 
+  /** Acknowledges once the ledger has the id on disk: a crash in between means a redelivery it recognises. */
   private complete(frame: NewMessageFrame): void {
-    this.core.ledger.finish(frame.id);
-    this.core.connection.acknowledge(frame.id);
+    const { ledger, connection } = this.core;
+    const acknowledged = ledger
+      .finish(frame.id)
+      .catch((err: unknown) => this.core.emit("error", err as Error))
+      .then(() => {
+        connection.acknowledge(frame.id);
+      })
+      .finally(() => this.tasks.delete(acknowledged));
+    this.tasks.add(acknowledged);
+  }
+
+  /** Handled without an ack (refused, or failed for good): a redelivery is only acknowledged. */
+  private markHandled(id: string): void {
+    this.core.ledger.finish(id).catch((err: unknown) => this.core.emit("error", err as Error));
   }
 
   private view(

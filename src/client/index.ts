@@ -19,6 +19,7 @@ export {
   type ServeMcpAgentOptions,
   serveMcpAgent,
 } from "./mcp-agent.js";
+export type { ResubmitInfo, SubmitRetryOptions } from "./outbox.js";
 export { type GatewayRequest, requestGatewayJson } from "./request.js";
 export type {
   AcpAgentOptions,

@@ -21,6 +21,30 @@ export function coreSettings(options: AcpAgentOptions, identity: PrivateIdentity
   };
 }
 
+/** Refuses options that cannot work, naming the option (the constructor's first step after the URL). */
+export function checkOptions(options: AcpAgentOptions): void {
+  if (typeof options.apiKey !== "string" || options.apiKey === "") {
+    throw invalidOption("apiKey", "is required (the key the gateway issued at registration)");
+  }
+  if ((options.identity === undefined) === (options.keyFile === undefined)) {
+    throw invalidOption("identity", "give exactly one of identity and keyFile");
+  }
+  for (const [i, layer] of (options.layers ?? []).entries()) {
+    if (!Number.isInteger(layer) || layer < 0)
+      throw invalidOption(`layers/${i}`, "must be a non-negative integer");
+  }
+  const { maxAttempts, initialDelayMs, maxDelayMs } = options.submitRetry ?? {};
+  if (
+    maxAttempts !== undefined &&
+    !(maxAttempts === Infinity || (Number.isInteger(maxAttempts) && maxAttempts >= 1))
+  )
+    throw invalidOption("submitRetry/maxAttempts", "must be an integer of at least 1, or Infinity");
+  for (const [name, value] of Object.entries({ initialDelayMs, maxDelayMs })) {
+    if (value !== undefined && !(Number.isFinite(value) && value >= 0))
+      throw invalidOption(`submitRetry/${name}`, "must be a non-negative number of milliseconds");
+  }
+}
+
 export function invalidOption(path: string, message: string): AcpError {
   return new AcpError("InvalidParams", `AcpAgent option ${path} ${message}`, {
     problems: [{ path: `/${path}`, message }],

@@ -13,6 +13,7 @@ import type {
 } from "../protocol/index.js";
 import type { AuditSettings } from "./audit.js";
 import type { ReconnectOptions } from "./connection.js";
+import type { ResubmitInfo, SubmitRetryOptions } from "./outbox.js";
 
 export interface AcpAgentOptions {
   /** The gateway's base URL, e.g. `http://127.0.0.1:8700`. */
@@ -33,8 +34,10 @@ export interface AcpAgentOptions {
   /** Where the audit log goes; `false` disables it (not ACP-compliant, for throwaway tools). */
   audit?: AuditSettings | false;
   /**
-   * Where completed handshakes are kept across restarts (`<root>/<agent-id>/handshakes.json`;
-   * default root `$ACP_STATE_DIR`, else `./.acp/state`). `false`: every run handshakes afresh.
+   * Where the agent's state survives restarts (default root `$ACP_STATE_DIR`, else `./.acp/state`):
+   * completed handshakes (`<root>/<agent-id>/handshakes.json`) and the ids of the deliveries already
+   * handed to the application (`<root>/<agent-id>/handled.log`), so a restarted agent acknowledges a
+   * redelivery without running its handler again. `false`: both live in memory only.
    */
   state?: { root?: string } | false;
   /**
@@ -43,7 +46,14 @@ export interface AcpAgentOptions {
    */
   replayWindowMs?: number;
   reconnect?: ReconnectOptions;
-  /** Default timeout of request, handoff and handshake. Default 30 s. */
+  /**
+   * Resending a submission whose outcome is unknown (the socket dropped before the gateway's answer;
+   * 503 -32018) or rate-limited (429, after its Retry-After), as the identical signed envelope.
+   * Default `{ maxAttempts: 10, initialDelayMs: 100, maxDelayMs: 5000 }`; always within the
+   * caller's `timeoutMs` as well.
+   */
+  submitRetry?: SubmitRetryOptions;
+  /** Default timeout of request, handoff, notify and handshake. Default 30 s. */
   requestTimeoutMs?: number;
   /** A peer that declares no skill layers: decline it (default) or accept it with maximum caution. */
   undeclaredLayers?: "decline" | "maximum-caution";
@@ -99,6 +109,8 @@ export interface AgentEvents {
   handshake: (event: HandshakeEvent) => void;
   connected: (info: { gateway: string; heartbeatMs: number; reconnected: boolean }) => void;
   disconnected: (info: { code: number; reason: string; willReconnect: boolean }) => void;
+  /** A submission is about to be sent again (its first outcome was unknown, or a 503/429). */
+  resubmit: (info: ResubmitInfo) => void;
   error: (err: Error) => void;
 }
 

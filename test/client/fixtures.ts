@@ -53,3 +53,16 @@ export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T)
   });
   return { promise, resolve };
 }
+
+/** Submissions a gateway answered `duplicate: true` (a resend of a stored message), from its metrics. */
+export async function duplicateSubmissions(url: string): Promise<number> {
+  const metrics = await (await fetch(`${url}/metrics`)).text();
+  return Number(/^acp_messages_submitted_total\{duplicate="true"\} (\d+)$/m.exec(metrics)?.[1] ?? 0);
+}
+
+/** Extra hand-outs to the application: the sum over ids of (times handled − 1). */
+export function duplicatesIn(handled: ReadonlyMap<string, number>): number {
+  let extra = 0;
+  for (const times of handled.values()) extra += times - 1;
+  return extra;
+}

@@ -193,13 +193,17 @@ export function deliverySuite(makeGateway: GatewayFactory): void {
     const alice = await t.connected(t.alpha);
     const bob = await t.connected(t.beta);
     bob.onRequest(() => ({ still: "talking" }));
+    const bobReceived = new Set<string>();
+    bob.on("message", (m) => bobReceived.add(m.messageId));
     await alice.handshake("bob-assistant");
     // A second announce of alice's, e.g. from another process with her key, restarts bob's handshake.
     const sender = { ...t.alpha.sender, layers: [0, 1] };
     const announce = buildAnnounce(sender, "bob-assistant", { capabilities: [], purpose: "again" });
-    await new GatewayClient({ gateway: t.gw.url, apiKey: t.alpha.apiKey }).submit(
+    const { id } = await new GatewayClient({ gateway: t.gw.url, apiKey: t.alpha.apiKey }).submit(
       signMessage(announce, t.alpha.signer),
     );
+    // Until bob has it, "both established" is still the state from before the extra announce.
+    await eventually(() => bobReceived.has(id), "bob received the extra announce");
     await eventually(
       () =>
         alice.handshakeState("bob-assistant") === "established" &&

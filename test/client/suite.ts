@@ -1,9 +1,11 @@
 import type { GatewayFactory } from "./fixtures.js";
 import { deliverySuite } from "./suite-delivery.js";
 import { messagingSuite } from "./suite-messaging.js";
+import { resubmitSuite } from "./suite-resubmit.js";
 
 /** Every SDK integration test, for one broker: call it inside a describe with that broker's gateway factory. */
 export function clientSuite(makeGateway: GatewayFactory): void {
   messagingSuite(makeGateway);
   deliverySuite(makeGateway);
+  resubmitSuite(makeGateway);
 }

@@ -1,0 +1,145 @@
+/**
+ * The delivery ledger and its file (real files in a temp dir): what a restarted agent remembers
+ * about the deliveries it already handed to its application, and what it forgets.
+ */
+import { appendFileSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { AcpAgent } from "../../src/client/index.js";
+import { DeliveryLedger } from "../../src/client/ledger.js";
+import { ErrorCode, generateIdentity } from "../../src/protocol/index.js";
+import { useTmpDir } from "../helpers/tmp.js";
+
+const DAY = 24 * 3_600_000;
+const tmp = useTmpDir("acp-client-ledger-");
+
+function ledgerIn(root: string, options: { capacity?: number; retentionMs?: number } = {}) {
+  return new DeliveryLedger({
+    retentionMs: options.retentionMs ?? 7 * DAY,
+    ...(options.capacity ? { capacity: options.capacity } : {}),
+    persist: { root, agentId: "bob-assistant" },
+  });
+}
+
+const lines = (file: string) => readFileSync(file, "utf8").split("\n").filter(Boolean);
+
+describe("DeliveryLedger", () => {
+  it("a new ledger on the same state root knows what the previous one finished", async () => {
+    const root = tmp();
+    const first = ledgerIn(root);
+    await first.open();
+    first.start("m-1");
+    first.start("m-2");
+    await first.finish("m-1");
+    await first.close();
+    const file = join(root, "bob-assistant", "handled.log");
+    expect(first.file).toBe(file);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+
+    const second = ledgerIn(root);
+    await second.open();
+    expect(second.state("m-1")).toBe("done");
+    expect(second.state("m-2")).toBe("new"); // started, never finished: it must run again
+  });
+
+  it("without a state root nothing is written and a new ledger starts empty", async () => {
+    const memoryOnly = new DeliveryLedger({ retentionMs: DAY });
+    await memoryOnly.open();
+    await memoryOnly.finish("m-1");
+    expect(memoryOnly.file).toBeUndefined();
+    expect(memoryOnly.state("m-1")).toBe("done");
+    const next = new DeliveryLedger({ retentionMs: DAY });
+    await next.open();
+    expect(next.state("m-1")).toBe("new");
+  });
+
+  it("skips a torn last line (a crash mid-write) and keeps every complete one", async () => {
+    const root = tmp();
+    const ledger = ledgerIn(root);
+    await ledger.open();
+    await Promise.all(["a", "b", "c"].map((id) => ledger.finish(id)));
+    await ledger.close();
+    appendFileSync(join(root, "bob-assistant", "handled.log"), "[17999999999");
+    const reopened = ledgerIn(root);
+    await reopened.open();
+    expect(["a", "b", "c", "d"].map((id) => reopened.state(id))).toEqual(["done", "done", "done", "new"]);
+    await reopened.finish("d"); // appended after the torn line, on a line of its own
+    const again = ledgerIn(root);
+    await again.open();
+    expect(again.state("d")).toBe("done");
+  });
+
+  it("forgets ids past their retention (a redelivery that old fails the timestamp check anyway)", async () => {
+    const root = tmp();
+    const file = join(root, "bob-assistant", "handled.log");
+    const ledger = ledgerIn(root);
+    await ledger.open();
+    await ledger.finish("fresh");
+    appendFileSync(file, `${JSON.stringify([Date.now() - 1, "expired"])}\n`);
+    const reopened = ledgerIn(root);
+    await reopened.open();
+    expect([reopened.state("fresh"), reopened.state("expired")]).toEqual(["done", "new"]);
+  });
+
+  it("keeps at most `capacity` ids, the newest, in memory and after a restart", async () => {
+    const root = tmp();
+    const ledger = ledgerIn(root, { capacity: 3 });
+    await ledger.open();
+    for (const id of ["1", "2", "3", "4", "5"]) await ledger.finish(id);
+    expect(["1", "2", "3", "4", "5"].map((id) => ledger.state(id))).toEqual([
+      "new",
+      "new",
+      "done",
+      "done",
+      "done",
+    ]);
+    const reopened = ledgerIn(root, { capacity: 3 });
+    await reopened.open();
+    expect(["2", "3", "5"].map((id) => reopened.state(id))).toEqual(["new", "done", "done"]);
+  });
+
+  it("rewrites the file once it holds more than twice the live ids, keeping other writers' lines", async () => {
+    const root = tmp();
+    const file = join(root, "bob-assistant", "handled.log");
+    const ledger = ledgerIn(root, { capacity: 10, retentionMs: 3_600_000 });
+    await ledger.open();
+    await ledger.finish("first");
+    // A line from another process of the same agent (e.g. `acp send`), unknown to this ledger.
+    appendFileSync(file, `${JSON.stringify([Date.now() + DAY, "from-acp-send"])}\n`);
+    const ids = Array.from({ length: 1_200 }, (_, n) => `m-${n}`);
+    await Promise.all(ids.map((id) => ledger.finish(id)));
+    await ledger.close();
+    // 1,202 lines written in all: rewritten at about 1,000 down to the 10 newest, then appended to.
+    expect(lines(file).length).toBeLessThan(300);
+    const reopened = ledgerIn(root, { capacity: 1_000 });
+    await reopened.open();
+    expect(["from-acp-send", "m-1199", "first", "m-0"].map((id) => reopened.state(id))).toEqual([
+      "done",
+      "done",
+      "new",
+      "new",
+    ]);
+  });
+});
+
+describe("AcpAgent submitRetry option", () => {
+  const base = { gateway: "http://127.0.0.1:1", apiKey: "k", identity: generateIdentity("a-agent", "p") };
+
+  it.each([
+    [{ maxAttempts: 0 }, "submitRetry/maxAttempts"],
+    [{ maxAttempts: 2.5 }, "submitRetry/maxAttempts"],
+    [{ initialDelayMs: -1 }, "submitRetry/initialDelayMs"],
+    [{ maxDelayMs: Number.NaN }, "submitRetry/maxDelayMs"],
+  ])("refuses %o, naming %s", (submitRetry, path) => {
+    expect(() => new AcpAgent({ ...base, submitRetry })).toThrow(
+      expect.objectContaining({
+        code: ErrorCode.InvalidParams,
+        data: expect.objectContaining({ problems: [expect.objectContaining({ path: `/${path}` })] }),
+      }),
+    );
+  });
+
+  it("accepts Infinity attempts (bounded by the caller's timeout alone)", () => {
+    expect(() => new AcpAgent({ ...base, submitRetry: { maxAttempts: Infinity } })).not.toThrow();
+  });
+});
