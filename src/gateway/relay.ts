@@ -197,9 +197,18 @@ export class Relay {
   /** Same id, same signed bytes: an idempotent resubmission. Same id, other content: a replay. */
   private async refuseReusedId(id: string, signature: string | undefined): Promise<void> {
     const stored = await this.broker.get(id);
-    const storedSignature = stored?.envelope
-      ? (JSON.parse(stored.envelope) as { signature?: string }).signature
-      : undefined;
+    // Past retention there is nothing left to compare, and nothing to deliver either way.
+    if (stored?.status === "expired") return;
+    if (!stored?.envelope) {
+      // The broker knows the id but could not read the envelope back (on a NATS cluster, a
+      // replica that has not caught up yet): that proves no replay, so ask for the same again.
+      throw new AcpError(
+        "StorageUnavailable",
+        `message-id ${id} is stored, but its envelope could not be read back to compare; resubmit`,
+        { messageId: id },
+      );
+    }
+    const storedSignature = (JSON.parse(stored.envelope) as { signature?: string }).signature;
     if (storedSignature !== signature) {
       throw new AcpError("Replay", `message-id ${id} was already used for a different message`, {
         problems: [{ path: "/params/headers/message-id", message: "already used" }],

@@ -1,5 +1,8 @@
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
 import { describe, expect, it } from "vitest";
-import { buildNotification, signMessage } from "../../src/protocol/index.js";
+import { INBOX_STREAM } from "../../src/broker/index.js";
+import { buildNotification, ErrorCode, signMessage } from "../../src/protocol/index.js";
 import { api, FrameClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { describeWithNats, startNatsServer, useNatsServer } from "../helpers/nats.js";
 import { gatewaySuite, handshake, receive } from "./suite.js";
@@ -87,5 +90,33 @@ describeWithNats("gateway on NATS JetStream", () => {
         await gw.close();
       }
     }, 60_000);
+
+    it("answers a resubmission 503, not Replay, while the stored envelope cannot be read back", async () => {
+      const server = await nats();
+      const gw = await startTestGateway({ natsUrl: server.url });
+      const nc = await connect({ servers: server.url });
+      try {
+        const alpha = await gw.register("agent-alpha");
+        const beta = await gw.register("agent-beta");
+        await handshake(gw, alpha, beta);
+        const body = signMessage(buildNotification(alpha.sender, "agent-beta", { n: 1 }), alpha.signer);
+        const first = await api(gw.url, "/api/v1/messages", { apiKey: alpha.apiKey, body });
+        expect(first.status).toBe(202);
+        // What a lagging replica answers: the id is known (status record, dedup window), the
+        // envelope is not found. Caused here by removing the message from the stream.
+        const jsm = await jetstreamManager(nc);
+        const stored = await jsm.streams.getMessage(INBOX_STREAM, { last_by_subj: "agent.agent-beta.inbox" });
+        await jsm.streams.deleteMessage(INBOX_STREAM, stored!.seq);
+        const again = await api(gw.url, "/api/v1/messages", { apiKey: alpha.apiKey, body });
+        expect(again.status).toBe(503);
+        expect(again.json.error).toMatchObject({
+          code: ErrorCode.StorageUnavailable,
+          data: { messageId: first.json.id },
+        });
+      } finally {
+        await nc.close();
+        await gw.close();
+      }
+    });
   });
 });
