@@ -70,6 +70,8 @@ interface Registered {
 export class ParamsGuard {
   /** Schemas of the handlers registered after `install`; the SDK's own for the rest. */
   readonly #schemas = new Map<string, Validator>();
+  /** Per method, whether a handler is registered: asking the SDK throws, too costly per request. */
+  readonly #handled = new Map<string, boolean>();
 
   constructor(private readonly server: McpServer) {}
 
@@ -86,6 +88,7 @@ export class ParamsGuard {
     const guarded = (schema: Validator, handler: Handler): void => {
       const method = methodOf(schema);
       if (method !== undefined) this.#schemas.set(method, schema);
+      this.#handled.clear();
       register(schema, async (request, extra) => {
         if (method !== undefined) {
           const refused = await this.#checkSubject(method, request.params ?? {});
@@ -123,12 +126,18 @@ export class ParamsGuard {
   }
 
   #hasHandler(method: string): boolean {
-    try {
-      this.server.server.assertCanSetRequestHandler(method);
-      return false;
-    } catch {
-      return true;
+    let handled = this.#handled.get(method);
+    if (handled === undefined) {
+      try {
+        this.server.server.assertCanSetRequestHandler(method);
+        handled = false;
+      } catch {
+        handled = true;
+      }
+      // Only the methods a server can serve are remembered: a client cannot grow this map.
+      if (handled || SDK_REQUEST_SCHEMAS.has(method)) this.#handled.set(method, handled);
     }
+    return handled;
   }
 
   /**
