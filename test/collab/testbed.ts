@@ -9,6 +9,9 @@ import type { GatewayOptions } from "../../src/gateway/index.js";
 import { agentFor } from "../client/fixtures.js";
 import type { TestAgent, TestGateway } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
+import { until } from "../helpers/until.js";
+
+export { until };
 
 export type GatewayFactory = (
   options?: Partial<GatewayOptions> & { dataDir?: string },
@@ -87,23 +90,6 @@ export function useCollabBed(
     };
   };
   return bed;
-}
-
-/** Resolves when `predicate` holds, polling; fails naming `what`. */
-export async function until<T>(
-  read: () => Promise<T> | T,
-  predicate: (value: T) => boolean,
-  what: string,
-  timeoutMs = 10_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (predicate(value)) return value;
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting until ${what}; last value ${JSON.stringify(value)}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
 }
 
 /** The methods in the collaboration audit log, in order (appends are asynchronous: poll for `expected`). */

@@ -13,6 +13,9 @@ import { AgentsClient, streamableHttpClientTransport } from "../../src/mcp/index
 import { agentFor } from "../client/fixtures.js";
 import { startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
+import { until } from "../helpers/until.js";
+
+export { until };
 
 export type McpTransportKind = "streamable" | "sse";
 
@@ -79,23 +82,6 @@ export function useMcpGateway(options: McpGatewayOptions = {}): McpGatewayBed {
     return client;
   };
   return bed;
-}
-
-/** Resolves when `predicate` holds, polling; fails naming `what`. */
-export async function until<T>(
-  read: () => T | Promise<T>,
-  predicate: (value: T) => boolean,
-  what: string,
-  timeoutMs = 10_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (predicate(value)) return value;
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting until ${what}; last value ${JSON.stringify(value)}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 /** Reads an SSE response body until `predicate` holds on the text so far (then stops reading). */
