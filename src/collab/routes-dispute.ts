@@ -1,11 +1,7 @@
-import { timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { z } from "zod";
-import type { PrincipalStore } from "../dashboard/principals.js";
-import { credentialOf, hashSecret } from "../gateway/auth.js";
 import { authenticateAgent } from "../gateway/context.js";
 import { type Router, readJsonBody, sendJson } from "../gateway/http.js";
-import { AcpError } from "../protocol/index.js";
 import { HANDOFF_KEY, type HandoffRecord } from "./handoff.js";
 import { CollabMethod, DisputeOpenBody } from "./messages.js";
 import { auditParty, type CollabServices } from "./services.js";
@@ -48,11 +44,7 @@ const Resolve = z.strictObject({ resolution: z.string().min(1).max(8000) });
 const BASE = "/api/v1/disputes";
 
 /** Disputes: opened by an agent involved, read and resolved by the principals they were escalated to. */
-export function disputeRoutes(
-  router: Pick<Router, "add">,
-  services: CollabServices,
-  principals: PrincipalStore,
-): void {
+export function disputeRoutes(router: Pick<Router, "add">, services: CollabServices): void {
   const { ctx, intake, audit } = services;
   const disputes = bucketOf<Dispute>(ctx.broker, "disputes");
   const handoffs = bucketOf<HandoffRecord>(ctx.broker, "handoffs");
@@ -61,16 +53,8 @@ export function disputeRoutes(
 
   /** Agents (API key), principals (principal token) and the admin may read disputes. */
   const viewerOf = async (req: IncomingMessage): Promise<Viewer> => {
-    const credential = credentialOf(req.headers);
-    if (!credential)
-      throw new AcpError("Unauthorized", "send an API key, a principal token or the admin token");
-    if (timingSafeEqual(Buffer.from(hashSecret(credential), "hex"), Buffer.from(ctx.adminTokenHash, "hex")))
-      return { kind: "admin" };
-    const agent = await ctx.registry.authenticate(credential);
-    if (agent) return { kind: "agent", agentId: agent.record.agentId };
-    const principalId = await principals.authenticate(credential);
-    if (principalId !== undefined) return { kind: "principal", principalId };
-    throw new AcpError("Unauthorized", "unknown or revoked credential");
+    const caller = await ctx.credentials.resolve(req, ["agent", "principal", "admin"]);
+    return caller.kind === "agent" ? { kind: "agent", agentId: caller.agent.record.agentId } : caller;
   };
   const sees = (viewer: Viewer, d: Dispute) =>
     viewer.kind === "admin" ||

@@ -1,7 +1,6 @@
-import { PrincipalStore } from "../dashboard/principals.js";
 import type { EventStream } from "../dashboard/sse.js";
 import type { GatewayContext } from "../gateway/context.js";
-import type { GatewayExtension } from "../gateway/gateway.js";
+import type { GatewayExtension } from "../gateway/extension.js";
 import type { Handler, Router } from "../gateway/http.js";
 import { CollabAudit } from "./audit.js";
 import { Intake } from "./intake.js";
@@ -55,7 +54,6 @@ export function collabExtension(options: CollabOptions = {}): GatewayExtension {
         streams: new Set<EventStream>(),
         keepAliveMs: options.keepAliveMs ?? 15_000,
       };
-      const principals = new PrincipalStore(ctx.broker);
       let ready: Promise<void> = Promise.resolve();
       // Every handler waits for start-up (index rebuilt, watches open); a failed start-up answers there.
       const gated: Pick<Router, "add"> = {
@@ -70,17 +68,14 @@ export function collabExtension(options: CollabOptions = {}): GatewayExtension {
       teamRoutes(gated, services);
       voteRoutes(gated, services);
       knowledgeRoutes(gated, services);
-      disputeRoutes(gated, services, principals);
+      disputeRoutes(gated, services);
       const status = statusRoutes(gated, services);
-      ready = Promise.all([services.knowledge.start(), status.start(), principals.start()]).then(
-        () => undefined,
-      );
+      ready = Promise.all([services.knowledge.start(), status.start()]).then(() => undefined);
       ready.catch((err: Error) => ctx.logger.error({ err: err.message }, "collab start-up failed"));
       stop = async () => {
         for (const stream of services.streams) stream.end();
         await ready.catch(() => undefined);
         status.stop();
-        principals.stop();
         services.knowledge.stop();
         await audit.close();
       };

@@ -1,6 +1,6 @@
 import { normaliseGatewayUrl, requestGatewayJson } from "../client/index.js";
 import { AcpError } from "../protocol/index.js";
-import type { PrincipalView } from "./principals.js";
+import type { PrincipalView } from "../gateway/principals.js";
 import { DASHBOARD_API } from "./services.js";
 
 /**

@@ -1,6 +1,6 @@
 import { resolveContextRoot } from "../coordination/index.js";
 import type { GatewayContext } from "../gateway/context.js";
-import type { GatewayExtension } from "../gateway/gateway.js";
+import type { GatewayExtension } from "../gateway/extension.js";
 import { type Router, readJsonBody, sendJson } from "../gateway/http.js";
 import { KvApprovalStore } from "../orchestration/approvals-kv.js";
 import { approvalRoutes } from "./approvals.js";
@@ -8,7 +8,6 @@ import { handoffsPanel, negotiationsPanel, votesPanel } from "./collab-panels.js
 import { LiveFeed } from "./feed.js";
 import { FeedHistory } from "./history.js";
 import { type DashboardPanel, PANEL_NAME } from "./panels.js";
-import { PrincipalStore } from "./principals.js";
 import { viewRoutes } from "./routes.js";
 import { DASHBOARD_API, type DashboardServices, scopeOf } from "./services.js";
 import { SessionsView } from "./sessions.js";
@@ -53,10 +52,9 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
         ctx.broker,
         ctx.registry,
         (err) => ctx.logger.warn({ err: (err as Error).message }, "dashboard feed event failed"),
-        (id) => ctx.relay.takeRelayedEntry(id),
+        (listener) => ctx.relay.onAccepted(listener),
       );
       const history = new FeedHistory(ctx.broker, live, options.relayAuditRoot);
-      const principals = new PrincipalStore(ctx.broker);
       const webhooks = new SummaryWebhooks(targets, ctx.metrics, ctx.logger, options.webhookOptions);
       const panels = new Map<string, DashboardPanel>();
       const builtIn = [
@@ -70,12 +68,11 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
           if (event.type === "summary") webhooks.push(event.item);
         });
       }
-      const ready = Promise.all([principals.start(), live.start()]).then(() => undefined);
+      const ready = live.start();
       // Handlers await `ready`; a failed start-up is logged now and answered there.
       ready.catch((err: Error) => ctx.logger.error({ err: err.message }, "dashboard start-up failed"));
       services = {
         ctx,
-        principals,
         live,
         history,
         sessions: new SessionsView(options.sessionsRoot ?? resolveContextRoot()),
@@ -97,7 +94,6 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
       for (const stream of services.streams) stream.end();
       await services.ready.catch(() => undefined);
       await services.live.stop();
-      services.principals.stop();
       await services.approvals.close();
       await services.webhooks.close();
     },
@@ -106,7 +102,8 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
 
 /** Principal tokens, managed with the admin token (`acp principal add|list|revoke`). */
 function principalRoutes(router: Router, services: DashboardServices): void {
-  const { principals, ctx } = services;
+  const { ctx } = services;
+  const { principals } = ctx;
   router.add("POST", `${DASHBOARD_API}/principals`, async (req, res) => {
     requireAdminViewer((await scopeOf(services, req)).viewer);
     const added = await principals.add(await readJsonBody(req, 64 * 1024));

@@ -9,6 +9,10 @@ import type {
   Unsubscribe,
 } from "../broker/index.js";
 import type { Registry } from "../gateway/registry.js";
+import type { AcceptedListener } from "../gateway/relay.js";
+
+/** Accepted messages whose change event has not come yet (oldest dropped first). */
+const PENDING_ENTRIES = 4096;
 
 /** One relayed message as principals see it: who, what kind, a one-line summary, never the payload. */
 export interface FeedItem {
@@ -120,7 +124,10 @@ export function feedItemOfMessage(
 export class LiveFeed {
   private readonly listeners = new Set<(event: LiveEvent) => void>();
   private readonly recentById = new Map<string, FeedItem>();
+  /** Entries the relay built for messages this gateway accepted, until their change event comes. */
+  private readonly relayedEntries = new Map<string, EntryLike>();
   private unsubscribe: Unsubscribe | undefined;
+  private unsubscribeAccepted: Unsubscribe | undefined;
   /** Events are handled one after another, so a status never overtakes the item it updates. */
   private chain: Promise<void> = Promise.resolve();
 
@@ -128,18 +135,33 @@ export class LiveFeed {
     private readonly broker: Broker,
     private readonly registry: Registry,
     private readonly onError: (err: unknown) => void,
-    /** The audit entry this gateway's relay built for a message it accepted, if it still has it. */
-    private readonly relayedEntry: (id: string) => EntryLike | undefined = () => undefined,
+    /** The relay's accepted-message event (`relay.onAccepted`): summaries made once, on the way in. */
+    private readonly onAccepted?: (listener: AcceptedListener) => Unsubscribe,
     private readonly capacity = 2000,
   ) {}
 
   async start(): Promise<void> {
+    this.unsubscribeAccepted = this.onAccepted?.(({ id, entry, stored }) => {
+      // A resubmission or replay of an id never replaces the entry of the message stored under it.
+      if (this.relayedEntries.has(id)) return;
+      this.relayedEntries.set(id, entry);
+      if (this.relayedEntries.size > PENDING_ENTRIES) {
+        const oldest = this.relayedEntries.keys().next().value;
+        if (oldest !== undefined) this.relayedEntries.delete(oldest);
+      }
+      const forget = () => {
+        if (this.relayedEntries.get(id) === entry) this.relayedEntries.delete(id);
+      };
+      stored.then((result) => result.duplicate && forget(), forget);
+    });
     this.unsubscribe = await this.broker.events((event) => {
       this.chain = this.chain.then(() => this.handle(event)).catch(this.onError);
     });
   }
 
   async stop(): Promise<void> {
+    this.unsubscribeAccepted?.();
+    this.unsubscribeAccepted = undefined;
     this.unsubscribe?.();
     this.unsubscribe = undefined;
     await this.chain;
@@ -190,10 +212,11 @@ export class LiveFeed {
 
   /**
    * A message accepted by this gateway was summarised once already by its relay. Otherwise (another
-   * gateway on the same NATS, or the relay's hand-over dropped it) the stored envelope is read back.
+   * gateway on the same NATS, or an entry dropped for room) the stored envelope is read back.
    */
   private async newItem(record: MessageRecord): Promise<FeedItem> {
-    const entry = this.relayedEntry(record.id);
+    const entry = this.relayedEntries.get(record.id);
+    this.relayedEntries.delete(record.id);
     const relayed = entry && feedItemOf({ ...entry, messageId: record.id }, record.queuedAt);
     if (relayed) return { ...relayed, status: record.status, retryCount: record.retryCount };
     const [stored, fromPrincipal, toPrincipal] = await Promise.all([

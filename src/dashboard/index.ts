@@ -18,7 +18,7 @@ export {
   type PrincipalRecord,
   PrincipalStore,
   type PrincipalView,
-} from "./principals.js";
+} from "../gateway/principals.js";
 export { DASHBOARD_API } from "./services.js";
 export type { SessionDetail, SessionSummary } from "./sessions.js";
 export { Scope, type Viewer } from "./viewer.js";

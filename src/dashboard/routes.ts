@@ -6,7 +6,7 @@ import { approvalVisible } from "./approvals.js";
 import { messageDetail } from "./detail.js";
 import type { LiveEvent } from "./feed.js";
 import { matchesQuery, parseFeedQuery } from "./history.js";
-import { PRINCIPAL_TOKENS_BUCKET } from "./principals.js";
+import { PRINCIPAL_TOKENS_BUCKET } from "../gateway/principals.js";
 import { DASHBOARD_API, type DashboardServices, scopeOf } from "./services.js";
 import { EventStream } from "./sse.js";
 import { Scope } from "./viewer.js";

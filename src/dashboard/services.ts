@@ -4,7 +4,6 @@ import type { KvApprovalStore } from "../orchestration/approvals-kv.js";
 import type { LiveFeed } from "./feed.js";
 import type { FeedHistory } from "./history.js";
 import type { DashboardPanel } from "./panels.js";
-import type { PrincipalStore } from "./principals.js";
 import type { SessionsView } from "./sessions.js";
 import type { EventStream } from "./sse.js";
 import { authenticateViewer, Scope } from "./viewer.js";
@@ -15,7 +14,6 @@ export const DASHBOARD_API = "/api/v1/dashboard";
 /** Everything the dashboard's routes share; built once per gateway by `dashboardExtension`. */
 export interface DashboardServices {
   ctx: GatewayContext;
-  principals: PrincipalStore;
   live: LiveFeed;
   history: FeedHistory;
   sessions: SessionsView;
@@ -32,6 +30,6 @@ export interface DashboardServices {
 /** Authenticates the viewer and computes what it may see; every dashboard endpoint starts here. */
 export async function scopeOf(services: DashboardServices, req: IncomingMessage): Promise<Scope> {
   await services.ready;
-  const viewer = await authenticateViewer(services.ctx, services.principals, req);
+  const viewer = await authenticateViewer(services.ctx, req);
   return Scope.of(services.ctx, viewer);
 }

@@ -1,33 +1,14 @@
-import { timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
-import { credentialOf, hashSecret } from "../gateway/auth.js";
 import type { GatewayContext } from "../gateway/context.js";
 import type { AgentRecord } from "../gateway/registry.js";
 import { AcpError } from "../protocol/index.js";
-import type { PrincipalStore } from "./principals.js";
 
 /** Who is looking at the dashboard: the gateway's admin (everything) or one human principal. */
 export type Viewer = { kind: "admin" } | { kind: "principal"; principalId: string };
 
 /** Resolves the request's token to a viewer; agents' API keys do not sign in here. */
-export async function authenticateViewer(
-  ctx: GatewayContext,
-  principals: PrincipalStore,
-  req: IncomingMessage,
-): Promise<Viewer> {
-  const credential = credentialOf(req.headers);
-  if (!credential) {
-    throw new AcpError(
-      "Unauthorized",
-      "sign in with a principal token or the admin token (Authorization: Bearer)",
-    );
-  }
-  if (timingSafeEqual(Buffer.from(hashSecret(credential), "hex"), Buffer.from(ctx.adminTokenHash, "hex"))) {
-    return { kind: "admin" };
-  }
-  const principalId = await principals.authenticate(credential);
-  if (principalId === undefined) throw new AcpError("Unauthorized", "unknown or revoked principal token");
-  return { kind: "principal", principalId };
+export function authenticateViewer(ctx: GatewayContext, req: IncomingMessage): Promise<Viewer> {
+  return ctx.credentials.resolve(req, ["principal", "admin"]);
 }
 
 export function requireAdminViewer(viewer: Viewer): void {

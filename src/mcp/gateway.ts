@@ -13,7 +13,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CONTEXT_ROOT_ENV, type WatchOptions } from "../coordination/index.js";
 import type { GatewayContext } from "../gateway/context.js";
-import type { GatewayExtension } from "../gateway/gateway.js";
+import type { GatewayExtension } from "../gateway/extension.js";
 import { type Router, readJsonBody, sendError, sendJson } from "../gateway/http.js";
 import { AcpError } from "../protocol/index.js";
 import { addCoordinationResources } from "./coordination.js";

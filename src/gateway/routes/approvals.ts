@@ -4,7 +4,8 @@ import { type ApprovalRecord, ApprovalStatus } from "../../orchestration/approva
 import { KvApprovalStore } from "../../orchestration/approvals-kv.js";
 import { AgentCommand } from "../../orchestration/schemas.js";
 import { AcpError, AgentId, toPointer } from "../../protocol/index.js";
-import { authenticate, type Caller, type GatewayContext } from "../context.js";
+import { authenticate, type GatewayContext } from "../context.js";
+import type { Caller } from "../credentials.js";
 import { type Router, readBody, readJsonBody, sendJson } from "../http.js";
 
 export type ApprovalAction = "create" | "list" | "read" | "decide" | "cancel";
@@ -22,6 +23,7 @@ export type ApprovalAuthorizer = (
 
 export const defaultApprovalAuthorizer: ApprovalAuthorizer = (caller, action, approval) => {
   if (caller.kind === "admin") return action !== "create";
+  if (caller.kind !== "agent") return false;
   if (action === "create" || action === "list") return true;
   if (action === "decide") return false;
   return approval !== undefined && approval.requestedBy === caller.agent.record.agentId;

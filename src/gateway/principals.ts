@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import type { Broker, KvBucket, Unsubscribe } from "../broker/index.js";
-import { hashSecret } from "../gateway/auth.js";
+import { hashSecret } from "./auth.js";
 import { AcpError, PrincipalId } from "../protocol/index.js";
 
 /** What the gateway keeps per human principal (bucket `principals`). The token itself is never stored. */
