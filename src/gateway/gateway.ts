@@ -16,9 +16,9 @@ import {
   type NatsConnectionOptions,
   openBroker,
 } from "../broker/index.js";
-import { collabExtension } from "../collab/routes.js";
-import { type DashboardOptions, dashboardExtension } from "../dashboard/extension.js";
-import { mcpGatewayExtension } from "../mcp/gateway.js";
+import { collabExtension } from "../extensions/collab/extension.js";
+import { type DashboardOptions, dashboardExtension } from "../extensions/dashboard/extension.js";
+import { mcpGatewayExtension } from "../extensions/mcp-endpoint/extension.js";
 import { AcpError } from "../protocol/index.js";
 import { hashSecret, newAdminToken } from "./auth.js";
 import type { GatewayContext } from "./context.js";
@@ -35,7 +35,7 @@ import { Registry } from "./registry.js";
 import { Relay } from "./relay.js";
 import { RelayAudit } from "./relay-audit.js";
 import { agentRoutes } from "./routes/agents.js";
-import { approvalRoutes } from "./routes/approvals.js";
+import { approvalRoutes } from "../extensions/approvals/routes.js";
 import { messageRoutes } from "./routes/messages.js";
 import { WS_PATH } from "./wire.js";
 import { WsHub } from "./ws.js";

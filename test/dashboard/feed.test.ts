@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { checkSignature } from "../../src/dashboard/detail.js";
-import type { FeedItem, MessageDetail, VolumeBucket } from "../../src/dashboard/index.js";
-import { LiveFeed } from "../../src/dashboard/index.js";
+import { checkSignature } from "../../src/extensions/dashboard/detail.js";
+import type { FeedItem, MessageDetail, VolumeBucket } from "../../src/extensions/dashboard/index.js";
+import { LiveFeed } from "../../src/extensions/dashboard/index.js";
 import { buildRequest, createSigner, signMessage } from "../../src/protocol/index.js";
 import { aliceAsksBob, dashboard, eventually, followStream, principalToken, useCast } from "./helpers.js";
 
