@@ -23,7 +23,7 @@ import { Credentials } from "./credentials.js";
 import type { GatewayExtension } from "./extension.js";
 import { HandshakeGate } from "./handshake-gate.js";
 import { GatewayHealth } from "./health.js";
-import { Router, requestUrl, sendError } from "./http.js";
+import { Router, requestUrl, sendError } from "../http/server.js";
 import { Metrics } from "./metrics.js";
 import { PresenceTracker } from "./presence.js";
 import { PrincipalStore } from "./principals.js";
@@ -33,7 +33,7 @@ import { Relay } from "./relay.js";
 import { RelayAudit } from "./relay-audit.js";
 import { agentRoutes } from "./routes/agents.js";
 import { messageRoutes } from "./routes/messages.js";
-import { WS_PATH } from "./wire.js";
+import { WS_PATH } from "../wire/gateway.js";
 import { WsHub } from "./ws.js";
 
 export interface GatewayOptions {

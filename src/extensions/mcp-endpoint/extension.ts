@@ -14,7 +14,7 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { CONTEXT_ROOT_ENV, type WatchOptions } from "../../coordination/index.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
-import { type Router, readJsonBody, sendError, sendJson } from "../../gateway/http.js";
+import { type Router, readJsonBody, sendError, sendJson } from "../../http/server.js";
 import { AcpError } from "../../protocol/index.js";
 import { addCoordinationResources } from "../../mcp/coordination.js";
 import { GatewayAgentSource, publishRoutes } from "./agents.js";
