@@ -87,7 +87,7 @@ export class AppendLog {
   /** Replaces the whole content (temp file + rename: a crash leaves the old or the new file, never a mix). */
   rewrite(text: string | Buffer): Promise<void> {
     const replace = async () => {
-      await this.ensureDir();
+      if (!this.dirReady) await this.ensureDir();
       const temp = `${this.file}.${process.pid}.tmp`;
       const handle = await open(temp, "w", this.options.fileMode ?? 0o600);
       try {
@@ -152,7 +152,7 @@ export class AppendLog {
   }
 
   private async appendShared(bytes: Buffer): Promise<void> {
-    await this.ensureDir();
+    if (!this.dirReady) await this.ensureDir();
     // Synchronous calls on purpose: each takes microseconds on a local file, and the thread-pool
     // round trips of the async API would cost several times the write itself.
     // a+ = O_APPEND|O_CREAT|O_RDWR: every write lands at the end, and we can peek at the last byte.
@@ -177,7 +177,6 @@ export class AppendLog {
   }
 
   private async ensureDir(): Promise<void> {
-    if (this.dirReady) return;
     await mkdir(dirname(this.file), { recursive: true, mode: this.options.dirMode });
     this.dirReady = true;
   }
