@@ -62,6 +62,7 @@ export class AppendLog {
       ? undefined
       : await repairTornTail(file, (options.clock ?? (() => new Date()))());
     const log = new AppendLog(file, "single", options, recovered);
+    log.dirReady = true;
     await log.openDescriptor();
     if (created && options.fsync) await syncDirectory(dirname(file));
     return log;
@@ -74,6 +75,7 @@ export class AppendLog {
 
   /** Appends whole lines (`text` ends in a newline) in one write; resolves once written (and synced). */
   append(text: string | Buffer): Promise<void> {
+    if (this.closed) return Promise.reject(new AppendLogError("the log is closed", this.file));
     const bytes = typeof text === "string" ? Buffer.from(text, "utf8") : text;
     if (bytes.length === 0 || bytes[bytes.length - 1] !== NEWLINE) {
       return Promise.reject(
