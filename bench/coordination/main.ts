@@ -1,8 +1,8 @@
 /**
  * Coordination throughput with 8 concurrent OS processes on one session: events appended/s and
- * coordination.json updates/s, ours beside the seed's way (`echo >>` for events; `cat | jq > tmp &&
- * mv` for updates, both as the seed writes it with one shared /tmp file and with a per-process
- * temp file), and how many updates each way lost.
+ * coordination.json updates/s, ours beside the coordination protocol's plain-shell way (`echo >>` for
+ * events; `cat | jq > tmp && mv` for updates, both as the protocol writes it with one shared /tmp
+ * file and with a per-process temp file), and how many updates each way lost.
  */
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -13,7 +13,7 @@ import { readEventLog, Session } from "../../src/coordination/index.js";
 
 const PROCESSES = 8;
 const OUR_EVENTS = 2000;
-const SEED_EVENTS = 300;
+const SHELL_EVENTS = 300;
 const UPDATES = 60;
 const WORKER = fileURLToPath(new URL("./worker.js", import.meta.url));
 
@@ -47,8 +47,8 @@ async function runOurs(mode: "events" | "updates", count: number, session: Sessi
   return (Math.max(...times.map((t) => t.end)) - Math.min(...times.map((t) => t.start))) / 1000;
 }
 
-/** Runs PROCESSES copies of a bash loop (the seed's commands), released together; returns seconds. */
-async function runSeed(dir: string, script: (k: number) => string): Promise<number> {
+/** Runs PROCESSES copies of a bash loop (the coordination protocol's shell commands), released together; returns seconds. */
+async function runShell(dir: string, script: (k: number) => string): Promise<number> {
   const go = join(dir, "go");
   const children = Array.from({ length: PROCESSES }, (_, k) =>
     spawn("bash", ["-c", `cd "${dir}"; while [ ! -e go ]; do sleep 0.005; done; ${script(k + 1)}`], {
@@ -109,17 +109,17 @@ try {
   });
 
   session = await freshSession();
-  const seedEventSeconds = await runSeed(
+  const shellEventSeconds = await runShell(
     session.paths.dir,
     (k) =>
-      `for i in $(seq 1 ${SEED_EVENTS}); do echo "{\\"timestamp\\":\\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\\",\\"from\\":\\"agent-${k}\\",\\"type\\":\\"status\\",\\"message\\":\\"event $i\\"}" >> messages.jsonl; done`,
+      `for i in $(seq 1 ${SHELL_EVENTS}); do echo "{\\"timestamp\\":\\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\\",\\"from\\":\\"agent-${k}\\",\\"type\\":\\"status\\",\\"message\\":\\"event $i\\"}" >> messages.jsonl; done`,
   );
   rows.push({
     what: "events",
-    way: "seed: echo >> (date per event)",
-    work: PROCESSES * SEED_EVENTS,
-    seconds: seedEventSeconds,
-    lost: await eventsIntact(session, PROCESSES * SEED_EVENTS),
+    way: "shell: echo >> (date per event)",
+    work: PROCESSES * SHELL_EVENTS,
+    seconds: shellEventSeconds,
+    lost: await eventsIntact(session, PROCESSES * SHELL_EVENTS),
   });
 
   session = await freshSession();
@@ -134,11 +134,11 @@ try {
 
   if (hasJq()) {
     for (const [way, temp] of [
-      ["seed: cat | jq > /tmp/coord.json && mv (as written)", "coord.tmp.json"],
-      ["seed: same, one temp file per process", "coord.$$.json"],
+      ["shell: cat | jq > /tmp/coord.json && mv (as written)", "coord.tmp.json"],
+      ["shell: same, one temp file per process", "coord.$$.json"],
     ] as const) {
       session = await freshSession();
-      const seconds = await runSeed(
+      const seconds = await runShell(
         session.paths.dir,
         (k) =>
           `for i in $(seq 1 ${UPDATES}); do cat coordination.json | jq '.agents["agent-${k}"].count = ((.agents["agent-${k}"].count // 0) + 1)' > ${temp} && mv ${temp} coordination.json; done 2>/dev/null`,
@@ -152,7 +152,7 @@ try {
       });
     }
   } else {
-    console.log("jq is not installed (`which jq` found nothing): the seed's update rows are skipped.");
+    console.log("jq is not installed (`which jq` found nothing): the plain-shell update rows are skipped.");
   }
 
   const rate = (r: Row) => r.work / r.seconds;
@@ -167,14 +167,16 @@ try {
       `${r.what.padEnd(8)}${r.way.padEnd(52)}${String(r.work).padStart(7)}${r.seconds.toFixed(2).padStart(9)}${rate(r).toFixed(0).padStart(10)}  ${r.lost}`,
     );
   }
-  const [ourEvents, seedEvents, ourUpdates, ...seedUpdates] = rows;
+  const [ourEvents, shellEvents, ourUpdates, ...shellUpdates] = rows;
   console.log("");
-  if (ourEvents && seedEvents)
-    console.log(`events:  acp ${(rate(ourEvents) / rate(seedEvents)).toFixed(1)}× the seed's echo >> rate`);
-  for (const seed of seedUpdates) {
+  if (ourEvents && shellEvents)
+    console.log(
+      `events:  acp ${(rate(ourEvents) / rate(shellEvents)).toFixed(1)}× the plain-shell echo >> rate`,
+    );
+  for (const shell of shellUpdates) {
     if (ourUpdates)
       console.log(
-        `updates: acp ${(rate(ourUpdates) / rate(seed)).toFixed(1)}× "${seed.way}", which lost ${seed.lost}`,
+        `updates: acp ${(rate(ourUpdates) / rate(shell)).toFixed(1)}× "${shell.way}", which lost ${shell.lost}`,
       );
   }
 } finally {

@@ -35,7 +35,7 @@ const alphaKey = importPublicKey(alpha.signing);
 const resolveKey: KeyResolver = (agentId, kid) =>
   agentId === alpha.agentId && kid === signer.kid ? alphaKey : undefined;
 
-/** A request whose wire form is about 1 KB: the seed's availability query with a realistic payload. */
+/** A request whose wire form is about 1 KB: the ACP core protocol's availability query with a realistic payload. */
 function oneKilobyteRequest() {
   const body = {
     action: "get-availability",

@@ -23,8 +23,8 @@ export const AuditParty = z.strictObject({
 export const HandshakeStep = z.enum(["announce", "verify", "capabilities", "trust"]);
 
 /**
- * What the caller supplies for one entry: the seed's fields (ts excepted, which the log stamps) plus
- * optional detail. `strictObject` everywhere: a field the schema does not know is an error, so nothing
+ * What the caller supplies for one entry: the ACP core protocol's fields (ts excepted, which the log stamps)
+ * plus optional detail. `strictObject` everywhere: a field the schema does not know is an error, so nothing
  * can be smuggled into an entry without failing verification.
  */
 export const AuditEntryInputSchema = z.strictObject({
@@ -45,7 +45,10 @@ export const AuditEntryInputSchema = z.strictObject({
   error: z.strictObject({ code: z.int(), message: z.string() }).optional(),
   summary: z.string(),
   channel: z.string().min(1, "must not be empty"),
-  /** From the seed's example: whether the summary was also posted to the human transparency channel. */
+  /**
+   * From the ACP core protocol's example: whether the summary was also posted to the human transparency
+   * channel.
+   */
   discord_summary: z.boolean().optional(),
 });
 
@@ -75,8 +78,8 @@ export function computeEntryHash(entry: Record<string, unknown>): string {
 }
 
 /**
- * Builds the stored entry with its fields in reading order (seq, ts, the seed's fields, detail, prev,
- * hash). The order is cosmetic: the hash is over the canonical, key-sorted form.
+ * Builds the stored entry with its fields in reading order (seq, ts, the core protocol's fields, detail,
+ * prev, hash). The order is cosmetic: the hash is over the canonical, key-sorted form.
  */
 export function sealEntry(
   input: AuditEntryInput,

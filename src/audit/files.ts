@@ -1,7 +1,9 @@
-import { createReadStream } from "node:fs";
-import { type FileHandle, open, readdir, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
+import { readdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
+import { AppendLogError, acquireWriterLock as acquireLock } from "../jsonl/index.js";
 import { AuditAgentId } from "./entry.js";
+
+export type { TornTailRecovery } from "../jsonl/index.js";
 
 /**
  * The on-disk layout: `<root>/<agent-id>/YYYY-MM.jsonl`, one file per UTC month, plus the writer's
@@ -71,143 +73,16 @@ export async function listAuditAgents(root?: string): Promise<string[]> {
   }
 }
 
-export interface FileLine {
-  /** 1-based line number in the file. */
-  number: number;
-  text: string;
-  /** False only for a final segment without its newline: a torn write or one still in progress. */
-  complete: boolean;
-}
-
-/** Streams a file's lines. Splits on bytes, so a multi-byte character across chunks stays whole. */
-export async function* readLines(path: string): AsyncGenerator<FileLine> {
-  let pending: Buffer[] = [];
-  let number = 0;
-  for await (const chunk of createReadStream(path, { highWaterMark: 256 * 1024 })) {
-    const buf = chunk as Buffer;
-    let start = 0;
-    for (let nl = buf.indexOf(10, start); nl !== -1; nl = buf.indexOf(10, start)) {
-      pending.push(buf.subarray(start, nl));
-      number++;
-      yield { number, text: Buffer.concat(pending).toString("utf8"), complete: true };
-      pending = [];
-      start = nl + 1;
-    }
-    if (start < buf.length) pending.push(buf.subarray(start));
-  }
-  if (pending.length > 0)
-    yield { number: number + 1, text: Buffer.concat(pending).toString("utf8"), complete: false };
-}
-
-/** Position just after the last newline (0 if none); bytes past it are an incomplete line. */
-export async function endOfLastCompleteLine(fh: FileHandle, size: number): Promise<number> {
-  const chunkSize = 64 * 1024;
-  let end = size;
-  while (end > 0) {
-    const start = Math.max(0, end - chunkSize);
-    const buf = Buffer.alloc(end - start);
-    await fh.read(buf, 0, buf.length, start);
-    const nl = buf.lastIndexOf(10);
-    if (nl !== -1) return start + nl + 1;
-    end = start;
-  }
-  return 0;
-}
-
-/** The last complete line of a file (without its newline), or undefined if it has none. */
-export async function readLastCompleteLine(path: string): Promise<string | undefined> {
-  const fh = await open(path, "r");
-  try {
-    const end = await endOfLastCompleteLine(fh, (await fh.stat()).size);
-    if (end === 0) return undefined;
-    const start = await endOfLastCompleteLine(fh, end - 1);
-    const buf = Buffer.alloc(end - 1 - start);
-    await fh.read(buf, 0, buf.length, start);
-    return buf.toString("utf8");
-  } finally {
-    await fh.close();
-  }
-}
-
-export interface TornTailRecovery {
-  file: string;
-  /** Where the incomplete bytes were moved, kept for forensics. */
-  movedTo: string;
-  bytes: number;
-}
-
-/**
- * After a crash mid-write the file may end without a newline. Those bytes are copied aside to
- * `<file>.torn-<time>` and cut off, so the next append starts on a fresh line and readers never see
- * them. Copy first, then truncate: a crash in between only repeats the copy on the next open.
- */
-export async function repairTornTail(path: string, now: Date): Promise<TornTailRecovery | undefined> {
-  const fh = await open(path, "r");
-  let torn: Buffer;
-  let keep: number;
-  try {
-    const size = (await fh.stat()).size;
-    keep = await endOfLastCompleteLine(fh, size);
-    if (keep === size) return undefined;
-    torn = Buffer.alloc(size - keep);
-    await fh.read(torn, 0, torn.length, keep);
-  } finally {
-    await fh.close();
-  }
-  const movedTo = `${path}.torn-${now.toISOString().replace(/[:.]/g, "-")}`;
-  await writeFile(movedTo, torn, { mode: 0o600 });
-  await truncate(path, keep);
-  return { file: path, movedTo, bytes: torn.length };
-}
-
-/** Lock paths this process holds, to tell our own live lock from a stale one left by a crash. */
-const heldLocks = new Set<string>();
-
 /**
  * One process owns an agent's log: two writers would both chain onto the same head and fork it.
- * The lock file holds the owner's pid; a lock whose process is gone is stale and taken over.
+ * The lock (`writer.lock`, the owner's pid) covers all the month files; a stale one is taken over.
  */
 export async function acquireWriterLock(dir: string): Promise<string> {
   const path = join(dir, LOCK_FILE);
-  for (let attempt = 0; attempt < 3; attempt++) {
-    try {
-      const fh = await open(path, "wx", 0o600);
-      await fh.writeFile(`${process.pid}\n`);
-      await fh.close();
-      heldLocks.add(path);
-      return path;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-    }
-    if (heldLocks.has(path)) throw new AuditLogError(`${dir} is already open for writing in this process`);
-    const pid = Number.parseInt(await readFile(path, "utf8").catch(() => ""), 10);
-    if (pid !== process.pid && Number.isInteger(pid) && pid > 0 && isAlive(pid)) {
-      throw new AuditLogError(`${dir} is already open for writing by process ${pid} (lock ${path})`);
-    }
-    await rm(path, { force: true });
-  }
-  throw new AuditLogError(`could not take the writer lock ${path}`);
-}
-
-export async function releaseWriterLock(path: string): Promise<void> {
-  heldLocks.delete(path);
-  await rm(path, { force: true });
-}
-
-function isAlive(pid: number): boolean {
   try {
-    process.kill(pid, 0);
-    return true;
+    await acquireLock(path, dir);
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
+    throw err instanceof AppendLogError ? new AuditLogError(err.message) : err;
   }
-}
-
-export async function fileSize(path: string): Promise<number> {
-  try {
-    return (await stat(path)).size;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return 0;
-    throw err;
-  }
+  return path;
 }

@@ -1,6 +1,6 @@
-import { writeSync } from "node:fs";
-import { type FileHandle, mkdir, open } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
+import { AppendLog, readLastCompleteLine, releaseWriterLock, type TornTailRecovery } from "../jsonl/index.js";
 import {
   type AuditEntry,
   type AuditEntryInput,
@@ -16,14 +16,9 @@ import {
   AuditLogError,
   acquireWriterLock,
   agentDir,
-  fileSize,
   listMonthFiles,
   monthFileName,
   monthOf,
-  readLastCompleteLine,
-  releaseWriterLock,
-  repairTornTail,
-  type TornTailRecovery,
 } from "./files.js";
 
 export interface AuditLogOptions {
@@ -40,13 +35,13 @@ export interface AuditLogOptions {
  * An agent's append-only audit log: `<root>/<agent>/YYYY-MM.jsonl`, a hash chain across months.
  *
  * One process owns an agent's log (a lock file enforces it). Within that process appends are queued,
- * so concurrent callers get consecutive `seq`s. Each entry is one `write` of one whole line on an
- * O_APPEND descriptor; an incomplete line left by a crash is moved aside on the next `open`.
+ * so concurrent callers get consecutive `seq`s. The month file is a single-writer `AppendLog`: each
+ * entry is one write of one whole line, an incomplete line left by a crash is moved aside on the
+ * next `open`, and a failed write is cut back (or the log stops: reopen it).
  */
 export class AuditLog {
   private queue: Promise<unknown> = Promise.resolve();
-  private fh: FileHandle | undefined;
-  private size = 0;
+  private file: AppendLog | undefined;
   private failure: Error | undefined;
   private closed = false;
 
@@ -60,18 +55,22 @@ export class AuditLog {
     private chainHead: AuditHead,
     /** What `open` had to repair after a crash, if anything. */
     readonly recovered: TornTailRecovery | undefined,
-  ) {}
+    file: AppendLog | undefined,
+  ) {
+    this.file = file;
+  }
 
   static async open(options: AuditLogOptions): Promise<AuditLog> {
     const dir = agentDir(options.root, options.agent);
     const clock = options.clock ?? (() => new Date());
     await mkdir(dir, { recursive: true, mode: 0o700 });
     const lockPath = await acquireWriterLock(dir);
+    let file: AppendLog | undefined;
     try {
       const files = await listMonthFiles(dir);
       const latest = files.at(-1);
-      // Only the newest file is ever written, so only it can end in a torn line.
-      const recovered = latest ? await repairTornTail(join(dir, latest), clock()) : undefined;
+      // Only the newest file is ever written, so only it can end in a torn line (repaired here).
+      file = latest ? await AppendLog.single(join(dir, latest), { clock, fsync: options.fsync }) : undefined;
       const head = await findHead(dir, files);
       return new AuditLog(
         options.agent,
@@ -81,9 +80,11 @@ export class AuditLog {
         options.fsync ?? false,
         latest?.slice(0, 7),
         head,
-        recovered,
+        file?.recovered,
+        file,
       );
     } catch (err) {
+      await file?.close();
       await releaseWriterLock(lockPath);
       throw err;
     }
@@ -110,8 +111,8 @@ export class AuditLog {
     if (this.closed) return;
     this.closed = true;
     await this.queue;
-    await this.fh?.close();
-    this.fh = undefined;
+    await this.file?.close();
+    this.file = undefined;
     await releaseWriterLock(this.lockPath);
   }
 
@@ -124,55 +125,32 @@ export class AuditLog {
     const now = this.clock();
     // Never go back to an older file, even if the clock steps back across a month boundary.
     const month = this.month !== undefined && this.month > monthOf(now) ? this.month : monthOf(now);
-    if (month !== this.month || this.fh === undefined) await this.switchTo(month);
+    if (month !== this.month || this.file === undefined) await this.switchTo(month);
     const entry = sealEntry(input, {
       seq: this.chainHead.seq + 1,
       ts: now.toISOString(),
       prev: this.chainHead.hash,
     });
-    const line = Buffer.from(`${JSON.stringify(entry)}\n`, "utf8");
-    const fh = this.fh!;
+    const file = this.file as AppendLog;
     try {
-      // A synchronous write of one small line to the page cache takes microseconds, far less than a
-      // thread-pool round trip; only the optional fdatasync, which waits for the disk, is asynchronous.
-      let offset = 0;
-      while (offset < line.length) offset += writeSync(fh.fd, line, offset, line.length - offset);
-      if (this.fsync) await fh.datasync();
+      await file.append(`${JSON.stringify(entry)}\n`);
     } catch (err) {
-      await this.undoPartialWrite(err as Error);
+      // The line was cut back unless the file is now unusable; then so is the chain.
+      this.failure = file.unusable;
       throw err;
     }
-    this.size += line.length;
     this.chainHead = { seq: entry.seq, hash: entry.hash };
     return entry;
   }
 
-  /** A failed write may have left part of the line: cut back to the last good size, or stop. */
-  private async undoPartialWrite(cause: Error): Promise<void> {
-    try {
-      await this.fh!.truncate(this.size);
-    } catch {
-      this.failure = cause;
-    }
-  }
-
   private async switchTo(month: string): Promise<void> {
-    await this.fh?.close();
-    this.fh = undefined;
-    const path = join(this.dir, monthFileName(month));
-    const created = (await fileSize(path)) === 0;
-    this.fh = await open(path, "a", 0o600);
-    this.size = (await this.fh.stat()).size;
+    await this.file?.close();
+    this.file = undefined;
+    this.file = await AppendLog.single(join(this.dir, monthFileName(month)), {
+      clock: this.clock,
+      fsync: this.fsync,
+    });
     this.month = month;
-    if (created && this.fsync) {
-      // A new file's directory entry is only durable once the directory itself is synced.
-      const dirHandle = await open(this.dir, "r");
-      try {
-        await dirHandle.sync();
-      } finally {
-        await dirHandle.close();
-      }
-    }
   }
 }
 

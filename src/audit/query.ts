@@ -8,10 +8,9 @@ import {
   listAuditAgents,
   listMonthFiles,
   monthOf,
-  readLastCompleteLine,
-  readLines,
   resolveAuditRoot,
 } from "./files.js";
+import { readLastCompleteLine, readLines } from "../jsonl/index.js";
 
 /** Which entries to return. Dates are ISO 8601 strings or Dates; bounds are inclusive. */
 export interface AuditFilter {

@@ -9,8 +9,8 @@ import {
   monthFileName,
   monthOf,
   nextMonth,
-  readLines,
 } from "./files.js";
+import { readLines } from "../jsonl/index.js";
 
 export type AuditProblemReason =
   | "bad-json"

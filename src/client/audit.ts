@@ -16,8 +16,8 @@ export interface AuditNote {
 }
 
 /**
- * The agent's side of seed 000's audit requirement: every substantive message and every handshake
- * step, sent and received, goes to its append-only log with a human-readable summary (an encrypted
+ * The agent's side of the ACP core protocol's audit requirement: every substantive message and every
+ * handshake step, sent and received, goes to its append-only log with a human-readable summary (an encrypted
  * body is only said to exist). A failing log never stops message flow; it is reported as an error.
  */
 export class AgentAudit {

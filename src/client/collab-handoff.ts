@@ -27,7 +27,10 @@ const BASE = "/handoffs";
 export class HandoffClient {
   constructor(private readonly core: CollabCore) {}
 
-  /** Offers a task (seed 000's completed / remaining / context); refused if `peer` lacks a required capability. */
+  /**
+   * Offers a task (the ACP core protocol's completed / remaining / context); refused if `peer` lacks a
+   * required capability.
+   */
   async offer(
     peer: string,
     handoff: HandoffBody,

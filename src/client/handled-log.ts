@@ -1,5 +1,6 @@
-import { appendFile, mkdir, readFile, rename, writeFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { AppendLog } from "../jsonl/index.js";
 
 /** A handled delivery id and the time (epoch ms) after which it may be forgotten. */
 export type HandledEntry = [id: string, expiresAt: number];
@@ -16,18 +17,18 @@ const MIN_COMPACT_LINES = 1_000;
  * turn go out in one write), and a crash can only leave a torn *last* line, which `load` skips —
  * every complete line is a delivery that was handled. The file is rewritten (temp file + rename,
  * so a crash leaves the old or the new one, never a mix) only when it holds more than twice the
- * live entries: expired and evicted ids are dropped then. No fsync: a killed process loses nothing
- * the kernel already has; after a power loss the last ids may be missing, and those deliveries
- * are handled again (at-least-once, never lost).
+ * live entries: expired and evicted ids are dropped then. Other processes of the same agent may
+ * append too, so the file is a shared-writers `AppendLog` (each append opens it by path, and ends
+ * a torn line first). No fsync: a killed process loses nothing the kernel already has; after a
+ * power loss the last ids may be missing, and those deliveries are handled again (at-least-once,
+ * never lost).
  */
 export class HandledLog {
   readonly file: string;
+  private readonly log: AppendLog;
   private lines = 0;
   private tail: Promise<void> = Promise.resolve();
   private batch: { lines: string[]; written: Promise<void> } | undefined;
-  private dirReady = false;
-  /** The file ends in a torn line: the next write starts a new line first. */
-  private tornTail = false;
 
   constructor(
     root: string,
@@ -37,13 +38,13 @@ export class HandledLog {
     private readonly keep: { capacity: number },
   ) {
     this.file = join(root, agentId, "handled.log");
+    this.log = AppendLog.shared(this.file, { fileMode: 0o600, dirMode: 0o700 });
   }
 
   /** The unexpired entries in expiry order, at most `capacity` (those that expire last). */
   async load(now = Date.now()): Promise<HandledEntry[]> {
-    const { entries, torn, lines } = await this.read(now);
+    const { entries, lines } = await this.read(now);
     this.lines = lines;
-    this.tornTail = torn;
     return newest(entries, this.keep.capacity);
   }
 
@@ -72,12 +73,7 @@ export class HandledLog {
   }
 
   private async write(lines: string[]): Promise<void> {
-    if (!this.dirReady) {
-      await mkdir(dirname(this.file), { recursive: true, mode: 0o700 });
-      this.dirReady = true;
-    }
-    await appendFile(this.file, (this.tornTail ? "\n" : "") + lines.join(""), { mode: 0o600 });
-    this.tornTail = false;
+    await this.log.append(lines.join(""));
     this.lines += lines.length;
     if (this.lines > Math.max(MIN_COMPACT_LINES, 2 * this.live.size)) await this.compact();
   }
@@ -93,21 +89,16 @@ export class HandledLog {
       if (expiresAt > now) merged.set(id, Math.max(expiresAt, merged.get(id) ?? 0));
     }
     const kept = newest([...merged], this.keep.capacity);
-    const temp = `${this.file}.${process.pid}.tmp`;
-    await writeFile(temp, kept.map((entry) => `${JSON.stringify([entry[1], entry[0]])}\n`).join(""), {
-      mode: 0o600,
-    });
-    await rename(temp, this.file);
+    await this.log.rewrite(kept.map((entry) => `${JSON.stringify([entry[1], entry[0]])}\n`).join(""));
     this.lines = kept.length;
-    this.tornTail = false;
   }
 
-  private async read(now: number): Promise<{ entries: HandledEntry[]; torn: boolean; lines: number }> {
+  private async read(now: number): Promise<{ entries: HandledEntry[]; lines: number }> {
     let text: string;
     try {
       text = await readFile(this.file, "utf8");
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "ENOENT") return { entries: [], torn: false, lines: 0 };
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return { entries: [], lines: 0 };
       throw err;
     }
     const entries = new Map<string, number>();
@@ -117,8 +108,7 @@ export class HandledLog {
       if (!entry || entry[1] <= now) continue; // a torn last line, or expired
       entries.set(entry[0], Math.max(entry[1], entries.get(entry[0]) ?? 0));
     }
-    const torn = text !== "" && !text.endsWith("\n");
-    return { entries: [...entries], torn, lines: lines.length - 1 };
+    return { entries: [...entries], lines: lines.length - 1 };
   }
 }
 

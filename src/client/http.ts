@@ -19,7 +19,7 @@ export interface GatewayClientOptions {
   adminToken?: string;
 }
 
-/** GET /api/v1/messages/:id/status: delivery status with timestamps (seed 004). */
+/** GET /api/v1/messages/:id/status: delivery status with timestamps (the ACP messaging platform). */
 export interface MessageStatusView {
   id: string;
   from: string;

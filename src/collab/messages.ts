@@ -6,7 +6,7 @@ import { CollabId, JsonObject, ShortName } from "./util.js";
 /**
  * The ACP messages of collaboration: extension methods (`agent.<domain>.<action>`) whose bodies
  * are defined here, shared by the gateway (which checks them) and the SDK (which builds them).
- * A task offer is the seed's own `agent.handoff` with a `task` member added to its body.
+ * A task offer is the ACP core protocol's own `agent.handoff` with a `task` member added to its body.
  */
 export const CollabMethod = {
   propose: "agent.negotiation.propose",

@@ -12,8 +12,8 @@ import type { AcceptBody, OfferBody, RejectBody } from "./messages.js";
 import { conflict, forbidden } from "./util.js";
 
 /**
- * Negotiation sessions as pure state transitions (the routes store them through the broker).
- * Seed 004's rules: at most `maxRounds` offers (the proposal is round 1), a timeout per session,
+ * Negotiation sessions as pure state transitions (the routes store them through the broker). The ACP
+ * messaging platform's rules: at most `maxRounds` offers (the proposal is round 1), a timeout per session,
  * only the party whose turn it is may counter or accept, nothing after a terminal state.
  */
 export type NegotiationStatus = "open" | "accepted" | "rejected" | "exhausted" | "expired";

@@ -1,11 +1,12 @@
 /**
- * messages.jsonl: one event per line. Each append is ONE write(2) on an O_APPEND descriptor, so
- * concurrent writers never interleave inside a line. Readers only parse lines that end in "\n"; a
+ * messages.jsonl: one event per line, appended by any number of processes through a shared-writers
+ * `AppendLog`: each append is ONE write(2) on an O_APPEND descriptor, so concurrent writers never
+ * interleave inside a line, and a torn line a crashed writer left is ended first. Readers only parse lines that end in "\n"; a
  * trailing fragment is either a write still in flight (left for later) or a torn line from a crash
  * (reported with its line number, never parsed as garbage).
  */
-import { closeSync, fstatSync, openSync, readSync, writeSync } from "node:fs";
 import { open } from "node:fs/promises";
+import { AppendLog, AppendLogError } from "../jsonl/index.js";
 import { CoordinationError } from "./errors.js";
 import { sleep } from "./fs-atomic.js";
 import { type SessionEvent, SessionEventSchema } from "./schemas.js";
@@ -55,40 +56,12 @@ export async function appendEvent(path: string, event: SessionEvent): Promise<vo
       { file: path },
     );
   }
-  // Synchronous calls on purpose: each takes microseconds on a local file, and the thread-pool
-  // round trips of the async API would cost several times the write itself.
-  // a+ = O_APPEND|O_CREAT|O_RDWR: every write lands at the end, and we can peek at the last byte.
-  const fd = openSync(path, "a+", 0o644);
   try {
-    // A torn line left by a crashed writer is ended first, so our event starts on a line of its own.
-    const out = (await endsInFragment(fd)) ? Buffer.concat([Buffer.from("\n"), line]) : line;
-    const written = writeSync(fd, out);
-    if (written !== out.length) {
-      throw new CoordinationError("torn", `short write (${written} of ${out.length} bytes)`, { file: path });
-    }
-  } finally {
-    closeSync(fd);
+    await AppendLog.shared(path, { fileMode: 0o644 }).append(line);
+  } catch (err) {
+    if (err instanceof AppendLogError) throw new CoordinationError("torn", err.detail, { file: path });
+    throw err;
   }
-}
-
-/**
- * True when the log ends in a fragment that stays: another writer's line caught mid-copy finishes
- * within microseconds, so the fragment is looked at twice. (Should the second look still race, the
- * cost is one blank line, which readers pass over.)
- */
-async function endsInFragment(fd: number): Promise<boolean> {
-  const lastByte = (): { size: number; byte: number | undefined } => {
-    const { size } = fstatSync(fd);
-    if (size === 0) return { size, byte: undefined };
-    const last = Buffer.alloc(1);
-    readSync(fd, last, 0, 1, size - 1);
-    return { size, byte: last[0] };
-  };
-  const first = lastByte();
-  if (first.byte === undefined || first.byte === NEWLINE) return false;
-  await sleep(2);
-  const second = lastByte();
-  return second.size === first.size && second.byte !== NEWLINE;
 }
 
 /** Reads the complete lines from `from` on; a trailing fragment is left unread (see pendingBytes). */

@@ -23,7 +23,10 @@ export function sameSecret(a: string, b: string): boolean {
   return timingSafeEqual(x, y);
 }
 
-/** The credential of a request: `X-API-Key`, `Api-Key`, or `Authorization: Bearer …` (seed 004). */
+/**
+ * The credential of a request: `X-API-Key`, `Api-Key`, or `Authorization: Bearer …` (the ACP messaging
+ * platform).
+ */
 export function credentialOf(headers: IncomingHttpHeaders): string | undefined {
   const direct = headers["x-api-key"] ?? headers["api-key"];
   if (typeof direct === "string" && direct.length > 0) return direct.trim();

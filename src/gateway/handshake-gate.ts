@@ -16,7 +16,7 @@ type PairState = Record<string, Side>;
  * The gateway's view of each pair's four-step handshake (bucket `handshakes`, key `<a>.<b>` with
  * a < b), built from the announce and capabilities messages it relays. Substantive messages between
  * a pair are relayed only once both sides announced and exchanged capabilities, signed with the
- * keys and declaring the layers they announced; any change resets the pair (seed 000: "no
+ * keys and declaring the layers they announced; any change resets the pair (the ACP core protocol: "no
  * substantive messages before the four-step handshake completes").
  */
 export class HandshakeGate {

@@ -16,10 +16,10 @@ const DEFAULT: Omit<StoredPresence, "lastSeen"> = {
 };
 
 /**
- * Presence from connections and heartbeats (seed 004): an agent is online while it has a WebSocket
- * open and heartbeats arrive; busy/away are its own choice; load, health metrics and tasks are
- * what it reports. A gateway that dies cannot decrement its connection count, so an agent whose
- * last heartbeat is older than `staleAfterMs` reads as offline whatever the count says.
+ * Presence from connections and heartbeats (the ACP messaging platform): an agent is online while it has a
+ * WebSocket open and heartbeats arrive; busy/away are its own choice; load, health metrics and tasks are what
+ * it reports. A gateway that dies cannot decrement its connection count, so an agent whose last heartbeat is
+ * older than `staleAfterMs` reads as offline whatever the count says.
  */
 export class PresenceTracker {
   private readonly bucket: KvBucket<StoredPresence>;

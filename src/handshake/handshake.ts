@@ -12,7 +12,7 @@ import {
 } from "../protocol/index.js";
 
 /**
- * The four-step handshake of seed 000 as an explicit state machine per peer:
+ * The four-step handshake of the ACP core protocol as an explicit state machine per peer:
  *   1 announce     both sides send a signed `agent.announce` (identity, capabilities, purpose)
  *   2 verify       each verifies the other's signature against the registered key (done by the
  *                  caller's verifyEnvelope before a message reaches this class)
@@ -63,7 +63,10 @@ export interface HandshakeEvent {
   state: HandshakeState;
 }
 
-/** Layers both declared; the seed's "lowest common layer": never assume one the other did not declare. */
+/**
+ * Layers both declared; the core protocol's "lowest common layer": never assume one the other did not
+ * declare.
+ */
 export function commonLayers(mine: readonly number[], theirs: readonly number[]): number[] {
   const set = new Set(theirs);
   return [...new Set(mine)].filter((layer) => set.has(layer)).sort((a, b) => a - b);

@@ -1,9 +1,9 @@
 /**
- * Trust calibration (seed 000, step 4). Initial trust comes from what is known before any exchange:
- * a known principal, a shared context between the principals, and the peer's declared skill layers.
- * It is then recalibrated continuously from observed behaviour: bad signatures, timeouts and
- * rejected requests lower it; a clean history raises it slowly, up to a cap set by the basis.
- * Everything is plain data, so a policy can read and act on it.
+ * Trust calibration (the ACP core protocol, handshake step 4). Initial trust comes from what is known before
+ * any exchange: a known principal, a shared context between the principals, and the peer's declared skill
+ * layers. It is then recalibrated continuously from observed behaviour: bad signatures, timeouts and rejected
+ * requests lower it; a clean history raises it slowly, up to a cap set by the basis. Everything is plain
+ * data, so a policy can read and act on it.
  */
 export type TrustLevel = "untrusted" | "baseline" | "elevated" | "high";
 

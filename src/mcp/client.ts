@@ -62,7 +62,10 @@ export class AgentsClient {
     return isJsonObject(capabilities) ? capabilities : {};
   }
 
-  /** Where the server declares `agents`: at the top level (as seed 001 requires) or only as the mirror. */
+  /**
+   * Where the server declares `agents`: at the top level (as the MCP agents capability requires) or only as
+   * the mirror.
+   */
   get agentsCapability(): "top-level" | "experimental" | undefined {
     const capabilities = this.serverCapabilities;
     if (isJsonObject(capabilities[AGENTS_CAPABILITY])) return "top-level";

@@ -1,6 +1,6 @@
 /**
- * A coordination session (seed 002, `src/coordination`) as MCP resources, so agents subscribe to
- * it instead of polling coordination.json:
+ * A coordination session (the coordination protocol, `src/coordination`) as MCP resources, so agents
+ * subscribe to it instead of polling coordination.json:
  * - `coordination://{session}`: coordination.json and the session's artifacts;
  * - `coordination://{session}/events`: the event log (messages.jsonl), most recent last;
  * - `coordination://{session}/reports`: the agents' reports.

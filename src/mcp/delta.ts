@@ -1,5 +1,5 @@
 /**
- * The delta algorithm of the MCP `agents` capability (seed 001): while an agent runs, the server
+ * The delta algorithm of the MCP agents capability: while an agent runs, the server
  * streams deltas; the client folds them, in order, into the output with `combineDelta`.
  *
  * Rules (`output + delta => new output`):
@@ -10,7 +10,7 @@
  *   delta array starts with null, that null is dropped (so appending needs no knowledge of emptiness);
  * - otherwise the output's last element combines with the delta's first, and the rest are appended.
  *
- * Choices where the seed is silent (documented in docs/mcp.md):
+ * Choices where the MCP agents capability is silent (documented in docs/mcp.md):
  * - booleans have no combining rule: `true + false` is a `DeltaCombineError` (a boolean is sent once);
  * - a value that does not exist yet (a new object key, an appended array element) is combined with
  *   "absent", so the leading-null rule applies at every depth, not only at the top;

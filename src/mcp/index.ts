@@ -1,4 +1,4 @@
-/** `acp-kit/mcp`: the MCP `agents` capability (seed 001): delta algorithm, server, client. */
+/** `acp-kit/mcp`: the MCP agents capability: delta algorithm, server, client. */
 export {
   AgentsClient,
   type ConnectOptions,

@@ -1,5 +1,5 @@
 /**
- * The wire format of the MCP `agents` capability (seed 001): method and notification names, the
+ * The wire format of the MCP agents capability: method and notification names, the
  * shapes of their params and results (zod schemas, used by both the server and the client), and the
  * JSON-RPC errors they answer with. Independent of the MCP SDK.
  */

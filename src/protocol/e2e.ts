@@ -4,7 +4,7 @@ import { importPrivateKey, importPublicKey, type PrivateIdentity, type X25519Pub
 import { EncryptedBody } from "./schemas.js";
 
 /**
- * End-to-end encryption of a message body to its recipient (the seed's security floor, item 4):
+ * End-to-end encryption of a message body to its recipient (the ACP core protocol's security floor, item 4):
  * a compact JWE (RFC 7516) with ECDH-ES key agreement on X25519 and A256GCM content encryption
  * (RFC 7518 / RFC 8037). The sender encrypts first, then signs the whole message, so the gateway
  * can verify and route without reading the body. The protected header names sender and recipient

@@ -32,7 +32,10 @@ const SEMVER =
 
 export const MessageType = z.enum(["request", "response", "notification", "handoff"]);
 
-/** The six mandatory identity headers of the seed, plus ACP's routing headers (see docs/protocol.md). */
+/**
+ * The six mandatory identity headers of the ACP core protocol, plus ACP's routing headers (see
+ * docs/protocol.md).
+ */
 export const Headers = z.object({
   "agent-id": AgentId,
   "principal-id": PrincipalId,
@@ -46,7 +49,7 @@ export const Headers = z.object({
     z.int({ error: "must be a non-negative integer" }).nonnegative("must be a non-negative integer"),
     { error: "must be an array of skill layer numbers, e.g. [0, 1]" },
   ),
-  /** Required on every signed envelope; optional only so the seed's unsigned examples stay valid. */
+  /** Required on every signed envelope; optional only so the core protocol's unsigned examples stay valid. */
   "message-id": MessageId.optional(),
   "recipient-id": AgentId.optional(),
 });

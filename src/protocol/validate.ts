@@ -139,8 +139,8 @@ export interface ValidateOptions {
 }
 
 /**
- * Checks a parsed message against the seed's rules before anything else looks at it, and returns it
- * typed. Throws AcpError (-32600 structure / -32602 headers and body) listing every problem found.
+ * Checks a parsed message against the ACP core protocol's rules before anything else looks at it, and returns
+ * it typed. Throws AcpError (-32600 structure / -32602 headers and body) listing every problem found.
  */
 export function validateMessage(input: unknown, options: ValidateOptions = {}): AcpMessage {
   if (!isRecord(input)) {

@@ -8,10 +8,12 @@
  * write, exactly what a full disk produces (Node ignores SIGXFSZ, so the process lives on). It
  * needs no root, no mount and no test-only code path, and it works mid-run, which a read-only
  * `chmod` cannot do (an open file descriptor keeps its write access; root ignores modes anyway).
- * A data directory that is read-only from the start is the second case: run as an unprivileged
- * user (`setpriv`, when the tests run as root), the gateway refuses to start and says why.
+ * A data directory that is read-only from the start is the second case: the gateway refuses to
+ * start and says why. When the tests run as root, the gateway keeps uid 0 but loses every
+ * capability (`setpriv`), so file modes bind it like any user while it can still read the
+ * checkout wherever that lives (another uid could not, under a 0700 parent such as `mktemp -d`).
  */
-import { chmodSync, mkdirSync } from "node:fs";
+import { chmodSync, chownSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ErrorCode } from "../../src/protocol/index.js";
@@ -136,10 +138,11 @@ describe("storage that cannot be written (embedded broker)", () => {
       mkdirSync(data);
       chmodSync(root, 0o755);
       chmodSync(data, 0o555);
-      // Root ignores file modes: drop to an unprivileged user so the directory really is read-only.
-      const prefix = isRoot
-        ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--"]
-        : [];
+      // Root ignores file modes only through its capabilities (CAP_DAC_OVERRIDE, CAP_FOWNER):
+      // clearing the bounding set too keeps exec from granting them back. The directory belongs
+      // to another user, so the capability-less root cannot chmod it writable either.
+      if (isRoot) chownSync(data, 65534, 65534);
+      const prefix = isRoot ? ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"] : [];
       const started = spawnGateway({ cli: ["--data", data], prefix, env: { HOME: root } });
       const failure = await started.then(
         (gateway) => {

@@ -16,7 +16,7 @@ import {
 import { nanos } from "@nats-io/transport-node";
 import { type BrokerPolicy, backoffSchedule } from "../policy.js";
 
-/** Every message, one subject per recipient: `agent.<recipient-id>.inbox` (seed 000). */
+/** Every message, one subject per recipient: `agent.<recipient-id>.inbox` (the ACP core protocol). */
 export const INBOX_STREAM = "ACP_INBOX";
 /** One small entry per message on `acp.index.<from>.<to>`, so `list` can walk by sender or recipient. */
 export const INDEX_STREAM = "ACP_INDEX";

@@ -15,7 +15,7 @@ interface DemoFlags {
   data?: string;
 }
 
-/** Seed 000's example: two scheduling assistants acting for different people. */
+/** The ACP core protocol's example: two scheduling assistants acting for different people. */
 const CAST = [
   { agentId: "alice-scheduler", principalId: "alice", purpose: "Find a meeting time for alice and bob" },
   { agentId: "bob-scheduler", principalId: "bob", purpose: "Manage bob's calendar and answer availability" },

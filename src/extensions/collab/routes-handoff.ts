@@ -284,7 +284,10 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
     sendJson(res, 201, movement);
   });
 
-  /** The delegate's presence lists its accepted handoffs with their progress (seed 004 status updates). */
+  /**
+   * The delegate's presence lists its accepted handoffs with their progress (the ACP messaging platform's
+   * status updates).
+   */
   async function trackTask(record: HandoffRecord): Promise<void> {
     const presence = await ctx.presence.get(record.delegate);
     const others = presence.tasks.filter((t) => t.id !== record.handoffId);

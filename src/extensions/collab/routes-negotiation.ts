@@ -30,7 +30,9 @@ import { conflict, notFound } from "../../collab/util.js";
 const BASE = "/api/v1/negotiations";
 const keyOf = (sessionId: string) => `s.${sessionId}`;
 
-/** Seed 004's negotiation endpoints: every change is a signed message from the acting party. */
+/**
+ * The ACP messaging platform's negotiation endpoints: every change is a signed message from the acting party.
+ */
 export function negotiationRoutes(router: Pick<Router, "add">, services: CollabServices): void {
   const { ctx, intake, audit } = services;
   const bucket = bucketOf<NegotiationSession>(ctx.broker, "negotiations");

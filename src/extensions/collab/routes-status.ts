@@ -9,10 +9,10 @@ import { auditParty, type CollabServices, liveAgent, readerOf } from "./services
 import { bucketOf } from "./store.js";
 
 /**
- * Status broadcasting (seed 004): an agent publishes availability, load, health metrics and tasks as
- * a signed `agent.status`; online/offline comes from its connections (the gateway's presence
- * tracker). Subscribers follow any set of agents as Server-Sent Events, fed by KV watches, so an
- * update made through any gateway on one NATS reaches subscribers on every gateway.
+ * Status broadcasting (the ACP messaging platform): an agent publishes availability, load, health metrics and
+ * tasks as a signed `agent.status`; online/offline comes from its connections (the gateway's presence
+ * tracker). Subscribers follow any set of agents as Server-Sent Events, fed by KV watches, so an update made
+ * through any gateway on one NATS reaches subscribers on every gateway.
  */
 export function statusRoutes(
   router: Pick<Router, "add">,

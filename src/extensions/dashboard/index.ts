@@ -1,7 +1,7 @@
 /**
- * acp-kit/dashboard: the transparency channel (seed 000, "dual-mode transport"). Principals watch
- * concise summaries of their agents' exchanges live in a web dashboard served by the gateway, and
- * in chat rooms through Slack- or Discord-compatible webhooks. docs/dashboard.md describes it.
+ * acp-kit/dashboard: the transparency channel (the ACP core protocol's "dual-mode transport"). Principals
+ * watch concise summaries of their agents' exchanges live in a web dashboard served by the gateway, and in
+ * chat rooms through Slack- or Discord-compatible webhooks. docs/dashboard.md describes it.
  */
 export type { DashboardAgent, HandshakeSide, PeerView } from "./agents.js";
 export { PrincipalAdminClient } from "../../client/principals.js";

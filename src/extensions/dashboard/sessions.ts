@@ -31,9 +31,9 @@ export interface SessionDetail extends SessionSummary {
 const MAX_EVENTS = 200;
 
 /**
- * Coordination sessions (seed 002) under a context root on the gateway's machine. Sessions name
- * their agents freely; a principal sees a session in which one of its registered agents takes part
- * (by agent id), the admin sees every one.
+ * Coordination sessions (the coordination protocol) under a context root on the gateway's machine. Sessions
+ * name their agents freely; a principal sees a session in which one of its registered agents takes part (by
+ * agent id), the admin sees every one.
  */
 export class SessionsView {
   constructor(private readonly root: string) {}

@@ -1,5 +1,5 @@
 /**
- * The gateway's MCP endpoint (seed 004, and seed 001's `agents` capability), mounted by
+ * The gateway's MCP endpoint (the ACP messaging platform's, with the MCP agents capability), mounted by
  * `startDefaultGateway` (src/server.ts) as the extension `mcp`:
  * - Streamable HTTP at `/mcp` (POST, GET, DELETE; `Mcp-Session-Id`);
  * - the legacy HTTP+SSE pair: `GET /mcp/sse` (first event `endpoint`) and `POST /mcp/messages/{id}`;
@@ -31,7 +31,7 @@ import { createAgentsMcpServer, type Transport } from "../../mcp/sdk-adapter.js"
 export interface McpEndpointOptions {
   /** The tasks offered (`tasks://…`, the task tools): the collaboration extension's `handoffs`. */
   tasks: TaskSource;
-  /** A session without traffic for this long is closed and freed. Default 10 minutes (seed 004). */
+  /** A session without traffic for this long is closed and freed. Default 10 minutes (the ACP messaging platform). */
   idleTimeoutMs?: number;
   /** Open sessions one agent may hold (default 64); the next initialize gets 429 / -32013. */
   maxSessionsPerAgent?: number;

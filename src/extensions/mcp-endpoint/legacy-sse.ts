@@ -1,12 +1,12 @@
 /**
- * The legacy MCP HTTP+SSE transport (protocol 2024-11-05) as seed 004 specifies it: `GET /mcp/sse`
- * opens the stream, whose first event (`endpoint`) is the URL to POST to, `/mcp/messages/{id}`;
- * every answer and notification comes back on the stream as an `event: message`.
+ * The legacy MCP HTTP+SSE transport (protocol 2024-11-05) as the ACP messaging platform specifies
+ * it: `GET /mcp/sse` opens the stream, whose first event (`endpoint`) is the URL to POST to,
+ * `/mcp/messages/{id}`; every answer and notification comes back on the stream as an `event: message`.
  *
  * Not the SDK's SSEServerTransport: that one always appends `?sessionId=` to its endpoint, so it
- * cannot give seed 004's URL. The wire format is the same, so the SDK's SSEClientTransport (and
- * any legacy client) works with it. A comment line every `keepAliveMs` keeps proxies from cutting
- * an idle stream.
+ * cannot give the messaging platform's URL. The wire format is the same, so the SDK's
+ * SSEClientTransport (and any legacy client) works with it. A comment line every `keepAliveMs` keeps
+ * proxies from cutting an idle stream.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";

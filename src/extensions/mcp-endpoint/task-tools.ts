@@ -1,6 +1,7 @@
 /**
- * The task tools (seed 004's submit_hiring_result, add_hiring_message, report_hiring_failure,
- * named for ACP, plus accept/decline because an ACP handoff is accepted before it is worked on).
+ * The task tools (the ACP messaging platform's submit_hiring_result, add_hiring_message,
+ * report_hiring_failure, named for ACP, plus accept/decline because an ACP handoff is accepted before it is
+ * worked on).
  *
  * Each changes a handoff, which the collaboration module accepts only as an ACP message signed by
  * the agent itself. The gateway has no agent's private key, so it asks the MCP client to sign:

@@ -1,6 +1,6 @@
 /**
- * The MCP caller's tasks (seed 004's "hirings", named for ACP): the handoffs delegated to its agent
- * through the gateway (src/collab), as resources and a system prompt.
+ * The MCP caller's tasks (the ACP messaging platform's "hirings", named for ACP): the handoffs delegated to
+ * its agent through the gateway (src/collab), as resources and a system prompt.
  * - `tasks://pending`: the tasks waiting on the agent (offered: accept or decline; accepted:
  *   complete or fail), oldest first; subscribable — a new or changed handoff notifies it;
  * - `tasks://{id}`: one task with what the delegator handed over (completed, remaining, context);

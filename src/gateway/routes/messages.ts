@@ -6,7 +6,7 @@ import { type Router, readBody, sendJson } from "../../http/server.js";
 const KINDS = new Set(["request", "response", "notification", "handoff"]);
 const STATUSES = new Set(["queued", "delivered", "acknowledged", "failed", "expired"]);
 
-/** Seed 004's status shape (snake_case), with every timestamp the record has. */
+/** The ACP messaging platform's status shape (snake_case), with every timestamp the record has. */
 export function statusView(r: MessageRecord): Record<string, unknown> {
   return {
     id: r.id,
