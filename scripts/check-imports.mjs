@@ -14,7 +14,7 @@ import { dirname, join, relative, resolve, sep } from "node:path";
 
 /** Layers, lowest first. A folder may import its own files and any folder of a lower layer. */
 export const LAYERS = [
-  ["protocol"],
+  ["protocol", "jsonl"],
   ["identity", "audit", "wire", "http"],
   ["handshake", "broker", "coordination"],
   ["collab", "mcp"],
