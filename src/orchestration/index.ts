@@ -14,6 +14,7 @@ export { AuditLogCommandSink, type CommandAuditEntry, type CommandAuditSink } fr
 export { type BreakerOptions, type BreakerState, CircuitBreaker } from "./breaker.js";
 export {
   AcpConfigSchema,
+  type ConfigFileInput,
   defaultConfig,
   loadConfig,
   type OrchestrationConfig,
@@ -74,4 +75,11 @@ export {
   Status,
 } from "./schemas.js";
 export { type ServeCommandsOptions, serveCommands } from "./serve.js";
-export type { AgentSpec, CommandClient, CommandHandler, HandlerContext } from "./targets.js";
+export {
+  type AgentSpec,
+  type CommandClient,
+  type CommandHandler,
+  type HandlerContext,
+  type InternalErrorLog,
+  logInternalError,
+} from "./targets.js";

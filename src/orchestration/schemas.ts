@@ -110,6 +110,10 @@ export const AgentResponse = z.strictObject({
     .strictObject({
       duration: z.number().nonnegative("must not be negative"),
       tokensUsed: z.int().nonnegative().optional(),
+      /** Addition, set by the orchestrator: attempts made on this agent (retries included). */
+      attempts: z.int().nonnegative().optional(),
+      /** Addition, set by the orchestrator: ms from the first attempt to this answer, backoff waits included. */
+      totalDuration: z.number().nonnegative("must not be negative").optional(),
     })
     .optional(),
   error: z

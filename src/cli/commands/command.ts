@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
-import type { Command } from "commander";
+import { type Command, InvalidArgumentError } from "commander";
 import { AcpAgent, GatewayClient } from "../../client/index.js";
 import { readIdentityFile } from "../../identity/index.js";
 import {
@@ -24,6 +24,7 @@ import {
   Orchestrator,
   type Outcome,
   type PatternStatus,
+  type PipelineResult,
   PRIORITIES,
   parseCommand,
 } from "../../orchestration/index.js";
@@ -45,6 +46,10 @@ interface SendFlags extends CommonFlags {
   requireApproval?: boolean;
   correlationId?: string;
   fallback: string[];
+  wait: boolean;
+  maxAttempts?: number;
+  backoffMs?: number;
+  cacheable?: boolean;
 }
 
 const collect = (value: string, previous: string[]) => [...previous, value];
@@ -54,7 +59,7 @@ export function registerCommand(program: Command): void {
   const group = program
     .command("command")
     .description(
-      "AgentCommands (seed 003) to agents through a gateway: send one, or broadcast, scatter-gather or pipeline from a YAML file",
+      "AgentCommands (the ACP v2.0 command layer) to agents through a gateway: send one, or broadcast, scatter-gather or pipeline from a YAML file",
     );
 
   withGatewayOptions(
@@ -80,7 +85,22 @@ export function registerCommand(program: Command): void {
     )
     .option("--correlation-id <id>", "ties this command to related ones")
     .option("--fallback <agent-id>", "an agent to try if the target fails (repeatable)", collect, [])
-    .option("--config <file>", "acp.yaml (default: ./acp.yaml when present, else the seed's defaults)")
+    .option(
+      "--no-wait",
+      "fire-and-forget: hand the command over and exit without waiting for a response (no retries, no fallbacks)",
+    )
+    .option(
+      "--max-attempts <n>",
+      "attempts before giving up on a recoverable failure (context.retryPolicy; default: the configuration's retry.max_attempts)",
+      wholeNumber,
+    )
+    .option(
+      "--backoff-ms <ms>",
+      "first wait between attempts, doubled each time (context.retryPolicy; default: retry.backoff_ms)",
+      wholeNumber,
+    )
+    .option("--cacheable", "cache a successful response for cache_ttl, and answer a repeat from the cache")
+    .option("--config <file>", "acp.yaml (default: ./acp.yaml when present, else the built-in defaults)")
     .action((flags: SendFlags) => guarded(flags, () => sendOne(flags)));
 
   for (const pattern of ["broadcast", "scatter", "pipeline"] as const) {
@@ -96,7 +116,7 @@ export function registerCommand(program: Command): void {
       ),
       ["key", "api-key"],
     )
-      .option("--config <file>", "acp.yaml (default: ./acp.yaml when present, else the seed's defaults)")
+      .option("--config <file>", "acp.yaml (default: ./acp.yaml when present, else the built-in defaults)")
       .action((file: string, flags: CommonFlags) => guarded(flags, () => runPattern(pattern, file, flags)));
   }
 }
@@ -156,10 +176,14 @@ async function openSession(flags: CommonFlags, targets: string[]) {
   return {
     orch,
     signal: controller.signal,
-    onApproval: (approval: ApprovalRecord) =>
-      progress(
-        `waiting for approval ${approval.id} (${approval.reason}); approve with: acp approvals approve ${approval.id}`,
-      ),
+    // On stdout (the command's own output) unless that is reserved for --json: a wait of up to
+    // approval_timeout must be visible wherever the output goes.
+    onApproval: (approval: ApprovalRecord) => {
+      const minutes = Math.round(config.security.approval_timeout / 60_000);
+      const text = `waiting for approval ${approval.id} (${approval.reason}), up to ${minutes} min; approve with: acp approvals approve ${approval.id}`;
+      if (flags.json) progress(text);
+      else printLine(text);
+    },
     close: async () => {
       process.off("SIGINT", interrupt);
       await orch.drain();
@@ -188,53 +212,94 @@ function parseParams(params: string[]): Record<string, unknown> {
 
 async function sendOne(flags: SendFlags): Promise<void> {
   const timeout = flags.timeout === undefined ? undefined : Number(flags.timeout);
+  if (!flags.wait && flags.fallback.length > 0)
+    throw new CliError("--fallback: not with --no-wait (there is no answer to judge)");
+  if (!flags.wait && (flags.maxAttempts !== undefined || flags.backoffMs !== undefined))
+    throw new CliError("--max-attempts/--backoff-ms: not with --no-wait (there is no answer to retry)");
+  if (!flags.wait && flags.cacheable) throw new CliError("--cacheable: not with --no-wait");
   const session = await openSession(flags, [flags.to, ...flags.fallback]);
   try {
-    const context = {
-      ...(timeout !== undefined ? { timeout } : {}),
-      ...(flags.correlationId ? { correlationId: flags.correlationId } : {}),
-    };
-    const security = {
-      permissions: flags.permission,
-      ...(flags.requireApproval ? { requireApproval: true } : {}),
-    };
-    let command: AgentCommand;
-    try {
-      command = parseCommand({
-        id: randomUUID(),
-        timestamp: new Date().toISOString(),
-        version: COMMAND_VERSION,
-        from: session.orch.id,
-        to: flags.to,
-        priority: flags.priority,
-        action: flags.action,
-        parameters: parseParams(flags.param),
-        ...(Object.keys(context).length > 0 ? { context } : {}),
-        ...(flags.permission.length > 0 || flags.requireApproval ? { security } : {}),
+    const command = commandOf(flags, session.orch, timeout);
+    if (!flags.wait) {
+      progress(`handing ${command.action} over to ${command.to} (command ${command.id}), not waiting…`);
+      const receipt = await session.orch.sendAsync(command, {
+        signal: session.signal,
+        onApproval: session.onApproval,
       });
-    } catch (err) {
-      if (!(err instanceof CommandError)) throw err;
-      const problems = err.options.problems ?? [];
-      throw new CliError(problems.map((p) => `${FLAG_OF[p.path] ?? p.path}: ${p.message}`).join("; "));
+      if (flags.json) printJson(receipt);
+      else if (receipt.accepted) printLine(`sent ${command.action} to ${command.to} (command ${command.id})`);
+      if (receipt.response) {
+        if (!flags.json) printResponse(receipt.response);
+        throw new CliError(flags.json ? "" : failureLine(receipt.response));
+      }
+      return;
     }
     progress(`sending ${command.action} to ${command.to} (command ${command.id})…`);
     const response = await session.orch.send(command, {
       signal: session.signal,
       onApproval: session.onApproval,
       ...(flags.fallback.length > 0 ? { fallbacks: flags.fallback } : {}),
+      ...(flags.cacheable ? { cacheable: true } : {}),
     });
     if (flags.json) printJson(response);
     else printResponse(response);
-    if (!isSuccessful(response)) {
-      throw new CliError(
-        flags.json
-          ? ""
-          : `${response.status}${response.error ? ` (${response.error.code})` : ""}: ${response.error?.message ?? response.results.summary ?? ""}`,
-      );
-    }
+    if (!isSuccessful(response)) throw new CliError(flags.json ? "" : failureLine(response));
   } finally {
     await session.close();
   }
+}
+
+/** The AgentCommand the flags describe; a bad flag is named as the flag. */
+function commandOf(flags: SendFlags, orch: Orchestrator, timeout: number | undefined): AgentCommand {
+  const retryPolicy =
+    flags.maxAttempts !== undefined || flags.backoffMs !== undefined
+      ? {
+          maxAttempts: flags.maxAttempts ?? orch.config.retry.max_attempts,
+          backoffMs: flags.backoffMs ?? orch.config.retry.backoff_ms,
+        }
+      : undefined;
+  const context = {
+    ...(timeout !== undefined ? { timeout } : {}),
+    ...(flags.correlationId ? { correlationId: flags.correlationId } : {}),
+    ...(retryPolicy ? { retryPolicy } : {}),
+  };
+  const security = {
+    permissions: flags.permission,
+    ...(flags.requireApproval ? { requireApproval: true } : {}),
+  };
+  try {
+    return parseCommand({
+      id: randomUUID(),
+      timestamp: new Date().toISOString(),
+      version: COMMAND_VERSION,
+      from: orch.id,
+      to: flags.to,
+      priority: flags.priority,
+      action: flags.action,
+      parameters: parseParams(flags.param),
+      ...(Object.keys(context).length > 0 ? { context } : {}),
+      ...(flags.permission.length > 0 || flags.requireApproval ? { security } : {}),
+    });
+  } catch (err) {
+    if (!(err instanceof CommandError)) throw err;
+    const problems = err.options.problems ?? [];
+    throw new CliError(problems.map((p) => `${FLAG_OF[p.path] ?? p.path}: ${p.message}`).join("; "));
+  }
+}
+
+/** `failed (agent_error) after 3 attempts: …`; a cancellation's summary already says "cancelled: …". */
+function failureLine(response: AgentResponse): string {
+  if (response.status === "cancelled") return response.results.summary ?? "cancelled";
+  const attempts = response.execution?.attempts;
+  const after = attempts !== undefined && attempts > 1 ? ` after ${attempts} attempts` : "";
+  const code = response.error ? ` (${response.error.code})` : "";
+  return `${response.status}${code}${after}: ${response.error?.message ?? response.results.summary ?? ""}`;
+}
+
+function wholeNumber(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("must be a whole number");
+  return n;
 }
 
 /** Problems in a command built from flags are reported by flag. */
@@ -244,11 +309,17 @@ const FLAG_OF: Record<string, string> = {
   "/priority": "--priority",
   "/context/timeout": "--timeout",
   "/context/correlationId": "--correlation-id",
+  "/context/retryPolicy/maxAttempts": "--max-attempts",
+  "/context/retryPolicy/backoffMs": "--backoff-ms",
 };
 
+/** `success from flaky in 2304 ms after 3 attempts (command …)`: the whole time, retries included. */
 function printResponse(response: AgentResponse): void {
+  const execution = response.execution;
+  const attempts = execution?.attempts;
+  const after = attempts !== undefined && attempts !== 1 ? ` after ${attempts} attempts` : "";
   printLine(
-    `${response.status} from ${response.from} in ${response.execution?.duration ?? 0} ms (command ${response.commandId})`,
+    `${response.status} from ${response.from} in ${execution?.totalDuration ?? execution?.duration ?? 0} ms${after} (command ${response.commandId})`,
   );
   if (response.results.summary) printLine(`summary: ${response.results.summary}`);
   if (response.results.data !== undefined) printJson(response.results.data);
@@ -284,10 +355,13 @@ async function runPattern(
     let status: PatternStatus;
     let outcomes: Outcome[];
     let extra: Record<string, unknown> = {};
+    let notRun: NotRun = [];
     if (job.kind === "broadcast") {
       const { targets: to, ...base } = job.spec;
       progress(`broadcasting ${base.action} to ${to.length} agents…`);
-      ({ status, outcomes } = await session.orch.broadcast(base, to, common));
+      const result = await session.orch.broadcast(base, to, common);
+      ({ status, outcomes } = result);
+      extra = { succeeded: result.succeeded, failed: result.failed };
     } else if (job.kind === "scatter") {
       const spec = job.spec;
       progress(`scattering ${spec.drafts.length} commands…`);
@@ -308,15 +382,15 @@ async function runPattern(
       ({ status, outcomes } = result);
       extra = {
         data: result.data,
-        ...(result.failedStep !== undefined ? { failedStep: result.failedStep } : {}),
+        ...(result.failedStep !== undefined ? { failedStep: result.failedStep, notRun: result.notRun } : {}),
       };
+      notRun = result.notRun;
     }
     if (flags.json) printJson({ status, ...extra, outcomes });
-    else printOutcomes(status, outcomes, extra);
+    else printOutcomes(status, outcomes, extra, notRun);
     if (status !== "success") {
-      const good = outcomes.filter((o) => isSuccessful(o.response)).length;
       throw new CliError(
-        flags.json ? "" : `${pattern} ${status}: ${good} of ${outcomes.length} commands succeeded`,
+        flags.json ? "" : `${pattern} ${status}: ${tally(outcomes, notRun)}`,
         status === "partial" ? 2 : 1,
       );
     }
@@ -325,19 +399,41 @@ async function runPattern(
   }
 }
 
-function printOutcomes(status: PatternStatus, outcomes: Outcome[], extra: Record<string, unknown>): void {
-  const width = Math.max(5, ...outcomes.map((o) => o.agent.length));
+type NotRun = PipelineResult["notRun"];
+
+/** `1 of 3 succeeded, 1 not run (step 3: agent-3 VALIDATE)`. */
+function tally(outcomes: Outcome[], notRun: NotRun): string {
+  const good = outcomes.filter((o) => isSuccessful(o.response)).length;
+  const steps = notRun.map((n) => `step ${n.index + 1}${n.agent ? `: ${n.agent} ${n.action}` : ""}`);
+  const skipped = notRun.length > 0 ? `, ${notRun.length} not run (${steps.join(", ")})` : "";
+  return `${good} of ${outcomes.length + notRun.length} succeeded${skipped}`;
+}
+
+function printOutcomes(
+  status: PatternStatus,
+  outcomes: Outcome[],
+  extra: Record<string, unknown>,
+  notRun: NotRun,
+): void {
+  const width = Math.max(
+    5,
+    ...outcomes.map((o) => o.agent.length),
+    ...notRun.map((n) => n.agent?.length ?? 0),
+  );
   for (const { agent, response } of outcomes) {
+    // A cancellation's summary starts "cancelled: ", which the status column already says.
     const detail = response.error
       ? `${response.error.code}: ${response.error.message}`
-      : (response.results.summary ?? "");
+      : (response.results.summary ?? "").replace(/^cancelled: /, "");
+    const ms = response.execution?.totalDuration ?? response.execution?.duration ?? 0;
+    printLine(`${agent.padEnd(width)}  ${response.status.padEnd(9)} ${String(ms).padStart(6)} ms  ${detail}`);
+  }
+  for (const step of notRun) {
     printLine(
-      `${agent.padEnd(width)}  ${response.status.padEnd(9)} ${String(response.execution?.duration ?? 0).padStart(6)} ms  ${detail}`,
+      `${(step.agent ?? `step ${step.index + 1}`).padEnd(width)}  not run   ${"".padStart(6)}     ${step.action ?? ""}`.trimEnd(),
     );
   }
-  printLine(
-    `${status}: ${outcomes.filter((o) => isSuccessful(o.response)).length} of ${outcomes.length} succeeded`,
-  );
+  printLine(`${status}: ${tally(outcomes, notRun)}`);
   if (extra.error) printLine(String(extra.error));
   if (extra.result !== undefined) {
     printLine("result:");
