@@ -1,4 +1,4 @@
-/** acp-kit/orchestration: the command layer (seed 003): AgentCommand/AgentResponse, five patterns, resilience, approvals. */
+/** acp-kit/orchestration: the ACP v2.0 command layer: AgentCommand/AgentResponse, five patterns, resilience, approvals. */
 export {
   type ApprovalDecision,
   type ApprovalFilter,

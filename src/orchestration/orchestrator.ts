@@ -79,7 +79,7 @@ export interface AsyncReceipt {
 
 /**
  * Sends AgentCommands to agents in this process or remote ACP agents (through the SDK) with one API,
- * in the seed's five patterns, with timeouts, retries of recoverable failures, permission-checked
+ * in the command layer's five patterns, with timeouts, retries of recoverable failures, permission-checked
  * fallbacks, a half-opening circuit breaker per agent, cancellation, a concurrency limit, response
  * caching, human approval, and an audit entry for every command and response. `send` never rejects:
  * every outcome, including a refusal before sending, is an AgentResponse.

@@ -104,7 +104,7 @@ export async function broadcast(
 
 /**
  * Sequential: each step's command carries the previous step's data and, as `correlationId`, the
- * previous command's id (as in the seed's example), unless the step sets its own.
+ * previous command's id (as in the command layer's example), unless the step sets its own.
  */
 export async function pipeline(
   orchestrator: Orchestrator,
