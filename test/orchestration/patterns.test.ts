@@ -148,7 +148,9 @@ describe("broadcast", () => {
     // A plain Error is internal detail: the caller gets a generic agent_error with a correlation id.
     expect(result.outcomes[2]?.response.error).toEqual({
       code: "agent_error",
-      message: expect.stringMatching(/^agent-3 failed with an internal error \(correlation id [0-9a-f-]{36}\)$/),
+      message: expect.stringMatching(
+        /^agent-3 failed with an internal error \(correlation id [0-9a-f-]{36}\)$/,
+      ),
       recoverable: false,
     });
     expect(ok1.calls[0]?.parameters).toEqual({ rule: "x" });
