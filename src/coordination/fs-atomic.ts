@@ -6,8 +6,8 @@ import { basename, dirname, join } from "node:path";
  * Replaces a file whole: write a temp file beside it, fsync it, rename it over the target, fsync the
  * directory. A reader sees the old content or the new one, never a mix, even across a crash.
  */
-export async function writeFileAtomic(path: string, content: string): Promise<void> {
-  const temp = await writeTemp(path, content);
+export async function writeFileAtomic(path: string, content: string, mode = 0o644): Promise<void> {
+  const temp = await writeTemp(path, content, mode);
   try {
     await rename(temp, path);
   } catch (err) {
@@ -36,10 +36,10 @@ export async function createFileAtomic(path: string, content: string): Promise<b
 }
 
 /** A synced temp file beside `path`, hidden and without the `.json` suffix so listings skip it. */
-async function writeTemp(path: string, content: string): Promise<string> {
+async function writeTemp(path: string, content: string, mode = 0o644): Promise<string> {
   const temp = join(dirname(path), `.${basename(path)}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`);
   try {
-    const handle = await open(temp, "wx", 0o644);
+    const handle = await open(temp, "wx", mode);
     try {
       await handle.writeFile(content, "utf8");
       await handle.sync();

@@ -12,6 +12,7 @@ export { APPROVALS_BUCKET, KvApprovalStore } from "./approvals-kv.js";
 export { SqliteApprovalStore } from "./approvals-sqlite.js";
 export { AuditLogCommandSink, type CommandAuditEntry, type CommandAuditSink } from "./audit.js";
 export { type BreakerOptions, type BreakerState, CircuitBreaker } from "./breaker.js";
+export { type CachedResponse, ResponseCache } from "./cache.js";
 export {
   AcpConfigSchema,
   type ConfigFileInput,

@@ -49,6 +49,8 @@ export interface OrchestratorOptions {
   audit: CommandAuditSink | false;
   /** Needed as soon as a command requires approval. */
   approvals?: ApprovalStore;
+  /** The response cache (default: a new one, `cache_ttl` from the configuration); the CLI passes one it keeps on disk. */
+  cache?: ResponseCache;
   /** Source of jitter, in [0, 1). Default Math.random. */
   random?: () => number;
   /** Failures that cannot be reported in a response (a response's audit entry that could not be written). */
@@ -100,7 +102,7 @@ export class Orchestrator {
       options.config as OrchestrationConfigInput | ConfigFileInput | undefined,
       "orchestrator config",
     );
-    this.cache = new ResponseCache(this.config.performance.cache_ttl * 1000);
+    this.cache = options.cache ?? new ResponseCache(this.config.performance.cache_ttl * 1000);
     this.metrics = new OrchestrationMetrics((agent) => this.breakerState(agent));
     const common = { id: this.id, principal: options.principal, config: this.config };
     this.attempts = new Attempts({

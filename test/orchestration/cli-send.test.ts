@@ -4,7 +4,7 @@
  * broadcast lists and a handler's internal failure.
  */
 import { spawn } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AcpAgent } from "../../src/client/index.js";
@@ -153,6 +153,26 @@ describe("acp command send … (the real binary against a real gateway)", { time
     expect(failing.stderr).toMatch(/\nacp: failed \(agent_error\) after 2 attempts: model overloaded\n$/);
     const bad = await acp(["command", "send", "--to", "flaky", "--action", "ANALYZE", "--max-attempts", "0"]);
     expect(bad.stderr).toMatch(/acp: --max-attempts: /);
+  });
+
+  it("--cacheable answers a repeat from the cache kept between runs", async () => {
+    await worker("analyzer", () => ({ data: { complexity: 3 } }));
+    const send = (...extra: string[]) =>
+      acp(["command", "send", "--to", "analyzer", "--action", "ANALYZE", "--param", "file=a.ts", ...extra]);
+    const first = await send("--cacheable");
+    expect(first.code, first.stderr).toBe(0);
+    const second = await send("--cacheable", "--json");
+    expect(second.code, second.stderr).toBe(0);
+    expect(JSON.parse(second.stdout)).toMatchObject({
+      status: "success",
+      results: { data: { complexity: 3 } },
+    });
+    expect(seen.filter((s) => s.agent === "analyzer")).toHaveLength(1);
+    const cacheFile = join(dir, ".acp", "command-cache", "cli-orchestrator.json");
+    expect(statSync(cacheFile).mode & 0o777).toBe(0o600);
+    // Not marked cacheable: asked again.
+    expect((await send()).code).toBe(0);
+    expect(seen.filter((s) => s.agent === "analyzer")).toHaveLength(2);
   });
 
   it("a handler's internal error reaches the caller without its detail, with a correlation id", async () => {

@@ -1,40 +1,21 @@
 import { randomUUID } from "node:crypto";
-import { existsSync } from "node:fs";
 import { type Command, InvalidArgumentError } from "commander";
-import { AcpAgent, GatewayClient } from "../../client/index.js";
-import { readIdentityFile } from "../../identity/index.js";
 import {
   ACTIONS,
   type AgentCommand,
   type AgentResponse,
-  type ApprovalRecord,
-  AuditLogCommandSink,
-  aggregators,
   COMMAND_VERSION,
   CommandError,
   ConfigError,
-  defaultConfig,
-  HttpApprovalStore,
   isSuccessful,
-  loadBroadcastJob,
-  loadConfig,
-  loadPipelineJob,
-  loadScatterJob,
-  type OrchestrationConfig,
-  Orchestrator,
-  type Outcome,
-  type PatternStatus,
-  type PipelineResult,
+  type Orchestrator,
   PRIORITIES,
   parseCommand,
 } from "../../orchestration/index.js";
-import { AcpError } from "../../protocol/index.js";
 import { CliError, printJson, printLine } from "../io.js";
-import { apiKeyOf, failed, type GatewayFlags, gatewayOf, keyFileOf, withGatewayOptions } from "./agent.js";
-
-interface CommonFlags extends GatewayFlags {
-  config?: string;
-}
+import { runPattern } from "./command-patterns.js";
+import { type CommonFlags, openSession, progress } from "./command-session.js";
+import { failed, type GatewayFlags, withGatewayOptions } from "./agent.js";
 
 interface SendFlags extends CommonFlags {
   to: string;
@@ -53,7 +34,6 @@ interface SendFlags extends CommonFlags {
 }
 
 const collect = (value: string, previous: string[]) => [...previous, value];
-const progress = (text: string) => process.stderr.write(`${text}\n`);
 
 export function registerCommand(program: Command): void {
   const group = program
@@ -128,69 +108,6 @@ async function guarded(flags: GatewayFlags, body: () => Promise<void>): Promise<
     if (err instanceof ConfigError) throw new CliError(err.message);
     failed(err, flags.json);
   }
-}
-
-async function configOf(file: string | undefined): Promise<OrchestrationConfig> {
-  if (file !== undefined) return loadConfig(file);
-  return existsSync("acp.yaml") ? loadConfig("acp.yaml") : defaultConfig();
-}
-
-/** An orchestrator acting as the key file's agent, with the given targets registered as remote agents. */
-async function openSession(flags: CommonFlags, targets: string[]) {
-  const config = await configOf(flags.config);
-  const gateway = gatewayOf(flags);
-  const apiKey = apiKeyOf(flags);
-  const identity = await readIdentityFile(keyFileOf(flags));
-  const registry = new GatewayClient({ gateway, apiKey });
-  // The permissions the gateway's admin granted each target: its registry capabilities.
-  const granted = new Map<string, string[]>();
-  for (const id of new Set(targets)) {
-    try {
-      granted.set(id, (await registry.getAgent(id)).capabilities);
-    } catch (err) {
-      if (err instanceof AcpError && err.reason === "NotFound")
-        throw new CliError(`no agent ${id} is registered at ${gateway}`);
-      throw err;
-    }
-  }
-  // Only handshakes and replies: the rest of this agent's inbox stays queued for its real consumer.
-  const agent = new AcpAgent({ gateway, identity, apiKey, consume: "replies" });
-  agent.on("error", (err) => progress(`warning: ${err.message}`));
-  await agent.connect();
-  const audit = await AuditLogCommandSink.open({
-    agent: `${identity.agentId}-commands`,
-    principal: identity.principalId,
-  });
-  const orch = new Orchestrator({
-    id: identity.agentId,
-    principal: identity.principalId,
-    config,
-    audit,
-    approvals: new HttpApprovalStore({ gateway, credential: apiKey }),
-    onError: (err) => progress(`warning: ${err.message}`),
-  });
-  for (const [id, permissions] of granted) orch.addAgent({ id, remote: agent, permissions });
-  const controller = new AbortController();
-  const interrupt = () => controller.abort(new Error("interrupted (Ctrl-C)"));
-  process.once("SIGINT", interrupt);
-  return {
-    orch,
-    signal: controller.signal,
-    // On stdout (the command's own output) unless that is reserved for --json: a wait of up to
-    // approval_timeout must be visible wherever the output goes.
-    onApproval: (approval: ApprovalRecord) => {
-      const minutes = Math.round(config.security.approval_timeout / 60_000);
-      const text = `waiting for approval ${approval.id} (${approval.reason}), up to ${minutes} min; approve with: acp approvals approve ${approval.id}`;
-      if (flags.json) progress(text);
-      else printLine(text);
-    },
-    close: async () => {
-      process.off("SIGINT", interrupt);
-      await orch.drain();
-      await audit.close();
-      await agent.close();
-    },
-  };
 }
 
 function parseParams(params: string[]): Record<string, unknown> {
@@ -325,122 +242,4 @@ function printResponse(response: AgentResponse): void {
   if (response.results.data !== undefined) printJson(response.results.data);
   for (const artifact of response.results.artifacts ?? [])
     printLine(`artifact ${artifact.id} (${artifact.type}): ${artifact.path}`);
-}
-
-async function runPattern(
-  pattern: "broadcast" | "scatter" | "pipeline",
-  file: string,
-  flags: CommonFlags,
-): Promise<void> {
-  const job =
-    pattern === "broadcast"
-      ? { kind: pattern, spec: await loadBroadcastJob(file) }
-      : pattern === "scatter"
-        ? { kind: pattern, spec: await loadScatterJob(file) }
-        : { kind: pattern, spec: await loadPipelineJob(file) };
-  const targets =
-    job.kind === "broadcast"
-      ? job.spec.targets
-      : job.kind === "scatter"
-        ? job.spec.drafts.map((d) => d.to)
-        : job.spec.steps.map((s) => s.to);
-  const session = await openSession(flags, targets);
-  let done = 0;
-  const onOutcome = (outcome: Outcome) => {
-    done++;
-    progress(`[${done}/${targets.length}] ${outcome.agent}: ${outcome.response.status}`);
-  };
-  const common = { signal: session.signal, onApproval: session.onApproval, onOutcome };
-  try {
-    let status: PatternStatus;
-    let outcomes: Outcome[];
-    let extra: Record<string, unknown> = {};
-    let notRun: NotRun = [];
-    if (job.kind === "broadcast") {
-      const { targets: to, ...base } = job.spec;
-      progress(`broadcasting ${base.action} to ${to.length} agents…`);
-      const result = await session.orch.broadcast(base, to, common);
-      ({ status, outcomes } = result);
-      extra = { succeeded: result.succeeded, failed: result.failed };
-    } else if (job.kind === "scatter") {
-      const spec = job.spec;
-      progress(`scattering ${spec.drafts.length} commands…`);
-      const result = await session.orch.scatterGather(spec.drafts, {
-        ...common,
-        aggregate: aggregators[spec.aggregate],
-        ...(spec.min_success !== undefined ? { minSuccess: spec.min_success } : {}),
-        ...(spec.deadline_ms !== undefined ? { deadlineMs: spec.deadline_ms } : {}),
-      });
-      ({ status, outcomes } = result);
-      extra = { result: result.result, ...(result.error ? { error: result.error } : {}) };
-    } else {
-      progress(`running a pipeline of ${job.spec.steps.length} steps…`);
-      const result = await session.orch.pipeline(job.spec.steps, {
-        ...common,
-        continueOnFailure: job.spec.continue_on_failure,
-      });
-      ({ status, outcomes } = result);
-      extra = {
-        data: result.data,
-        ...(result.failedStep !== undefined ? { failedStep: result.failedStep, notRun: result.notRun } : {}),
-      };
-      notRun = result.notRun;
-    }
-    if (flags.json) printJson({ status, ...extra, outcomes });
-    else printOutcomes(status, outcomes, extra, notRun);
-    if (status !== "success") {
-      throw new CliError(
-        flags.json ? "" : `${pattern} ${status}: ${tally(outcomes, notRun)}`,
-        status === "partial" ? 2 : 1,
-      );
-    }
-  } finally {
-    await session.close();
-  }
-}
-
-type NotRun = PipelineResult["notRun"];
-
-/** `1 of 3 succeeded, 1 not run (step 3: agent-3 VALIDATE)`. */
-function tally(outcomes: Outcome[], notRun: NotRun): string {
-  const good = outcomes.filter((o) => isSuccessful(o.response)).length;
-  const steps = notRun.map((n) => `step ${n.index + 1}${n.agent ? `: ${n.agent} ${n.action}` : ""}`);
-  const skipped = notRun.length > 0 ? `, ${notRun.length} not run (${steps.join(", ")})` : "";
-  return `${good} of ${outcomes.length + notRun.length} succeeded${skipped}`;
-}
-
-function printOutcomes(
-  status: PatternStatus,
-  outcomes: Outcome[],
-  extra: Record<string, unknown>,
-  notRun: NotRun,
-): void {
-  const width = Math.max(
-    5,
-    ...outcomes.map((o) => o.agent.length),
-    ...notRun.map((n) => n.agent?.length ?? 0),
-  );
-  for (const { agent, response } of outcomes) {
-    // A cancellation's summary starts "cancelled: ", which the status column already says.
-    const detail = response.error
-      ? `${response.error.code}: ${response.error.message}`
-      : (response.results.summary ?? "").replace(/^cancelled: /, "");
-    const ms = response.execution?.totalDuration ?? response.execution?.duration ?? 0;
-    printLine(`${agent.padEnd(width)}  ${response.status.padEnd(9)} ${String(ms).padStart(6)} ms  ${detail}`);
-  }
-  for (const step of notRun) {
-    printLine(
-      `${(step.agent ?? `step ${step.index + 1}`).padEnd(width)}  not run   ${"".padStart(6)}     ${step.action ?? ""}`.trimEnd(),
-    );
-  }
-  printLine(`${status}: ${tally(outcomes, notRun)}`);
-  if (extra.error) printLine(String(extra.error));
-  if (extra.result !== undefined) {
-    printLine("result:");
-    printJson(extra.result);
-  }
-  if (extra.data !== undefined) {
-    printLine("data:");
-    printJson(extra.data);
-  }
 }
