@@ -31,12 +31,17 @@ export const AuditEntryInputSchema = z.strictObject({
   direction: z.enum(["sent", "received"]),
   from: AuditParty,
   to: AuditParty,
-  type: z.enum(["request", "response", "notification", "handoff"]),
+  /** The message type; `command` is an AgentCommand of the ACP v2.0 command layer (its answer is a `response`). */
+  type: z.enum(["request", "response", "notification", "handoff", "command"]),
   method: z.string().min(1, "must not be empty"),
   /** The JSON-RPC id (a response carries its request's), else the `message-id` header; null if neither. */
   id: z.union([z.string(), z.int(), z.null()]),
   /** The `message-id` header when it differs from `id` (the gateway's dedup key). */
   messageId: z.string().min(1).optional(),
+  /** Command layer: the AgentCommand's action (`ANALYZE`, …), on its command and response entries. */
+  action: z.string().min(1, "must not be empty").optional(),
+  /** Command layer: the AgentResponse's status (`success`, `failed`, …). */
+  status: z.string().min(1, "must not be empty").optional(),
   /** Set on every entry that is part of the four-step handshake. */
   step: HandshakeStep.optional(),
   /** The body was end-to-end encrypted; the summary then says nothing of the payload. */
@@ -95,6 +100,8 @@ export function sealEntry(
     method: input.method,
     id: input.id,
     messageId: input.messageId,
+    action: input.action,
+    status: input.status,
     step: input.step,
     encrypted: input.encrypted,
     error: input.error,

@@ -33,7 +33,8 @@ export interface AgentProcessExit {
 }
 
 /**
- * Starts the command in its own process group (so a shell's children are stopped with it), appends
+ * Starts the command in its own process group (so a shell's children are stopped with it, and end
+ * when it ends), appends
  * stdout and stderr to `logs/{agent}.log`, and resolves when it ends. Never rejects.
  */
 export async function runAgentProcess(spec: AgentProcessSpec): Promise<AgentProcessExit> {
@@ -94,6 +95,8 @@ export async function runAgentProcess(spec: AgentProcessSpec): Promise<AgentProc
     };
     child.on("error", (err) => finish({ exitCode: null, signal: null, spawnError: err.message }));
     child.on("exit", (exitCode, signal) => {
+      // The agent is done, so is whatever it started (`sleep 47 & exit 1`): end its whole group.
+      endGroup(child.pid, spec.killGraceMs);
       const done = () => finish({ exitCode, signal });
       child.on("close", done);
       setTimeout(done, PIPE_DRAIN_MS).unref();
@@ -109,6 +112,24 @@ function killGroup(pid: number | undefined, signal: NodeJS.Signals): void {
     process.kill(-pid, signal);
   } catch {
     // Already gone.
+  }
+}
+
+/** SIGTERM to the group now, SIGKILL to whatever of it is still there after the grace period. */
+function endGroup(pid: number | undefined, graceMs: number): void {
+  if (pid === undefined || !groupAlive(pid)) return;
+  killGroup(pid, "SIGTERM");
+  setTimeout(() => {
+    if (groupAlive(pid)) killGroup(pid, "SIGKILL");
+  }, graceMs).unref();
+}
+
+function groupAlive(pid: number): boolean {
+  try {
+    process.kill(-pid, 0);
+    return true;
+  } catch {
+    return false;
   }
 }
 

@@ -1,11 +1,13 @@
 /**
  * `acp session run`: launches every agent whose dependencies are complete (up to maxParallel at a
- * time), records each transition in coordination.json and the event log, and applies the seed's
- * recovery strategies: retry N times, continue without a non-critical agent, stop on a critical one.
+ * time), records each transition in coordination.json and the event log, and applies the coordination
+ * protocol's recovery strategies: retry N times, continue without a non-critical agent, stop on a
+ * critical one, and point at the partial results a failed agent left in its report.
  */
 import { type AgentProcessExit, runAgentProcess } from "./agent-process.js";
 import type { Plan, PlannedAgent } from "./plan.js";
-import type { AgentStatus } from "./schemas.js";
+import { reportRef } from "./paths.js";
+import type { AgentStatus, Report } from "./schemas.js";
 import { applyAgentPatch, type Session } from "./session.js";
 
 /** The name the coordinator uses in the event log. */
@@ -31,6 +33,15 @@ export interface AgentOutcome {
   exitCode?: number | null;
   signal?: string;
   stderrTail?: string;
+  /** The report of an agent that failed, or whose report says `partial`: results to recover. */
+  partialReport?: PartialReport;
+}
+
+/** Where an agent's partial results are (recovery strategy 4: check for a partial report). */
+export interface PartialReport {
+  path: string;
+  status: Report["status"];
+  summary: string;
 }
 
 export interface RunResult {
@@ -142,13 +153,15 @@ export async function runPlan(plan: Plan, session: Session, options: RunOptions 
     if (failure === undefined) {
       if (reported?.status !== "completed") await session.updateAgent(agent.name, { status: "completed" });
       phase.set(agent.name, "completed");
+      const partial = await partialReportOf(session, agent.name, false);
       outcomes.set(agent.name, {
         name: agent.name,
         status: "completed",
         critical: agent.critical,
         attempts: n,
+        ...(partial && { partialReport: partial }),
       });
-      emit(agent, "completed");
+      emit(agent, "completed", partial && `partial results in ${partial.path}`);
       await session.log({ from: COORDINATOR_NAME, type: "status", message: `${agent.name} completed` });
       return;
     }
@@ -176,6 +189,7 @@ export async function runPlan(plan: Plan, session: Session, options: RunOptions 
     }
     await session.updateAgent(agent.name, { status: "failed", ...record });
     phase.set(agent.name, "failed");
+    const partial = await partialReportOf(session, agent.name, true);
     outcomes.set(agent.name, {
       name: agent.name,
       status: "failed",
@@ -185,8 +199,9 @@ export async function runPlan(plan: Plan, session: Session, options: RunOptions 
       exitCode: exit.exitCode,
       ...(exit.signal !== null && { signal: exit.signal }),
       stderrTail: exit.stderrTail,
+      ...(partial && { partialReport: partial }),
     });
-    emit(agent, "failed", failure);
+    emit(agent, "failed", partial ? `${failure}; partial results in ${partial.path}` : failure);
     if (exit.interrupted) stoppedBy ??= "interrupted";
     else if (agent.critical && stoppedBy === undefined) {
       stoppedBy = agent.name;
@@ -246,6 +261,20 @@ export async function runPlan(plan: Plan, session: Session, options: RunOptions 
       : { from: COORDINATOR_NAME, type: "error", message: `run stopped (${stoppedBy}): ${summary}` },
   );
   return { sessionId: session.id, ok, ...(stoppedBy !== undefined && { stoppedBy }), agents };
+}
+
+/**
+ * A failed agent's report (whatever its status: it is all that is left of its work), or a
+ * completed agent's report that says `partial`; undefined when there is none or it does not read.
+ */
+export async function partialReportOf(
+  session: Session,
+  agent: string,
+  failed: boolean,
+): Promise<PartialReport | undefined> {
+  const report = await session.reportIfAny(agent);
+  if (report === undefined || (!failed && report.status !== "partial")) return undefined;
+  return { path: reportRef(agent), status: report.status, summary: report.summary };
 }
 
 /** The failure of an attempt in words, or undefined when it succeeded. */

@@ -14,21 +14,30 @@ export interface ErrorLocation {
   field?: string;
 }
 
+/** One thing wrong with an input, located. */
+export interface LocatedProblem extends ErrorLocation {
+  detail: string;
+}
+
 export class CoordinationError extends Error {
   readonly file: string | undefined;
   readonly line: number | undefined;
   readonly field: string | undefined;
+  /** Everything wrong with the input, the first (the one the message names) included. */
+  readonly problems: LocatedProblem[];
 
   constructor(
     readonly kind: CoordinationErrorKind,
     readonly detail: string,
     location: ErrorLocation = {},
+    problems?: LocatedProblem[],
   ) {
     super(formatLocated(detail, location));
     this.name = "CoordinationError";
     this.file = location.file;
     this.line = location.line;
     this.field = location.field;
+    this.problems = problems ?? [{ ...location, detail }];
   }
 }
 

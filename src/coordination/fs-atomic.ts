@@ -1,28 +1,56 @@
 import { randomBytes } from "node:crypto";
-import { open, readFile, rename, rm } from "node:fs/promises";
+import { link, open, readFile, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 
 /**
  * Replaces a file whole: write a temp file beside it, fsync it, rename it over the target, fsync the
  * directory. A reader sees the old content or the new one, never a mix, even across a crash.
  */
-export async function writeFileAtomic(path: string, content: string): Promise<void> {
-  // Hidden and without the `.json` suffix, so listings of reports/ and data/ never pick it up.
-  const temp = join(dirname(path), `.${basename(path)}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`);
+export async function writeFileAtomic(path: string, content: string, mode = 0o644): Promise<void> {
+  const temp = await writeTemp(path, content, mode);
   try {
-    const handle = await open(temp, "wx", 0o644);
-    try {
-      await handle.writeFile(content, "utf8");
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
     await rename(temp, path);
   } catch (err) {
     await rm(temp, { force: true });
     throw err;
   }
   await fsyncDirectory(dirname(path));
+}
+
+/**
+ * Creates a file whole, only if it does not exist yet: the complete temp file is hard-linked to the
+ * target, which fails when another writer got there first. Returns false (and changes nothing) then.
+ */
+export async function createFileAtomic(path: string, content: string): Promise<boolean> {
+  const temp = await writeTemp(path, content);
+  try {
+    await link(temp, path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "EEXIST") return false;
+    throw err;
+  } finally {
+    await rm(temp, { force: true });
+  }
+  await fsyncDirectory(dirname(path));
+  return true;
+}
+
+/** A synced temp file beside `path`, hidden and without the `.json` suffix so listings skip it. */
+async function writeTemp(path: string, content: string, mode = 0o644): Promise<string> {
+  const temp = join(dirname(path), `.${basename(path)}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`);
+  try {
+    const handle = await open(temp, "wx", mode);
+    try {
+      await handle.writeFile(content, "utf8");
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  } catch (err) {
+    await rm(temp, { force: true });
+    throw err;
+  }
+  return temp;
 }
 
 /** Makes a rename durable. Some file systems refuse to fsync a directory; that is not an error. */

@@ -1,5 +1,5 @@
 /**
- * acp-kit/coordination: file-based coordination of parallel agents (seed 002). A session directory
+ * acp-kit/coordination: file-based coordination of parallel agents (the coordination protocol). A session directory
  * holds coordination.json (locked, atomically replaced), messages.jsonl (single-write appends),
  * reports/ and data/; a coordinator runs a plan of agents respecting their dependencies.
  */
@@ -9,12 +9,20 @@ export {
   COORDINATOR_NAME,
   DEFAULT_MAX_PARALLEL,
   describeFailure,
+  type PartialReport,
+  partialReportOf,
   type RunOptions,
   type RunResult,
   runPlan,
   type Transition,
 } from "./coordinator.js";
-export { CoordinationError, type CoordinationErrorKind, type ErrorLocation } from "./errors.js";
+export {
+  CoordinationError,
+  type CoordinationErrorKind,
+  type ErrorLocation,
+  formatLocated,
+  type LocatedProblem,
+} from "./errors.js";
 export {
   appendEvent,
   type LogChunk,

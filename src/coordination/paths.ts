@@ -3,10 +3,13 @@ import { join, resolve } from "node:path";
 import { CoordinationError } from "./errors.js";
 import { NAME_PATTERN, SESSION_ID_PATTERN } from "./schemas.js";
 
-/** Where sessions live unless `--root` or `ACP_CONTEXT_DIR` says otherwise (relative to the cwd). */
-export const DEFAULT_CONTEXT_ROOT = ".acp/context";
+/**
+ * Where sessions live unless `--root` or `ACP_CONTEXT_DIR` says otherwise (relative to the cwd): the
+ * coordination protocol's own path, so agents written to it and this toolkit find the same sessions.
+ */
+export const DEFAULT_CONTEXT_ROOT = ".claude/agents/context";
 export const CONTEXT_ROOT_ENV = "ACP_CONTEXT_DIR";
-/** Session id variables, in order of precedence: ours, then the seed's own. */
+/** Session id variables, in order of precedence: ours, then the coordination protocol's own. */
 export const SESSION_ID_ENVS = ["ACP_SESSION_ID", "CLAUDE_SESSION_ID"] as const;
 
 export function newSessionId(): string {
@@ -14,7 +17,8 @@ export function newSessionId(): string {
 }
 
 export function resolveContextRoot(root?: string, env: NodeJS.ProcessEnv = process.env): string {
-  return resolve(root ?? env[CONTEXT_ROOT_ENV] ?? DEFAULT_CONTEXT_ROOT);
+  // An empty ACP_CONTEXT_DIR is unset, not "the current directory".
+  return resolve(root ?? (env[CONTEXT_ROOT_ENV] || DEFAULT_CONTEXT_ROOT));
 }
 
 /** The session id from `--session`, else `ACP_SESSION_ID`, else `CLAUDE_SESSION_ID`; validated. */
@@ -33,7 +37,11 @@ export function resolveSessionId(session?: string, env: NodeJS.ProcessEnv = proc
 
 export function assertSessionId(id: string, source = "session id"): void {
   if (!SESSION_ID_PATTERN.test(id)) {
-    throw new CoordinationError("invalid", `"${id}" is not a lower-case UUID`, { field: source });
+    throw new CoordinationError(
+      "invalid",
+      `${JSON.stringify(id)} is not a usable session id (1-255 characters with no '/', '\\', '..' or control characters)`,
+      { field: source },
+    );
   }
 }
 
@@ -63,7 +71,7 @@ export function reportRef(agent: string): string {
   return `reports/${agent}.json`;
 }
 
-/** The seed's layout of one session directory. */
+/** The coordination protocol's layout of one session directory. */
 export interface SessionPaths {
   dir: string;
   coordination: string;

@@ -1,4 +1,4 @@
-/** The seed's jq recipes as plain functions over events and reports. */
+/** The coordination protocol's jq recipes as plain functions over events and reports. */
 import type { LoggedEvent } from "./event-log.js";
 import type { EventType, Finding, Report, SessionEvent, Severity } from "./schemas.js";
 
@@ -51,7 +51,7 @@ export function eventText(event: SessionEvent): string {
   return "no message";
 }
 
-/** One timeline line, as the seed prints it: `time [from] type: text`. */
+/** One timeline line, as the protocol prints it: `time [from] type: text`. */
 export function timelineLine(event: SessionEvent): string {
   return `${event.timestamp} [${event.from}] ${event.type}: ${eventText(event)}`;
 }
@@ -89,7 +89,7 @@ export interface ReportAggregate {
   metrics: Record<string, number>;
 }
 
-/** The seed's "aggregate metrics" and the coordinator's "synthesize all findings", in one object. */
+/** The protocol's "aggregate metrics" and the coordinator's "synthesize all findings", in one object. */
 export function aggregateReports(reports: readonly NamedReport[]): ReportAggregate {
   const findings = reportFindings(reports);
   const bySeverity = (s: Severity) => findings.filter((f) => f.severity === s).length;

@@ -1,17 +1,25 @@
 /**
- * The file formats of a coordination session (seed 002), as zod schemas. Every schema is `loose`:
+ * The file formats of a coordination session (the coordination protocol), as zod schemas. Every schema is `loose`:
  * fields it does not know are kept, so a tool that adds its own fields never loses them when we
  * rewrite a file. Known fields are checked strictly.
  */
 import { z } from "zod";
 
-export const SESSION_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/**
+ * A session id names a directory under the context root: any text that stays one path segment.
+ * The protocol suggests a lower-case UUID but its own example is `abc123`, so both are accepted; no
+ * path separator, no `..`, no control character (NUL included), not empty, at most 255 characters.
+ */
+export const SESSION_ID_PATTERN = /^(?!\.\.?$)(?!.*\.\.)[^/\\\p{Cc}]{1,255}$/u;
 /** Agent and artifact names become file names (`reports/{agent}.json`), so no slashes, no leading dot. */
 export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 export const SessionIdSchema = z
   .string()
-  .regex(SESSION_ID_PATTERN, "must be a lower-case UUID (e.g. a1b2c3d4-e5f6-7890-abcd-ef1234567890)");
+  .regex(
+    SESSION_ID_PATTERN,
+    "must be 1-255 characters with no '/', '\\', '..' or control characters (e.g. a lower-case UUID, or abc123)",
+  );
 export const AgentNameSchema = z
   .string()
   .regex(NAME_PATTERN, "must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit");

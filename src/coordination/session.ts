@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { CoordinationError } from "./errors.js";
 import { appendEvent, type LoggedEvent, type LogProblem, readEventLog } from "./event-log.js";
 import { type FollowOptions, followEvents } from "./follow.js";
-import { readTextIfExists, writeFileAtomic } from "./fs-atomic.js";
+import { createFileAtomic, readTextIfExists, writeFileAtomic } from "./fs-atomic.js";
 import { type LockOptions, withFileLock } from "./lock.js";
 import {
   artifactName,
@@ -35,7 +35,7 @@ import { type WaitOptions, type WaitResult, type WaitSelector, waitForAgents } f
 import { type SessionChange, type SessionWatcher, type WatchOptions, watchSession } from "./watch.js";
 
 export interface SessionOptions {
-  /** The context root holding session directories (default: `ACP_CONTEXT_DIR` or `.acp/context`). */
+  /** The context root holding session directories (default: `ACP_CONTEXT_DIR`, else `.claude/agents/context`). */
   root?: string;
   lock?: LockOptions;
 }
@@ -46,7 +46,7 @@ export interface CreateSessionOptions extends SessionOptions {
   projectPath?: string;
 }
 
-/** A change to one agent's entry. Setting a status fills the seed's timestamps (see applyAgentPatch). */
+/** A change to one agent's entry. Setting a status fills the protocol's timestamps (see applyAgentPatch). */
 export interface AgentPatch {
   status?: AgentStatus;
   progress?: string;
@@ -85,43 +85,51 @@ export class Session {
     this.paths = sessionPaths(root, id);
   }
 
+  /**
+   * Creates a session, or adopts a directory made by hand the protocol's way (`mkdir -p
+   * …/{reports,data}`, `echo … >> messages.jsonl`) that has no coordination.json yet. A directory that
+   * already has one is an existing session: an error.
+   */
   static async create(options: CreateSessionOptions = {}): Promise<Session> {
     const id = options.id ?? newSessionId();
     assertSessionId(id);
     const session = new Session(resolveContextRoot(options.root), id, options.lock);
     await mkdir(session.root, { recursive: true });
+    const exists = () =>
+      new CoordinationError("exists", `session ${id} already exists`, { file: session.paths.dir });
     try {
       await mkdir(session.paths.dir);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-      throw new CoordinationError("exists", `session ${id} already exists`, { file: session.paths.dir });
+      if (await session.hasCoordination()) throw exists();
     }
-    await Promise.all([mkdir(session.paths.reports), mkdir(session.paths.data)]);
-    const coordination: Coordination = {
-      session_id: id,
-      started_at: new Date().toISOString(),
-      ...(options.projectType !== undefined && { project_type: options.projectType }),
-      ...(options.projectPath !== undefined && { project_path: options.projectPath }),
-      agents: {},
-    };
-    await writeFileAtomic(session.paths.coordination, `${JSON.stringify(coordination, null, 2)}\n`);
-    await (await open(session.paths.messages, "a")).close();
+    if (!(await session.complete(options))) throw exists();
     return session;
   }
 
-  /** Opens an existing session; fails naming the directory when it has no coordination.json. */
-  static async open(options: SessionOptions & { id: string }): Promise<Session> {
+  /**
+   * Opens an existing session. With `adopt`, a session directory without coordination.json (made
+   * by hand, the protocol's way) gets one, keeping every file already there; otherwise, and when the
+   * directory does not exist, it fails naming the directory.
+   */
+  static async open(options: SessionOptions & { id: string; adopt?: boolean }): Promise<Session> {
     assertSessionId(options.id);
     const session = new Session(resolveContextRoot(options.root), options.id, options.lock);
-    if ((await stat(session.paths.coordination).catch(() => undefined)) === undefined) {
+    if (await session.hasCoordination()) return session;
+    const isDirectory = (await stat(session.paths.dir).catch(() => undefined))?.isDirectory() === true;
+    if (!isDirectory) {
+      throw new CoordinationError("not_found", `no session ${options.id} here`, { file: session.paths.dir });
+    }
+    if (!options.adopt) {
       throw new CoordinationError("not_found", `no session ${options.id} here (coordination.json missing)`, {
         file: session.paths.dir,
       });
     }
+    await session.complete({});
     return session;
   }
 
-  /** Opens the session named by `session`, else by ACP_SESSION_ID / CLAUDE_SESSION_ID. */
+  /** Opens the session named by `session`, else by ACP_SESSION_ID / CLAUDE_SESSION_ID (adopting it). */
   static async fromEnvironment(
     options: SessionOptions & { session?: string; env?: NodeJS.ProcessEnv } = {},
   ): Promise<Session> {
@@ -130,7 +138,35 @@ export class Session {
       ...options,
       root: resolveContextRoot(options.root, env),
       id: resolveSessionId(options.session, env),
+      adopt: true,
     });
+  }
+
+  private async hasCoordination(): Promise<boolean> {
+    return (await stat(this.paths.coordination).catch(() => undefined)) !== undefined;
+  }
+
+  /**
+   * Adds what the directory lacks: reports/, data/, messages.jsonl and, created atomically only if
+   * absent, coordination.json. An adopted session starts at its first logged event. False when
+   * another process created coordination.json first.
+   */
+  private async complete(project: { projectType?: string; projectPath?: string }): Promise<boolean> {
+    await Promise.all([
+      mkdir(this.paths.reports, { recursive: true }),
+      mkdir(this.paths.data, { recursive: true }),
+    ]);
+    await (await open(this.paths.messages, "a")).close();
+    const { events } = await readEventLog(this.paths.messages);
+    const firstEvent = events.map((e) => e.event.timestamp).sort((a, b) => Date.parse(a) - Date.parse(b))[0];
+    const coordination: Coordination = {
+      session_id: this.id,
+      started_at: firstEvent ?? new Date().toISOString(),
+      ...(project.projectType !== undefined && { project_type: project.projectType }),
+      ...(project.projectPath !== undefined && { project_path: project.projectPath }),
+      agents: {},
+    };
+    return createFileAtomic(this.paths.coordination, `${JSON.stringify(coordination, null, 2)}\n`);
   }
 
   async readCoordination(): Promise<Coordination> {
@@ -246,13 +282,36 @@ export class Session {
     return parseJsonFile(ReportSchema, text, file);
   }
 
-  /** Every report (or those of agents whose name ends with `suffix`), sorted by agent name. */
-  async readReports(options: { suffix?: string } = {}): Promise<NamedReport[]> {
+  /**
+   * Every report (or those of agents whose name ends with `suffix`), sorted by agent name. With
+   * `onInvalid`, a report that does not parse or validate is skipped and handed to it, so one bad
+   * file does not hide every other report; without, it is an error.
+   */
+  async readReports(
+    options: { suffix?: string; onInvalid?: (err: CoordinationError) => void } = {},
+  ): Promise<NamedReport[]> {
     const agents = (await jsonNames(this.paths.reports)).filter((a) => a.endsWith(options.suffix ?? ""));
-    return Promise.all(agents.map(async (agent) => ({ agent, report: await this.readReport(agent) })));
+    const read = await Promise.all(
+      agents.map(async (agent) => {
+        try {
+          return [{ agent, report: await this.readReport(agent) }];
+        } catch (err) {
+          if (options.onInvalid === undefined || !(err instanceof CoordinationError)) throw err;
+          // A name that is not a valid agent name (`reports/My Agent.json`) is skipped the same way.
+          options.onInvalid(err);
+          return [];
+        }
+      }),
+    );
+    return read.flat();
   }
 
-  /** Writes `data/{name}.json`; with `from`, announces it with a `data` event as the seed does. */
+  /** The agent's report if it wrote one that reads back; undefined otherwise (for recovery hints). */
+  async reportIfAny(agent: string): Promise<Report | undefined> {
+    return this.readReport(agent).catch(() => undefined);
+  }
+
+  /** Writes `data/{name}.json`; with `from`, announces it with a `data` event as the protocol does. */
   async putArtifact(
     ref: string,
     value: unknown,
@@ -317,8 +376,10 @@ export class Session {
 }
 
 /**
- * The seed's status rules: entering in_progress stamps started_at and clears the previous attempt's
- * outcome; completed stamps completed_at and report_path; failed stamps failed_at.
+ * The coordination protocol's status rules: entering in_progress stamps started_at and clears the
+ * previous attempt's outcome; completed stamps completed_at and report_path; failed stamps
+ * failed_at. Any status change drops the old `reason` and `progress` (a completed agent is no longer
+ * "retrying after…" nor "working 50%"); the patch may set new ones.
  */
 export function applyAgentPatch(
   previous: AgentEntry | undefined,
@@ -329,6 +390,8 @@ export function applyAgentPatch(
   const entry: AgentEntry = previous ? { ...previous } : { status: "waiting", dependencies: [] };
   const { status, ...fields } = patch;
   if (status !== undefined && (status !== entry.status || previous === undefined)) {
+    delete entry.reason;
+    delete entry.progress;
     if (status === "in_progress") {
       entry.started_at = now;
       for (const key of [

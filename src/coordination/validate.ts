@@ -1,6 +1,6 @@
 import { isNode, LineCounter, parseDocument } from "yaml";
 import type { z } from "zod";
-import { CoordinationError } from "./errors.js";
+import { CoordinationError, type LocatedProblem } from "./errors.js";
 
 /** `agents.security-analyzer.status`, `findings[2].severity`: the field path as people write it. */
 export function formatPath(path: readonly PropertyKey[]): string {
@@ -147,7 +147,8 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
 
 /**
  * Checks `value` against `schema`; on failure throws a CoordinationError naming the file, the line
- * (given for one-line records, or found from `text` for whole files) and the first wrong field.
+ * (given for one-line records, or found from `text` for whole files) and the first wrong field, and
+ * carrying every problem found (`problems`), each located the same way.
  */
 export function validateWith<T>(
   schema: z.ZodType<T>,
@@ -156,12 +157,16 @@ export function validateWith<T>(
 ): T {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  const issue = result.error.issues[0]!;
-  const more = result.error.issues.length - 1;
-  const line = where.line ?? (where.text !== undefined ? lineOfPath(where.text, issue.path) : undefined);
-  const detail =
-    describeIssue(issue, value) + (more > 0 ? ` (and ${more} more problem${more > 1 ? "s" : ""})` : "");
-  throw new CoordinationError("invalid", detail, { file: where.file, line, field: formatPath(issue.path) });
+  const problems = result.error.issues.map((issue) => ({
+    file: where.file,
+    line: where.line ?? (where.text !== undefined ? lineOfPath(where.text, issue.path) : undefined),
+    field: formatPath(issue.path),
+    detail: describeIssue(issue, value),
+  }));
+  const [first] = problems as [LocatedProblem, ...LocatedProblem[]];
+  const more = problems.length - 1;
+  const detail = first.detail + (more > 0 ? ` (and ${more} more problem${more > 1 ? "s" : ""})` : "");
+  throw new CoordinationError("invalid", detail, first, problems);
 }
 
 /** Reads a whole JSON file's text against a schema: syntax and schema errors both name file and line. */

@@ -3,7 +3,7 @@ import type { AgentStatus, Coordination } from "./schemas.js";
 import type { Session } from "./session.js";
 import type { WatchOptions } from "./watch.js";
 
-/** Named agents, plus every agent whose name ends with `suffix` (the seed's `endswith("analyzer")`). */
+/** Named agents, plus every agent whose name ends with `suffix` (the coordination protocol's `endswith("analyzer")`). */
 export interface WaitSelector {
   agents?: string[];
   suffix?: string;

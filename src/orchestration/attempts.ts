@@ -1,9 +1,10 @@
+import { randomUUID } from "node:crypto";
 import { type BreakerState, CircuitBreaker } from "./breaker.js";
 import { type OrchestrationConfig, timeoutFor } from "./config.js";
 import { TimeoutAbort } from "./errors.js";
 import { ConcurrencyLimiter } from "./limiter.js";
 import type { OrchestrationMetrics } from "./metrics.js";
-import { baseOf, cancelledResponse, failureResponse } from "./responses.js";
+import { baseOf, cancelledResponse, failureReason, failureResponse } from "./responses.js";
 import { backoffDelay, backoffPolicyFor, isRetriable, sleep } from "./retry.js";
 import { type AgentCommand, type AgentResponse, isSuccessful } from "./schemas.js";
 import type { Target } from "./targets.js";
@@ -38,7 +39,12 @@ export class Attempts {
     this.breakers.delete(agent);
   }
 
-  /** Attempts until success, a failure that is not retriable, or the attempt budget; waits back off between. */
+  /**
+   * Attempts until success, a failure that is not retriable, or the attempt budget; waits back off
+   * between. The final response says how many attempts were made and how long they took in all. When
+   * the circuit opens during the retries, the answer is the last real failure (not the bare
+   * `circuit_open` refusal, which would hide what went wrong), saying that the circuit is now open.
+   */
   async withRetries(
     command: AgentCommand,
     target: Target,
@@ -46,15 +52,24 @@ export class Attempts {
   ): Promise<AgentResponse> {
     const policy = backoffPolicyFor(command, this.settings.config);
     const detailed = this.settings.config.security.audit_level === "detailed";
+    const started = performance.now();
+    let lastFailure: AgentResponse | undefined;
+    const final = (response: AgentResponse, attempts: number) =>
+      this.settings.record(withAttempts(response, attempts, performance.now() - started), command);
     for (let attempt = 1; ; attempt++) {
       const response = await this.attempt(command, target, attempt, signal);
+      if (failureReason(response) === "circuit_open") {
+        // Refused without reaching the agent: not an attempt.
+        return final(lastFailure ? circuitOpenedAfter(lastFailure, response) : response, attempt - 1);
+      }
+      if (!isSuccessful(response)) lastFailure = response;
       const last = attempt >= policy.maxAttempts || !isRetriable(response) || signal?.aborted;
-      if (last) return this.settings.record(response, command);
+      if (last) return final(response, attempt);
       if (detailed) await this.settings.record(response, command);
       try {
         await sleep(backoffDelay(policy, attempt, this.settings.random), signal);
       } catch (reason) {
-        return this.settings.record(this.aborted(command, reason, performance.now()), command);
+        return final(this.aborted(command, reason, performance.now()), attempt);
       }
     }
   }
@@ -155,6 +170,33 @@ export class Attempts {
     }
     return breaker;
   }
+}
+
+/** The response with the attempt count and the whole time taken (an agent's own duration is kept). */
+function withAttempts(response: AgentResponse, attempts: number, totalMs: number): AgentResponse {
+  const totalDuration = Math.max(0, Math.round(totalMs));
+  return {
+    ...response,
+    execution: {
+      ...response.execution,
+      duration: response.execution?.duration ?? totalDuration,
+      attempts,
+      totalDuration,
+    },
+  };
+}
+
+/** The last real failure, re-issued (new id) with the news that the circuit opened after it. */
+function circuitOpenedAfter(failure: AgentResponse, refusal: AgentResponse): AgentResponse {
+  const opened = refusal.error?.message ?? "the circuit is open";
+  const message = `${failure.error?.message ?? failure.results.summary ?? failure.status}; not retried: ${opened}`;
+  return {
+    ...failure,
+    id: randomUUID(),
+    timestamp: new Date().toISOString(),
+    results: { ...failure.results, summary: message },
+    ...(failure.error ? { error: { ...failure.error, message } } : {}),
+  };
 }
 
 /** The dispatch's outcome, or a rejection with the signal's reason as soon as it aborts. */

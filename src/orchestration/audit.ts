@@ -2,9 +2,9 @@ import { AuditLog } from "../audit/index.js";
 import type { Action, AgentCommand, AgentResponse, Status } from "./schemas.js";
 
 /**
- * The seed's `AuditEntry`, one per command and per response. `commandId` is an addition: the seed's
- * entry cannot say which command a response answers. `to` of a response is the command's sender (the
- * seed's sample wrote the responder there, so a response looked addressed to itself).
+ * The command layer's `AuditEntry`, one per command and per response. `commandId` is an addition:
+ * the layer's entry cannot say which command a response answers. `to` of a response is the command's
+ * sender (the layer's sample wrote the responder there, so a response looked addressed to itself).
  */
 export interface CommandAuditEntry {
   timestamp: string;
@@ -54,8 +54,11 @@ const shorten = (text: string, max: number) => (text.length <= max ? text : `${t
 
 /**
  * Writes command entries into an ACP audit log (`acp-kit/audit`): hash-chained, append-only, and
- * readable with `acp audit show`. A command is a sent `agent.command` request, a response a received
- * response to it. Summaries name the action, priority and status, never parameter values.
+ * readable with `acp audit show`. The command layer's AuditEntry fields are entry fields, so `jq`
+ * can filter on them: `type` (`command` or `response`), `action`, `status`, `messageId` (the
+ * AgentCommand's or AgentResponse's own id), and the agents in `from.agent` / `to.agent`; `id` is
+ * the command id on both, pairing a response with its command. Summaries name the action and status,
+ * never parameter values.
  */
 export class AuditLogCommandSink implements CommandAuditSink {
   constructor(
@@ -87,10 +90,12 @@ export class AuditLogCommandSink implements CommandAuditSink {
       direction: command ? "sent" : "received",
       from: { agent: entry.from, principal: command ? this.principal : null },
       to: { agent: entry.to, principal: command ? null : this.principal },
-      type: command ? "request" : "response",
+      type: entry.type,
       method: "agent.command",
       id: command ? entry.messageId : (entry.commandId ?? null),
-      ...(command ? {} : { messageId: entry.messageId }),
+      messageId: entry.messageId,
+      ...(entry.action !== undefined ? { action: entry.action } : {}),
+      ...(entry.status !== undefined ? { status: entry.status } : {}),
       summary: shorten(summary, 240),
       channel: "orchestrator",
     });

@@ -10,7 +10,7 @@ export interface BreakerOptions {
 }
 
 /**
- * A circuit breaker for one target agent. Unlike the seed's sample, which once open stays open
+ * A circuit breaker for one target agent. Unlike the command layer's sample, which once open stays open
  * forever, it half-opens after `resetTimeoutMs`: exactly one trial call goes through; its success
  * closes the circuit, its failure opens it again for another reset timeout. While the trial is in
  * flight every other call is refused, so a recovering agent is not flooded.

@@ -2,6 +2,13 @@ import { createHash } from "node:crypto";
 import { canonicalize } from "../protocol/index.js";
 import type { AgentCommand, AgentResponse } from "./schemas.js";
 
+export interface CachedResponse {
+  key: string;
+  response: AgentResponse;
+  /** ms since the epoch. */
+  expiresAt: number;
+}
+
 /**
  * Successful responses of cacheable commands, for `cache_ttl` seconds. The key is what determines
  * the answer: target, action, parameters and the permissions asked for; never the id, timestamp or
@@ -54,6 +61,20 @@ export class ResponseCache {
       const oldest = this.entries.keys().next().value;
       if (oldest === undefined) break;
       this.entries.delete(oldest);
+    }
+  }
+
+  /** The live entries, for keeping them across processes (see `restore`). */
+  snapshot(): CachedResponse[] {
+    const now = Date.now();
+    return [...this.entries].filter(([, e]) => e.expiresAt > now).map(([key, e]) => ({ key, ...e }));
+  }
+
+  /** Puts back entries from `snapshot()` (expired ones are dropped). */
+  restore(entries: readonly CachedResponse[]): void {
+    const now = Date.now();
+    for (const { key, response, expiresAt } of entries) {
+      if (expiresAt > now) this.entries.set(key, { response, expiresAt });
     }
   }
 

@@ -3,8 +3,8 @@ import { ACTIONS, type Action, PRIORITIES, type Priority } from "./schemas.js";
 import { parseYamlWith, readYamlFile } from "./yaml.js";
 
 /**
- * `acp.yaml`, the seed's configuration: version, timeouts, retry, security, performance, with the
- * seed's values as defaults. Keys the seed does not have are marked "addition" and documented in
+ * `acp.yaml`, the command layer's configuration: version, timeouts, retry, security, performance,
+ * with the layer's values as defaults. Keys the layer does not have are marked "addition" and documented in
  * docs/orchestration.md. Every object is strict: an unknown key is an error naming it.
  */
 const ms = (fallback: number) =>
@@ -14,7 +14,7 @@ const Timeouts = z.strictObject({
   default: ms(30_000),
   low_priority: ms(60_000),
   high_priority: ms(15_000),
-  /** Addition: the seed has no critical level; it defaults to high_priority. */
+  /** Addition: the command layer has no critical level; it defaults to high_priority. */
   critical_priority: z.int({ error: "must be a whole number of milliseconds" }).positive().optional(),
 });
 
@@ -42,7 +42,7 @@ const Security = z.strictObject({
 
 const Performance = z.strictObject({
   enable_caching: z.boolean({ error: "must be true or false" }).default(true),
-  /** Seconds, as in the seed. */
+  /** Seconds, as in the command layer. */
   cache_ttl: z.int({ error: "must be a whole number of seconds" }).nonnegative().default(3600),
   max_parallel: z.int({ error: "must be a whole number" }).min(1, "must be at least 1").default(5),
   /** Addition: actions whose successful responses are cached without asking per command. */
@@ -72,14 +72,24 @@ export const ConfigFileSchema = z.strictObject({ acp: AcpConfigSchema.default(Ac
 export type OrchestrationConfig = z.output<typeof AcpConfigSchema>;
 export type OrchestrationConfigInput = z.input<typeof AcpConfigSchema>;
 
-/** The seed's defaults, plus the additions' defaults. */
+/** The command layer's defaults, plus the additions' defaults. */
 export function defaultConfig(): OrchestrationConfig {
   return AcpConfigSchema.parse({});
 }
 
-/** Validates a config given in code (the `acp:` section's content); errors name the key path. */
-export function resolveConfig(input: OrchestrationConfigInput = {}, source = "config"): OrchestrationConfig {
-  return parseYamlWith(JSON.stringify({ acp: input }), source, ConfigFileSchema).acp;
+/** The whole file's shape, `{ acp: { … } }`, as `acp.yaml` has it. */
+export type ConfigFileInput = z.input<typeof ConfigFileSchema>;
+
+/**
+ * Validates a config given in code: the `acp:` section's content, or the whole file's shape
+ * (`{ acp: { … } }`, e.g. a parsed acp.yaml); errors name the key path.
+ */
+export function resolveConfig(
+  input: OrchestrationConfigInput | ConfigFileInput = {},
+  source = "config",
+): OrchestrationConfig {
+  const file = "acp" in input ? input : { acp: input };
+  return parseYamlWith(JSON.stringify(file), source, ConfigFileSchema).acp;
 }
 
 export function parseConfig(text: string, file = "acp.yaml"): OrchestrationConfig {

@@ -5,7 +5,7 @@ import { AgentCommand, ErrorCategory } from "./schemas.js";
 /**
  * Why the orchestrator failed a command, when it was the orchestrator and not the agent that
  * decided. Carried in the failed response's `results.data.reason` so a program can branch on it;
- * `error.code` stays one of the seed's five categories.
+ * `error.code` stays one of the command layer's five categories.
  */
 export type FailureReason =
   | "invalid_command"

@@ -1,4 +1,4 @@
-/** acp-kit/orchestration: the command layer (seed 003): AgentCommand/AgentResponse, five patterns, resilience, approvals. */
+/** acp-kit/orchestration: the ACP v2.0 command layer: AgentCommand/AgentResponse, five patterns, resilience, approvals. */
 export {
   type ApprovalDecision,
   type ApprovalFilter,
@@ -12,8 +12,10 @@ export { APPROVALS_BUCKET, KvApprovalStore } from "./approvals-kv.js";
 export { SqliteApprovalStore } from "./approvals-sqlite.js";
 export { AuditLogCommandSink, type CommandAuditEntry, type CommandAuditSink } from "./audit.js";
 export { type BreakerOptions, type BreakerState, CircuitBreaker } from "./breaker.js";
+export { type CachedResponse, ResponseCache } from "./cache.js";
 export {
   AcpConfigSchema,
+  type ConfigFileInput,
   defaultConfig,
   loadConfig,
   type OrchestrationConfig,
@@ -74,4 +76,11 @@ export {
   Status,
 } from "./schemas.js";
 export { type ServeCommandsOptions, serveCommands } from "./serve.js";
-export type { AgentSpec, CommandClient, CommandHandler, HandlerContext } from "./targets.js";
+export {
+  type AgentSpec,
+  type CommandClient,
+  type CommandHandler,
+  type HandlerContext,
+  type InternalErrorLog,
+  logInternalError,
+} from "./targets.js";

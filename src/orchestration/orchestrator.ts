@@ -7,6 +7,7 @@ import { type CommandAuditSink, commandEntry, responseEntry } from "./audit.js";
 import type { BreakerState } from "./breaker.js";
 import { ResponseCache } from "./cache.js";
 import {
+  type ConfigFileInput,
   isCacheableAction,
   type OrchestrationConfig,
   type OrchestrationConfigInput,
@@ -35,23 +36,30 @@ import {
   type CommandDraft,
   isSuccessful,
 } from "./schemas.js";
-import { type AgentSpec, createTarget, type Target } from "./targets.js";
+import { type AgentSpec, createTarget, type InternalErrorLog, type Target } from "./targets.js";
 
 export interface OrchestratorOptions {
   /** This orchestrator's agent id: the `from` of its commands (with remote agents, the SDK agent's id). */
   id: string;
   /** The human principal it acts for; shown on approvals and in the audit log. */
   principal?: string;
-  /** `acp.yaml`'s content (see loadConfig); omitted keys take the seed's defaults. */
-  config?: OrchestrationConfig | OrchestrationConfigInput;
+  /** The `acp:` section of acp.yaml, or the file's whole shape `{ acp: … }`; omitted keys take the defaults. */
+  config?: OrchestrationConfig | OrchestrationConfigInput | ConfigFileInput;
   /** Where every command and response is recorded; `false` only for throwaway tools and benchmarks. */
   audit: CommandAuditSink | false;
   /** Needed as soon as a command requires approval. */
   approvals?: ApprovalStore;
+  /** The response cache (default: a new one, `cache_ttl` from the configuration); the CLI passes one it keeps on disk. */
+  cache?: ResponseCache;
   /** Source of jitter, in [0, 1). Default Math.random. */
   random?: () => number;
   /** Failures that cannot be reported in a response (a response's audit entry that could not be written). */
   onError?: (err: Error) => void;
+  /**
+   * Where an in-process handler's internal failure (anything but a CommandError) is detailed; its
+   * caller only gets a generic agent_error with the correlation id. Default: stderr.
+   */
+  logInternalError?: InternalErrorLog;
 }
 
 export interface SendOptions {
@@ -73,7 +81,7 @@ export interface AsyncReceipt {
 
 /**
  * Sends AgentCommands to agents in this process or remote ACP agents (through the SDK) with one API,
- * in the seed's five patterns, with timeouts, retries of recoverable failures, permission-checked
+ * in the command layer's five patterns, with timeouts, retries of recoverable failures, permission-checked
  * fallbacks, a half-opening circuit breaker per agent, cancellation, a concurrency limit, response
  * caching, human approval, and an audit entry for every command and response. `send` never rejects:
  * every outcome, including a refusal before sending, is an AgentResponse.
@@ -91,10 +99,10 @@ export class Orchestrator {
   constructor(private readonly options: OrchestratorOptions) {
     this.id = options.id;
     this.config = resolveConfig(
-      options.config as OrchestrationConfigInput | undefined,
+      options.config as OrchestrationConfigInput | ConfigFileInput | undefined,
       "orchestrator config",
     );
-    this.cache = new ResponseCache(this.config.performance.cache_ttl * 1000);
+    this.cache = options.cache ?? new ResponseCache(this.config.performance.cache_ttl * 1000);
     this.metrics = new OrchestrationMetrics((agent) => this.breakerState(agent));
     const common = { id: this.id, principal: options.principal, config: this.config };
     this.attempts = new Attempts({
@@ -115,7 +123,7 @@ export class Orchestrator {
         `remote agents must be reached through this orchestrator's own agent ${this.id}, not ${signer}`,
       );
     }
-    this.targets.set(spec.id, createTarget(spec, this.id));
+    this.targets.set(spec.id, createTarget(spec, this.id, this.options.logInternalError));
     return this;
   }
 

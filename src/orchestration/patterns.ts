@@ -48,6 +48,8 @@ export interface PipelineResult {
   data: unknown;
   /** Index of the step that stopped the pipeline. */
   failedStep?: number;
+  /** The steps after it, which never ran (a step given as a function has no agent or action yet). */
+  notRun: { index: number; agent?: string; action?: string }[];
 }
 
 export interface ScatterGatherOptions<T> extends PatternOptions {
@@ -102,7 +104,7 @@ export async function broadcast(
 
 /**
  * Sequential: each step's command carries the previous step's data and, as `correlationId`, the
- * previous command's id (as in the seed's example), unless the step sets its own.
+ * previous command's id (as in the command layer's example), unless the step sets its own.
  */
 export async function pipeline(
   orchestrator: Orchestrator,
@@ -123,11 +125,15 @@ export async function pipeline(
     outcomes.push(reported({ agent: command.to, command, response }, options.onOutcome));
     if (isSuccessful(response)) data = response.results.data;
     else if (!options.continueOnFailure || response.status === "cancelled") {
-      return { status: "failed", outcomes, data, failedStep: index };
+      const notRun = steps.slice(index + 1).map((later, offset) => ({
+        index: index + 1 + offset,
+        ...(typeof later === "function" ? {} : { agent: later.to, action: later.action }),
+      }));
+      return { status: "failed", outcomes, data, failedStep: index, notRun };
     }
     previous = response;
   }
-  return { status: statusOf(outcomes, 1), outcomes, data };
+  return { status: statusOf(outcomes, 1), outcomes, data, notRun: [] };
 }
 
 /**

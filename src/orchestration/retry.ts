@@ -34,7 +34,7 @@ export function backoffDelay(policy: BackoffPolicy, retry: number, random: () =>
 }
 
 /**
- * Only a failure the agent marked recoverable (or a timeout) is retried: the seed's sample retried
+ * Only a failure the agent marked recoverable (or a timeout) is retried: the command layer's sample retried
  * everything, including invalid input and refused permissions, which can never succeed. An open
  * circuit is not retried either: the reset timeout is far longer than any backoff.
  */

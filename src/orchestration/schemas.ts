@@ -2,8 +2,8 @@ import { z } from "zod";
 import { AgentId } from "../protocol/index.js";
 
 /**
- * The command layer's wire types (seed 003, "ACP v2.0"): exactly the seed's `AgentCommand` and
- * `AgentResponse`, as zod schemas from which the TypeScript types are inferred. Objects are strict,
+ * The wire types of the ACP v2.0 command layer: exactly its `AgentCommand` and `AgentResponse`
+ * (plus two optional `execution` fields the orchestrator sets), as zod schemas from which the TypeScript types are inferred. Objects are strict,
  * so a misspelt field (`prority`) is an error naming it rather than silently ignored.
  */
 
@@ -35,7 +35,7 @@ export const ACTIONS = [
 export const Action = z.enum(ACTIONS);
 export type Action = z.infer<typeof Action>;
 
-/** The seed's error categories; `AgentResponse.error.code` is always one of them. */
+/** The command layer's error categories; `AgentResponse.error.code` is always one of them. */
 export const ErrorCategory = {
   USER_ERROR: "user_error",
   AGENT_ERROR: "agent_error",
@@ -110,6 +110,10 @@ export const AgentResponse = z.strictObject({
     .strictObject({
       duration: z.number().nonnegative("must not be negative"),
       tokensUsed: z.int().nonnegative().optional(),
+      /** Addition, set by the orchestrator: attempts made on this agent (retries included). */
+      attempts: z.int().nonnegative().optional(),
+      /** Addition, set by the orchestrator: ms from the first attempt to this answer, backoff waits included. */
+      totalDuration: z.number().nonnegative("must not be negative").optional(),
     })
     .optional(),
   error: z

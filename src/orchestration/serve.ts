@@ -2,7 +2,7 @@ import type { AcpAgent, InboundContext } from "../client/index.js";
 import { describeProblems, problemsOf } from "./errors.js";
 import { failureResponse } from "./responses.js";
 import { AgentCommand, type AgentResponse, COMMAND_CANCEL_METHOD, COMMAND_METHOD } from "./schemas.js";
-import { type CommandHandler, runHandler } from "./targets.js";
+import { type CommandHandler, type InternalErrorLog, runHandler } from "./targets.js";
 
 export interface ServeCommandsOptions {
   /** What this agent is granted; a command requiring anything else is refused (permission_error). Omit: no check here. */
@@ -11,6 +11,11 @@ export interface ServeCommandsOptions {
   allowFrom?: string[];
   /** How long a successful response is remembered for a repeated command id (default 10 minutes). */
   rememberMs?: number;
+  /**
+   * Where the detail of a handler's internal failure (anything but a CommandError) goes; the sender
+   * only gets a generic agent_error with the correlation id. Default: this process's stderr.
+   */
+  logInternalError?: InternalErrorLog;
 }
 
 const REMEMBERED_MAX = 1000;
@@ -51,6 +56,7 @@ export function serveCommands(
       command,
       { signal: controller.signal, from: context.from, principal: context.principalId, attempt: 1 },
       self,
+      options.logInternalError,
     ).finally(() => {
       clearTimeout(timer);
       running.delete(key);

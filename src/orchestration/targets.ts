@@ -1,5 +1,7 @@
+import { randomUUID } from "node:crypto";
 import { z } from "zod";
-import { classify, describeProblems, problemsOf } from "./errors.js";
+import { AcpError } from "../protocol/index.js";
+import { CommandError, classify, describeProblems, problemsOf } from "./errors.js";
 import { type CommandResult, classifiedResponse, failureResponse, successResponse } from "./responses.js";
 import {
   type AgentCommand,
@@ -86,12 +88,32 @@ const CommandResultSchema = z.strictObject({
   tokensUsed: z.int().nonnegative().optional(),
 });
 
-/** Runs a handler and wraps what it returns or throws into an AgentResponse from `responder`. */
+/** Where an agent keeps the detail of a failure its caller is only told the correlation id of. */
+export type InternalErrorLog = (
+  err: unknown,
+  incident: { command: AgentCommand; correlationId: string },
+) => void;
+
+/** The default: the agent's own stderr (its log), with the stack. */
+export const logInternalError: InternalErrorLog = (err, { command, correlationId }) => {
+  const detail = err instanceof Error ? (err.stack ?? err.message) : String(err);
+  process.stderr.write(
+    `acp: command ${command.id} (${command.action} from ${command.from}) failed, correlation id ${correlationId}: ${detail}\n`,
+  );
+};
+
+/**
+ * Runs a handler and wraps what it returns or throws into an AgentResponse from `responder`. A
+ * `CommandError` (or a protocol `AcpError`) reaches the caller as thrown; anything else is an
+ * internal failure: the caller gets a generic agent_error with a correlation id, and the detail
+ * (message, stack) goes only to `log`, so no internal detail leaks to the caller.
+ */
 export async function runHandler(
   handler: CommandHandler,
   command: AgentCommand,
   context: HandlerContext,
   responder: string,
+  log: InternalErrorLog = logInternalError,
 ): Promise<AgentResponse> {
   const started = performance.now();
   const base = () => ({ commandId: command.id, from: responder, durationMs: performance.now() - started });
@@ -109,11 +131,20 @@ export async function runHandler(
     }
     return successResponse(base(), parsed.data);
   } catch (err) {
-    return classifiedResponse(base(), classify(err));
+    if (err instanceof CommandError || err instanceof AcpError)
+      return classifiedResponse(base(), classify(err));
+    const correlationId = randomUUID();
+    log(err, { command, correlationId });
+    const message = `${responder} failed with an internal error (correlation id ${correlationId})`;
+    return failureResponse(
+      base(),
+      { category: "agent_error", recoverable: false, reason: "agent_failed", message },
+      { correlationId },
+    );
   }
 }
 
-export function createTarget(spec: AgentSpec, self: string): Target {
+export function createTarget(spec: AgentSpec, self: string, log?: InternalErrorLog): Target {
   const common = {
     id: spec.id,
     permissions: new Set(spec.permissions ?? []),
@@ -130,7 +161,7 @@ export function createTarget(spec: AgentSpec, self: string): Target {
     return {
       ...common,
       kind: "in-process",
-      dispatch: (command, options) => runHandler(handler, command, context(options), spec.id),
+      dispatch: (command, options) => runHandler(handler, command, context(options), spec.id, log),
       cancel: () => undefined,
     };
   }

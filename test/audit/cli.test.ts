@@ -185,7 +185,7 @@ describe("acp audit show", () => {
     expect(badDate.stderr).toContain('got "last tuesday"');
     const badType = await runAcp(["audit", "show", "--root", root, "--type", "gossip"]);
     expect(badType.stderr).toBe(
-      'acp: --type: expected one of request, response, notification, handoff, got "gossip"\n',
+      'acp: --type: expected one of request, response, notification, handoff, command, got "gossip"\n',
     );
     const unknown = await runAcp(["audit", "show", "--root", root, "--agent", "agent-zeta"]);
     expect(unknown.stderr).toBe(`acp: no audit log for agent agent-zeta under ${root}\n`);

@@ -18,11 +18,13 @@ describe("acp session init", { timeout: 120_000 }, () => {
     expect(existsSync(join(root, plain.stdout.trim(), "coordination.json"))).toBe(true);
 
     const exported = await acpSession(root, ["init", "--export"]);
-    expect(exported.stdout).toMatch(/^export ACP_SESSION_ID=[0-9a-f-]{36}\n$/);
+    expect(exported.stdout).toMatch(/^export ACP_SESSION_ID=([0-9a-f-]{36}) CLAUDE_SESSION_ID=\1\n$/);
     const other = join(tmp(), "with space");
     const withRoot = await acpSession(root, ["init", "--export", "--root", other]);
     expect(withRoot.stdout).toMatch(
-      new RegExp(`^export ACP_SESSION_ID=[0-9a-f-]{36} ACP_CONTEXT_DIR='${other}'\\n$`),
+      new RegExp(
+        `^export ACP_SESSION_ID=([0-9a-f-]{36}) CLAUDE_SESSION_ID=\\1 ACP_CONTEXT_DIR='${other}'\\n$`,
+      ),
     );
 
     const json = await acpSession(root, [
@@ -42,8 +44,12 @@ describe("acp session init", { timeout: 120_000 }, () => {
 
   it("refuses a malformed or existing id", async () => {
     const root = tmp();
-    const bad = await acpSession(root, ["init", "--session", "ABC"]);
-    expect(bad).toMatchObject({ code: 1, stderr: 'acp: session id: "ABC" is not a lower-case UUID\n' });
+    const bad = await acpSession(root, ["init", "--session", "../ABC"]);
+    expect(bad).toMatchObject({
+      code: 1,
+      stderr:
+        "acp: session id: \"../ABC\" is not a usable session id (1-255 characters with no '/', '\\', '..' or control characters)\n",
+    });
     const { id } = await Session.create({ root });
     const again = await acpSession(root, ["init", "--session", id]);
     expect(again.code).toBe(1);
@@ -139,7 +145,7 @@ describe("acp session status / update / failed", { timeout: 120_000 }, () => {
       /no session given: pass --session ID or set ACP_SESSION_ID or CLAUDE_SESSION_ID/,
     );
     const wrongRoot = await acpSession(root, ["status", "--root", tmp(), "--session", id]);
-    expect(wrongRoot.stderr).toMatch(/coordination\.json missing/);
+    expect(wrongRoot.stderr).toMatch(new RegExp(`no session ${id} here\n$`));
   });
 });
 

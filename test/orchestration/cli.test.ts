@@ -200,7 +200,10 @@ describe("acp command … (the real binary against a real gateway)", { timeout: 
     const approve = await acp(["approvals", "approve", first, "--by", "carol"]);
     expect(approve.stdout).toBe(`${first}: approved (EXECUTE → deployer)\n`);
     const approved = await approvedRun;
-    expect(approved.stderr).toContain(`waiting for approval ${first}`);
+    // A wait of up to approval_timeout is announced on stdout, with the id to approve.
+    expect(approved.stdout).toContain(
+      `waiting for approval ${first} (priority high is at or above approval_threshold high), up to 15 min; approve with: acp approvals approve ${first}`,
+    );
     expect(approved.code).toBe(0);
     expect(approved.stdout).toContain('"deployed"');
 

@@ -145,9 +145,12 @@ describe("broadcast", () => {
     const ids = result.outcomes.map((o) => o.command.id);
     expect(new Set(ids).size).toBe(3);
     expect(result.outcomes.map((o) => o.command.to)).toEqual(["agent-1", "agent-2", "agent-3"]);
+    // A plain Error is internal detail: the caller gets a generic agent_error with a correlation id.
     expect(result.outcomes[2]?.response.error).toEqual({
       code: "agent_error",
-      message: "disk full",
+      message: expect.stringMatching(
+        /^agent-3 failed with an internal error \(correlation id [0-9a-f-]{36}\)$/,
+      ),
       recoverable: false,
     });
     expect(ok1.calls[0]?.parameters).toEqual({ rule: "x" });

@@ -293,9 +293,11 @@ describe("audit into the ACP audit log", () => {
     expect(entries).toMatchObject([
       {
         direction: "sent",
-        type: "request",
+        type: "command",
+        action: "ANALYZE",
         method: "agent.command",
         id: command.id,
+        messageId: command.id,
         from: { agent: "orchestrator", principal: "alice" },
         to: { agent: "code-agent", principal: null },
         summary: `Command ANALYZE to code-agent (command ${command.id}).`,
@@ -303,6 +305,8 @@ describe("audit into the ACP audit log", () => {
       {
         direction: "received",
         type: "response",
+        action: "ANALYZE",
+        status: "success",
         id: command.id,
         messageId: response.id,
         from: { agent: "code-agent", principal: null },

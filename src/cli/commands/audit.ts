@@ -14,7 +14,7 @@ import {
 import { CliError, printJson, printLine } from "../io.js";
 
 const ROOT_HELP = "audit root directory (default: $ACP_AUDIT_DIR, else ./.acp/audit)";
-const TYPES = ["request", "response", "notification", "handoff"];
+const TYPES = ["request", "response", "notification", "handoff", "command"];
 
 interface CommonOptions {
   root?: string;

@@ -1,39 +1,21 @@
 import { randomUUID } from "node:crypto";
-import { existsSync } from "node:fs";
-import type { Command } from "commander";
-import { AcpAgent, GatewayClient } from "../../client/index.js";
-import { readIdentityFile } from "../../identity/index.js";
+import { type Command, InvalidArgumentError } from "commander";
 import {
   ACTIONS,
   type AgentCommand,
   type AgentResponse,
-  type ApprovalRecord,
-  AuditLogCommandSink,
-  aggregators,
   COMMAND_VERSION,
   CommandError,
   ConfigError,
-  defaultConfig,
-  HttpApprovalStore,
   isSuccessful,
-  loadBroadcastJob,
-  loadConfig,
-  loadPipelineJob,
-  loadScatterJob,
-  type OrchestrationConfig,
-  Orchestrator,
-  type Outcome,
-  type PatternStatus,
+  type Orchestrator,
   PRIORITIES,
   parseCommand,
 } from "../../orchestration/index.js";
-import { AcpError } from "../../protocol/index.js";
 import { CliError, printJson, printLine } from "../io.js";
-import { apiKeyOf, failed, type GatewayFlags, gatewayOf, keyFileOf, withGatewayOptions } from "./agent.js";
-
-interface CommonFlags extends GatewayFlags {
-  config?: string;
-}
+import { runPattern } from "./command-patterns.js";
+import { type CommonFlags, openSession, progress } from "./command-session.js";
+import { failed, type GatewayFlags, withGatewayOptions } from "./agent.js";
 
 interface SendFlags extends CommonFlags {
   to: string;
@@ -45,16 +27,19 @@ interface SendFlags extends CommonFlags {
   requireApproval?: boolean;
   correlationId?: string;
   fallback: string[];
+  wait: boolean;
+  maxAttempts?: number;
+  backoffMs?: number;
+  cacheable?: boolean;
 }
 
 const collect = (value: string, previous: string[]) => [...previous, value];
-const progress = (text: string) => process.stderr.write(`${text}\n`);
 
 export function registerCommand(program: Command): void {
   const group = program
     .command("command")
     .description(
-      "AgentCommands (seed 003) to agents through a gateway: send one, or broadcast, scatter-gather or pipeline from a YAML file",
+      "AgentCommands (the ACP v2.0 command layer) to agents through a gateway: send one, or broadcast, scatter-gather or pipeline from a YAML file",
     );
 
   withGatewayOptions(
@@ -80,7 +65,22 @@ export function registerCommand(program: Command): void {
     )
     .option("--correlation-id <id>", "ties this command to related ones")
     .option("--fallback <agent-id>", "an agent to try if the target fails (repeatable)", collect, [])
-    .option("--config <file>", "acp.yaml (default: ./acp.yaml when present, else the seed's defaults)")
+    .option(
+      "--no-wait",
+      "fire-and-forget: hand the command over and exit without waiting for a response (no retries, no fallbacks)",
+    )
+    .option(
+      "--max-attempts <n>",
+      "attempts before giving up on a recoverable failure (context.retryPolicy; default: the configuration's retry.max_attempts)",
+      wholeNumber,
+    )
+    .option(
+      "--backoff-ms <ms>",
+      "first wait between attempts, doubled each time (context.retryPolicy; default: retry.backoff_ms)",
+      wholeNumber,
+    )
+    .option("--cacheable", "cache a successful response for cache_ttl, and answer a repeat from the cache")
+    .option("--config <file>", "acp.yaml (default: ./acp.yaml when present, else the built-in defaults)")
     .action((flags: SendFlags) => guarded(flags, () => sendOne(flags)));
 
   for (const pattern of ["broadcast", "scatter", "pipeline"] as const) {
@@ -96,7 +96,7 @@ export function registerCommand(program: Command): void {
       ),
       ["key", "api-key"],
     )
-      .option("--config <file>", "acp.yaml (default: ./acp.yaml when present, else the seed's defaults)")
+      .option("--config <file>", "acp.yaml (default: ./acp.yaml when present, else the built-in defaults)")
       .action((file: string, flags: CommonFlags) => guarded(flags, () => runPattern(pattern, file, flags)));
   }
 }
@@ -108,65 +108,6 @@ async function guarded(flags: GatewayFlags, body: () => Promise<void>): Promise<
     if (err instanceof ConfigError) throw new CliError(err.message);
     failed(err, flags.json);
   }
-}
-
-async function configOf(file: string | undefined): Promise<OrchestrationConfig> {
-  if (file !== undefined) return loadConfig(file);
-  return existsSync("acp.yaml") ? loadConfig("acp.yaml") : defaultConfig();
-}
-
-/** An orchestrator acting as the key file's agent, with the given targets registered as remote agents. */
-async function openSession(flags: CommonFlags, targets: string[]) {
-  const config = await configOf(flags.config);
-  const gateway = gatewayOf(flags);
-  const apiKey = apiKeyOf(flags);
-  const identity = await readIdentityFile(keyFileOf(flags));
-  const registry = new GatewayClient({ gateway, apiKey });
-  // The permissions the gateway's admin granted each target: its registry capabilities.
-  const granted = new Map<string, string[]>();
-  for (const id of new Set(targets)) {
-    try {
-      granted.set(id, (await registry.getAgent(id)).capabilities);
-    } catch (err) {
-      if (err instanceof AcpError && err.reason === "NotFound")
-        throw new CliError(`no agent ${id} is registered at ${gateway}`);
-      throw err;
-    }
-  }
-  // Only handshakes and replies: the rest of this agent's inbox stays queued for its real consumer.
-  const agent = new AcpAgent({ gateway, identity, apiKey, consume: "replies" });
-  agent.on("error", (err) => progress(`warning: ${err.message}`));
-  await agent.connect();
-  const audit = await AuditLogCommandSink.open({
-    agent: `${identity.agentId}-commands`,
-    principal: identity.principalId,
-  });
-  const orch = new Orchestrator({
-    id: identity.agentId,
-    principal: identity.principalId,
-    config,
-    audit,
-    approvals: new HttpApprovalStore({ gateway, credential: apiKey }),
-    onError: (err) => progress(`warning: ${err.message}`),
-  });
-  for (const [id, permissions] of granted) orch.addAgent({ id, remote: agent, permissions });
-  const controller = new AbortController();
-  const interrupt = () => controller.abort(new Error("interrupted (Ctrl-C)"));
-  process.once("SIGINT", interrupt);
-  return {
-    orch,
-    signal: controller.signal,
-    onApproval: (approval: ApprovalRecord) =>
-      progress(
-        `waiting for approval ${approval.id} (${approval.reason}); approve with: acp approvals approve ${approval.id}`,
-      ),
-    close: async () => {
-      process.off("SIGINT", interrupt);
-      await orch.drain();
-      await audit.close();
-      await agent.close();
-    },
-  };
 }
 
 function parseParams(params: string[]): Record<string, unknown> {
@@ -188,53 +129,94 @@ function parseParams(params: string[]): Record<string, unknown> {
 
 async function sendOne(flags: SendFlags): Promise<void> {
   const timeout = flags.timeout === undefined ? undefined : Number(flags.timeout);
+  if (!flags.wait && flags.fallback.length > 0)
+    throw new CliError("--fallback: not with --no-wait (there is no answer to judge)");
+  if (!flags.wait && (flags.maxAttempts !== undefined || flags.backoffMs !== undefined))
+    throw new CliError("--max-attempts/--backoff-ms: not with --no-wait (there is no answer to retry)");
+  if (!flags.wait && flags.cacheable) throw new CliError("--cacheable: not with --no-wait");
   const session = await openSession(flags, [flags.to, ...flags.fallback]);
   try {
-    const context = {
-      ...(timeout !== undefined ? { timeout } : {}),
-      ...(flags.correlationId ? { correlationId: flags.correlationId } : {}),
-    };
-    const security = {
-      permissions: flags.permission,
-      ...(flags.requireApproval ? { requireApproval: true } : {}),
-    };
-    let command: AgentCommand;
-    try {
-      command = parseCommand({
-        id: randomUUID(),
-        timestamp: new Date().toISOString(),
-        version: COMMAND_VERSION,
-        from: session.orch.id,
-        to: flags.to,
-        priority: flags.priority,
-        action: flags.action,
-        parameters: parseParams(flags.param),
-        ...(Object.keys(context).length > 0 ? { context } : {}),
-        ...(flags.permission.length > 0 || flags.requireApproval ? { security } : {}),
+    const command = commandOf(flags, session.orch, timeout);
+    if (!flags.wait) {
+      progress(`handing ${command.action} over to ${command.to} (command ${command.id}), not waiting…`);
+      const receipt = await session.orch.sendAsync(command, {
+        signal: session.signal,
+        onApproval: session.onApproval,
       });
-    } catch (err) {
-      if (!(err instanceof CommandError)) throw err;
-      const problems = err.options.problems ?? [];
-      throw new CliError(problems.map((p) => `${FLAG_OF[p.path] ?? p.path}: ${p.message}`).join("; "));
+      if (flags.json) printJson(receipt);
+      else if (receipt.accepted) printLine(`sent ${command.action} to ${command.to} (command ${command.id})`);
+      if (receipt.response) {
+        if (!flags.json) printResponse(receipt.response);
+        throw new CliError(flags.json ? "" : failureLine(receipt.response));
+      }
+      return;
     }
     progress(`sending ${command.action} to ${command.to} (command ${command.id})…`);
     const response = await session.orch.send(command, {
       signal: session.signal,
       onApproval: session.onApproval,
       ...(flags.fallback.length > 0 ? { fallbacks: flags.fallback } : {}),
+      ...(flags.cacheable ? { cacheable: true } : {}),
     });
     if (flags.json) printJson(response);
     else printResponse(response);
-    if (!isSuccessful(response)) {
-      throw new CliError(
-        flags.json
-          ? ""
-          : `${response.status}${response.error ? ` (${response.error.code})` : ""}: ${response.error?.message ?? response.results.summary ?? ""}`,
-      );
-    }
+    if (!isSuccessful(response)) throw new CliError(flags.json ? "" : failureLine(response));
   } finally {
     await session.close();
   }
+}
+
+/** The AgentCommand the flags describe; a bad flag is named as the flag. */
+function commandOf(flags: SendFlags, orch: Orchestrator, timeout: number | undefined): AgentCommand {
+  const retryPolicy =
+    flags.maxAttempts !== undefined || flags.backoffMs !== undefined
+      ? {
+          maxAttempts: flags.maxAttempts ?? orch.config.retry.max_attempts,
+          backoffMs: flags.backoffMs ?? orch.config.retry.backoff_ms,
+        }
+      : undefined;
+  const context = {
+    ...(timeout !== undefined ? { timeout } : {}),
+    ...(flags.correlationId ? { correlationId: flags.correlationId } : {}),
+    ...(retryPolicy ? { retryPolicy } : {}),
+  };
+  const security = {
+    permissions: flags.permission,
+    ...(flags.requireApproval ? { requireApproval: true } : {}),
+  };
+  try {
+    return parseCommand({
+      id: randomUUID(),
+      timestamp: new Date().toISOString(),
+      version: COMMAND_VERSION,
+      from: orch.id,
+      to: flags.to,
+      priority: flags.priority,
+      action: flags.action,
+      parameters: parseParams(flags.param),
+      ...(Object.keys(context).length > 0 ? { context } : {}),
+      ...(flags.permission.length > 0 || flags.requireApproval ? { security } : {}),
+    });
+  } catch (err) {
+    if (!(err instanceof CommandError)) throw err;
+    const problems = err.options.problems ?? [];
+    throw new CliError(problems.map((p) => `${FLAG_OF[p.path] ?? p.path}: ${p.message}`).join("; "));
+  }
+}
+
+/** `failed (agent_error) after 3 attempts: …`; a cancellation's summary already says "cancelled: …". */
+function failureLine(response: AgentResponse): string {
+  if (response.status === "cancelled") return response.results.summary ?? "cancelled";
+  const attempts = response.execution?.attempts;
+  const after = attempts !== undefined && attempts > 1 ? ` after ${attempts} attempts` : "";
+  const code = response.error ? ` (${response.error.code})` : "";
+  return `${response.status}${code}${after}: ${response.error?.message ?? response.results.summary ?? ""}`;
+}
+
+function wholeNumber(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("must be a whole number");
+  return n;
 }
 
 /** Problems in a command built from flags are reported by flag. */
@@ -244,107 +226,20 @@ const FLAG_OF: Record<string, string> = {
   "/priority": "--priority",
   "/context/timeout": "--timeout",
   "/context/correlationId": "--correlation-id",
+  "/context/retryPolicy/maxAttempts": "--max-attempts",
+  "/context/retryPolicy/backoffMs": "--backoff-ms",
 };
 
+/** `success from flaky in 2304 ms after 3 attempts (command …)`: the whole time, retries included. */
 function printResponse(response: AgentResponse): void {
+  const execution = response.execution;
+  const attempts = execution?.attempts;
+  const after = attempts !== undefined && attempts !== 1 ? ` after ${attempts} attempts` : "";
   printLine(
-    `${response.status} from ${response.from} in ${response.execution?.duration ?? 0} ms (command ${response.commandId})`,
+    `${response.status} from ${response.from} in ${execution?.totalDuration ?? execution?.duration ?? 0} ms${after} (command ${response.commandId})`,
   );
   if (response.results.summary) printLine(`summary: ${response.results.summary}`);
   if (response.results.data !== undefined) printJson(response.results.data);
   for (const artifact of response.results.artifacts ?? [])
     printLine(`artifact ${artifact.id} (${artifact.type}): ${artifact.path}`);
-}
-
-async function runPattern(
-  pattern: "broadcast" | "scatter" | "pipeline",
-  file: string,
-  flags: CommonFlags,
-): Promise<void> {
-  const job =
-    pattern === "broadcast"
-      ? { kind: pattern, spec: await loadBroadcastJob(file) }
-      : pattern === "scatter"
-        ? { kind: pattern, spec: await loadScatterJob(file) }
-        : { kind: pattern, spec: await loadPipelineJob(file) };
-  const targets =
-    job.kind === "broadcast"
-      ? job.spec.targets
-      : job.kind === "scatter"
-        ? job.spec.drafts.map((d) => d.to)
-        : job.spec.steps.map((s) => s.to);
-  const session = await openSession(flags, targets);
-  let done = 0;
-  const onOutcome = (outcome: Outcome) => {
-    done++;
-    progress(`[${done}/${targets.length}] ${outcome.agent}: ${outcome.response.status}`);
-  };
-  const common = { signal: session.signal, onApproval: session.onApproval, onOutcome };
-  try {
-    let status: PatternStatus;
-    let outcomes: Outcome[];
-    let extra: Record<string, unknown> = {};
-    if (job.kind === "broadcast") {
-      const { targets: to, ...base } = job.spec;
-      progress(`broadcasting ${base.action} to ${to.length} agents…`);
-      ({ status, outcomes } = await session.orch.broadcast(base, to, common));
-    } else if (job.kind === "scatter") {
-      const spec = job.spec;
-      progress(`scattering ${spec.drafts.length} commands…`);
-      const result = await session.orch.scatterGather(spec.drafts, {
-        ...common,
-        aggregate: aggregators[spec.aggregate],
-        ...(spec.min_success !== undefined ? { minSuccess: spec.min_success } : {}),
-        ...(spec.deadline_ms !== undefined ? { deadlineMs: spec.deadline_ms } : {}),
-      });
-      ({ status, outcomes } = result);
-      extra = { result: result.result, ...(result.error ? { error: result.error } : {}) };
-    } else {
-      progress(`running a pipeline of ${job.spec.steps.length} steps…`);
-      const result = await session.orch.pipeline(job.spec.steps, {
-        ...common,
-        continueOnFailure: job.spec.continue_on_failure,
-      });
-      ({ status, outcomes } = result);
-      extra = {
-        data: result.data,
-        ...(result.failedStep !== undefined ? { failedStep: result.failedStep } : {}),
-      };
-    }
-    if (flags.json) printJson({ status, ...extra, outcomes });
-    else printOutcomes(status, outcomes, extra);
-    if (status !== "success") {
-      const good = outcomes.filter((o) => isSuccessful(o.response)).length;
-      throw new CliError(
-        flags.json ? "" : `${pattern} ${status}: ${good} of ${outcomes.length} commands succeeded`,
-        status === "partial" ? 2 : 1,
-      );
-    }
-  } finally {
-    await session.close();
-  }
-}
-
-function printOutcomes(status: PatternStatus, outcomes: Outcome[], extra: Record<string, unknown>): void {
-  const width = Math.max(5, ...outcomes.map((o) => o.agent.length));
-  for (const { agent, response } of outcomes) {
-    const detail = response.error
-      ? `${response.error.code}: ${response.error.message}`
-      : (response.results.summary ?? "");
-    printLine(
-      `${agent.padEnd(width)}  ${response.status.padEnd(9)} ${String(response.execution?.duration ?? 0).padStart(6)} ms  ${detail}`,
-    );
-  }
-  printLine(
-    `${status}: ${outcomes.filter((o) => isSuccessful(o.response)).length} of ${outcomes.length} succeeded`,
-  );
-  if (extra.error) printLine(String(extra.error));
-  if (extra.result !== undefined) {
-    printLine("result:");
-    printJson(extra.result);
-  }
-  if (extra.data !== undefined) {
-    printLine("data:");
-    printJson(extra.data);
-  }
 }

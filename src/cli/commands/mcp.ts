@@ -83,7 +83,7 @@ export function registerMcp(program: Command): void {
     .option("--quiet", "do not log runs on stderr")
     .addHelpText(
       "after",
-      "\nExamples:\n  acp mcp serve --demo\n  acp mcp serve --coordination-root .acp/context\n" +
+      "\nExamples:\n  acp mcp serve --demo\n  acp mcp serve --coordination-root .claude/agents/context\n" +
         "  acp mcp serve --gateway https://gw.example.org --api-key KEY --key-file agent.json",
     )
     .action(async (options: ServeOptions) => {

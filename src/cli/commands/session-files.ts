@@ -1,6 +1,10 @@
 import type { Command } from "commander";
 import {
   aggregateReports,
+  CoordinationError,
+  formatLocated,
+  type NamedReport,
+  type Report,
   formatAggregate,
   formatArtifacts,
   formatFinding,
@@ -9,7 +13,7 @@ import {
   reportFindings,
   type Severity,
 } from "../../coordination/index.js";
-import { printJson, printLine, readInput } from "../io.js";
+import { CliError, printJson, printLine, readInput } from "../io.js";
 import { type Common, leaf, open, severityOption, suffixOption } from "./session-shared.js";
 
 /** `acp session report …`: the agents' standard reports. */
@@ -21,7 +25,13 @@ export function registerReport(session: Command): void {
     .action(async (agent: string, file: string | undefined, o: Common) => {
       const s = await open(o);
       const { text, name } = await readInput(file);
-      const written = await s.writeReport(agent, parseJsonText(text, name), { file: name, text });
+      let written: Report;
+      try {
+        written = await s.writeReport(agent, parseJsonText(text, name), { file: name, text });
+      } catch (err) {
+        if (!(err instanceof CoordinationError)) throw err;
+        throw everyProblem(err, o.json);
+      }
       if (o.json) printJson(written);
       else printLine(`wrote reports/${agent}.json (${written.findings.length} findings)`);
     });
@@ -35,7 +45,7 @@ export function registerReport(session: Command): void {
   leaf(report, "summaries", "every report's summary")
     .addOption(suffixOption())
     .action(async (o: Common & { suffix?: string }) => {
-      const reports = await (await open(o)).readReports(o);
+      const reports = await readValidReports(o);
       if (o.json) printJson(reports.map(({ agent, report: r }) => ({ agent, summary: r.summary })));
       else for (const { agent, report: r } of reports) printLine(`${agent}: ${r.summary}`);
     });
@@ -43,17 +53,34 @@ export function registerReport(session: Command): void {
     .addOption(severityOption())
     .addOption(suffixOption())
     .action(async (o: Common & { severity?: Severity; suffix?: string }) => {
-      const findings = reportFindings(await (await open(o)).readReports(o), o.severity);
+      const findings = reportFindings(await readValidReports(o), o.severity);
       if (o.json) printJson(findings);
       else printLine(findings.length === 0 ? "no findings" : findings.map(formatFinding).join("\n"));
     });
   leaf(report, "aggregate", "totals across reports: findings by severity, automation suggestions, artifacts")
     .addOption(suffixOption())
     .action(async (o: Common & { suffix?: string }) => {
-      const aggregate = aggregateReports(await (await open(o)).readReports(o));
+      const aggregate = aggregateReports(await readValidReports(o));
       if (o.json) printJson(aggregate);
       else printLine(formatAggregate(aggregate));
     });
+}
+
+/** The reports that read back; each one that does not is skipped with a warning naming file and field. */
+async function readValidReports(o: Common & { suffix?: string }): Promise<NamedReport[]> {
+  return (await open(o)).readReports({
+    ...(o.suffix !== undefined && { suffix: o.suffix }),
+    onInvalid: (err) => process.stderr.write(`acp: warning: skipped a report: ${err.message}\n`),
+  });
+}
+
+/** Every problem of a rejected report, one per line; with --json, also as a list on stdout. */
+function everyProblem(err: CoordinationError, json: boolean | undefined): CliError {
+  const lines = err.problems.map((p) => formatLocated(p.detail, p));
+  const stdout = json
+    ? `${JSON.stringify({ error: err.kind, message: err.message, problems: err.problems }, null, 2)}\n`
+    : undefined;
+  return new CliError(lines.join("\nacp: "), 1, stdout);
 }
 
 /** `acp session artifact …`: shared data artifacts. */

@@ -17,7 +17,7 @@ export function leaf(
   return parent
     .command(name)
     .description(description)
-    .option("--root <dir>", "context root (default: $ACP_CONTEXT_DIR, else .acp/context)")
+    .option("--root <dir>", "context root (default: $ACP_CONTEXT_DIR, else .claude/agents/context)")
     .option("--session <id>", sessionHelp)
     .option("--json", "machine-readable output");
 }

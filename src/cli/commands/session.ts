@@ -13,6 +13,7 @@ import {
   type LogProblem,
   loadPlan,
   parseJsonText,
+  partialReportOf,
   runPlanWithProgress,
   Session,
   type SessionEventInput,
@@ -41,7 +42,7 @@ export function registerSession(program: Command): void {
   leaf(session, "init", "create a session; prints its id", "id for the new session (default: a new UUID)")
     .option("--project-type <type>", "recorded as project_type")
     .option("--project-path <path>", "recorded as project_path")
-    .option("--export", "print `export ACP_SESSION_ID=…` for eval in a shell")
+    .option("--export", "print `export ACP_SESSION_ID=… CLAUDE_SESSION_ID=…` for eval in a shell")
     .action(async (o: Common & { projectType?: string; projectPath?: string; export?: boolean }) => {
       const s = await Session.create({
         root: o.root,
@@ -50,9 +51,11 @@ export function registerSession(program: Command): void {
         projectPath: o.projectPath,
       });
       if (o.json) printJson({ session_id: s.id, root: s.root, dir: s.paths.dir });
-      else if (o.export)
-        printLine(`export ACP_SESSION_ID=${s.id}${o.root ? ` ACP_CONTEXT_DIR=${shellQuote(s.root)}` : ""}`);
-      else printLine(s.id);
+      else if (o.export) {
+        const id = shellQuote(s.id);
+        const root = o.root ? ` ACP_CONTEXT_DIR=${shellQuote(s.root)}` : "";
+        printLine(`export ACP_SESSION_ID=${id} CLAUDE_SESSION_ID=${id}${root}`);
+      } else printLine(s.id);
     });
 
   leaf(session, "status", "all agents (or one), from coordination.json")
@@ -256,18 +259,43 @@ export function registerSession(program: Command): void {
       );
     });
 
-  leaf(session, "failed", "agents that failed, with their error, exit code and stderr tail").action(
-    async (o: Common) => {
-      const failed = Object.entries((await (await open(o)).readCoordination()).agents).filter(
-        ([, e]) => e.status === "failed",
+  leaf(
+    session,
+    "failed",
+    "agents that failed (error, exit code, stderr tail) and any partial results their reports hold",
+  ).action(async (o: Common) => {
+    const s = await open(o);
+    const agents = Object.entries((await s.readCoordination()).agents);
+    const failed = await Promise.all(
+      agents
+        .filter(([, e]) => e.status === "failed")
+        .map(async ([name, entry]) => ({ name, entry, report: await partialReportOf(s, name, true) })),
+    );
+    // Recovery strategy 4: an agent that did not fail may still say its results are partial.
+    const partial = (
+      await Promise.all(
+        agents
+          .filter(([, e]) => e.status !== "failed")
+          .map(async ([name, entry]) => ({ name, entry, report: await partialReportOf(s, name, false) })),
+      )
+    ).filter((a) => a.report !== undefined);
+    if (o.json) {
+      printJson(
+        [...failed, ...partial].map(({ name, entry, report }) => ({
+          name,
+          ...entry,
+          ...(report && { partial_report: report }),
+        })),
       );
-      if (o.json) printJson(failed.map(([name, entry]) => ({ name, ...entry })));
-      else
-        printLine(
-          failed.length === 0 ? "no failed agents" : failed.map(([n, e]) => formatAgent(n, e)).join("\n"),
-        );
-    },
-  );
+      return;
+    }
+    const lines = [...failed, ...partial].map(
+      ({ name, entry, report }) =>
+        formatAgent(name, entry) +
+        (report ? `\n  partial results: ${report.path} (${report.status}): ${report.summary}` : ""),
+    );
+    printLine(lines.length === 0 ? "no failed agents" : lines.join("\n"));
+  });
 
   leaf(
     session,
@@ -303,7 +331,12 @@ async function runCommand(file: string, o: Common & { maxParallel?: number }): P
   });
   if (o.json) printJson(result);
   else {
-    for (const a of result.agents) printLine(`${a.name}: ${a.status}${a.error ? ` (${a.error})` : ""}`);
+    for (const a of result.agents) {
+      const partial = a.partialReport
+        ? `; partial results in ${a.partialReport.path}: ${a.partialReport.summary}`
+        : "";
+      printLine(`${a.name}: ${a.status}${a.error ? ` (${a.error})` : ""}${partial}`);
+    }
     printLine(`session ${s.id}`);
   }
   if (!result.ok) {

@@ -16,7 +16,7 @@ import { parseWebhookTarget, SummaryWebhooks, type WebhookOptions } from "./webh
 export interface DashboardOptions {
   /** The gateway's relay audit root (`<data>/relay-audit`): the feed's history. Omit when it keeps none. */
   relayAuditRoot?: string;
-  /** Where coordination sessions are read (default: `ACP_CONTEXT_DIR`, else `./.acp/context`). */
+  /** Where coordination sessions are read (default: `ACP_CONTEXT_DIR`, else `./.claude/agents/context`). */
   sessionsRoot?: string;
   /** The built web bundle (default: `dist/web` of this package). */
   staticDir?: string;

@@ -61,6 +61,8 @@ type EntryLike = Pick<
 
 /** A feed item from a relay audit entry (or the entry built for a live message). */
 export function feedItemOf(entry: EntryLike, at: string): FeedItem | undefined {
+  // An orchestrator's command-layer entry is not a relayed message.
+  if (entry.type === "command") return undefined;
   const id = entry.messageId ?? (entry.id === null ? undefined : String(entry.id));
   if (id === undefined) return undefined;
   const encrypted = entry.encrypted === true;
