@@ -18,6 +18,7 @@ import {
 } from "../broker/index.js";
 import { collabExtension } from "../collab/routes.js";
 import { type DashboardOptions, dashboardExtension } from "../dashboard/extension.js";
+import { attachCustody, type CustodyOptions } from "../extensions/custody/index.js";
 import { mcpGatewayExtension } from "../mcp/gateway.js";
 import { AcpError } from "../protocol/index.js";
 import { hashSecret, newAdminToken } from "./auth.js";
@@ -66,6 +67,11 @@ export interface GatewayOptions {
   extensions?: GatewayExtension[];
   /** Incoming webhooks (Slack/Discord-compatible; `slack:`/`discord:` prefixes) posted every relayed message's summary. */
   summaryWebhooks?: string[];
+  /**
+   * Custodial agent keys (`custodial: true` registrations): on by default, each agent opts in. The
+   * key-encryption key: `custody.key`, else `ACP_CUSTODY_KEY`, else `<data>/custody.key`.
+   */
+  custody?: CustodyOptions;
   /** Settings of the dashboard (always mounted at `/` and `/api/v1/dashboard`): sessions root, web bundle, pacing. */
   dashboard?: Omit<DashboardOptions, "relayAuditRoot" | "summaryWebhooks">;
 }
@@ -161,6 +167,11 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
 
   const metrics = new Metrics();
   const registry = new Registry(broker);
+  // A missing or wrong key-encryption key stops start-up here, before anything is served or changed.
+  await attachCustody(broker, registry, data, options.custody).catch(async (err: unknown) => {
+    await broker.close();
+    throw err;
+  });
   const gate = new HandshakeGate(broker);
   await Promise.all([registry.start(), gate.start()]);
   const presence = new PresenceTracker(broker, heartbeatMs);
