@@ -32,7 +32,10 @@ export interface AgentRecord {
 /** Holds custodial agents' keys (src/extensions/custody); the registry only asks it for new ones. */
 export interface Custodian {
   /** Generates and stores the keys of a new custodial agent; returns the public halves. */
-  create(agentId: string, principalId: string): Promise<{ signing: Ed25519PublicJwk; encryption: X25519PublicJwk }>;
+  create(
+    agentId: string,
+    principalId: string,
+  ): Promise<{ signing: Ed25519PublicJwk; encryption: X25519PublicJwk }>;
   discard(agentId: string): Promise<void>;
   /** The agent's private identity, opened for one signature the gateway makes on its behalf. */
   identity(agentId: string): Promise<PrivateIdentity>;

@@ -96,9 +96,10 @@ export class Custody {
     decipher.setAuthTag(Buffer.from(tag, "base64url"));
     let plain: string;
     try {
-      plain = Buffer.concat([decipher.update(Buffer.from(ciphertext, "base64url")), decipher.final()]).toString(
-        "utf8",
-      );
+      plain = Buffer.concat([
+        decipher.update(Buffer.from(ciphertext, "base64url")),
+        decipher.final(),
+      ]).toString("utf8");
     } catch {
       throw new AcpError(
         "InternalError",
