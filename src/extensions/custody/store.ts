@@ -15,7 +15,7 @@ import {
   publicIdentity,
   type X25519PublicJwk,
 } from "../../protocol/index.js";
-import { KeyEncryptionKey, type KekOptions } from "./kek.js";
+import { type KekOptions, KeyEncryptionKey } from "./kek.js";
 
 export const CUSTODY_BUCKET = "custody";
 
