@@ -18,7 +18,7 @@ import {
 } from "../broker/index.js";
 import { collabExtension } from "../collab/routes.js";
 import { type DashboardOptions, dashboardExtension } from "../dashboard/extension.js";
-import { attachCustody, type CustodyOptions } from "../extensions/custody/index.js";
+import { attachCustody, type CustodyOptions, custodyExtension } from "../extensions/custody/index.js";
 import { mcpGatewayExtension } from "../mcp/gateway.js";
 import { AcpError } from "../protocol/index.js";
 import { hashSecret, newAdminToken } from "./auth.js";
@@ -143,6 +143,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     ...(options.extensions?.some((e) => e.name === "collab")
       ? []
       : [collabExtension(options.audit === false ? {} : { auditRoot: join(data, "collab-audit") })]),
+    // Custodial agents' handshakes, answered by the gateway that holds their keys.
+    ...(options.custody?.enabled === false ? [] : [custodyExtension()]),
     // The MCP endpoint (/mcp, /mcp/sse) unless the caller mounts its own configured one.
     ...(options.extensions?.some((e) => e.name === "mcp")
       ? []

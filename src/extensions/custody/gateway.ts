@@ -2,10 +2,13 @@
  * The gateway-facing glue of custodial keys: opened by the composition root before the gateway
  * listens (a missing or wrong key-encryption key stops start-up), then handed to the registry,
  * which creates custodial agents with it and lets the gateway's own signers (the MCP task tools)
- * open an agent's key for one signature.
+ * open an agent's key for one signature; and the extension that answers custodial agents' inboxes.
  */
 import type { Broker } from "../../broker/index.js";
+import type { GatewayContext } from "../../gateway/context.js";
+import type { GatewayExtension } from "../../gateway/gateway.js";
 import type { Registry } from "../../gateway/registry.js";
+import { CustodialResponder } from "./responder.js";
 import { Custody } from "./store.js";
 
 export interface CustodyOptions {
@@ -27,4 +30,25 @@ export async function attachCustody(
     data,
     ...(options.key !== undefined ? { key: options.key } : {}),
   });
+}
+
+/** Answers custodial agents' handshakes (responder.ts); does nothing while custody is off. */
+export function custodyExtension(): GatewayExtension {
+  let responder: CustodialResponder | undefined;
+  let starting: Promise<void> | undefined;
+  return {
+    name: "custody",
+    routes(_router, ctx: GatewayContext) {
+      const custodian = ctx.registry.custodian;
+      if (!custodian) return;
+      responder = new CustodialResponder(ctx, custodian);
+      starting = responder.start().catch((err: unknown) => {
+        ctx.logger.error({ err: (err as Error).message }, "custodial inboxes could not be opened");
+      });
+    },
+    async close() {
+      await starting;
+      await responder?.close();
+    },
+  };
 }
