@@ -5,8 +5,7 @@
  * open an agent's key for one signature; and the extension that answers custodial agents' inboxes.
  */
 import type { Broker } from "../../broker/index.js";
-import type { GatewayContext } from "../../gateway/context.js";
-import type { GatewayExtension } from "../../gateway/gateway.js";
+import type { GatewayContext, GatewayExtension } from "../../gateway/extension.js";
 import type { Registry } from "../../gateway/registry.js";
 import { CustodialResponder } from "./responder.js";
 import { Custody } from "./store.js";
@@ -35,19 +34,16 @@ export async function attachCustody(
 /** Answers custodial agents' handshakes (responder.ts); does nothing while custody is off. */
 export function custodyExtension(): GatewayExtension {
   let responder: CustodialResponder | undefined;
-  let starting: Promise<void> | undefined;
   return {
     name: "custody",
     routes(_router, ctx: GatewayContext) {
       const custodian = ctx.registry.custodian;
-      if (!custodian) return;
-      responder = new CustodialResponder(ctx, custodian);
-      starting = responder.start().catch((err: unknown) => {
-        ctx.logger.error({ err: (err as Error).message }, "custodial inboxes could not be opened");
-      });
+      if (custodian) responder = new CustodialResponder(ctx, custodian);
+    },
+    async start() {
+      await responder?.start();
     },
     async close() {
-      await starting;
       await responder?.close();
     },
   };
