@@ -23,6 +23,7 @@ import { AcpError } from "../../protocol/index.js";
 import { GatewayAgentSource, publishRoutes } from "./agents.js";
 import { McpBridge } from "./bridge.js";
 import { LegacySseTransport } from "./legacy-sse.js";
+import { noOAuthRoutes } from "./no-oauth.js";
 import { selfUrlOf } from "./self.js";
 import { authenticateMcp, type McpSessionStats, McpSessions, type SessionCaller } from "./sessions.js";
 import { addTaskTools } from "./task-tools.js";
@@ -229,6 +230,7 @@ export function mcpGatewayExtension(options: McpGatewayOptions = {}): McpGateway
       });
 
       publishRoutes(router, ctx);
+      noOAuthRoutes(router, MCP_PATH);
     },
     async close() {
       await sessions?.closeAll();
