@@ -142,6 +142,23 @@ describe("custodial agents: MCP clients that cannot sign, with only the API key"
       expect(entry.custodial).toBe(true);
       expect(entry.summary).toMatch(/^Signed by the gateway on worker's behalf \(custodial key\)\. /);
     }
+    // The dashboard shows it: the agent's keys are custodial, and so is each message signed for it.
+    const dashboard = (path: string) =>
+      api(bed.gw.url, `/api/v1/dashboard${path}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const agents = (await dashboard("/agents")).json.agents as { agentId: string; custodial: boolean }[];
+    expect(agents.map((a) => [a.agentId, a.custodial]).sort()).toEqual([
+      ["boss", false],
+      ["worker", true],
+    ]);
+    const complete = relayed.find((e) => e.method === "agent.handoff.complete");
+    const detail = await dashboard(`/messages/${complete?.messageId ?? complete?.id}`);
+    expect(detail.json.item).toMatchObject({
+      custodial: true,
+      summary: expect.stringMatching(/^Signed by the gateway on worker's behalf \(custodial key\)\. /),
+    });
+    const feed = (await dashboard("/feed?limit=50")).json.items as { method: string; custodial?: boolean }[];
+    expect(feed.filter((i) => i.method.startsWith("agent.handoff.") && i.custodial).length).toBe(3);
+
     // The boss signs its own: its entries carry no such mark.
     const bossEntries = await relayAudit(bed, "boss");
     expect(bossEntries.length).toBeGreaterThan(0);
