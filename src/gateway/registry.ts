@@ -181,6 +181,8 @@ export class Registry {
     const revokedAt = entry.value.revokedAt ?? now.toISOString();
     await this.agents.update(agentId, { ...entry.value, revokedAt }, entry.revision);
     await this.apiKeys.delete(entry.value.apiKeyHash);
+    // Nobody may sign for a revoked agent again: the key the gateway held for it is destroyed.
+    if (entry.value.custodial) await this.custodian?.discard(agentId);
     this.byId.delete(agentId);
     this.byKeyHash.delete(entry.value.apiKeyHash);
     return { agentId, revokedAt };

@@ -164,4 +164,34 @@ describe("custodial agents: MCP clients that cannot sign, with only the API key"
     expect(bossEntries.length).toBeGreaterThan(0);
     expect(bossEntries.some((e) => e.custodial)).toBe(false);
   });
+
+  it("refuses another agent's key on a custodial agent's task, and destroys the key of a revoked agent", async () => {
+    const boss = await bed.member("boss");
+    const worker = await registerCustodial(bed, "worker", ["translate"]);
+    const outsider = await registerCustodial(bed, "outsider", ["translate"]);
+    const bossCollab = new CollabClient({
+      agent: boss.agent,
+      identity: boss.test.identity,
+      apiKey: boss.test.apiKey,
+    });
+    const offered = await bossCollab.handoffs.offer("worker", TASK, { requires: ["translate"] });
+
+    // Custodial too, but not the delegate: the gateway signs nothing for it on this task.
+    const other = await bed.sdkClient("streamable", outsider.json.apiKey as string);
+    const refused = await other.callTool({ name: "accept_task", arguments: { taskId: offered.handoffId } });
+    expect(refused.isError).toBe(true);
+    expect(text(refused)).toBe(`no task ${offered.handoffId} involving outsider`);
+    expect((await bossCollab.handoffs.get(offered.handoffId)).status).toBe("offered");
+
+    const revoked = await api(bed.gw.url, "/api/v1/agents/worker/revoke", {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
+    expect(revoked.status).toBe(200);
+    await expect(bed.gw.gateway.context.registry.custodian?.identity("worker")).rejects.toThrow(
+      "the gateway holds no custodial key for worker",
+    );
+    const gone = await api(bed.gw.url, "/mcp", { apiKey: worker.json.apiKey as string, body: {} });
+    expect(gone.status).toBe(401);
+  });
 });
