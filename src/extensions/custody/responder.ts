@@ -9,7 +9,7 @@
  */
 import type { Delivery, Inbox, Unsubscribe } from "../../broker/index.js";
 import type { GatewayContext } from "../../gateway/context.js";
-import { type AgentRecord, type Custodian, negotiateVersion } from "../../gateway/registry.js";
+import type { AgentRecord, Custodian } from "../../gateway/registry.js";
 import {
   buildAnnounce,
   buildCapabilities,
@@ -17,6 +17,7 @@ import {
   type MethodMessage,
   signMessage,
 } from "../../protocol/index.js";
+import { negotiateVersion } from "../../wire/versions.js";
 
 /** The skill layers a custodial agent declares (those its task tools sign with: src/mcp/gateway-signing.ts). */
 export const CUSTODIAL_LAYERS = [0, 1];

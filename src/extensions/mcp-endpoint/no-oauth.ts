@@ -13,7 +13,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { TLSSocket } from "node:tls";
-import { type Router, sendJson } from "../../gateway/http.js";
+import { type Router, sendJson } from "../../http/server.js";
 import type { AcpError } from "../../protocol/index.js";
 
 export const NO_OAUTH_MESSAGE =
