@@ -4,6 +4,7 @@ export type { DashboardAgent, PeerView } from "../../src/extensions/dashboard/ag
 export type { MessageDetail } from "../../src/extensions/dashboard/detail.js";
 export type { FeedItem } from "../../src/extensions/dashboard/feed.js";
 export type { VolumeBucket } from "../../src/extensions/dashboard/history.js";
+export type { PanelItem } from "../../src/gateway/panels.js";
 export type {
   SessionAgentView,
   SessionDetail,
@@ -11,7 +12,6 @@ export type {
 } from "../../src/extensions/dashboard/sessions.js";
 export type { Viewer } from "../../src/extensions/dashboard/viewer.js";
 export type { WebhookStatus } from "../../src/extensions/dashboard/webhooks.js";
-export type { PanelItem } from "../../src/gateway/panels.js";
 export type { ApprovalRecord } from "../../src/orchestration/approvals.js";
 
 export interface Me {
