@@ -10,12 +10,8 @@ import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import pino, { type Logger } from "pino";
-import {
-  type Broker,
-  type DeliveryOptions,
-  type NatsConnectionOptions,
-  openBroker,
-} from "../broker/index.js";
+import type { Broker, DeliveryOptions, NatsConnectionOptions } from "../broker/index.js";
+import { openBroker } from "../broker/open.js";
 import { AcpError } from "../protocol/index.js";
 import { hashSecret, newAdminToken } from "./auth.js";
 import type { GatewayContext } from "./context.js";

@@ -33,7 +33,7 @@ export interface DashboardOptions {
 
 /**
  * The transparency channel as a gateway extension: the dashboard's API under `/api/v1/dashboard`,
- * its single page at `/`, principal tokens, and summaries posted to chat webhooks. `startGateway`
+ * its single page at `/`, principal tokens, and summaries posted to chat webhooks. `startDefaultGateway`
  * mounts it; webhook URLs are checked here, at construction, so a bad one stops start-up early.
  */
 export function dashboardExtension(options: DashboardOptions = {}): GatewayExtension {
@@ -81,6 +81,9 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
       viewRoutes(router, services);
       principalRoutes(router, services);
       staticRoutes(router, options.staticDir ?? defaultStaticDir());
+    },
+    async start() {
+      await services?.ready;
     },
     async close() {
       if (!services) return;

@@ -1,6 +1,6 @@
 /**
  * The gateway's MCP endpoint (seed 004, and seed 001's `agents` capability), mounted by
- * `startGateway` as the extension `mcp`:
+ * `startDefaultGateway` (src/server.ts) as the extension `mcp`:
  * - Streamable HTTP at `/mcp` (POST, GET, DELETE; `Mcp-Session-Id`);
  * - the legacy HTTP+SSE pair: `GET /mcp/sse` (first event `endpoint`) and `POST /mcp/messages/{id}`;
  * - `PUT|DELETE /api/v1/mcp/agents/{name}`, where agents publish the MCP agents they serve.
