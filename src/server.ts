@@ -49,7 +49,7 @@ export interface DefaultGatewayOptions extends GatewayOptions {
   custody?: { enabled?: boolean; key?: string };
 }
 
-/** The standard gateway: core, dashboard, collaboration, MCP endpoint and approvals. */
+/** The standard gateway: core, dashboard, collaboration, MCP endpoint, approvals and custody. */
 export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promise<Gateway> {
   const { summaryWebhooks, dashboard, custody, extensions: extra = [], ...core } = options;
   const data = core.data ?? "./.acp";
