@@ -78,6 +78,8 @@ export class KeyEncryptionKey {
         : env !== undefined && env !== ""
           ? { text: env, source: CUSTODY_KEY_ENV }
           : undefined;
+    // A malformed configured key stops start-up even before any key is stored.
+    if (configured) parseKek(configured.text, configured.source);
     const kek = new KeyEncryptionKey(broker, join(options.data, CUSTODY_KEY_FILE), configured);
     await kek.verifyStored();
     return kek;

@@ -64,6 +64,13 @@ describe("custody key-encryption key: generated, required, checked", () => {
     expect(existsSync(join(data, CUSTODY_KEY_FILE))).toBe(false);
     await gw.close();
 
+    // A malformed key stops start-up even with nothing stored yet.
+    vi.stubEnv("ACP_CUSTODY_KEY", "not-32-bytes");
+    await expect(startTestGateway({ dataDir: tmp() })).rejects.toThrow(
+      "ACP_CUSTODY_KEY: the custody key must be 32 bytes as base64, base64url or 64 hex digits",
+    );
+    vi.stubEnv("ACP_CUSTODY_KEY", "");
+
     const off = await startTestGateway({ dataDir: tmp(), custody: { enabled: false } });
     try {
       const refused = await api(off.url, "/api/v1/agents", {
