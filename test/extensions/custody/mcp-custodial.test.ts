@@ -3,7 +3,7 @@ import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/typ
 import { describe, expect, it } from "vitest";
 import { type AuditEntry, readAudit } from "../../../src/audit/index.js";
 import { CollabClient } from "../../../src/client/collab.js";
-import { ADMIN_TOKEN, api } from "../../helpers/gateway.js";
+import { ADMIN_TOKEN, api, FrameClient } from "../../helpers/gateway.js";
 import { type McpGatewayBed, until, useMcpGateway } from "../../mcp/gateway-helpers.js";
 
 const TASK = {
@@ -182,6 +182,18 @@ describe("custodial agents: MCP clients that cannot sign, with only the API key"
     expect(refused.isError).toBe(true);
     expect(text(refused)).toBe(`no task ${offered.handoffId} involving outsider`);
     expect((await bossCollab.handoffs.get(offered.handoffId)).status).toBe("offered");
+
+    // Its inbox is the gateway's to answer: a socket with its key is closed, saying why.
+    const socket = await FrameClient.connect(bed.gw.gateway.wsUrl, worker.json.apiKey as string);
+    await until(
+      () => socket.closed,
+      (closed) => closed !== undefined,
+      "the custodial agent's socket is closed",
+    );
+    expect(socket.closed).toEqual({
+      code: 1008,
+      reason: "a custodial agent has no socket: it works through the MCP endpoint",
+    });
 
     const revoked = await api(bed.gw.url, "/api/v1/agents/worker/revoke", {
       method: "POST",
