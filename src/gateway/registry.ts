@@ -9,7 +9,7 @@ import {
   type X25519PublicJwk,
 } from "../protocol/index.js";
 import { hashSecret, newApiKey } from "./auth.js";
-import { RegisterAgentRequest } from "../wire/gateway.js";
+import { RegisterAgentRequest } from "../wire/api.js";
 
 type ParsedRegistration = ReturnType<typeof RegisterAgentRequest.parse>;
 
