@@ -176,6 +176,10 @@ describe("custodial agents: MCP clients that cannot sign, with only the API key"
     });
     const offered = await bossCollab.handoffs.offer("worker", TASK, { requires: ["translate"] });
 
+    // agents/list offers no custodial agent to run: nobody is there to answer a request.
+    const agents = await bed.client("streamable", outsider.json.apiKey as string);
+    expect((await agents.listAgents()).map((a) => a.name)).toEqual(["boss"]);
+
     // Custodial too, but not the delegate: the gateway signs nothing for it on this task.
     const other = await bed.sdkClient("streamable", outsider.json.apiKey as string);
     const refused = await other.callTool({ name: "accept_task", arguments: { taskId: offered.handoffId } });
