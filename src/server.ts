@@ -8,6 +8,7 @@
 import { join } from "node:path";
 import { type ApprovalsExtension, approvalsExtension } from "./extensions/approvals/extension.js";
 import { type CollabExtension, collabExtension } from "./extensions/collab/extension.js";
+import { custodyExtension } from "./extensions/custody/extension.js";
 import { type DashboardOptions, dashboardExtension } from "./extensions/dashboard/extension.js";
 import { mcpEndpointExtension } from "./extensions/mcp-endpoint/extension.js";
 import type { GatewayExtension } from "./gateway/extension.js";
@@ -17,6 +18,7 @@ export { type ApprovalsExtension, approvalsExtension } from "./extensions/approv
 export { type ApprovalAuthorizer, defaultApprovalAuthorizer } from "./extensions/approvals/routes.js";
 export { type CollabExtension, type CollabOptions, collabExtension } from "./extensions/collab/extension.js";
 export type { HandoffService, HandoffStep } from "./extensions/collab/routes-handoff.js";
+export { type CustodyOptions, custodyExtension } from "./extensions/custody/extension.js";
 export { type DashboardOptions, dashboardExtension } from "./extensions/dashboard/extension.js";
 export { parseWebhookTarget, type WebhookTarget } from "./extensions/dashboard/webhooks.js";
 export {
@@ -40,11 +42,16 @@ export interface DefaultGatewayOptions extends GatewayOptions {
   summaryWebhooks?: string[];
   /** Settings of the dashboard (mounted at `/` and `/api/v1/dashboard`): sessions root, web bundle, pacing. */
   dashboard?: Omit<DashboardOptions, "relayAuditRoot" | "summaryWebhooks" | "panels" | "watches">;
+  /**
+   * Custodial agent keys (`custodial: true` registrations; each agent opts in): on by default. The
+   * key-encryption key: `key`, else `ACP_CUSTODY_KEY`, else `<data>/custody.key` (docs/gateway.md).
+   */
+  custody?: { enabled?: boolean; key?: string };
 }
 
-/** The standard gateway: core, dashboard, collaboration, MCP endpoint and approvals. */
+/** The standard gateway: core, dashboard, collaboration, MCP endpoint, approvals and custody. */
 export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promise<Gateway> {
-  const { summaryWebhooks, dashboard, extensions: extra = [], ...core } = options;
+  const { summaryWebhooks, dashboard, custody, extensions: extra = [], ...core } = options;
   const data = core.data ?? "./.acp";
   const audited = core.audit !== false;
   const given = (name: string) => extra.find((e) => e.name === name);
@@ -68,6 +75,13 @@ export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promis
     panels: collab.panels,
     ...("dashboardWatch" in approvals ? { watches: [approvals.dashboardWatch] } : {}),
   });
-  const defaults = [collab, mcp, approvals].filter((e) => !extra.includes(e));
+  const custodian =
+    given("custody") ??
+    (custody?.enabled === false
+      ? undefined
+      : custodyExtension({ data, ...(custody?.key !== undefined ? { key: custody.key } : {}) }));
+  const defaults = [collab, mcp, approvals, ...(custodian ? [custodian] : [])].filter(
+    (e) => !extra.includes(e),
+  );
   return startGateway({ ...core, extensions: [dashboardExt, ...extra, ...defaults] });
 }

@@ -46,6 +46,8 @@ export const AuditEntryInputSchema = z.strictObject({
   step: HandshakeStep.optional(),
   /** The body was end-to-end encrypted; the summary then says nothing of the payload. */
   encrypted: z.literal(true).optional(),
+  /** The gateway signed this message on the sending agent's behalf, with the key it holds for it (custodial). */
+  custodial: z.literal(true).optional(),
   /** An error response, or a message this agent rejected. */
   error: z.strictObject({ code: z.int(), message: z.string() }).optional(),
   summary: z.string(),
@@ -104,6 +106,7 @@ export function sealEntry(
     status: input.status,
     step: input.step,
     encrypted: input.encrypted,
+    custodial: input.custodial,
     error: input.error,
     summary: input.summary,
     channel: input.channel,
@@ -116,6 +119,18 @@ export function sealEntry(
 function dropUndefined<T extends Record<string, unknown>>(record: T): T {
   for (const key of Object.keys(record)) if (record[key] === undefined) delete record[key];
   return record;
+}
+
+/**
+ * The entry of a message the gateway signed on the sender's behalf with its custodial key: the
+ * field says so, and so does the summary (first, so no shortening can drop it).
+ */
+export function signedInCustody(entry: AuditEntryInput): AuditEntryInput {
+  return {
+    ...entry,
+    custodial: true,
+    summary: `Signed by the gateway on ${entry.from.agent}'s behalf (custodial key). ${entry.summary}`,
+  };
 }
 
 /** The other side of the exchange, from the log owner's point of view. */

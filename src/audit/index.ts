@@ -11,6 +11,7 @@ export {
   GENESIS_HASH,
   type HandshakeStep,
   peerOf,
+  signedInCustody,
 } from "./entry.js";
 export {
   AuditLogError,

@@ -5,10 +5,13 @@ import {
   type Ed25519PublicJwk,
   importPublicKey,
   keyId,
+  type PrivateIdentity,
   type X25519PublicJwk,
 } from "../protocol/index.js";
 import { hashSecret, newApiKey } from "./auth.js";
 import { RegisterAgentRequest } from "../wire/api.js";
+
+type ParsedRegistration = ReturnType<typeof RegisterAgentRequest.parse>;
 
 /** What the gateway stores per agent (bucket `agents`). The API key itself is never stored. */
 export interface AgentRecord {
@@ -22,6 +25,20 @@ export interface AgentRecord {
   createdAt: string;
   rotatedAt?: string;
   revokedAt?: string;
+  /** The gateway generated this agent's keys and holds them: it signs on the agent's behalf. */
+  custodial?: true;
+}
+
+/** Holds custodial agents' keys (src/extensions/custody); the registry only asks it for new ones. */
+export interface Custodian {
+  /** Generates and stores the keys of a new custodial agent; returns the public halves. */
+  create(
+    agentId: string,
+    principalId: string,
+  ): Promise<{ signing: Ed25519PublicJwk; encryption: X25519PublicJwk }>;
+  discard(agentId: string): Promise<void>;
+  /** The agent's private identity, opened for one signature the gateway makes on its behalf. */
+  identity(agentId: string): Promise<PrivateIdentity>;
 }
 
 export interface ResolvedAgent {
@@ -41,6 +58,8 @@ export class Registry {
   private readonly byId = new Map<string, ResolvedAgent | null>();
   private readonly byKeyHash = new Map<string, string | null>();
   private unwatch: Unsubscribe[] = [];
+  /** Set by the composition root when the gateway offers custodial keys. */
+  custodian: Custodian | undefined;
 
   constructor(broker: Broker) {
     this.agents = broker.kv<AgentRecord>("agents");
@@ -56,8 +75,11 @@ export class Registry {
     for (const unwatch of this.unwatch.splice(0)) unwatch();
   }
 
-  /** Registers an agent; returns its API key, shown only this once. */
-  async register(input: unknown, now = new Date()): Promise<{ agentId: string; apiKey: string }> {
+  /** Registers an agent; returns its API key, shown only this once (and never a private key). */
+  async register(
+    input: unknown,
+    now = new Date(),
+  ): Promise<{ agentId: string; apiKey: string; custodial?: true }> {
     const parsed = RegisterAgentRequest.safeParse(input);
     if (!parsed.success) {
       throw new AcpError("InvalidParams", "invalid agent registration", {
@@ -65,6 +87,28 @@ export class Registry {
       });
     }
     const request = parsed.data;
+    if (request.custodial && !this.custodian) {
+      throw new AcpError("InvalidParams", "this gateway does not hold custodial keys (custody is off)", {
+        problems: [{ path: "/custodial", message: "not offered by this gateway" }],
+      });
+    }
+    const keys = request.custodial
+      ? await (this.custodian as Custodian).create(request.agentId, request.principalId)
+      : { signing: request.signing as Ed25519PublicJwk, encryption: request.encryption };
+    try {
+      return await this.store(request, keys, now);
+    } catch (err) {
+      // A refused registration leaves no key behind (the custodian refuses to replace existing ones).
+      if (request.custodial) await this.custodian?.discard(request.agentId);
+      throw err;
+    }
+  }
+
+  private async store(
+    request: ParsedRegistration,
+    keys: { signing: Ed25519PublicJwk; encryption?: X25519PublicJwk | undefined },
+    now: Date,
+  ): Promise<{ agentId: string; apiKey: string; custodial?: true }> {
     const apiKey = newApiKey();
     const record: AgentRecord = {
       agentId: request.agentId,
@@ -72,16 +116,16 @@ export class Registry {
       signing: {
         kty: "OKP",
         crv: "Ed25519",
-        x: request.signing.x,
-        kid: keyId(request.agentId, request.signing),
+        x: keys.signing.x,
+        kid: keyId(request.agentId, keys.signing),
       },
-      ...(request.encryption
+      ...(keys.encryption
         ? {
             encryption: {
               kty: "OKP",
               crv: "X25519",
-              x: request.encryption.x,
-              kid: keyId(request.agentId, request.encryption),
+              x: keys.encryption.x,
+              kid: keyId(request.agentId, keys.encryption),
             },
           }
         : {}),
@@ -89,6 +133,7 @@ export class Registry {
       protocolVersions: request.protocolVersions,
       apiKeyHash: hashSecret(apiKey),
       createdAt: now.toISOString(),
+      ...(request.custodial ? { custodial: true as const } : {}),
     };
     try {
       importPublicKey(record.signing);
@@ -112,7 +157,7 @@ export class Registry {
       throw err;
     }
     await this.apiKeys.put(record.apiKeyHash, { agentId: record.agentId });
-    return { agentId: record.agentId, apiKey };
+    return { agentId: record.agentId, apiKey, ...(record.custodial ? { custodial: true as const } : {}) };
   }
 
   /** Issues a new API key and invalidates the old one. */
@@ -136,6 +181,8 @@ export class Registry {
     const revokedAt = entry.value.revokedAt ?? now.toISOString();
     await this.agents.update(agentId, { ...entry.value, revokedAt }, entry.revision);
     await this.apiKeys.delete(entry.value.apiKeyHash);
+    // Nobody may sign for a revoked agent again: the key the gateway held for it is destroyed.
+    if (entry.value.custodial) await this.custodian?.discard(agentId);
     this.byId.delete(agentId);
     this.byKeyHash.delete(entry.value.apiKeyHash);
     return { agentId, revokedAt };

@@ -1,19 +1,24 @@
-import { type AuditEntryInput, AuditLog, auditEntryFor } from "../audit/index.js";
+import { type AuditEntryInput, AuditLog, auditEntryFor, signedInCustody } from "../audit/index.js";
 import type { AcpMessage } from "../protocol/index.js";
+import type { AgentRecord } from "./registry.js";
 
-/** The relay audit entry of a message the gateway accepted: built once, logged and shown live. */
+/**
+ * The relay audit entry of a message the gateway accepted: built once, logged and shown live. A
+ * custodial sender's messages can only have been signed by the gateway, and the entry says so.
+ */
 export function relayedEntryFor(
   message: AcpMessage,
-  fromPrincipal: string,
+  sender: Pick<AgentRecord, "principalId" | "custodial">,
   toPrincipal: string,
   channel: string,
 ): AuditEntryInput {
-  return auditEntryFor(message, {
+  const entry = auditEntryFor(message, {
     direction: "sent",
     channel,
-    self: { principal: fromPrincipal },
+    self: { principal: sender.principalId },
     peer: { principal: toPrincipal },
   });
+  return sender.custodial ? signedInCustody(entry) : entry;
 }
 
 /**

@@ -174,7 +174,7 @@ export class Relay {
     // Built before the broker has it: its change event may reach the live feed before `submit` resolves.
     const entry = relayedEntryFor(
       message,
-      sender.record.principalId,
+      sender.record,
       recipient.record.principalId,
       `${this.options.transport}:agent.${to}.inbox`,
     );

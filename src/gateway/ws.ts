@@ -144,6 +144,11 @@ class Session {
     });
     this.ws.on("close", () => void this.stop());
     this.ws.on("error", () => void this.stop());
+    if (this.agent.record.custodial) {
+      // Its inbox is served by the gateway that holds its keys (src/extensions/custody).
+      this.ws.close(1008, "a custodial agent has no socket: it works through the MCP endpoint");
+      return;
+    }
     try {
       this.inbox = await this.deps.broker.openInbox(this.agentId, { maxInFlight: this.options.maxInFlight });
     } catch (err) {

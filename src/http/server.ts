@@ -83,7 +83,11 @@ export function sendError(res: ServerResponse, thrown: unknown): void {
   if (err instanceof AcpError && typeof err.data.retryAfterSeconds === "number") {
     headers["retry-after"] = String(err.data.retryAfterSeconds);
   }
-  if (status === 401) headers["www-authenticate"] = 'Bearer realm="acp"';
+  if (status === 401) {
+    // An endpoint may name its own challenge (the MCP endpoint adds its RFC 9728 metadata URL).
+    const challenge = (err as { challenge?: unknown }).challenge;
+    headers["www-authenticate"] = typeof challenge === "string" ? challenge : 'Bearer realm="acp"';
+  }
   sendJson(res, status, { jsonrpc: "2.0", error, id: null }, headers);
 }
 

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { Session } from "../../src/coordination/index.js";
 import type { FeedItem } from "../../src/extensions/dashboard/index.js";
 import { HttpApprovalStore, Orchestrator, serveCommands } from "../../src/orchestration/index.js";
+import { api } from "../helpers/gateway.js";
 import {
   aliceAsksBob,
   buildWeb,
@@ -194,6 +195,23 @@ describeWithChromium("the dashboard in a browser", () => {
     expect(await p.locator("main").textContent()).not.toMatch(/alice-scheduler|bob-scheduler/);
     await p.goto(`${c.gw.url}/#/messages/${request.id}`);
     await p.getByText(`There is no message ${request.id} you can see.`).waitFor();
+    await p.close();
+  });
+
+  it("marks an agent whose keys the gateway holds (custodial)", async () => {
+    const c = await cast();
+    const registered = await api(c.gw.url, "/api/v1/agents", {
+      headers: { authorization: `Bearer ${c.gw.adminToken}` },
+      body: { agentId: "alice-helper", principalId: "alice", custodial: true },
+    });
+    expect(registered.status).toBe(201);
+    const p = await page();
+    await signIn(p, c, await principalToken(c.gw, "alice"));
+    await p.getByRole("link", { name: "Agents" }).click();
+    const card = p.locator("article.agent", { has: p.getByRole("heading", { name: "alice-helper" }) });
+    await card.getByText("custodial: held by the gateway, which signs on the agent's behalf").waitFor();
+    const own = p.locator("article.agent", { has: p.getByRole("heading", { name: "alice-scheduler" }) });
+    await own.getByText("held by the agent (the gateway has only its public keys)").waitFor();
     await p.close();
   });
 

@@ -62,7 +62,10 @@ describe("the gateway's MCP endpoint: transports, authentication, sessions", () 
     for (const headers of refused) {
       const res = await post(`${bed.gw.url}/mcp`, INITIALIZE, headers);
       expect(res.status).toBe(401);
-      expect(res.headers.get("www-authenticate")).toBe('Bearer realm="acp"');
+      // The challenge names the RFC 9728 metadata, which lists no authorization server (gateway-no-oauth.test.ts).
+      expect(res.headers.get("www-authenticate")).toBe(
+        `Bearer realm="acp", resource_metadata="${bed.gw.url}/.well-known/oauth-protected-resource/mcp"`,
+      );
       const body = (await res.json()) as { jsonrpc: string; error: { code: number; message: string } };
       expect(body.jsonrpc).toBe("2.0");
       expect(body.error.message).toMatch(/API key/);

@@ -78,13 +78,50 @@ export function failed(err: unknown, json = false): never {
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
+type RegisterFlags = GatewayFlags & {
+  capability: string[];
+  protocolVersion: string[];
+  custodial?: boolean;
+  agentId?: string;
+  principal?: string;
+};
+
+/** A custodial registration names the agent and its principal; there is no key file to read them from. */
+function custodialIdentity(flags: RegisterFlags) {
+  if (flags.key !== undefined) {
+    throw new CliError("--custodial registers an agent whose keys the gateway generates: leave out --key");
+  }
+  if (!flags.agentId || !flags.principal) {
+    throw new CliError(
+      "--custodial needs --agent-id ID and --principal ID (there is no key file to read them from)",
+    );
+  }
+  return {
+    principalId: flags.principal,
+    request: { agentId: flags.agentId, principalId: flags.principal, custodial: true },
+  };
+}
+
+async function keyFileIdentity(flags: RegisterFlags) {
+  if (flags.agentId !== undefined || flags.principal !== undefined) {
+    throw new CliError(
+      "--agent-id and --principal go with --custodial; otherwise the key file names the agent",
+    );
+  }
+  const identity = await readIdentityFile(keyFileOf(flags));
+  return { principalId: identity.principalId, request: publicIdentity(identity) };
+}
+
 export function registerAgent(program: Command): void {
   const agent = program.command("agent").description("register and manage agents at a gateway");
 
   withGatewayOptions(
     agent
       .command("register")
-      .description("register the agent of a key file (public keys only) and print its API key, shown once"),
+      .description(
+        "register the agent of a key file (public keys only), or with --custodial one whose keys the gateway " +
+          "generates and holds; print its API key, shown once",
+      ),
     ["key", "admin-token"],
   )
     .option("--capability <name>", "a capability to list in the registry (repeatable)", collect, [])
@@ -94,19 +131,25 @@ export function registerAgent(program: Command): void {
       collect,
       [],
     )
-    .action((flags: GatewayFlags & { capability: string[]; protocolVersion: string[] }) =>
+    .option(
+      "--custodial",
+      "the gateway generates the agent's keys, keeps them encrypted and signs for it (for MCP clients that cannot sign); needs --agent-id and --principal instead of --key",
+    )
+    .option("--agent-id <id>", "with --custodial: the new agent's id")
+    .option("--principal <id>", "with --custodial: the principal it acts for")
+    .action((flags: RegisterFlags) =>
       run(flags, async () => {
-        const file = keyFileOf(flags);
-        const identity = await readIdentityFile(file);
+        const who = flags.custodial ? custodialIdentity(flags) : await keyFileIdentity(flags);
         const client = new GatewayClient({ gateway: gatewayOf(flags), adminToken: adminTokenOf(flags) });
         const registered = await client.registerAgent({
-          ...publicIdentity(identity),
+          ...who.request,
           capabilities: flags.capability,
           ...(flags.protocolVersion.length > 0 ? { protocolVersions: flags.protocolVersion } : {}),
         });
         if (flags.json) return printJson(registered);
         printLine(
-          `registered ${registered.agentId} (principal ${identity.principalId}) at ${client.baseUrl}`,
+          `registered ${registered.agentId} (principal ${who.principalId}) at ${client.baseUrl}` +
+            (registered.custodial ? "; the gateway holds its keys and signs on its behalf" : ""),
         );
         printLine("API key (shown only now; keep it secret, e.g. in ACP_API_KEY):");
         printLine(registered.apiKey);
@@ -138,7 +181,9 @@ export function registerAgent(program: Command): void {
       printLine(`  registered     ${view.createdAt}`);
       printLine(`  protocols      ${view.protocolVersions.join(", ")}`);
       printLine(`  capabilities   ${view.capabilities.join(", ") || "-"}`);
-      printLine(`  signing key    ${view.signing.kid ?? view.signing.x}`);
+      printLine(
+        `  signing key    ${view.signing.kid ?? view.signing.x}${view.custodial ? " (custodial: held by the gateway, which signs for the agent)" : ""}`,
+      );
       printLine(`  encryption key ${view.encryption?.kid ?? view.encryption?.x ?? "-"}`);
       const p = view.presence;
       printLine(

@@ -1,4 +1,4 @@
-import { AuditLog } from "../../audit/index.js";
+import { type AuditEntryInput, AuditLog, signedInCustody } from "../../audit/index.js";
 
 export interface CollabAuditEvent {
   /** e.g. `collab.escrow.hold`, `agent.vote.ballot`. */
@@ -23,18 +23,26 @@ export interface CollabAuditEvent {
  */
 export class CollabAudit {
   private log: Promise<AuditLog> | undefined;
+  private queue: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly root: string | undefined,
     private readonly onError: (err: unknown) => void,
+    /** Whether the gateway holds an agent's key and so signed its messages on its behalf. */
+    private readonly isCustodial: (agentId: string) => Promise<boolean> = async () => false,
   ) {}
 
   record(event: CollabAuditEvent): void {
     if (this.root === undefined) return;
     this.log ??= AuditLog.open({ root: this.root, agent: "collab" });
-    this.log
-      .then((log) =>
-        log.append({
+    // Only an event behind a signed message can have been signed in custody. Looked up at once,
+    // appended in the order recorded (the queue only orders the appends, it does not await them).
+    const custodial = event.messageId ? this.isCustodial(event.from.agent) : Promise.resolve(false);
+    custodial.catch(() => undefined); // reported below, once its turn comes
+    const opening = this.log;
+    this.queue = this.queue.then(() =>
+      Promise.all([opening, custodial]).then(([log, signedByGateway]) => {
+        const entry: AuditEntryInput = {
           direction: "sent",
           from: event.from,
           to: event.to,
@@ -44,13 +52,15 @@ export class CollabAudit {
           ...(event.messageId ? { messageId: event.messageId } : {}),
           summary: event.summary,
           channel: "collab",
-        }),
-      )
-      .catch(this.onError);
+        };
+        log.append(signedByGateway ? signedInCustody(entry) : entry).catch(this.onError);
+      }, this.onError),
+    );
   }
 
   /** Lets queued appends finish and releases the log. */
   async close(): Promise<void> {
+    await this.queue;
     const log = await this.log?.catch(() => undefined);
     this.log = undefined;
     await log?.close();

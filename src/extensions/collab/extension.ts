@@ -65,8 +65,10 @@ export function collabExtension(options: CollabOptions = {}): CollabExtension {
       votesPanel(() => started().ctx.broker),
     ],
     routes(router: Router, ctx: GatewayContext) {
-      const audit = new CollabAudit(options.auditRoot, (err) =>
-        ctx.logger.error({ err: (err as Error).message }, "collab audit append failed"),
+      const audit = new CollabAudit(
+        options.auditRoot,
+        (err) => ctx.logger.error({ err: (err as Error).message }, "collab audit append failed"),
+        async (agentId) => (await ctx.registry.resolve(agentId))?.record.custodial === true,
       );
       const principalOf = async (agentId: string) => (await ctx.registry.get(agentId))?.principalId ?? null;
       const clock = options.clock ?? (() => new Date());

@@ -39,6 +39,8 @@ export interface DashboardAgent {
   protocolVersions: string[];
   /** The agent registered an X25519 key, so peers can encrypt to it end to end. */
   acceptsEncryption: boolean;
+  /** The gateway generated and holds the agent's keys, and signs its messages on its behalf. */
+  custodial: boolean;
   createdAt: string;
   revokedAt?: string;
   presence: Presence;
@@ -105,6 +107,7 @@ export async function dashboardAgents(ctx: GatewayContext, scope: Scope): Promis
         capabilities: record.capabilities,
         protocolVersions: record.protocolVersions,
         acceptsEncryption: record.encryption !== undefined,
+        custodial: record.custodial === true,
         createdAt: record.createdAt,
         ...(record.revokedAt ? { revokedAt: record.revokedAt } : {}),
         presence: await ctx.presence.get(record.agentId),

@@ -100,6 +100,12 @@ export async function messageDetail(
   } catch {
     message = undefined;
   }
+  // Only the audit knows the gateway signed it (the envelope reads like any other).
+  const custodial = audit.find((record) => record.entry.custodial)?.entry;
+  if (custodial) {
+    item.custodial = true;
+    if (!item.encrypted) item.summary = custodial.summary;
+  }
   if (!message && audit[0]) {
     // The envelope left retention: the audit entry still tells what it was.
     const entry = audit[0].entry;

@@ -27,6 +27,8 @@ export interface FeedItem {
   summary: string;
   /** End-to-end encrypted: the summary only says that an exchange occurred. */
   encrypted: boolean;
+  /** Signed by the gateway on the sender's behalf, with the key it holds for a custodial agent. */
+  custodial?: true;
   /** The handshake step, for announce and capabilities messages. */
   step?: string;
   /** An error response's code and message. */
@@ -56,7 +58,17 @@ export function encryptedSummary(from: string, to: string): string {
 
 type EntryLike = Pick<
   AuditEntryInput,
-  "from" | "to" | "type" | "method" | "id" | "messageId" | "step" | "encrypted" | "error" | "summary"
+  | "from"
+  | "to"
+  | "type"
+  | "method"
+  | "id"
+  | "messageId"
+  | "step"
+  | "encrypted"
+  | "custodial"
+  | "error"
+  | "summary"
 >;
 
 /** A feed item from a relay audit entry (or the entry built for a live message). */
@@ -75,6 +87,7 @@ export function feedItemOf(entry: EntryLike, at: string): FeedItem | undefined {
     method: entry.method,
     summary: encrypted ? encryptedSummary(entry.from.agent, entry.to.agent) : entry.summary,
     encrypted,
+    ...(entry.custodial ? { custodial: true as const } : {}),
     ...(entry.step ? { step: entry.step } : {}),
     ...(entry.error && !encrypted ? { error: entry.error } : {}),
   };

@@ -140,8 +140,9 @@ export class GatewayAgentSource implements AgentSource {
   }
 }
 
+/** Agents that can be run: live, not the bridge, and not custodial (nobody is there to answer). */
 function listable(record: AgentRecord): boolean {
-  return record.revokedAt === undefined && record.principalId !== BRIDGE_PRINCIPAL;
+  return record.revokedAt === undefined && record.principalId !== BRIDGE_PRINCIPAL && !record.custodial;
 }
 
 function plainDescriptor(record: AgentRecord): AgentDescriptor {

@@ -19,6 +19,7 @@ import { AcpError } from "../../protocol/index.js";
 import { addCoordinationResources } from "../../mcp/coordination.js";
 import { GatewayAgentSource, publishRoutes } from "./agents.js";
 import { McpBridge } from "./bridge.js";
+import { noOAuthRoutes } from "./no-oauth.js";
 import { selfUrlOf } from "./self.js";
 import { authenticateMcp, type McpSessionStats, McpSessions, type SessionCaller } from "./sessions.js";
 import { LegacySseTransport } from "./legacy-sse.js";
@@ -231,6 +232,7 @@ export function mcpEndpointExtension(options: McpEndpointOptions): McpEndpointEx
       });
 
       publishRoutes(router, ctx);
+      noOAuthRoutes(router, MCP_PATH);
     },
     async close() {
       await sessions?.closeAll();

@@ -9,9 +9,10 @@ import type { Logger } from "pino";
 import { credentialOf } from "../../gateway/auth.js";
 import { authenticateAgent, type GatewayContext } from "../../gateway/context.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
-import { AcpError } from "../../protocol/index.js";
-import type { ResourceSubscriptions } from "../../mcp/subscriptions.js";
 import type { Transport } from "../../mcp/sdk-adapter.js";
+import type { ResourceSubscriptions } from "../../mcp/subscriptions.js";
+import { AcpError } from "../../protocol/index.js";
+import { mcpUnauthorized } from "./no-oauth.js";
 
 export type McpSessionKind = "streamable" | "sse";
 
@@ -47,8 +48,13 @@ export interface McpSessionStats {
 
 /** Authenticates an MCP request as an agent (401 without a valid key; the admin token is refused). */
 export async function authenticateMcp(ctx: GatewayContext, req: IncomingMessage): Promise<SessionCaller> {
-  const caller = await authenticateAgent(ctx, req);
-  return { caller, apiKey: credentialOf(req.headers) ?? "" };
+  try {
+    const caller = await authenticateAgent(ctx, req);
+    return { caller, apiKey: credentialOf(req.headers) ?? "" };
+  } catch (err) {
+    if (err instanceof AcpError && err.reason === "Unauthorized") throw mcpUnauthorized(err, req, "/mcp");
+    throw err;
+  }
 }
 
 export class McpSessions {

@@ -8,7 +8,9 @@
  * an `acp/sign` request on the same session (clients that hold the key declare
  * `capabilities.experimental.acpSigning`; `acp mcp serve --gateway … --key-file` does). The signed
  * message then goes to the collaboration extension's handoff service as the caller, with the
- * same checks as if the agent had posted it to `/api/v1/handoffs/{id}/{step}`.
+ * same checks as if the agent had posted it to `/api/v1/handoffs/{id}/{step}`. An agent registered as
+ * custodial has no key outside the gateway: the gateway signs for it with the key it holds
+ * (src/extensions/custody), and the audit says so.
  */
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
@@ -16,6 +18,7 @@ import type { CallToolResult, ServerNotification, ServerRequest } from "@modelco
 import { z } from "zod";
 import type { HandoffView } from "../../collab/handoff.js";
 import { negotiateVersion } from "../../wire/versions.js";
+import { signForGateway } from "../../mcp/proxy-signing.js";
 import { isNotFound, type TaskSession } from "./tasks.js";
 import {
   ACP_SIGN_METHOD,
@@ -46,11 +49,13 @@ export function addTaskTools(server: McpServer, session: TaskSession): void {
       const task = await session.tasks.read(session.caller(), taskId);
       const me = session.caller().record;
       const to = task.delegator === me.agentId ? task.delegate : task.delegator;
-      if (!server.server.getClientCapabilities()?.experimental?.[ACP_SIGNING_CAPABILITY]) {
+      const clientSigns = server.server.getClientCapabilities()?.experimental?.[ACP_SIGNING_CAPABILITY];
+      if (!me.custodial && !clientSigns) {
         return failure(
           `${action.method} must be signed with ${me.agentId}'s key, and this MCP client cannot sign: ` +
             "connect through `acp mcp serve --gateway URL --api-key KEY --key-file AGENT.json`, " +
-            `or declare capabilities.experimental.${ACP_SIGNING_CAPABILITY} and answer ${ACP_SIGN_METHOD} (docs/mcp.md)`,
+            `or declare capabilities.experimental.${ACP_SIGNING_CAPABILITY} and answer ${ACP_SIGN_METHOD}, ` +
+            "or register the agent with `acp agent register --custodial` so the gateway signs for it (docs/mcp.md)",
         );
       }
       const peer = await session.ctx.registry.get(to);
@@ -63,8 +68,12 @@ export function addTaskTools(server: McpServer, session: TaskSession): void {
         trustLayerVersion,
         purpose: `${action.method} for task ${task.handoffId}${task.title ? ` (${task.title})` : ""} to ${to}`,
       };
-      const request = { method: ACP_SIGN_METHOD, params } as unknown as ServerRequest;
-      const { message } = await extra.sendRequest(request, AcpSignResult);
+      const { message } = me.custodial
+        ? await signInCustody(session, me.agentId, params)
+        : await extra.sendRequest(
+            { method: ACP_SIGN_METHOD, params } as unknown as ServerRequest,
+            AcpSignResult,
+          );
       const updated = await session.tasks.apply(session.caller(), task.handoffId, action.path, message);
       return {
         content: [
@@ -139,6 +148,13 @@ export function addTaskTools(server: McpServer, session: TaskSession): void {
     ({ taskId, reason }, extra) =>
       act(extra, taskId, { path: "fail", method: "agent.handoff.fail", done: "failed" }, () => ({ reason })),
   );
+}
+
+/** A custodial agent's message, signed by the gateway with the key it holds for the agent. */
+async function signInCustody(session: TaskSession, agentId: string, params: AcpSignParams) {
+  const custodian = session.ctx.registry.custodian;
+  if (!custodian) throw new Error(`${agentId} is custodial, but this gateway has custody turned off`);
+  return signForGateway(await custodian.identity(agentId), params);
 }
 
 function failure(text: string): CallToolResult {

@@ -160,7 +160,9 @@ export function addSystemPrompt(
           ? ["- coordination://{session} (and /events, /reports): coordination sessions you take part in."]
           : []),
         "",
-        "Tools (each change is an ACP message signed with your agent's key, which your MCP client holds):",
+        record.custodial
+          ? "Tools (each change is an ACP message the gateway signs for you with the key it holds for your agent):"
+          : "Tools (each change is an ACP message signed with your agent's key, which your MCP client holds):",
         "- accept_task / decline_task: take an offered task on, or refuse it with a reason.",
         "- add_task_message: tell the delegator how an accepted task is going (with a progress percentage).",
         "- submit_task_result: complete an accepted task with its result.",

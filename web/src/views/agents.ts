@@ -111,6 +111,14 @@ function agentCard(agent: DashboardAgent): HTMLElement {
       h("dd", {}, agent.capabilities.length > 0 ? agent.capabilities.join(", ") : "none declared"),
       h("dt", {}, "Protocol"),
       h("dd", {}, agent.protocolVersions.join(", ")),
+      h("dt", {}, "Keys"),
+      h(
+        "dd",
+        { class: agent.custodial ? "custodial" : "" },
+        agent.custodial
+          ? "custodial: held by the gateway, which signs on the agent's behalf"
+          : "held by the agent (the gateway has only its public keys)",
+      ),
       h("dt", {}, "End-to-end encryption"),
       h("dd", {}, agent.acceptsEncryption ? "accepts encrypted messages" : "no encryption key registered"),
     ),

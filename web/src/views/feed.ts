@@ -50,7 +50,13 @@ export function feedRow(item: FeedItem): HTMLLIElement {
         h("strong", {}, item.to.agent),
       ),
       badge(item.step ? `handshake: ${item.step}` : item.type, item.type),
-      h("span", { class: "feed-summary" }, item.encrypted ? "🔒 " : "", item.summary),
+      h(
+        "span",
+        { class: "feed-summary" },
+        item.encrypted ? "🔒 " : "",
+        item.custodial ? [badge("custodial"), " "] : "",
+        item.summary,
+      ),
       status,
     ),
   );

@@ -145,6 +145,12 @@ function render(heading: HTMLElement, body: HTMLElement, detail: MessageDetail):
       { class: "card", "aria-label": "Summary" },
       h("p", { class: "summary-line" }, badge(item.type), " ", item.encrypted ? "🔒 " : "", item.summary),
       item.encrypted ? notice("An encrypted exchange occurred: the payload is not shown.", "info") : null,
+      item.custodial
+        ? notice(
+            `Signed by the gateway on ${item.from.agent}'s behalf, with the key it holds for this custodial agent.`,
+            "info",
+          )
+        : null,
       h(
         "dl",
         { class: "facts" },
