@@ -16,6 +16,7 @@ import {
   type NatsConnectionOptions,
   openBroker,
 } from "../broker/index.js";
+import { a2aOutboundExtension } from "../extensions/a2a/outbound/extension.js";
 import { collabExtension } from "../extensions/collab/extension.js";
 import { type DashboardOptions, dashboardExtension } from "../extensions/dashboard/extension.js";
 import { mcpGatewayExtension } from "../extensions/mcp-endpoint/extension.js";
@@ -142,6 +143,10 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
             ...(options.dashboard?.sessionsRoot ? { coordinationRoot: options.dashboard.sessionsRoot } : {}),
           }),
         ]),
+    // ACP agents calling A2A agents: inert until an admin registers one (docs/a2a-outbound.md).
+    ...(options.extensions?.some((e) => e.name === "a2a-outbound")
+      ? []
+      : [a2aOutboundExtension({ keyDir: join(data, "a2a-bridge") })]),
   ];
   const common = {
     ...(options.delivery ? { delivery: options.delivery } : {}),

@@ -1,4 +1,5 @@
-import type { GatewayExtension } from "../../../gateway/gateway.js";
+import { AcpError } from "../../../protocol/index.js";
+import type { GatewayContext, GatewayExtension } from "../../../gateway/extension.js";
 import { loadBridgeIdentity } from "../bridge-identity.js";
 import { OutboundBridge, type OutboundBridgeOptions } from "./bridge.js";
 import { outboundRoutes } from "./routes.js";
@@ -10,26 +11,29 @@ export interface A2AOutboundOptions extends OutboundBridgeOptions {
 
 /**
  * The gateway glue of the outbound A2A bridge (the only file that knows the extension interface):
- * loads the bridge key, starts serving the registered A2A agents, mounts the admin routes. Nothing
- * is reachable until an admin registers an A2A agent, so it is safe to mount by default.
+ * mounts the admin routes, then on start loads the bridge key and serves the registered A2A agents.
+ * Nothing is reachable until an admin registers an A2A agent, so it is mounted by default.
  */
 export function a2aOutboundExtension(options: A2AOutboundOptions): GatewayExtension {
-  let started: Promise<OutboundBridge> | undefined;
+  let ctx: GatewayContext | undefined;
+  let bridge: OutboundBridge | undefined;
+  const started = async () => {
+    if (!bridge) throw new AcpError("StorageUnavailable", "the A2A bridge is not started");
+    return bridge;
+  };
   return {
     name: "a2a-outbound",
-    routes(router, ctx) {
-      started = (async () => {
-        const bridge = new OutboundBridge(ctx, await loadBridgeIdentity(options.keyDir), options);
-        await bridge.start();
-        return bridge;
-      })();
-      started.catch((err: unknown) =>
-        ctx.logger.error({ err: (err as Error).message }, "A2A outbound bridge did not start"),
-      );
-      outboundRoutes(router, ctx, () => started as Promise<OutboundBridge>);
+    routes(router, context) {
+      ctx = context;
+      outboundRoutes(router, context, started);
+    },
+    async start() {
+      if (!ctx) throw new Error("a2a-outbound: start before routes");
+      const created = new OutboundBridge(ctx, await loadBridgeIdentity(options.keyDir), options);
+      await created.start();
+      bridge = created;
     },
     async close() {
-      const bridge = await started?.catch(() => undefined);
       await bridge?.close();
     },
   };

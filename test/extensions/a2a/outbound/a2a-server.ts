@@ -173,6 +173,8 @@ export async function startA2AServer(
     /** Serve this JSON as the card instead (bad cards). */
     rawCard?: (card: AgentCard) => unknown;
     port?: number;
+    /** Served at `/.well-known/jwks.json` (card signature keys). */
+    jwks?: unknown;
   } = {},
 ): Promise<TestA2AServer> {
   const app = express();
@@ -189,6 +191,8 @@ export async function startA2AServer(
     new InMemoryTaskStore(),
     new TestExecutor(options.behaviour ?? "echo-task", received),
   );
+  if (options.jwks !== undefined)
+    app.get("/.well-known/jwks.json", (_req, res) => void res.json(options.jwks));
   if (options.rawCard) {
     const raw = options.rawCard(card);
     app.get("/.well-known/agent-card.json", (_req, res) => {
