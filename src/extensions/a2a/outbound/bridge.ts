@@ -197,6 +197,8 @@ export class OutboundBridge {
 
   private async handle(served: Served, delivery: Delivery): Promise<void> {
     const agentId = served.record.agentId;
+    // Left unacknowledged: the exchange under way acknowledges it when it answers.
+    if (this.exchanges.isRunning(delivery.id)) return;
     const verified = await this.verify(served, delivery);
     if (!verified) {
       await this.deps.broker.reject(agentId, delivery.id, "not a valid signed ACP message");

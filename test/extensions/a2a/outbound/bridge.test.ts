@@ -1,6 +1,32 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { a2aOutboundExtension } from "../../../../src/extensions/a2a/outbound/extension.js";
 import { AcpError } from "../../../../src/protocol/index.js";
+import { agentFor } from "../../../client/fixtures.js";
+import { startTestGateway } from "../../../helpers/gateway.js";
+import { until } from "../../../helpers/until.js";
 import { useOutboundBed } from "./testbed.js";
+
+/** The gateway's relay audit entries of messages `agent` sent (`<data>/relay-audit/<agent>/*.jsonl`). */
+function relayAudit(
+  dataDir: string,
+  agent: string,
+): { type: string; method: string; to: { agent: string } }[] {
+  const dir = join(dataDir, "relay-audit", agent);
+  let files: string[];
+  try {
+    files = readdirSync(dir).filter((f) => f.endsWith(".jsonl"));
+  } catch {
+    return [];
+  }
+  return files.flatMap((f) =>
+    readFileSync(join(dir, f), "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => JSON.parse(line)),
+  );
+}
 
 describe("ACP agents calling A2A agents through the bridge", () => {
   const bed = useOutboundBed();
@@ -25,6 +51,37 @@ describe("ACP agents calling A2A agents through the bridge", () => {
     });
     expect(server.received).toEqual(["hello"]);
     expect(alice.handshakeState("a2a-echo-agent")).toBe("established");
+    // The bridge's side went through the relay: audited like any agent's messages.
+    const sent = await until(
+      () => relayAudit(bed.gw.dataDir, "a2a-echo-agent"),
+      (entries) => entries.some((e) => e.type === "response"),
+      "the bridge's response is in the relay audit",
+    );
+    expect(sent.map((e) => e.method)).toEqual(
+      expect.arrayContaining(["agent.announce", "agent.capabilities", "agent.a2a.status", "agent.response"]),
+    );
+    expect(sent.every((e) => e.to.agent === "alice")).toBe(true);
+  });
+
+  it("keeps serving registered A2A agents after a gateway restart", async () => {
+    const server = await bed.a2a({ behaviour: "echo-task" });
+    await bed.addA2A({ url: server.url, agentId: "echo" });
+    const alice = await bed.caller();
+    await alice.request("echo", { text: "before" });
+    await alice.close();
+    const dataDir = bed.gw.dataDir;
+    await bed.gw.close();
+    const again = await startTestGateway({
+      dataDir,
+      extensions: [a2aOutboundExtension({ keyDir: join(dataDir, "a2a-bridge") })],
+    });
+    bed.cleanup(() => again.close());
+    const bob = await again.register("bob", "principal-bob");
+    const caller = agentFor(again, bob, join(bed.dir, "bob"));
+    await caller.connect();
+    bed.cleanup(() => caller.close());
+    expect(await caller.request("echo", { text: "after" })).toMatchObject({ a2a: { state: "completed" } });
+    expect(server.received).toEqual(["before", "after"]);
   });
 
   it("streams when the card says so, and relays the task's states to the caller", async () => {
