@@ -1,3 +1,4 @@
+import type { Team, TeamsRecord } from "../../collab/contracts.js";
 import type { IncomingMessage } from "node:http";
 import { authenticateAgent } from "../../gateway/context.js";
 import { type Router, sendJson } from "../../gateway/http.js";
@@ -6,7 +7,7 @@ import { CollabMethod, VoteBallotBody, VoteOpenBody, VoteResultBody } from "../.
 import { postView } from "./routes-team.js";
 import { auditParty, type CollabServices, readerOf } from "./services.js";
 import { bucketOf, listValues, mutate } from "./store.js";
-import { loadTeam, memberTeam, postToChannel, type Team, type TeamsRecord } from "./teams.js";
+import { loadTeam, memberTeam, postToChannel } from "./teams.js";
 import { conflict, forbidden, notFound } from "../../collab/util.js";
 import {
   BALLOT_KEY,

@@ -4,14 +4,20 @@
  * in chat rooms through Slack- or Discord-compatible webhooks. docs/dashboard.md describes it.
  */
 export type { DashboardAgent, HandshakeSide, PeerView } from "./agents.js";
-export { approvalVisible } from "./approvals.js";
 export { PrincipalAdminClient } from "../../client/principals.js";
-export { handoffsPanel, negotiationsPanel, votesPanel } from "../collab/panels.js";
 export type { MessageDetail, SignatureCheck, TimelineStep } from "./detail.js";
 export { type DashboardOptions, dashboardExtension } from "./extension.js";
 export { encryptedSummary, type FeedItem, type LiveEvent, LiveFeed } from "./feed.js";
 export { FeedHistory, type FeedQuery, parseFeedQuery, type VolumeBucket } from "./history.js";
-export { type DashboardPanel, PANEL_NAME, type PanelItem } from "../../gateway/panels.js";
+export {
+  type DashboardPanel,
+  type DashboardWatch,
+  PANEL_NAME,
+  type PanelItem,
+  type PanelMessage,
+  type PanelScope,
+  type PanelSources,
+} from "../../gateway/panels.js";
 export {
   PRINCIPAL_TOKENS_BUCKET,
   PRINCIPALS_BUCKET,
