@@ -5,7 +5,8 @@ import { runAcp } from "../../../helpers/cli.js";
 import { ADMIN_TOKEN } from "../../../helpers/gateway.js";
 import { useOutboundBed } from "./testbed.js";
 
-describe("acp agent add-a2a / remove-a2a", () => {
+// Each case spawns the built CLI a few times: slow on a loaded machine.
+describe("acp agent add-a2a / remove-a2a", { timeout: 120_000 }, () => {
   const bed = useOutboundBed();
   const gatewayFlags = () => ["--gateway", bed.gw.url, "--admin-token", ADMIN_TOKEN];
 
