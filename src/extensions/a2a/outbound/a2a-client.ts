@@ -152,8 +152,16 @@ export class A2AClient {
     if (!response.body) throw new A2AFailure("bad-response", "SendStreamingMessage answered an empty stream");
     const decoder = new TextDecoder();
     let buffer = "";
+    let received = 0;
     try {
       for await (const chunk of response.body) {
+        received += (chunk as Uint8Array).byteLength;
+        if (received > RESPONSE_LIMIT) {
+          throw new A2AFailure(
+            "bad-response",
+            `SendStreamingMessage: the stream exceeds ${RESPONSE_LIMIT} bytes`,
+          );
+        }
         buffer += decoder.decode(chunk as Uint8Array, { stream: true });
         for (let end = buffer.indexOf("\n\n"); end !== -1; end = buffer.indexOf("\n\n")) {
           const block = buffer.slice(0, end);

@@ -62,6 +62,8 @@ export class OutboundBridge {
   private readonly records: KvBucket<OutboundAgentRecord>;
   private readonly served = new Map<string, Served>();
   private readonly handlers = new Set<Promise<void>>();
+  /** Deliveries being processed, by message id. */
+  private readonly inHand = new Set<string>();
   private readonly exchanges: Exchanges;
   private unwatch: Unsubscribe | undefined;
   private closed = false;
@@ -197,8 +199,22 @@ export class OutboundBridge {
 
   private async handle(served: Served, delivery: Delivery): Promise<void> {
     const agentId = served.record.agentId;
-    // Left unacknowledged: the exchange under way acknowledges it when it answers.
-    if (this.exchanges.isRunning(delivery.id)) return;
+    // A redelivery of a request still in hand (its A2A task outlived the ack wait) is left alone:
+    // the exchange under way acknowledges it when it answers.
+    if (this.inHand.has(delivery.id)) return;
+    this.inHand.add(delivery.id);
+    try {
+      // A redelivery handed out just before the answer's acknowledgement: already answered.
+      const settled = delivery.attempt > 1 ? (await this.deps.broker.status(delivery.id))?.status : undefined;
+      if (settled === "acknowledged" || settled === "failed") return;
+      await this.process(served, delivery);
+    } finally {
+      this.inHand.delete(delivery.id);
+    }
+  }
+
+  private async process(served: Served, delivery: Delivery): Promise<void> {
+    const agentId = served.record.agentId;
     const verified = await this.verify(served, delivery);
     if (!verified) {
       await this.deps.broker.reject(agentId, delivery.id, "not a valid signed ACP message");
@@ -227,9 +243,10 @@ export class OutboundBridge {
     } else if ("id" in message && "params" in message) {
       const outcome = await this.exchanges.answer(served, verified);
       if (outcome === "abandoned") return;
-      await this.reply(served, verified, message.id, outcome.body, outcome.error);
-      if (outcome.deadLetter) {
-        await this.deps.broker.reject(agentId, delivery.id, outcome.deadLetter);
+      const refused = await this.reply(served, verified, message.id, outcome.body, outcome.error);
+      const deadLetter = outcome.deadLetter ?? refused;
+      if (deadLetter) {
+        await this.deps.broker.reject(agentId, delivery.id, deadLetter);
         return;
       }
     }
@@ -254,20 +271,41 @@ export class OutboundBridge {
     }
   }
 
+  /**
+   * Answers the requester. An answer the relay refuses for good (too large for an envelope, the
+   * requester revoked…) becomes an error answer or, failing that, the reason to dead-letter the
+   * request: leaving it unacknowledged would only call the A2A agent again on each redelivery.
+   */
   private async reply(
     served: Served,
     verified: VerifiedEnvelope,
     id: JsonRpcId,
     body: Record<string, unknown> | undefined,
     error: AcpError | undefined,
-  ): Promise<void> {
+  ): Promise<string | undefined> {
     const request = { id, params: { headers: { "agent-id": verified.headers["agent-id"] } } };
-    await this.send(
-      served,
-      error
-        ? buildErrorResponse(served.sender, request, error)
-        : buildResponse(served.sender, request, body ?? {}),
-    );
+    const answer = error
+      ? buildErrorResponse(served.sender, request, error)
+      : buildResponse(served.sender, request, body ?? {});
+    try {
+      await this.send(served, answer);
+      return undefined;
+    } catch (err) {
+      if (!(err instanceof AcpError) || err.reason === "StorageUnavailable") throw err;
+      if (err.reason === "PayloadTooLarge" && !error) {
+        const tooLarge = new AcpError(
+          "PayloadTooLarge",
+          `the answer of ${served.record.agentId} exceeds the gateway's envelope limit; ask the A2A agent for less`,
+          { ...err.data, a2a: { ...(body?.a2a as object) } },
+        );
+        return this.reply(served, verified, id, undefined, tooLarge);
+      }
+      this.deps.logger.warn(
+        { agent: served.record.agentId, err: err.message },
+        "A2A answer refused by the relay",
+      );
+      return `the answer was refused: ${err.message}`;
+    }
   }
 
   /** Signs as the served agent and submits through the relay; a busy store is tried again. */

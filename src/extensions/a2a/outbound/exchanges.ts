@@ -47,11 +47,6 @@ export class Exchanges {
     private readonly options: ExchangeOptions,
   ) {}
 
-  /** A redelivery of a request whose exchange is still under way (it outlived the broker's ack wait). */
-  isRunning(messageId: string): boolean {
-    return this.running.has(messageId);
-  }
-
   abortAll(): void {
     for (const run of this.running.values())
       run.controller.abort(new AcpError("Cancelled", "the gateway is stopping"));

@@ -27,7 +27,7 @@ export interface TestA2AServer {
   close(): Promise<void>;
 }
 
-export type Behaviour = "echo-message" | "echo-task" | "slow-task";
+export type Behaviour = "echo-message" | "echo-task" | "slow-task" | "large-message";
 
 export function textOf(context: RequestContext): string {
   return context.userMessage.parts.map((p) => (p.content?.$case === "text" ? p.content.value : "")).join("");
@@ -72,8 +72,9 @@ export class TestExecutor implements AgentExecutor {
   async execute(context: RequestContext, bus: ExecutionEventBus): Promise<void> {
     const text = textOf(context);
     this.received.push(text);
-    if (this.behaviour === "echo-message") {
-      bus.publish(AgentEvent.message(agentMessage(`echo: ${text}`, context, false)));
+    if (this.behaviour === "echo-message" || this.behaviour === "large-message") {
+      const answer = this.behaviour === "large-message" ? "x".repeat(1_200_000) : `echo: ${text}`;
+      bus.publish(AgentEvent.message(agentMessage(answer, context, false)));
       bus.finished();
       return;
     }

@@ -3,6 +3,7 @@ import { afterEach, beforeEach } from "vitest";
 import type { AcpAgent } from "../../../../src/client/index.js";
 import { a2aOutboundExtension } from "../../../../src/extensions/a2a/outbound/extension.js";
 import { OUTBOUND_PATH } from "../../../../src/extensions/a2a/outbound/routes.js";
+import type { GatewayOptions } from "../../../../src/gateway/index.js";
 import { agentFor } from "../../../client/fixtures.js";
 import { ADMIN_TOKEN, api, startTestGateway, type TestGateway } from "../../../helpers/gateway.js";
 import { useTmpDir } from "../../../helpers/tmp.js";
@@ -20,13 +21,14 @@ export interface OutboundBed {
 }
 
 /** Per test: a real gateway with the outbound bridge (short retry timers), real A2A SDK servers, real AcpAgents. */
-export function useOutboundBed(): OutboundBed {
+export function useOutboundBed(gatewayOptions: Partial<GatewayOptions> = {}): OutboundBed {
   const tmp = useTmpDir("acp-a2a-out-");
   const cleanups: (() => Promise<unknown>)[] = [];
   const bed = {} as OutboundBed;
   beforeEach(async () => {
     bed.dir = tmp();
     bed.gw = await startTestGateway({
+      ...gatewayOptions,
       dataDir: join(bed.dir, "data"),
       extensions: [
         a2aOutboundExtension({ keyDir: join(bed.dir, "data", "a2a-bridge"), attempts: 2, retryDelayMs: 50 }),
