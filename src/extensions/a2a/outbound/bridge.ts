@@ -198,7 +198,6 @@ export class OutboundBridge {
   }
 
   private async handle(served: Served, delivery: Delivery): Promise<void> {
-    const agentId = served.record.agentId;
     // A redelivery of a request still in hand (its A2A task outlived the ack wait) is left alone:
     // the exchange under way acknowledges it when it answers.
     if (this.inHand.has(delivery.id)) return;
