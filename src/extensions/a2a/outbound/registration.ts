@@ -73,12 +73,21 @@ export async function registerOutbound(
   const agentId = request.agentId ?? defaultAgentId(fetched.card.name);
   const skills = (fetched.card.skills ?? []).map((s) => s.id);
   const principalId = request.principalId ?? `a2a:${new URL(fetched.url).host}`;
-  await registry.register({
-    agentId,
-    principalId,
-    signing: identity.signing,
-    capabilities: ["a2a", ...skills],
-  });
+  try {
+    await registry.register({
+      agentId,
+      principalId,
+      signing: identity.signing,
+      capabilities: ["a2a", ...skills],
+    });
+  } catch (err) {
+    if (!(err instanceof AcpError) || err.reason !== "Conflict") throw err;
+    throw new AcpError(
+      "Conflict",
+      `the agent id ${agentId} is taken (a removed agent's id stays reserved for its audit trail); choose another with agentId (--id)`,
+      { problems: [{ path: "/agentId", message: "already registered" }] },
+    );
+  }
   return {
     agentId,
     principalId,

@@ -97,6 +97,18 @@ describe("ACP agents calling A2A agents through the bridge", () => {
     expect(states).toContain("submitted");
   });
 
+  it("refuses a second registration under a taken id, naming the field", async () => {
+    const server = await bed.a2a();
+    expect((await bed.addA2A({ url: server.url })).status).toBe(201);
+    const again = await bed.addA2A({ url: server.url });
+    expect(again.status).toBe(409);
+    expect(again.json.error).toMatchObject({
+      message: expect.stringContaining("the agent id a2a-echo-agent is taken"),
+      data: { problems: [{ path: "/agentId" }] },
+    });
+    expect((await bed.addA2A({ url: server.url, agentId: "echo-2" })).status).toBe(201);
+  });
+
   it("answers with a message when the A2A agent replies with one", async () => {
     const server = await bed.a2a({ behaviour: "echo-message" });
     await bed.addA2A({ url: server.url });
