@@ -7,7 +7,7 @@
  */
 import type { Broker, KvBucket } from "../../broker/index.js";
 import { authenticateAgent, type GatewayContext } from "../../gateway/context.js";
-import { type Router, readJsonBody, sendJson } from "../../gateway/http.js";
+import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import type { AgentRecord, ResolvedAgent } from "../../gateway/registry.js";
 import { AcpError } from "../../protocol/index.js";
 import { InvalidCursorError, UnknownAgentError } from "../../mcp/errors.js";
