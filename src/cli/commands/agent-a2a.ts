@@ -1,8 +1,10 @@
 import { readFile } from "node:fs/promises";
 import type { Command } from "commander";
 import { requestGatewayJson } from "../../client/request.js";
-import type { OutboundAgentRecord } from "../../extensions/a2a/outbound/registration.js";
-import { OUTBOUND_PATH } from "../../extensions/a2a/outbound/routes.js";
+import {
+  A2A_REMOTE_AGENTS_PATH as OUTBOUND_PATH,
+  type OutboundAgentRecord,
+} from "../../wire/a2a-outbound.js";
 import { CliError, printJson, printLine } from "../io.js";
 import { adminTokenOf, failed, type GatewayFlags, gatewayOf, withGatewayOptions } from "./agent.js";
 

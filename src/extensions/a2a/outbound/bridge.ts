@@ -17,11 +17,12 @@ import {
   type VerifiedEnvelope,
   verifyEnvelope,
 } from "../../../protocol/index.js";
+import type { OutboundAgentRecord } from "../../../wire/a2a-outbound.js";
 import type { BridgeIdentity } from "../bridge-identity.js";
 import { A2AClient } from "./a2a-client.js";
 import { A2AMethods } from "./convert.js";
 import { Exchanges } from "./exchanges.js";
-import { type OutboundAgentRecord, registerOutbound } from "./registration.js";
+import { registerOutbound } from "./registration.js";
 import { TaskLinks } from "./tasks.js";
 
 /** What the bridge uses of the gateway: the registry, the relay pipeline and the broker, in-process. */

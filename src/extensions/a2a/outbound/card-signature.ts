@@ -1,6 +1,7 @@
 import { constants, createPublicKey, type JsonWebKey, type KeyObject, verify } from "node:crypto";
 import { z } from "zod";
 import { AcpError, canonicalize } from "../../../protocol/index.js";
+import type { CardVerification } from "../../../wire/a2a-outbound.js";
 import { type A2ACardSignature, causeOf } from "./card.js";
 
 /**
@@ -9,14 +10,6 @@ import { type A2ACardSignature, causeOf } from "./card.js";
  * have one that verifies, else it is refused; the key comes from the keys the admin pinned, or else
  * from the JWKS the protected header's `jku` names on the card's own origin.
  */
-export interface CardVerification {
-  signed: boolean;
-  /** The key id of the signature that verified. */
-  kid?: string;
-  /** Where the key came from. */
-  keySource?: "pinned" | "jku";
-}
-
 const ProtectedHeader = z.object({
   alg: z.string().min(1),
   kid: z.string().optional(),

@@ -2,26 +2,11 @@ import type { JsonWebKey } from "node:crypto";
 import { z } from "zod";
 import type { Registry } from "../../../gateway/registry.js";
 import { AcpError, AgentId, PrincipalId } from "../../../protocol/index.js";
+
+import type { OutboundAgentRecord } from "../../../wire/a2a-outbound.js";
 import type { BridgeIdentity } from "../bridge-identity.js";
 import { fetchAgentCard, jsonRpcEndpoint } from "./card.js";
-import { type CardVerification, verifyCardSignatures } from "./card-signature.js";
-
-/** What the gateway keeps per registered A2A agent (bucket `a2a-outbound`, key = its ACP agent id). */
-export interface OutboundAgentRecord {
-  agentId: string;
-  /** `a2a:<host of the card>` unless the admin chose one. */
-  principalId: string;
-  name: string;
-  cardUrl: string;
-  /** The card's JSON-RPC endpoint the bridge calls. */
-  endpoint: string;
-  streaming: boolean;
-  skills: string[];
-  signature: CardVerification;
-  /** The bridge key (`x`) registered for it: only the gateway holding that key serves it. */
-  bridgeKey: string;
-  registeredAt: string;
-}
+import { verifyCardSignatures } from "./card-signature.js";
 
 export const RegisterOutboundRequest = z.strictObject({
   url: z.string().min(1, "give the A2A agent's URL or its agent card URL"),

@@ -1,9 +1,8 @@
 import type { GatewayContext } from "../../../gateway/context.js";
 import { authenticate, requireAdmin } from "../../../gateway/context.js";
-import { type Router, readJsonBody, sendJson } from "../../../gateway/http.js";
+import { type Router, readJsonBody, sendJson } from "../../../http/server.js";
+import { A2A_REMOTE_AGENTS_PATH as OUTBOUND_PATH } from "../../../wire/a2a-outbound.js";
 import type { OutboundBridge } from "./bridge.js";
-
-export const OUTBOUND_PATH = "/api/v1/a2a/remote-agents";
 
 /**
  * Registering external A2A agents: admin-only writes; any agent may list them (they are in the

@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach } from "vitest";
 import type { AcpAgent } from "../../../../src/client/index.js";
 import { a2aOutboundExtension } from "../../../../src/extensions/a2a/outbound/extension.js";
-import { OUTBOUND_PATH } from "../../../../src/extensions/a2a/outbound/routes.js";
+import { A2A_REMOTE_AGENTS_PATH as OUTBOUND_PATH } from "../../../../src/wire/a2a-outbound.js";
 import type { GatewayOptions } from "../../../../src/gateway/index.js";
 import { agentFor } from "../../../client/fixtures.js";
 import { ADMIN_TOKEN, api, startTestGateway, type TestGateway } from "../../../helpers/gateway.js";
