@@ -162,7 +162,8 @@ export class A2AClient {
             `SendStreamingMessage: the stream exceeds ${RESPONSE_LIMIT} bytes`,
           );
         }
-        buffer += decoder.decode(chunk as Uint8Array, { stream: true });
+        // SSE allows CRLF line ends; a CR and its LF split across chunks join on the next pass.
+        buffer = (buffer + decoder.decode(chunk as Uint8Array, { stream: true })).replace(/\r\n/g, "\n");
         for (let end = buffer.indexOf("\n\n"); end !== -1; end = buffer.indexOf("\n\n")) {
           const block = buffer.slice(0, end);
           buffer = buffer.slice(end + 2);

@@ -138,6 +138,7 @@ describe("A2A out: agent cards (validation and §8.4 signatures)", () => {
 /** An A2A "agent" with a valid card whose JSON-RPC endpoint answers `answer` to everything. */
 async function brokenAgent(
   answer: (body: string) => { status: number; type: string; text: string },
+  streaming = false,
 ): Promise<{ url: string; server: Server }> {
   const server = createServer((req, res) => {
     let body = "";
@@ -146,7 +147,7 @@ async function brokenAgent(
       const { port } = server.address() as AddressInfo;
       if (req.method === "GET") {
         res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify(testCard(`http://127.0.0.1:${port}/rpc`, false)));
+        res.end(JSON.stringify(testCard(`http://127.0.0.1:${port}/rpc`, streaming)));
         return;
       }
       const out = answer(body);
@@ -196,5 +197,35 @@ describe("A2A out: bad A2A responses", () => {
     expect((err as AcpError).code).toBe(-32603);
     expect((err as AcpError).message).toMatch(pattern);
     expect((err as AcpError).data.a2a).toMatchObject({ endpoint: `${broken.url}/rpc` });
+  });
+
+  const sse = (events: unknown[], eol: string) =>
+    events.map((e) => `data: ${JSON.stringify({ jsonrpc: "2.0", id: 1, result: e })}${eol}${eol}`).join("");
+  const task = (state: string) => ({
+    id: "t1",
+    contextId: "c1",
+    status: { state, message: { messageId: "m", role: "ROLE_AGENT", parts: [{ text: state }] } },
+  });
+
+  it("reads an event stream with CRLF line ends, and refuses one that ends without a task", async () => {
+    let events: unknown[] = [
+      { task: task("TASK_STATE_SUBMITTED") },
+      { statusUpdate: { taskId: "t1", status: task("TASK_STATE_COMPLETED").status } },
+    ];
+    const agent = await brokenAgent(
+      () => ({ status: 200, type: "text/event-stream", text: sse(events, "\r\n") }),
+      true,
+    );
+    bed.cleanup(() => new Promise((resolve) => agent.server.close(resolve)));
+    await bed.addA2A({ url: agent.url, agentId: "crlf" });
+    const alice = await bed.caller();
+    expect(await alice.request("crlf", { text: "hi" })).toMatchObject({
+      text: "TASK_STATE_COMPLETED",
+      a2a: { taskId: "t1", state: "completed" },
+    });
+
+    events = [];
+    const err = await alice.request("crlf", { text: "again" }).catch((e: unknown) => e);
+    expect((err as AcpError).message).toMatch(/the stream ended without a task or message/);
   });
 });
