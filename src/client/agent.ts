@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import { PresenceUpdate } from "../wire/gateway.js";
+import { PresenceUpdate } from "../wire/api.js";
 import type { HandshakeState, PeerHandshake } from "../handshake/index.js";
 import { readIdentityFile, TrustLedger, type TrustRecord } from "../identity/index.js";
 import {

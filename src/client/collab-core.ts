@@ -1,5 +1,5 @@
 import { negotiateVersion } from "../wire/versions.js";
-import { type AgentView, API_PREFIX } from "../wire/gateway.js";
+import { type AgentView, API_PREFIX } from "../wire/api.js";
 import {
   AcpError,
   buildHandoff,

@@ -1,6 +1,6 @@
 import type { KeyObject } from "node:crypto";
 import { negotiateVersion } from "../wire/versions.js";
-import type { AgentView } from "../wire/gateway.js";
+import type { AgentView } from "../wire/api.js";
 import {
   AcpError,
   importPublicKey,

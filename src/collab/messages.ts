@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { PresenceUpdate } from "../wire/gateway.js";
+import { PresenceUpdate } from "../wire/api.js";
 import { AgentId, HandoffBody } from "../protocol/index.js";
 import { CollabId, JsonObject, ShortName } from "./util.js";
 

@@ -29,7 +29,7 @@ import { Relay } from "./relay.js";
 import { RelayAudit } from "./relay-audit.js";
 import { agentRoutes } from "./routes/agents.js";
 import { messageRoutes } from "./routes/messages.js";
-import { WS_PATH } from "../wire/gateway.js";
+import { WS_PATH } from "../wire/api.js";
 import { WsHub } from "./ws.js";
 
 export interface GatewayOptions {

@@ -16,4 +16,4 @@ export { httpStatusOf, Router, readJsonBody, sendError, sendJson } from "../http
 export { Metrics } from "./metrics.js";
 export { type AgentRecord, Registry } from "./registry.js";
 export { negotiateVersion } from "../wire/versions.js";
-export * from "../wire/gateway.js";
+export * from "../wire/api.js";

@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { Broker, KvBucket, Unsubscribe } from "../broker/index.js";
 import { hashSecret } from "./auth.js";
 import { AcpError, PrincipalId } from "../protocol/index.js";
-import type { PrincipalView } from "../wire/gateway.js";
+import type { PrincipalView } from "../wire/api.js";
 
 /** What the gateway keeps per human principal (bucket `principals`). The token itself is never stored. */
 export interface PrincipalRecord {

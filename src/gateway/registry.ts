@@ -8,7 +8,7 @@ import {
   type X25519PublicJwk,
 } from "../protocol/index.js";
 import { hashSecret, newApiKey } from "./auth.js";
-import { RegisterAgentRequest } from "../wire/gateway.js";
+import { RegisterAgentRequest } from "../wire/api.js";
 
 /** What the gateway stores per agent (bucket `agents`). The API key itself is never stored. */
 export interface AgentRecord {

@@ -19,7 +19,7 @@ import type { RateLimiter } from "./rate-limit.js";
 import { negotiateVersion } from "../wire/versions.js";
 import type { Registry, ResolvedAgent } from "./registry.js";
 import { type RelayAudit, relayedEntryFor } from "./relay-audit.js";
-import type { SubmitResponse } from "../wire/gateway.js";
+import type { SubmitResponse } from "../wire/api.js";
 
 export interface RelayOptions {
   maxEnvelopeBytes: number;

@@ -10,7 +10,7 @@ import type { Metrics } from "./metrics.js";
 import type { PresenceTracker } from "./presence.js";
 import type { Registry, ResolvedAgent } from "./registry.js";
 import type { Relay } from "./relay.js";
-import { ClientFrame, type ServerFrame } from "../wire/gateway.js";
+import { ClientFrame, type ServerFrame } from "../wire/api.js";
 
 export interface WsOptions {
   heartbeatMs: number;

@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { GatewayClient, GatewayUnreachableError } from "../../client/index.js";
-import type { AgentView } from "../../wire/gateway.js";
+import type { AgentView } from "../../wire/api.js";
 import { KeyFileError, readIdentityFile } from "../../identity/index.js";
 import { AcpError, publicIdentity } from "../../protocol/index.js";
 import { CliError, printJson, printLine } from "../io.js";

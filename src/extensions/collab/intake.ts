@@ -3,7 +3,7 @@ import type { z } from "zod";
 import type { GatewayContext } from "../../gateway/context.js";
 import { readJsonBody } from "../../http/server.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
-import type { SubmitResponse } from "../../wire/gateway.js";
+import type { SubmitResponse } from "../../wire/api.js";
 import {
   AcpError,
   type EnvelopeHeaders,

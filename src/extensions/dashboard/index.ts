@@ -24,7 +24,7 @@ export {
   type PrincipalRecord,
   PrincipalStore,
 } from "../../gateway/principals.js";
-export { DASHBOARD_API, type PrincipalView } from "../../wire/gateway.js";
+export { DASHBOARD_API, type PrincipalView } from "../../wire/api.js";
 export type { SessionDetail, SessionSummary } from "./sessions.js";
 export { Scope, type Viewer } from "./viewer.js";
 export {

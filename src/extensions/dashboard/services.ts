@@ -8,7 +8,7 @@ import type { EventStream } from "../../http/sse.js";
 import { authenticateViewer, Scope } from "./viewer.js";
 import type { SummaryWebhooks } from "./webhooks.js";
 
-export { DASHBOARD_API } from "../../wire/gateway.js";
+export { DASHBOARD_API } from "../../wire/api.js";
 
 /** Everything the dashboard's routes share; built once per gateway by `dashboardExtension`. */
 export interface DashboardServices {
