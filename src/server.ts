@@ -1,11 +1,12 @@
 /**
  * `acp-kit/server`: the composition root. It wires the default gateway (the core with the
- * dashboard, collaboration, the MCP endpoint and approvals) and is the only module that imports
+ * dashboard, collaboration, the MCP endpoint, approvals and the outbound A2A bridge) and is the only module that imports
  * the extensions (src/extensions/*); `acp gateway` and `acp demo` start the gateway through it.
  * A library user who wants another set calls `startGateway` (acp-kit/gateway) with the extensions
  * of their choice, e.g. `startGateway({ extensions: [approvalsExtension()] })`.
  */
 import { join } from "node:path";
+import { a2aOutboundExtension } from "./extensions/a2a/outbound/extension.js";
 import { type ApprovalsExtension, approvalsExtension } from "./extensions/approvals/extension.js";
 import { type CollabExtension, collabExtension } from "./extensions/collab/extension.js";
 import { custodyExtension } from "./extensions/custody/extension.js";
@@ -14,6 +15,10 @@ import { mcpEndpointExtension } from "./extensions/mcp-endpoint/extension.js";
 import type { GatewayExtension } from "./gateway/extension.js";
 import { type Gateway, type GatewayOptions, startGateway } from "./gateway/gateway.js";
 
+export {
+  type A2AOutboundOptions,
+  a2aOutboundExtension,
+} from "./extensions/a2a/outbound/extension.js";
 export { type ApprovalsExtension, approvalsExtension } from "./extensions/approvals/extension.js";
 export { type ApprovalAuthorizer, defaultApprovalAuthorizer } from "./extensions/approvals/routes.js";
 export { type CollabExtension, type CollabOptions, collabExtension } from "./extensions/collab/extension.js";
@@ -80,7 +85,9 @@ export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promis
     (custody?.enabled === false
       ? undefined
       : custodyExtension({ data, ...(custody?.key !== undefined ? { key: custody.key } : {}) }));
-  const defaults = [collab, mcp, approvals, ...(custodian ? [custodian] : [])].filter(
+  // ACP agents calling A2A agents: inert until an admin registers one (docs/a2a-outbound.md).
+  const a2aOutbound = given("a2a-outbound") ?? a2aOutboundExtension({ keyDir: join(data, "a2a-bridge") });
+  const defaults = [collab, mcp, approvals, a2aOutbound, ...(custodian ? [custodian] : [])].filter(
     (e) => !extra.includes(e),
   );
   return startGateway({ ...core, extensions: [dashboardExt, ...extra, ...defaults] });

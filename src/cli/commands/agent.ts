@@ -4,6 +4,7 @@ import type { AgentView } from "../../wire/api.js";
 import { KeyFileError, readIdentityFile } from "../../identity/index.js";
 import { AcpError, publicIdentity } from "../../protocol/index.js";
 import { CliError, printJson, printLine } from "../io.js";
+import { registerA2ACommands } from "./agent-a2a.js";
 
 /** Where a command finds the gateway and its credentials: flags first, then the environment. */
 export interface GatewayFlags {
@@ -32,7 +33,7 @@ export function apiKeyOf(flags: GatewayFlags): string {
   return key;
 }
 
-function adminTokenOf(flags: GatewayFlags): string {
+export function adminTokenOf(flags: GatewayFlags): string {
   const token = flags.adminToken ?? process.env.ACP_ADMIN_TOKEN;
   if (!token)
     throw new CliError(
@@ -217,6 +218,7 @@ export function registerAgent(program: Command): void {
       printLine(`revoked ${revoked.agentId} at ${revoked.revokedAt}`);
     }),
   );
+  registerA2ACommands(agent);
 }
 
 /** Reading needs any valid credential: the agent's API key, or the admin token. */

@@ -1,0 +1,328 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Logger } from "pino";
+import type { Broker, Delivery, Inbox, KvBucket, Unsubscribe } from "../../../broker/index.js";
+import type { Registry } from "../../../gateway/registry.js";
+import type { Relay } from "../../../gateway/relay.js";
+import { Handshakes } from "../../../handshake/index.js";
+import { TrustLedger } from "../../../identity/index.js";
+import {
+  AcpError,
+  buildErrorResponse,
+  buildNotification,
+  buildResponse,
+  type JsonRpcId,
+  type SenderIdentity,
+  type Signer,
+  signMessage,
+  type VerifiedEnvelope,
+  verifyEnvelope,
+} from "../../../protocol/index.js";
+import type { OutboundAgentRecord } from "../../../wire/a2a-outbound.js";
+import type { BridgeIdentity } from "../bridge-identity.js";
+import { A2AClient } from "./a2a-client.js";
+import { A2AMethods } from "./convert.js";
+import { Exchanges } from "./exchanges.js";
+import { registerOutbound } from "./registration.js";
+import { TaskLinks } from "./tasks.js";
+
+/** What the bridge uses of the gateway: the registry, the relay pipeline and the broker, in-process. */
+export interface BridgeDeps {
+  broker: Broker;
+  registry: Registry;
+  relay: Relay;
+  logger: Logger;
+}
+
+export interface OutboundBridgeOptions {
+  /** Calls of an unreachable A2A agent per request before the caller gets an error. Default 3. */
+  attempts?: number;
+  /** Wait before the second call; doubled each time. Default 1000 ms. */
+  retryDelayMs?: number;
+}
+
+/** One A2A agent the bridge answers for: its inbox, its handshakes, its signer. */
+export interface Served {
+  record: OutboundAgentRecord;
+  sender: SenderIdentity;
+  signer: Signer;
+  client: A2AClient;
+  handshakes: Handshakes;
+  inbox?: Inbox;
+  pump?: Promise<void>;
+}
+
+const LAYERS = [0, 1];
+
+/**
+ * The outbound half of the A2A bridge: each registered A2A agent is an ACP agent id whose inbox the
+ * bridge consumes in-process. Handshakes are answered automatically with the bridge key; each
+ * `agent.request` becomes an A2A exchange (Exchanges) whose outcome goes back through the relay as
+ * a signed `agent.response` (so it is validated, stored, delivered and audited like any message).
+ */
+export class OutboundBridge {
+  private readonly records: KvBucket<OutboundAgentRecord>;
+  private readonly served = new Map<string, Served>();
+  private readonly handlers = new Set<Promise<void>>();
+  /** Deliveries being processed, by message id. */
+  private readonly inHand = new Set<string>();
+  private readonly exchanges: Exchanges;
+  private unwatch: Unsubscribe | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly deps: BridgeDeps,
+    private readonly identity: BridgeIdentity,
+    options: OutboundBridgeOptions = {},
+  ) {
+    this.records = deps.broker.kv<OutboundAgentRecord>("a2a-outbound");
+    this.exchanges = new Exchanges(new TaskLinks(deps.broker), deps.logger, {
+      attempts: options.attempts ?? 3,
+      retryDelayMs: options.retryDelayMs ?? 1000,
+      notify: (served, to, body) =>
+        this.send(served, buildNotification(served.sender, to, body, { method: A2AMethods.status })),
+    });
+  }
+
+  async start(): Promise<void> {
+    // Registrations made through another gateway on the same NATS reach this one too.
+    this.unwatch = await this.records.watch((change) => {
+      if (change.op === "delete") void this.stopServing(change.key);
+      else if (change.value) void this.serve(change.value);
+    });
+    for (const key of await this.records.keys()) {
+      const entry = await this.records.get(key);
+      if (entry) await this.serve(entry.value);
+    }
+  }
+
+  async register(input: unknown): Promise<OutboundAgentRecord> {
+    const record = await registerOutbound(input, this.deps.registry, this.identity);
+    await this.records.put(record.agentId, record);
+    await this.serve(record);
+    this.deps.logger.info({ agent: record.agentId, endpoint: record.endpoint }, "A2A agent registered");
+    return record;
+  }
+
+  async list(): Promise<OutboundAgentRecord[]> {
+    const entries = await Promise.all((await this.records.keys()).map((k) => this.records.get(k)));
+    return entries.flatMap((e) => (e ? [e.value] : []));
+  }
+
+  async get(agentId: string): Promise<OutboundAgentRecord> {
+    const record = (await this.records.get(agentId))?.value;
+    if (!record) throw new AcpError("NotFound", `no registered A2A agent ${agentId}`);
+    return record;
+  }
+
+  /** Revokes the agent id (the registry keeps the record for audit) and stops serving it. */
+  async remove(agentId: string): Promise<void> {
+    await this.get(agentId);
+    await this.deps.registry.revoke(agentId);
+    await this.records.delete(agentId);
+    await this.stopServing(agentId);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.unwatch?.();
+    // Exchanges under way are abandoned unacknowledged: the broker redelivers them after a restart.
+    this.exchanges.abortAll();
+    await Promise.all([...this.served.keys()].map((id) => this.stopServing(id)));
+    await Promise.allSettled([...this.handlers]);
+  }
+
+  private async serve(record: OutboundAgentRecord): Promise<void> {
+    // Only the gateway holding the registered key can sign for it.
+    if (this.closed || this.served.has(record.agentId) || record.bridgeKey !== this.identity.signing.x)
+      return;
+    const sender: SenderIdentity = {
+      agentId: record.agentId,
+      principalId: record.principalId,
+      layers: LAYERS,
+    };
+    const served: Served = {
+      record,
+      sender,
+      signer: this.identity.signerFor(record.agentId),
+      client: new A2AClient(record.endpoint),
+      handshakes: new Handshakes({
+        self: sender,
+        announce: {
+          capabilities: ["a2a", ...record.skills],
+          purpose: `A2A agent "${record.name}" through the gateway's bridge`,
+        },
+        capabilities: { tools: record.skills, domains: ["a2a"], limits: [], requests: [] },
+        trust: new TrustLedger(),
+      }),
+    };
+    this.served.set(record.agentId, served);
+    try {
+      served.inbox = await this.deps.broker.openInbox(record.agentId);
+    } catch (err) {
+      this.served.delete(record.agentId);
+      this.deps.logger.error(
+        { agent: record.agentId, err: (err as Error).message },
+        "A2A bridge cannot open the inbox",
+      );
+      return;
+    }
+    served.pump = this.pump(served, served.inbox);
+  }
+
+  private async stopServing(agentId: string): Promise<void> {
+    const served = this.served.get(agentId);
+    if (!served) return;
+    this.served.delete(agentId);
+    await served.inbox?.close();
+    await served.pump;
+  }
+
+  private async pump(served: Served, inbox: Inbox): Promise<void> {
+    try {
+      for await (const delivery of inbox) {
+        const handled = this.handle(served, delivery).catch((err: unknown) =>
+          this.deps.logger.error(
+            { agent: served.record.agentId, id: delivery.id, err: (err as Error).message },
+            "A2A bridge delivery failed",
+          ),
+        );
+        this.handlers.add(handled);
+        void handled.finally(() => this.handlers.delete(handled));
+      }
+    } catch (err) {
+      if (!this.closed)
+        this.deps.logger.error(
+          { agent: served.record.agentId, err: (err as Error).message },
+          "A2A bridge inbox ended",
+        );
+    }
+  }
+
+  private async handle(served: Served, delivery: Delivery): Promise<void> {
+    // A redelivery of a request still in hand (its A2A task outlived the ack wait) is left alone:
+    // the exchange under way acknowledges it when it answers.
+    if (this.inHand.has(delivery.id)) return;
+    this.inHand.add(delivery.id);
+    try {
+      // A redelivery handed out just before the answer's acknowledgement: already answered.
+      const settled = delivery.attempt > 1 ? (await this.deps.broker.status(delivery.id))?.status : undefined;
+      if (settled === "acknowledged" || settled === "failed") return;
+      await this.process(served, delivery);
+    } finally {
+      this.inHand.delete(delivery.id);
+    }
+  }
+
+  private async process(served: Served, delivery: Delivery): Promise<void> {
+    const agentId = served.record.agentId;
+    const verified = await this.verify(served, delivery);
+    if (!verified) {
+      await this.deps.broker.reject(agentId, delivery.id, "not a valid signed ACP message");
+      return;
+    }
+    const { message } = verified;
+    const method = "method" in message ? message.method : "response";
+    if (method === "agent.announce" || method === "agent.capabilities") {
+      try {
+        for (const out of served.handshakes.receive(verified)) await this.send(served, out);
+      } catch (err) {
+        this.deps.logger.warn(
+          { agent: agentId, from: delivery.from, err: (err as Error).message },
+          "A2A bridge handshake refused",
+        );
+      }
+    } else if (method === A2AMethods.cancel) {
+      await this.exchanges
+        .cancel(served, verified)
+        .catch((err: unknown) =>
+          this.deps.logger.warn(
+            { agent: agentId, from: delivery.from, err: (err as Error).message },
+            "A2A cancel failed",
+          ),
+        );
+    } else if ("id" in message && "params" in message) {
+      const outcome = await this.exchanges.answer(served, verified);
+      if (outcome === "abandoned") return;
+      const refused = await this.reply(served, verified, message.id, outcome.body, outcome.error);
+      const deadLetter = outcome.deadLetter ?? refused;
+      if (deadLetter) {
+        await this.deps.broker.reject(agentId, delivery.id, deadLetter);
+        return;
+      }
+    }
+    // Notifications of other methods and responses: nothing to do.
+    await this.deps.broker.ack(agentId, delivery.id);
+  }
+
+  private async verify(served: Served, delivery: Delivery): Promise<VerifiedEnvelope | undefined> {
+    try {
+      const sender = await this.deps.registry.resolve(delivery.from);
+      return verifyEnvelope(delivery.envelope, {
+        resolveKey: (agentId, kid) =>
+          sender && agentId === sender.record.agentId && kid === sender.kid ? sender.key : undefined,
+        expectedRecipient: served.record.agentId,
+      });
+    } catch (err) {
+      this.deps.logger.warn(
+        { agent: served.record.agentId, id: delivery.id, err: (err as Error).message },
+        "A2A bridge refused a delivery",
+      );
+      return undefined;
+    }
+  }
+
+  /**
+   * Answers the requester. An answer the relay refuses for good (too large for an envelope, the
+   * requester revoked…) becomes an error answer or, failing that, the reason to dead-letter the
+   * request: leaving it unacknowledged would only call the A2A agent again on each redelivery.
+   */
+  private async reply(
+    served: Served,
+    verified: VerifiedEnvelope,
+    id: JsonRpcId,
+    body: Record<string, unknown> | undefined,
+    error: AcpError | undefined,
+  ): Promise<string | undefined> {
+    const request = { id, params: { headers: { "agent-id": verified.headers["agent-id"] } } };
+    const answer = error
+      ? buildErrorResponse(served.sender, request, error)
+      : buildResponse(served.sender, request, body ?? {});
+    try {
+      await this.send(served, answer);
+      return undefined;
+    } catch (err) {
+      if (!(err instanceof AcpError) || err.reason === "StorageUnavailable") throw err;
+      if (err.reason === "PayloadTooLarge" && !error) {
+        const tooLarge = new AcpError(
+          "PayloadTooLarge",
+          `the answer of ${served.record.agentId} exceeds the gateway's envelope limit; ask the A2A agent for less`,
+          { ...err.data, a2a: { ...(body?.a2a as object) } },
+        );
+        return this.reply(served, verified, id, undefined, tooLarge);
+      }
+      this.deps.logger.warn(
+        { agent: served.record.agentId, err: err.message },
+        "A2A answer refused by the relay",
+      );
+      return `the answer was refused: ${err.message}`;
+    }
+  }
+
+  /** Signs as the served agent and submits through the relay; a busy store is tried again. */
+  private async send(served: Served, message: object): Promise<void> {
+    const signed = JSON.stringify(signMessage(message, served.signer));
+    for (let attempt = 1; ; attempt++) {
+      const self = await this.deps.registry.resolve(served.record.agentId);
+      if (!self) throw new AcpError("UnknownRecipient", `${served.record.agentId} is no longer registered`);
+      try {
+        await this.deps.relay.submit(self, signed, Buffer.byteLength(signed));
+        return;
+      } catch (err) {
+        const retry =
+          err instanceof AcpError && (err.reason === "StorageUnavailable" || err.reason === "RateLimited");
+        if (!retry || attempt >= 5 || this.closed) throw err;
+        await sleep(100 * 2 ** attempt);
+      }
+    }
+  }
+}

@@ -1,0 +1,156 @@
+import { z } from "zod";
+import { AcpError } from "../../../protocol/index.js";
+
+/**
+ * The parts of an A2A 1.0 agent card the outbound bridge relies on, checked before anything is
+ * registered. Other members are kept as served (they are covered by the card's signature) but not
+ * interpreted. The wire is proto3 JSON: camelCase members, defaults may be left out.
+ */
+const AgentInterface = z.object({
+  url: z.url("must be an absolute URL"),
+  protocolBinding: z.string().min(1, "must name the transport (JSONRPC, HTTP+JSON, GRPC)"),
+  protocolVersion: z.string().min(1, "must name the A2A protocol version").optional(),
+  tenant: z.string().optional(),
+});
+
+const AgentSkill = z.object({
+  id: z.string().min(1, "must not be empty"),
+  name: z.string().min(1, "must not be empty"),
+  description: z.string().optional(),
+  tags: z.array(z.string()).optional(),
+});
+
+const CardSignature = z.object({
+  protected: z.string().regex(/^[A-Za-z0-9_-]+$/, "must be a base64url JWS protected header"),
+  signature: z.string().regex(/^[A-Za-z0-9_-]+$/, "must be a base64url signature"),
+  header: z.record(z.string(), z.unknown()).optional(),
+});
+
+export const A2AAgentCard = z.looseObject({
+  name: z.string().min(1, "must not be empty"),
+  description: z.string().optional(),
+  version: z.string().optional(),
+  supportedInterfaces: z.array(AgentInterface).min(1, "must list at least one interface"),
+  provider: z.object({ organization: z.string().optional(), url: z.string().optional() }).optional(),
+  capabilities: z
+    .object({ streaming: z.boolean().optional(), pushNotifications: z.boolean().optional() })
+    .optional(),
+  defaultInputModes: z.array(z.string()).optional(),
+  defaultOutputModes: z.array(z.string()).optional(),
+  skills: z.array(AgentSkill).optional(),
+  signatures: z.array(CardSignature).optional(),
+});
+export type A2AAgentCard = z.infer<typeof A2AAgentCard>;
+export type A2ACardSignature = z.infer<typeof CardSignature>;
+
+/** The A2A protocol version this bridge speaks (the `A2A-Version` header). */
+export const A2A_VERSION = "1.0";
+export const CARD_PATH = "/.well-known/agent-card.json";
+
+/** The JSON-RPC endpoint the bridge calls: the card's JSONRPC interface for A2A 1.0. */
+export function jsonRpcEndpoint(card: A2AAgentCard): string {
+  const found = card.supportedInterfaces.find(
+    (i) =>
+      i.protocolBinding.toUpperCase() === "JSONRPC" && (i.protocolVersion ?? A2A_VERSION) === A2A_VERSION,
+  );
+  if (!found) {
+    const offered = card.supportedInterfaces.map((i) => `${i.protocolBinding} ${i.protocolVersion ?? "?"}`);
+    throw new AcpError(
+      "CapabilityMissing",
+      `the agent card offers no JSONRPC interface for A2A ${A2A_VERSION} (it offers: ${offered.join(", ")})`,
+      { problems: [{ path: "/supportedInterfaces", message: `no JSONRPC ${A2A_VERSION} interface` }] },
+    );
+  }
+  return found.url;
+}
+
+/** `https://host/x` → `https://host/x/.well-known/agent-card.json`; a URL ending in `.json` is the card itself. */
+export function cardUrlOf(url: string): URL {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new AcpError("InvalidParams", `not a URL: ${JSON.stringify(url)}`, {
+      problems: [{ path: "/url", message: "must be an absolute http(s) URL" }],
+    });
+  }
+  if (parsed.protocol !== "https:" && parsed.protocol !== "http:") {
+    throw new AcpError("InvalidParams", `the agent URL must be http(s), not ${parsed.protocol}`, {
+      problems: [{ path: "/url", message: "must be an absolute http(s) URL" }],
+    });
+  }
+  if (parsed.pathname.endsWith(".json")) return parsed;
+  return new URL(`${parsed.pathname.replace(/\/+$/, "")}${CARD_PATH}`, parsed);
+}
+
+const CARD_LIMIT = 256 * 1024;
+
+export interface FetchedCard {
+  card: A2AAgentCard;
+  /** The card exactly as parsed from the wire (its signatures cover this). */
+  raw: Record<string, unknown>;
+  url: string;
+}
+
+/** Fetches and validates an agent card; every failure is an AcpError naming the URL or the field. */
+export async function fetchAgentCard(url: string, timeoutMs = 10_000): Promise<FetchedCard> {
+  const cardUrl = cardUrlOf(url);
+  let response: Response;
+  try {
+    response = await fetch(cardUrl, {
+      headers: { accept: "application/json", "A2A-Version": A2A_VERSION },
+      signal: AbortSignal.timeout(timeoutMs),
+      redirect: "error",
+    });
+  } catch (err) {
+    throw new AcpError("InvalidParams", `cannot fetch the agent card at ${cardUrl}: ${causeOf(err)}`, {
+      problems: [{ path: "/url", message: "the agent card could not be fetched" }],
+    });
+  }
+  const text = await response.text();
+  if (!response.ok) {
+    throw new AcpError("InvalidParams", `the agent card at ${cardUrl} answered HTTP ${response.status}`, {
+      problems: [{ path: "/url", message: `HTTP ${response.status}` }],
+    });
+  }
+  if (text.length > CARD_LIMIT) {
+    throw new AcpError("InvalidParams", `the agent card at ${cardUrl} exceeds ${CARD_LIMIT} bytes`, {
+      problems: [{ path: "/url", message: "card too large" }],
+    });
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    throw new AcpError("InvalidParams", `the agent card at ${cardUrl} is not JSON`, {
+      problems: [{ path: "/url", message: "not JSON" }],
+    });
+  }
+  return { card: parseAgentCard(raw, cardUrl.href), raw: raw as Record<string, unknown>, url: cardUrl.href };
+}
+
+export function parseAgentCard(raw: unknown, source: string): A2AAgentCard {
+  const parsed = A2AAgentCard.safeParse(raw);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => ({
+      path: `/card/${i.path.join("/")}`,
+      message: i.message,
+    }));
+    const first = problems[0];
+    throw new AcpError(
+      "InvalidParams",
+      `the agent card at ${source} is not a valid A2A ${A2A_VERSION} card: ${first?.path} ${first?.message}`,
+      { problems },
+    );
+  }
+  return parsed.data;
+}
+
+/** The innermost cause of a fetch failure (ECONNREFUSED, timeout…), for messages. */
+export function causeOf(err: unknown): string {
+  let current: unknown = err;
+  while ((current as { cause?: unknown })?.cause) current = (current as { cause: unknown }).cause;
+  const e = current as { code?: string; message?: string; name?: string };
+  if (e?.name === "TimeoutError") return "timed out";
+  return e?.code ?? e?.message ?? String(current);
+}

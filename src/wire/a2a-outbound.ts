@@ -1,0 +1,31 @@
+/**
+ * The wire contract of the outbound A2A bridge's admin API (`acp agent add-a2a` and the gateway's
+ * `/api/v1/a2a/remote-agents`), shared by the CLI and the extension (docs/a2a-outbound.md).
+ */
+export const A2A_REMOTE_AGENTS_PATH = "/api/v1/a2a/remote-agents";
+
+/** How the registered card's signature was checked (A2A §8.4). */
+export interface CardVerification {
+  signed: boolean;
+  /** The key id of the signature that verified. */
+  kid?: string;
+  /** Where the key came from: pinned by the admin, or the card's `jku` on its own origin. */
+  keySource?: "pinned" | "jku";
+}
+
+/** What the gateway keeps per registered A2A agent (bucket `a2a-outbound`, key = its ACP agent id). */
+export interface OutboundAgentRecord {
+  agentId: string;
+  /** `a2a:<host of the card>` unless the admin chose one. */
+  principalId: string;
+  name: string;
+  cardUrl: string;
+  /** The card's JSON-RPC endpoint the bridge calls. */
+  endpoint: string;
+  streaming: boolean;
+  skills: string[];
+  signature: CardVerification;
+  /** The bridge key (`x`) registered for it: only the gateway holding that key serves it. */
+  bridgeKey: string;
+  registeredAt: string;
+}

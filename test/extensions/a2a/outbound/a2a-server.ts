@@ -1,0 +1,220 @@
+/**
+ * A real, unmodified A2A SDK server for the outbound bridge's tests: the SDK's DefaultRequestHandler
+ * with an InMemoryTaskStore behind its own express JSON-RPC and agent-card handlers, on 127.0.0.1:0.
+ * Only the executor (the agent's behaviour) is ours.
+ */
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { type AgentCard, Role, TaskState } from "@a2a-js/sdk";
+import {
+  type AgentExecutor,
+  AgentEvent,
+  DefaultRequestHandler,
+  type ExecutionEventBus,
+  InMemoryTaskStore,
+  type RequestContext,
+} from "@a2a-js/sdk/server";
+import { agentCardHandler, jsonRpcHandler, UserBuilder } from "@a2a-js/sdk/server/express";
+import express from "express";
+
+export interface TestA2AServer {
+  url: string;
+  /** The card's URL (`/.well-known/agent-card.json`). */
+  cardUrl: string;
+  card: AgentCard;
+  /** Texts of the user messages the agent received, in order. */
+  received: string[];
+  close(): Promise<void>;
+}
+
+export type Behaviour = "echo-message" | "echo-task" | "slow-task" | "large-message";
+
+export function textOf(context: RequestContext): string {
+  return context.userMessage.parts.map((p) => (p.content?.$case === "text" ? p.content.value : "")).join("");
+}
+
+function agentMessage(text: string, context: RequestContext, withTask: boolean) {
+  return {
+    messageId: `agent-${Math.random().toString(36).slice(2)}`,
+    contextId: context.contextId,
+    taskId: withTask ? context.taskId : "",
+    role: Role.ROLE_AGENT,
+    parts: [
+      { content: { $case: "text" as const, value: text }, metadata: undefined, filename: "", mediaType: "" },
+    ],
+    metadata: undefined,
+    extensions: [],
+    referenceTaskIds: [],
+  };
+}
+
+function status(context: RequestContext, state: TaskState, text?: string) {
+  return AgentEvent.statusUpdate({
+    taskId: context.taskId,
+    contextId: context.contextId,
+    status: {
+      state,
+      message: text === undefined ? undefined : agentMessage(text, context, true),
+      timestamp: new Date().toISOString(),
+    },
+    metadata: undefined,
+  });
+}
+
+/** The agent's behaviours: answer with a message, run a task, or run a task until cancelled. */
+export class TestExecutor implements AgentExecutor {
+  private readonly running = new Map<string, () => void>();
+  constructor(
+    private readonly behaviour: Behaviour,
+    private readonly received: string[],
+  ) {}
+
+  async execute(context: RequestContext, bus: ExecutionEventBus): Promise<void> {
+    const text = textOf(context);
+    this.received.push(text);
+    if (this.behaviour === "echo-message" || this.behaviour === "large-message") {
+      const answer = this.behaviour === "large-message" ? "x".repeat(1_200_000) : `echo: ${text}`;
+      bus.publish(AgentEvent.message(agentMessage(answer, context, false)));
+      bus.finished();
+      return;
+    }
+    bus.publish(
+      AgentEvent.task({
+        id: context.taskId,
+        contextId: context.contextId,
+        status: {
+          state: TaskState.TASK_STATE_SUBMITTED,
+          message: undefined,
+          timestamp: new Date().toISOString(),
+        },
+        artifacts: [],
+        history: [context.userMessage],
+        metadata: undefined,
+      }),
+    );
+    bus.publish(status(context, TaskState.TASK_STATE_WORKING, "working on it"));
+    if (this.behaviour === "slow-task") {
+      // Runs until cancelTask ends it.
+      await new Promise<void>((resolve) => this.running.set(context.taskId, resolve));
+      bus.publish(status(context, TaskState.TASK_STATE_CANCELED, "cancelled"));
+      bus.finished();
+      return;
+    }
+    bus.publish(
+      AgentEvent.artifactUpdate({
+        taskId: context.taskId,
+        contextId: context.contextId,
+        artifact: {
+          artifactId: "result",
+          name: "result",
+          description: "",
+          parts: [
+            {
+              content: { $case: "text", value: `upper: ${text.toUpperCase()}` },
+              metadata: undefined,
+              filename: "",
+              mediaType: "",
+            },
+          ],
+          metadata: undefined,
+          extensions: [],
+        },
+        append: false,
+        lastChunk: true,
+        metadata: undefined,
+      }),
+    );
+    bus.publish(status(context, TaskState.TASK_STATE_COMPLETED, `done: ${text}`));
+    bus.finished();
+  }
+
+  async cancelTask(taskId: string, _bus: ExecutionEventBus): Promise<void> {
+    this.running.get(taskId)?.();
+    this.running.delete(taskId);
+  }
+}
+
+export function testCard(url: string, streaming: boolean): AgentCard {
+  return {
+    name: "Echo Agent",
+    description: "Echoes what it is told",
+    supportedInterfaces: [{ url, protocolBinding: "JSONRPC", tenant: "", protocolVersion: "1.0" }],
+    provider: { url: "https://example.org", organization: "Example Org" },
+    version: "1.2.3",
+    capabilities: { streaming, pushNotifications: false, extensions: [] },
+    securitySchemes: {},
+    securityRequirements: [],
+    defaultInputModes: ["text/plain"],
+    defaultOutputModes: ["text/plain"],
+    skills: [
+      {
+        id: "echo",
+        name: "Echo",
+        description: "Echoes the input",
+        tags: ["echo"],
+        examples: [],
+        inputModes: [],
+        outputModes: [],
+        securityRequirements: [],
+      },
+    ],
+    signatures: [],
+  };
+}
+
+/**
+ * Starts the SDK server. `card` may rewrite the card (bad cards, signatures); `port` reuses a port
+ * (to bring a stopped agent back).
+ */
+export async function startA2AServer(
+  options: {
+    behaviour?: Behaviour;
+    streaming?: boolean;
+    card?: (card: AgentCard) => AgentCard | Promise<AgentCard>;
+    /** Serve this JSON as the card instead (bad cards). */
+    rawCard?: (card: AgentCard) => unknown;
+    port?: number;
+    /** Served at `/.well-known/jwks.json` (card signature keys). */
+    jwks?: unknown;
+  } = {},
+): Promise<TestA2AServer> {
+  const app = express();
+  const server: Server = await new Promise((resolve) => {
+    const s = app.listen(options.port ?? 0, "127.0.0.1", () => resolve(s));
+  });
+  const { port } = server.address() as AddressInfo;
+  const url = `http://127.0.0.1:${port}`;
+  const base = testCard(`${url}/a2a/jsonrpc`, options.streaming ?? false);
+  const card = options.card ? await options.card(base) : base;
+  const received: string[] = [];
+  const handler = new DefaultRequestHandler(
+    card,
+    new InMemoryTaskStore(),
+    new TestExecutor(options.behaviour ?? "echo-task", received),
+  );
+  if (options.jwks !== undefined)
+    app.get("/.well-known/jwks.json", (_req, res) => void res.json(options.jwks));
+  if (options.rawCard) {
+    const raw = options.rawCard(card);
+    app.get("/.well-known/agent-card.json", (_req, res) => {
+      res.json(raw);
+    });
+  } else {
+    app.use("/.well-known/agent-card.json", agentCardHandler({ agentCardProvider: handler }));
+  }
+  app.use(
+    "/a2a/jsonrpc",
+    jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }),
+  );
+  return {
+    url,
+    cardUrl: `${url}/.well-known/agent-card.json`,
+    card,
+    received,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,54 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { describe, expect, it } from "vitest";
+import { AcpError } from "../../../../src/protocol/index.js";
+import { until } from "../../../helpers/until.js";
+import { useOutboundBed } from "./testbed.js";
+
+describe("A2A out: long tasks and oversized answers", () => {
+  // A short ack wait: the broker redelivers the request while the A2A task still runs.
+  const bed = useOutboundBed({ delivery: { ackWaitMs: 200, maxDeliver: 50, backoffFactor: 1 } });
+
+  it("a request redelivered while its A2A task still runs is not sent to the A2A agent again", async () => {
+    const server = await bed.a2a({ behaviour: "slow-task", streaming: true });
+    await bed.addA2A({ url: server.url, agentId: "slow" });
+    const alice = await bed.caller();
+    const statuses: Record<string, unknown>[] = [];
+    alice.onNotification((body, context) => {
+      if (context.method === "agent.a2a.status") statuses.push(body);
+    });
+    const answer = alice.request("slow", { text: "long job" }).catch((e: unknown) => e);
+    const [first] = await until(
+      () => statuses,
+      (s) => s.length > 0,
+      "the task is reported",
+    );
+    await sleep(1000); // several ack waits
+    await alice.notify("slow", { taskId: first?.taskId }, { method: "agent.a2a.cancel" });
+    expect(((await answer) as AcpError).reason).toBe("Cancelled");
+    expect(server.received).toEqual(["long job"]);
+    const page = await bed.gw.gateway.broker.list({
+      participant: "alice",
+      to: "slow",
+      method: "agent.request",
+    });
+    await until(
+      async () => (await bed.gw.gateway.broker.status(page.items[0]?.id ?? ""))?.status,
+      (status) => status === "acknowledged",
+      "the request is acknowledged once answered",
+    );
+  });
+
+  it("an answer too large for an envelope becomes a clear error, not a redelivery loop", async () => {
+    const server = await bed.a2a({ behaviour: "large-message" });
+    await bed.addA2A({ url: server.url, agentId: "echo" });
+    const alice = await bed.caller();
+    const err = await alice
+      .request("echo", { text: "a lot please" }, { timeoutMs: 20_000 })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AcpError);
+    expect((err as AcpError).reason).toBe("PayloadTooLarge");
+    expect((err as AcpError).message).toContain("the answer of echo exceeds the gateway's envelope limit");
+    await sleep(500);
+    expect(server.received).toHaveLength(1);
+  });
+});
