@@ -18,6 +18,7 @@ import {
 } from "../broker/index.js";
 import { collabExtension } from "../collab/routes.js";
 import { type DashboardOptions, dashboardExtension } from "../dashboard/extension.js";
+import { a2aInboundExtension } from "../extensions/a2a/inbound/extension.js";
 import { mcpGatewayExtension } from "../mcp/gateway.js";
 import { AcpError } from "../protocol/index.js";
 import { hashSecret, newAdminToken } from "./auth.js";
@@ -144,6 +145,15 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
           mcpGatewayExtension({
             ...(options.audit === false ? {} : { auditRoot: join(data, "mcp-audit") }),
             ...(options.dashboard?.sessionsRoot ? { coordinationRoot: options.dashboard.sessionsRoot } : {}),
+          }),
+        ]),
+    // A2A clients calling ACP agents: publishes only agents registered with the capability `a2a`.
+    ...(options.extensions?.some((e) => e.name === "a2a-inbound")
+      ? []
+      : [
+          a2aInboundExtension({
+            dataDir: data,
+            ...(options.audit === false ? {} : { auditRoot: join(data, "a2a-audit") }),
           }),
         ]),
   ];

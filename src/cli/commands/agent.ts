@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { GatewayClient, GatewayUnreachableError } from "../../client/index.js";
+import { A2A_CAPABILITY, agentBaseUrl } from "../../extensions/a2a/inbound/card.js";
 import type { AgentView } from "../../gateway/wire.js";
 import { KeyFileError, readIdentityFile } from "../../identity/index.js";
 import { AcpError, publicIdentity } from "../../protocol/index.js";
@@ -88,26 +89,31 @@ export function registerAgent(program: Command): void {
     ["key", "admin-token"],
   )
     .option("--capability <name>", "a capability to list in the registry (repeatable)", collect, [])
+    .option("--a2a", "publish the agent to A2A clients (agent card and JSON-RPC under /a2a/<agent-id>)")
     .option(
       "--protocol-version <v>",
       "a protocol version the agent speaks (repeatable; default 1.0.0)",
       collect,
       [],
     )
-    .action((flags: GatewayFlags & { capability: string[]; protocolVersion: string[] }) =>
+    .action((flags: GatewayFlags & { capability: string[]; protocolVersion: string[]; a2a?: boolean }) =>
       run(flags, async () => {
         const file = keyFileOf(flags);
         const identity = await readIdentityFile(file);
         const client = new GatewayClient({ gateway: gatewayOf(flags), adminToken: adminTokenOf(flags) });
         const registered = await client.registerAgent({
           ...publicIdentity(identity),
-          capabilities: flags.capability,
+          capabilities: flags.a2a ? [...new Set([...flags.capability, A2A_CAPABILITY])] : flags.capability,
           ...(flags.protocolVersion.length > 0 ? { protocolVersions: flags.protocolVersion } : {}),
         });
         if (flags.json) return printJson(registered);
         printLine(
           `registered ${registered.agentId} (principal ${identity.principalId}) at ${client.baseUrl}`,
         );
+        if (flags.a2a) {
+          const card = `${agentBaseUrl(client.baseUrl, registered.agentId)}/.well-known/agent-card.json`;
+          printLine(`published to A2A clients: agent card at ${card}`);
+        }
         printLine("API key (shown only now; keep it secret, e.g. in ACP_API_KEY):");
         printLine(registered.apiKey);
       }),
