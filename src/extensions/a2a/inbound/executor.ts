@@ -32,9 +32,9 @@ import type { BridgeIdentities } from "../bridge-identity.js";
 /** Methods of the notifications between bridge and target (docs/a2a.md). */
 export const A2aAcpMethods = {
   /** target → bridge `{ taskId, text }`: a progress message, streamed as a WORKING status. */
-  progress: "a2a.progress",
+  progress: "agent.a2a.progress",
   /** bridge → target `{ taskId }`: the A2A client canceled; stop working on it. */
-  cancel: "a2a.cancel",
+  cancel: "agent.a2a.cancel",
 } as const;
 
 /** A task whose ACP request is under way. `emit` goes to the event bus, or to the store once the executor returned. */
