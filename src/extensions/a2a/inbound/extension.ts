@@ -117,11 +117,13 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
           sendJson(res, 200, { jsonrpc: "2.0", id: err.requestId, error: err.toJSON() });
           return;
         }
+        const legacy = isLegacyMethod(call.method);
         const context = new ServerCallContext({
           user: new A2aCaller(caller.kind === "admin" ? "admin" : caller.agent.record.agentId),
+          // Push notifications are shaped for the version the task was created with.
+          requestedVersion: legacy ? "0.3" : "1.0",
         });
         const endpoint = open.for(record);
-        const legacy = isLegacyMethod(call.method);
         const answer = await (legacy ? endpoint.legacy : endpoint.transport).handle(
           body as Record<string, unknown>,
           context,
