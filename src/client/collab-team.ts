@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
-import type { HandoffView } from "../collab/handoff.js";
-import type { KnowledgeEntry, SearchHit } from "../collab/knowledge-index.js";
+import type { HandoffView } from "../extensions/collab/handoff.js";
+import type { KnowledgeEntry, SearchHit } from "../extensions/collab/knowledge-index.js";
 import { CollabMethod, type VoteResult, type VoteRule } from "../collab/messages.js";
-import type { Dispute } from "../collab/routes-dispute.js";
-import type { ChannelPost, Team } from "../collab/teams.js";
+import type { Dispute } from "../extensions/collab/routes-dispute.js";
+import type { ChannelPost, Team } from "../extensions/collab/teams.js";
 import type { Ballot, Vote } from "../collab/votes.js";
 import { AcpError } from "../protocol/index.js";
 import { type CollabCore, path } from "./collab-core.js";

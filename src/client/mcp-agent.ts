@@ -13,7 +13,7 @@ import {
   McpRunBody,
   McpRunMethods,
   type PublishedAgentBody,
-} from "../mcp/gateway-wire.js";
+} from "../mcp/signing-wire.js";
 import type { JsonObject, JsonValue } from "../mcp/json.js";
 import { describeIssues } from "../mcp/protocol.js";
 import type { AgentHandler } from "../mcp/registry.js";

@@ -26,7 +26,7 @@ export {
   signAgreement,
   verifyAgreement,
 } from "./agreement.js";
-export type { CollabAuditEvent } from "./audit.js";
+export type { CollabAuditEvent } from "../extensions/collab/audit.js";
 export {
   HANDOFF_RULES,
   type HandoffAction,
@@ -36,9 +36,9 @@ export {
   type HandoffView,
   pendingHandoffs,
   watchPendingHandoffs,
-} from "./handoff.js";
-export type { KnowledgeEntry, SearchHit } from "./knowledge-index.js";
-export type { Balance, Escrow, Movement, MovementKind } from "./ledger.js";
+} from "../extensions/collab/handoff.js";
+export type { KnowledgeEntry, SearchHit } from "../extensions/collab/knowledge-index.js";
+export type { Balance, Escrow, Movement, MovementKind } from "../extensions/collab/ledger.js";
 export * from "./messages.js";
 export {
   agreementDocument,
@@ -50,10 +50,10 @@ export {
   type NegotiationView,
   turnOf,
 } from "./negotiation.js";
-export { type CollabOptions, collabExtension } from "./routes.js";
-export type { Dispute } from "./routes-dispute.js";
-export type { StatusEvent, StatusRecord } from "./routes-status.js";
-export { COLLAB_BUCKETS } from "./store.js";
-export type { ChannelPost, PostKind, Team } from "./teams.js";
+export { type CollabOptions, collabExtension } from "../extensions/collab/extension.js";
+export type { Dispute } from "../extensions/collab/routes-dispute.js";
+export type { StatusEvent, StatusRecord } from "../extensions/collab/routes-status.js";
+export { COLLAB_BUCKETS } from "../extensions/collab/store.js";
+export type { ChannelPost, PostKind, Team } from "../extensions/collab/teams.js";
 export { CollabId } from "./util.js";
 export { type Ballot, ballotsHash, recount, tallyVote, type Vote } from "./votes.js";

@@ -1,42 +1,41 @@
-import { timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import type { Logger } from "pino";
 import type { Broker } from "../broker/index.js";
 import { AcpError } from "../protocol/index.js";
-import { credentialOf, hashSecret } from "./auth.js";
+import type { Caller, Credentials } from "./credentials.js";
 import type { Metrics } from "./metrics.js";
 import type { PresenceTracker } from "./presence.js";
+import type { PrincipalStore } from "./principals.js";
 import type { Registry, ResolvedAgent } from "./registry.js";
 import type { Relay } from "./relay.js";
 
-/** Everything a route handler may use; built once by startGateway. */
+/**
+ * The services the gateway core gives every route handler and extension; built once by
+ * `startGateway`. Extensions reach the core only through these (and never through each other).
+ */
 export interface GatewayContext {
   broker: Broker;
   registry: Registry;
+  /** The relay pipeline; `relay.onAccepted` tells of each message it accepts. */
   relay: Relay;
   presence: PresenceTracker;
   metrics: Metrics;
   logger: Logger;
-  /** SHA-256 of the admin token; the token itself is not kept. */
-  adminTokenHash: string;
+  /** The one credential resolver: agent API keys, principal tokens, the admin token. */
+  credentials: Credentials;
+  /** Human principals and their tokens (bucket `principals`). */
+  principals: PrincipalStore;
   maxEnvelopeBytes: number;
   startedAt: Date;
   gatewayId: string;
 }
 
-export type Caller = { kind: "agent"; agent: ResolvedAgent } | { kind: "admin" };
-
-/** Resolves the request's credential to an agent or the admin; anything else is 401. */
-export async function authenticate(ctx: GatewayContext, req: IncomingMessage): Promise<Caller> {
-  const credential = credentialOf(req.headers);
-  if (!credential)
-    throw new AcpError("Unauthorized", "send an API key (X-API-Key, Api-Key or Authorization: Bearer)");
-  const hash = hashSecret(credential);
-  if (timingSafeEqual(Buffer.from(hash, "hex"), Buffer.from(ctx.adminTokenHash, "hex")))
-    return { kind: "admin" };
-  const agent = await ctx.registry.authenticateHash(hash);
-  if (!agent) throw new AcpError("Unauthorized", "unknown or revoked API key");
-  return { kind: "agent", agent };
+/** An agent or the admin, as most endpoints accept; anything else is 401. */
+export function authenticate(
+  ctx: GatewayContext,
+  req: IncomingMessage,
+): Promise<Extract<Caller, { kind: "agent" | "admin" }>> {
+  return ctx.credentials.resolve(req, ["agent", "admin"]);
 }
 
 export async function authenticateAgent(ctx: GatewayContext, req: IncomingMessage): Promise<ResolvedAgent> {

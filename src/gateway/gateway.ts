@@ -16,24 +16,27 @@ import {
   type NatsConnectionOptions,
   openBroker,
 } from "../broker/index.js";
-import { collabExtension } from "../collab/routes.js";
-import { type DashboardOptions, dashboardExtension } from "../dashboard/extension.js";
+import { collabExtension } from "../extensions/collab/extension.js";
+import { type DashboardOptions, dashboardExtension } from "../extensions/dashboard/extension.js";
 import { a2aInboundExtension } from "../extensions/a2a/inbound/extension.js";
-import { mcpGatewayExtension } from "../mcp/gateway.js";
+import { mcpGatewayExtension } from "../extensions/mcp-endpoint/extension.js";
 import { AcpError } from "../protocol/index.js";
 import { hashSecret, newAdminToken } from "./auth.js";
 import type { GatewayContext } from "./context.js";
+import { Credentials } from "./credentials.js";
+import type { GatewayExtension } from "./extension.js";
 import { HandshakeGate } from "./handshake-gate.js";
 import { GatewayHealth } from "./health.js";
 import { Router, requestUrl, sendError } from "./http.js";
 import { Metrics } from "./metrics.js";
 import { PresenceTracker } from "./presence.js";
+import { PrincipalStore } from "./principals.js";
 import { RateLimiter } from "./rate-limit.js";
 import { Registry } from "./registry.js";
 import { Relay } from "./relay.js";
 import { RelayAudit } from "./relay-audit.js";
 import { agentRoutes } from "./routes/agents.js";
-import { approvalRoutes } from "./routes/approvals.js";
+import { approvalRoutes } from "../extensions/approvals/routes.js";
 import { messageRoutes } from "./routes/messages.js";
 import { WS_PATH } from "./wire.js";
 import { WsHub } from "./ws.js";
@@ -69,13 +72,6 @@ export interface GatewayOptions {
   summaryWebhooks?: string[];
   /** Settings of the dashboard (always mounted at `/` and `/api/v1/dashboard`): sessions root, web bundle, pacing. */
   dashboard?: Omit<DashboardOptions, "relayAuditRoot" | "summaryWebhooks">;
-}
-
-/** A module that adds routes or upgrade handlers to the gateway (MCP endpoint, dashboard…). */
-export interface GatewayExtension {
-  name: string;
-  routes?(router: Router, ctx: GatewayContext): void;
-  close?(): Promise<void>;
 }
 
 export interface Gateway {
@@ -172,7 +168,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   const metrics = new Metrics();
   const registry = new Registry(broker);
   const gate = new HandshakeGate(broker);
-  await Promise.all([registry.start(), gate.start()]);
+  const principals = new PrincipalStore(broker);
+  await Promise.all([registry.start(), gate.start(), principals.start()]);
   const presence = new PresenceTracker(broker, heartbeatMs);
   const health = new GatewayHealth(broker);
   const audit =
@@ -200,7 +197,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     presence,
     metrics,
     logger,
-    adminTokenHash: admin.hash,
+    credentials: new Credentials(admin.hash, registry, principals),
+    principals,
     maxEnvelopeBytes,
     startedAt: new Date(),
     gatewayId,
@@ -279,8 +277,10 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       // A malformed target: drop the connection (a throw here would end the process).
     }
     if (path === WS_PATH) hub.handleUpgrade(req, socket, head);
-    else socket.destroy();
+    else if (path === undefined || !extensions.some((e) => e.upgrade?.(req, socket, head, path)))
+      socket.destroy();
   });
+  for (const extension of extensions) await extension.start?.();
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port ?? 8080, host, () => resolve());
@@ -303,6 +303,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       for (const extension of extensions) await extension.close?.();
       registry.stop();
       gate.stop();
+      principals.stop();
       await audit?.close();
       await broker.close();
       server.closeAllConnections();

@@ -29,8 +29,21 @@ export interface RelayOptions {
 }
 
 const HANDSHAKE_METHODS = new Set(["agent.announce", "agent.capabilities"]);
-/** Accepted messages whose audit entry the live feed has not picked up yet (oldest dropped first). */
-const RECENT_ENTRIES = 4096;
+
+/**
+ * A message the relay accepted and handed to the broker. Emitted before the broker has it (its
+ * change event may come first), so a listener learns of `stored`'s outcome from the promise.
+ */
+export interface AcceptedMessage {
+  /** The message-id header. */
+  id: string;
+  /** Its audit entry, with the one-line summary principals see. */
+  entry: AuditEntryInput;
+  /** The broker's answer: rejected when it refused the write; `duplicate` for a resubmission. */
+  stored: Promise<SubmitResult>;
+}
+
+export type AcceptedListener = (accepted: AcceptedMessage) => void;
 
 /**
  * The relay pipeline behind POST /api/v1/messages and the WebSocket `submit` frame, in this order:
@@ -47,7 +60,7 @@ export class Relay {
    * released once the broker has the write, not when it commits, so group commit still batches.
    */
   private readonly senderLanes = new SerialByKey();
-  private readonly recentEntries = new Map<string, AuditEntryInput>();
+  private readonly acceptedListeners = new Set<AcceptedListener>();
 
   constructor(
     private readonly broker: Broker,
@@ -78,15 +91,11 @@ export class Relay {
   private async relay(sender: ResolvedAgent, input: string | object, size: number): Promise<SubmitResponse> {
     // Checked and verified on arrival, concurrently; then routed and stored in arrival order.
     const signed = this.checkSigned(sender, input, size);
-    const { id, message, stored, entry } = await this.senderLanes.run(sender.record.agentId, () =>
+    const { message, stored, entry } = await this.senderLanes.run(sender.record.agentId, () =>
       this.routeAndStore(sender, signed),
     );
-    const result = await stored.catch((err: unknown) => {
-      this.recentEntries.delete(id);
-      throw err;
-    });
+    const result = await stored;
     if (result.duplicate) {
-      this.recentEntries.delete(result.id);
       await this.refuseReusedId(result.id, (message as { signature?: string }).signature);
     } else {
       this.audit?.record(entry);
@@ -95,13 +104,12 @@ export class Relay {
   }
 
   /**
-   * The audit entry (with its summary) of a message this gateway just accepted, handed over once:
-   * the dashboard's live feed takes it instead of reading the envelope back and summarising it again.
+   * Calls `listener` for each message this relay accepts (the dashboard's live feed takes its
+   * summary from here instead of reading the envelope back). Returns the unsubscribe function.
    */
-  takeRelayedEntry(id: string): AuditEntryInput | undefined {
-    const entry = this.recentEntries.get(id);
-    this.recentEntries.delete(id);
-    return entry;
+  onAccepted(listener: AcceptedListener): () => void {
+    this.acceptedListeners.add(listener);
+    return () => this.acceptedListeners.delete(listener);
   }
 
   /**
@@ -145,7 +153,7 @@ export class Relay {
   private async routeAndStore(
     sender: ResolvedAgent,
     { message, headers, envelope, verified }: SignedSubmit,
-  ): Promise<{ id: string; message: AcpMessage; stored: Promise<SubmitResult>; entry: AuditEntryInput }> {
+  ): Promise<{ message: AcpMessage; stored: Promise<SubmitResult>; entry: AuditEntryInput }> {
     const kid = await verified;
     const from = headers["agent-id"];
     this.freshness.checkTimestamp(headers.timestamp, pathOf(message, "").slice(0, -1));
@@ -169,7 +177,6 @@ export class Relay {
       recipient.record.principalId,
       `${this.options.transport}:agent.${to}.inbox`,
     );
-    this.rememberEntry(headers["message-id"], entry);
     const stored = this.broker.submit({
       id: headers["message-id"],
       from,
@@ -181,16 +188,17 @@ export class Relay {
     });
     // Awaited by `relay`, outside the lane; this keeps an early failure from going unhandled.
     stored.catch(() => undefined);
-    return { id: headers["message-id"], message, stored, entry };
+    if (this.acceptedListeners.size > 0) this.emitAccepted({ id: headers["message-id"], entry, stored });
+    return { message, stored, entry };
   }
 
-  private rememberEntry(id: string, entry: AuditEntryInput): void {
-    // A resubmission or replay of an id never replaces the entry of the message stored under it.
-    if (this.recentEntries.has(id)) return;
-    this.recentEntries.set(id, entry);
-    if (this.recentEntries.size > RECENT_ENTRIES) {
-      const oldest = this.recentEntries.keys().next().value;
-      if (oldest !== undefined) this.recentEntries.delete(oldest);
+  private emitAccepted(accepted: AcceptedMessage): void {
+    for (const listener of this.acceptedListeners) {
+      try {
+        listener(accepted);
+      } catch {
+        // A listener's failure is its own; the message is accepted either way.
+      }
     }
   }
 

@@ -17,7 +17,7 @@ import {
   type SessionChange,
   type WatchOptions,
 } from "../coordination/index.js";
-import type { ResourceSubscriptions } from "./gateway-subscriptions.js";
+import type { ResourceSubscriptions } from "./subscriptions.js";
 
 export const COORDINATION_SCHEME = "coordination";
 

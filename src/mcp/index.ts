@@ -37,27 +37,27 @@ export {
   type McpGatewayOptions,
   type McpGatewayStats,
   mcpGatewayExtension,
-} from "./gateway.js";
+} from "../extensions/mcp-endpoint/extension.js";
 export {
   type GatewayProxy,
   type GatewayProxyOptions,
   gatewayMcpUrl,
   proxyToGateway,
-} from "./gateway-proxy.js";
+} from "./proxy.js";
 export {
   ACP_SIGNING_CAPABILITIES,
   type AcpSigningOptions,
   registerAcpSigning,
   signForGateway,
-} from "./gateway-signing.js";
-export { ResourceSubscriptions, type SubscriptionResolver } from "./gateway-subscriptions.js";
+} from "./proxy-signing.js";
+export { ResourceSubscriptions, type SubscriptionResolver } from "./subscriptions.js";
 export {
   ACP_SIGN_METHOD,
   ACP_SIGNING_CAPABILITY,
   type AcpSignParams,
   McpRunMethods,
   SIGNABLE_METHODS,
-} from "./gateway-wire.js";
+} from "./signing-wire.js";
 export {
   type ConnectableMcpServer,
   type McpHttpHost,

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { GatewayExtension } from "../gateway/gateway.js";
+import type { GatewayExtension } from "../gateway/extension.js";
 import { ApprovalGate } from "./approval-gate.js";
 import type { ApprovalRecord, ApprovalStore } from "./approvals.js";
 import { Attempts } from "./attempts.js";

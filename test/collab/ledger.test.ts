@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { EmbeddedBroker } from "../../src/broker/index.js";
-import { CollabAudit } from "../../src/collab/audit.js";
-import { Ledger } from "../../src/collab/ledger.js";
+import { CollabAudit } from "../../src/extensions/collab/audit.js";
+import { Ledger } from "../../src/extensions/collab/ledger.js";
 import { AcpError } from "../../src/protocol/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
 

@@ -2,7 +2,12 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CollabClient } from "../../src/client/collab.js";
 import { Session } from "../../src/coordination/index.js";
-import type { DashboardAgent, PanelItem, SessionDetail, SessionSummary } from "../../src/dashboard/index.js";
+import type {
+  DashboardAgent,
+  PanelItem,
+  SessionDetail,
+  SessionSummary,
+} from "../../src/extensions/dashboard/index.js";
 import type { ApprovalRecord } from "../../src/orchestration/index.js";
 import { type Action, Orchestrator } from "../../src/orchestration/index.js";
 import { api, startTestGateway } from "../helpers/gateway.js";

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { Session } from "../../src/coordination/index.js";
-import type { FeedItem } from "../../src/dashboard/index.js";
+import type { FeedItem } from "../../src/extensions/dashboard/index.js";
 import { HttpApprovalStore, Orchestrator, serveCommands } from "../../src/orchestration/index.js";
 import {
   aliceAsksBob,

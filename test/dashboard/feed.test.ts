@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { checkSignature } from "../../src/dashboard/detail.js";
-import type { FeedItem, MessageDetail, VolumeBucket } from "../../src/dashboard/index.js";
-import { LiveFeed } from "../../src/dashboard/index.js";
+import { checkSignature } from "../../src/extensions/dashboard/detail.js";
+import type { FeedItem, MessageDetail, VolumeBucket } from "../../src/extensions/dashboard/index.js";
+import { LiveFeed } from "../../src/extensions/dashboard/index.js";
 import { buildRequest, createSigner, signMessage } from "../../src/protocol/index.js";
 import { aliceAsksBob, dashboard, eventually, followStream, principalToken, useCast } from "./helpers.js";
 
@@ -131,12 +131,7 @@ describe("the summary feed", () => {
     const c = await cast();
     const { broker, registry, relay } = c.gw.gateway.context;
     const handedOver: string[] = [];
-    const take = relay.takeRelayedEntry.bind(relay);
-    relay.takeRelayedEntry = (id) => {
-      const entry = take(id);
-      if (entry) handedOver.push(id);
-      return entry;
-    };
+    const stopListening = relay.onAccepted(({ id }) => handedOver.push(id));
     // A second feed on the same broker that is never handed the relay's entry: it reads each back.
     const errors: unknown[] = [];
     const readBack = new LiveFeed(broker, registry, (err) => errors.push(err));
@@ -153,6 +148,7 @@ describe("the summary feed", () => {
     expect(live.map(withoutStatus).reverse()).toEqual(readBack.recent().map(withoutStatus));
     expect(handedOver.sort()).toEqual(live.map((i) => i.id).sort());
     expect(errors).toEqual([]);
+    stopListening();
     await readBack.stop();
   });
 });

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
 import { AcpAgent } from "../../src/client/index.js";
-import type { FeedItem } from "../../src/dashboard/index.js";
+import type { FeedItem } from "../../src/extensions/dashboard/index.js";
 import { startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { dashboard, eventually, followStream, principalToken } from "./helpers.js";

@@ -3,8 +3,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import type { FeedItem, WebhookStatus } from "../../src/dashboard/index.js";
-import { chatLine, parseWebhookTarget, SummaryWebhooks } from "../../src/dashboard/index.js";
+import type { FeedItem, WebhookStatus } from "../../src/extensions/dashboard/index.js";
+import { chatLine, parseWebhookTarget, SummaryWebhooks } from "../../src/extensions/dashboard/index.js";
 import { Metrics } from "../../src/gateway/index.js";
 import { handshake } from "../gateway/suite.js";
 import { CLI_PATH, runAcp } from "../helpers/cli.js";

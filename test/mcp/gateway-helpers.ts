@@ -8,7 +8,7 @@ import {
   type McpGatewayExtension,
   type McpGatewayOptions,
   mcpGatewayExtension,
-} from "../../src/mcp/gateway.js";
+} from "../../src/extensions/mcp-endpoint/extension.js";
 import { AgentsClient, streamableHttpClientTransport } from "../../src/mcp/index.js";
 import { agentFor } from "../client/fixtures.js";
 import { startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";

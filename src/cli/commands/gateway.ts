@@ -85,7 +85,7 @@ export function registerGateway(program: Command): void {
       // Loaded on use: the gateway pulls in both brokers, MCP and the dashboard, which no other
       // command needs at start-up.
       const [{ parseWebhookTarget }, { startGateway }] = await Promise.all([
-        import("../../dashboard/webhooks.js"),
+        import("../../extensions/dashboard/webhooks.js"),
         import("../../gateway/index.js"),
       ]);
       const webhooks = options.summaryWebhook.map((spec) => {

@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { PrincipalAdminClient } from "../../dashboard/client.js";
+import { PrincipalAdminClient } from "../../client/principals.js";
 import { CliError, printJson, printLine } from "../io.js";
 import { failed, type GatewayFlags, gatewayOf, withGatewayOptions } from "./agent.js";
 

@@ -1,0 +1,52 @@
+import { normaliseGatewayUrl, requestGatewayJson } from "./index.js";
+import { AcpError } from "../protocol/index.js";
+import type { PrincipalView } from "../gateway/principals.js";
+import { DASHBOARD_API } from "../extensions/dashboard/services.js";
+
+/**
+ * The dashboard's administrative API (principal tokens) over HTTP, with the gateway's admin token.
+ * Non-2xx answers become the AcpError the gateway sent, with the HTTP status in `data.httpStatus`.
+ */
+export class PrincipalAdminClient {
+  private readonly baseUrl: string;
+
+  constructor(private readonly options: { gateway: string; adminToken: string }) {
+    this.baseUrl = normaliseGatewayUrl(options.gateway);
+  }
+
+  /** Issues a token; it is shown only in this answer. */
+  add(principalId: string): Promise<{ principalId: string; token: string }> {
+    return this.call("POST", "/principals", { principalId }) as Promise<{
+      principalId: string;
+      token: string;
+    }>;
+  }
+
+  async list(): Promise<PrincipalView[]> {
+    return ((await this.call("GET", "/principals")) as { principals: PrincipalView[] }).principals;
+  }
+
+  revoke(principalId: string): Promise<PrincipalView> {
+    return this.call(
+      "POST",
+      `/principals/${encodeURIComponent(principalId)}/revoke`,
+    ) as Promise<PrincipalView>;
+  }
+
+  private async call(method: string, path: string, body?: unknown): Promise<unknown> {
+    try {
+      return await requestGatewayJson(this.baseUrl, method, `${DASHBOARD_API}${path}`, {
+        headers: { authorization: `Bearer ${this.options.adminToken}` },
+        ...(body !== undefined ? { body } : {}),
+      });
+    } catch (err) {
+      if (err instanceof AcpError && err.reason === "InternalError" && err.data.httpStatus === 404) {
+        throw new AcpError(
+          "NotFound",
+          `${this.baseUrl} has no dashboard API (is it an acp gateway of this version?)`,
+        );
+      }
+      throw err;
+    }
+  }
+}

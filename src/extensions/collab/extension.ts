@@ -1,0 +1,87 @@
+import type { EventStream } from "../../gateway/sse.js";
+import type { GatewayContext } from "../../gateway/context.js";
+import type { GatewayExtension } from "../../gateway/extension.js";
+import type { Handler, Router } from "../../gateway/http.js";
+import { CollabAudit } from "./audit.js";
+import { Intake } from "./intake.js";
+import { KnowledgeIndex } from "./knowledge-index.js";
+import { Ledger } from "./ledger.js";
+import { DEFAULT_NEGOTIATION_RULES, type NegotiationRules } from "../../collab/negotiation.js";
+import { disputeRoutes } from "./routes-dispute.js";
+import { handoffRoutes } from "./routes-handoff.js";
+import { knowledgeRoutes } from "./routes-knowledge.js";
+import { negotiationRoutes } from "./routes-negotiation.js";
+import { statusRoutes } from "./routes-status.js";
+import { teamRoutes } from "./routes-team.js";
+import { voteRoutes } from "./routes-vote.js";
+import type { CollabServices } from "./services.js";
+
+export interface CollabOptions {
+  /** Negotiation limits: `maxRounds` (default 10) and `timeoutMs` (default 30 minutes). */
+  negotiation?: Partial<NegotiationRules>;
+  /** The clock negotiation and vote deadlines are measured by (default: the system clock). */
+  clock?: () => Date;
+  /** Where the collaboration audit log goes (`<auditRoot>/collab/`); omitted: no audit log. */
+  auditRoot?: string;
+  /** Keep-alive interval of status streams. Default 15 s. */
+  keepAliveMs?: number;
+}
+
+/**
+ * Negotiation, task handoff with escrow, status broadcasting and team collaboration, mounted on the
+ * gateway under `/api/v1/{negotiations,handoffs,ledger,status,teams,votes,knowledge,disputes}`.
+ * All state lives in the broker's KV, so it works the same on the embedded store and on NATS.
+ */
+export function collabExtension(options: CollabOptions = {}): GatewayExtension {
+  let stop: (() => Promise<void>) | undefined;
+
+  return {
+    name: "collab",
+    routes(router: Router, ctx: GatewayContext) {
+      const audit = new CollabAudit(options.auditRoot, (err) =>
+        ctx.logger.error({ err: (err as Error).message }, "collab audit append failed"),
+      );
+      const principalOf = async (agentId: string) => (await ctx.registry.get(agentId))?.principalId ?? null;
+      const clock = options.clock ?? (() => new Date());
+      const services: CollabServices = {
+        ctx,
+        intake: new Intake(ctx),
+        audit,
+        ledger: new Ledger(ctx.broker, audit, principalOf, clock),
+        knowledge: new KnowledgeIndex(ctx.broker),
+        rules: { ...DEFAULT_NEGOTIATION_RULES, ...options.negotiation },
+        now: clock,
+        streams: new Set<EventStream>(),
+        keepAliveMs: options.keepAliveMs ?? 15_000,
+      };
+      let ready: Promise<void> = Promise.resolve();
+      // Every handler waits for start-up (index rebuilt, watches open); a failed start-up answers there.
+      const gated: Pick<Router, "add"> = {
+        add: (method: string, path: string, handler: Handler) =>
+          router.add(method, path, async (...args) => {
+            await ready;
+            return handler(...args);
+          }),
+      };
+      negotiationRoutes(gated, services);
+      handoffRoutes(gated, services);
+      teamRoutes(gated, services);
+      voteRoutes(gated, services);
+      knowledgeRoutes(gated, services);
+      disputeRoutes(gated, services);
+      const status = statusRoutes(gated, services);
+      ready = Promise.all([services.knowledge.start(), status.start()]).then(() => undefined);
+      ready.catch((err: Error) => ctx.logger.error({ err: err.message }, "collab start-up failed"));
+      stop = async () => {
+        for (const stream of services.streams) stream.end();
+        await ready.catch(() => undefined);
+        status.stop();
+        services.knowledge.stop();
+        await audit.close();
+      };
+    },
+    async close() {
+      await stop?.();
+    },
+  };
+}

@@ -1,0 +1,314 @@
+import { z } from "zod";
+import { authenticate, authenticateAgent, requireAdmin } from "../../gateway/context.js";
+import { type Router, readJsonBody, sendJson } from "../../gateway/http.js";
+import type { ResolvedAgent } from "../../gateway/registry.js";
+import { AcpError, AgentId } from "../../protocol/index.js";
+import {
+  counterpartOf,
+  HANDOFF_KEY,
+  type HandoffAction,
+  type HandoffRecord,
+  type HandoffView,
+  handoffView,
+  newHandoff,
+  transition,
+  withProgress,
+} from "./handoff.js";
+import type { Action } from "./intake.js";
+import type { Escrow } from "./ledger.js";
+import {
+  CollabMethod,
+  HandoffActionBody,
+  HandoffOfferBody,
+  HandoffProgressBody,
+} from "../../collab/messages.js";
+import { auditParty, type CollabServices, commitAndRelay, liveAgent, readerOf } from "./services.js";
+import { bucketOf, listValues } from "./store.js";
+import { conflict, notFound, parseOrThrow } from "../../collab/util.js";
+
+const BASE = "/api/v1/handoffs";
+
+const Grant = z.strictObject({
+  agentId: AgentId,
+  amount: z.int("must be a whole number of credits").positive().max(1_000_000_000),
+  note: z.string().max(500).optional(),
+});
+
+/** Task handoffs with capability checks and escrow, and the credit ledger behind the escrow. */
+export function handoffRoutes(router: Pick<Router, "add">, services: CollabServices): void {
+  const { ctx, intake, ledger, audit } = services;
+  const bucket = bucketOf<HandoffRecord>(ctx.broker, "handoffs");
+
+  /** Brings the escrow in line with the handoff's state; each step is a no-op once done. */
+  const settle = async (record: HandoffRecord): Promise<void> => {
+    if (record.escrow === 0) return;
+    if (record.status === "accepted" || record.status === "completed") await ledger.hold(record.handoffId);
+    if (record.status === "completed") await ledger.release(record.handoffId);
+    if (record.status === "failed" || record.status === "declined" || record.status === "cancelled")
+      await ledger.refund(record.handoffId);
+  };
+
+  const view = async (record: HandoffRecord, withEnvelope = false) =>
+    handoffView(
+      record,
+      record.escrow === 0 ? "none" : escrowState(record, await ledger.escrow(record.handoffId)),
+      withEnvelope,
+    );
+
+  router.add("POST", BASE, async (req, res) => {
+    const caller = await authenticateAgent(ctx, req);
+    const action = await intake.readOne(req, caller, {
+      method: CollabMethod.handoffOffer,
+      body: HandoffOfferBody,
+    });
+    if (!("id" in action.message)) {
+      throw new AcpError("InvalidRequest", "agent.handoff is a request and needs an id");
+    }
+    const { task } = action.body;
+    const delegate = await liveAgent(ctx, action.headers["recipient-id"], "/params/headers/recipient-id");
+    // Refused before anything is reserved or delivered, naming what is missing.
+    const missing = task.requires.filter((c) => !delegate.record.capabilities.includes(c));
+    if (missing.length > 0) {
+      throw new AcpError(
+        "CapabilityMissing",
+        `${delegate.record.agentId} did not register the capabilit${missing.length > 1 ? "ies" : "y"} ${missing.join(", ")} this handoff requires`,
+        {
+          missing,
+          problems: missing.map((c) => ({
+            path: `/params/body/task/requires/${task.requires.indexOf(c)}`,
+            message: `${delegate.record.agentId} does not offer ${c}`,
+          })),
+        },
+      );
+    }
+    if (await bucket.get(HANDOFF_KEY(task.handoffId)))
+      throw conflict(`handoff ${task.handoffId} already exists`);
+    const now = services.now();
+    const record = newHandoff(
+      {
+        delegator: caller.record.agentId,
+        delegatorPrincipal: caller.record.principalId,
+        delegate: delegate.record.agentId,
+        delegatePrincipal: delegate.record.principalId,
+      },
+      action.body,
+      action.headers,
+      action.message,
+      now,
+    );
+    if (task.escrow > 0)
+      await ledger.reserve(task.handoffId, caller.record.agentId, delegate.record.agentId, task.escrow);
+    try {
+      await commitAndRelay(
+        services,
+        caller,
+        bucket,
+        HANDOFF_KEY(task.handoffId),
+        (current) => {
+          if (current) throw conflict(`handoff ${task.handoffId} already exists`);
+          return record;
+        },
+        [action],
+      );
+    } catch (err) {
+      // Not offered after all: the reservation goes back.
+      if (task.escrow > 0) await ledger.refund(task.handoffId);
+      throw err;
+    }
+    auditAction(
+      caller,
+      action,
+      record,
+      `offered handoff ${record.handoffId}${record.escrow ? ` with ${record.escrow} credits in escrow` : ""}`,
+    );
+    sendJson(res, 201, await view(record));
+  });
+
+  const act = (action: HandoffAction, method: string) =>
+    router.add("POST", `${BASE}/:handoff_id/${action}`, async (req, res, params) => {
+      const caller = await authenticateAgent(ctx, req);
+      const handoffId = params.handoff_id as string;
+      const signed = await intake.readOne(req, caller, { method, body: HandoffActionBody });
+      checkId(signed.body.handoffId, handoffId);
+      const now = services.now();
+      const details = {
+        ...(signed.body.reason !== undefined ? { reason: signed.body.reason } : {}),
+        ...(signed.body.result !== undefined ? { result: signed.body.result } : {}),
+        messageId: signed.headers["message-id"],
+        at: signed.headers.timestamp,
+      };
+      const { value } = await commitAndRelay(
+        services,
+        caller,
+        bucket,
+        HANDOFF_KEY(handoffId),
+        (current) => {
+          const record = partyRecord(current, caller.record.agentId, handoffId);
+          checkRecipient(signed, counterpartOf(record, caller.record.agentId));
+          return transition(record, action, caller.record.agentId, details, now);
+        },
+        [signed],
+      );
+      await settle(value);
+      await trackTask(value);
+      auditAction(
+        caller,
+        signed,
+        value,
+        `${value.status} handoff ${handoffId}${signed.body.reason ? ` (${signed.body.reason})` : ""}`,
+      );
+      sendJson(res, 200, await view(value));
+    });
+  act("accept", CollabMethod.handoffAccept);
+  act("decline", CollabMethod.handoffDecline);
+  act("cancel", CollabMethod.handoffCancel);
+  act("complete", CollabMethod.handoffComplete);
+  act("fail", CollabMethod.handoffFail);
+
+  router.add("POST", `${BASE}/:handoff_id/progress`, async (req, res, params) => {
+    const caller = await authenticateAgent(ctx, req);
+    const handoffId = params.handoff_id as string;
+    const signed = await intake.readOne(req, caller, {
+      method: CollabMethod.handoffProgress,
+      body: HandoffProgressBody,
+    });
+    checkId(signed.body.handoffId, handoffId);
+    const now = services.now();
+    const { value } = await commitAndRelay(
+      services,
+      caller,
+      bucket,
+      HANDOFF_KEY(handoffId),
+      (current) => {
+        const record = partyRecord(current, caller.record.agentId, handoffId);
+        checkRecipient(signed, record.delegator);
+        return withProgress(
+          record,
+          caller.record.agentId,
+          {
+            percent: signed.body.progress,
+            ...(signed.body.note !== undefined ? { note: signed.body.note } : {}),
+            messageId: signed.headers["message-id"],
+            at: signed.headers.timestamp,
+          },
+          now,
+        );
+      },
+      [signed],
+    );
+    await trackTask(value);
+    sendJson(res, 200, await view(value));
+  });
+
+  router.add("GET", BASE, async (req, res, _params, url) => {
+    const reader = await readerOf(ctx, req);
+    const role = url.searchParams.get("role");
+    const status = url.searchParams.get("status");
+    const all = await listValues(bucket, "h.");
+    const mine = all.filter((h) => {
+      if (reader.kind === "admin") return true;
+      if (role === "delegate") return h.delegate === reader.agentId;
+      if (role === "delegator") return h.delegator === reader.agentId;
+      return h.delegate === reader.agentId || h.delegator === reader.agentId;
+    });
+    const selected = mine.filter((h) => status === null || h.status === status);
+    sendJson(res, 200, { handoffs: await Promise.all(selected.map((h) => view(h))) });
+  });
+
+  router.add("GET", `${BASE}/:handoff_id`, async (req, res, params, url) => {
+    const reader = await readerOf(ctx, req);
+    const handoffId = params.handoff_id as string;
+    const record = (await bucket.get(HANDOFF_KEY(handoffId)))?.value;
+    if (
+      !record ||
+      (reader.kind === "agent" && reader.agentId !== record.delegate && reader.agentId !== record.delegator)
+    )
+      throw notFound("handoff", handoffId);
+    await settle(record);
+    sendJson(res, 200, await view(record, url.searchParams.get("envelope") === "1"));
+  });
+
+  router.add("GET", "/api/v1/ledger/:agent_id", async (req, res, params) => {
+    const caller = await authenticate(ctx, req);
+    const agentId = params.agent_id as string;
+    if (caller.kind === "agent" && caller.agent.record.agentId !== agentId) {
+      throw new AcpError("Forbidden", "an agent can read only its own ledger account");
+    }
+    sendJson(res, 200, { ...(await ledger.balance(agentId)), movements: await ledger.movements(agentId) });
+  });
+
+  router.add("POST", "/api/v1/ledger/grants", async (req, res) => {
+    await requireAdmin(ctx, req);
+    const grant = parseOrThrow(Grant, await readJsonBody(req, 64 * 1024), "grant");
+    await liveAgent(ctx, grant.agentId, "/agentId");
+    const movement = await ledger.grant(grant.agentId, grant.amount, grant.note);
+    sendJson(res, 201, movement);
+  });
+
+  /** The delegate's presence lists its accepted handoffs with their progress (seed 004 status updates). */
+  async function trackTask(record: HandoffRecord): Promise<void> {
+    const presence = await ctx.presence.get(record.delegate);
+    const others = presence.tasks.filter((t) => t.id !== record.handoffId);
+    const tasks =
+      record.status === "accepted"
+        ? [
+            ...others,
+            {
+              id: record.handoffId,
+              ...(record.title ? { title: record.title } : {}),
+              progress: record.progress?.percent ?? 0,
+            },
+          ]
+        : others;
+    await ctx.presence.update(record.delegate, { tasks, activeTasks: tasks.length });
+  }
+
+  function auditAction(
+    caller: ResolvedAgent,
+    action: Action<unknown>,
+    record: HandoffRecord,
+    summary: string,
+  ) {
+    const other = counterpartOf(record, caller.record.agentId);
+    audit.record({
+      method: action.message.method,
+      from: auditParty(caller.record),
+      to: {
+        agent: other,
+        principal: other === record.delegate ? record.delegatePrincipal : record.delegatorPrincipal,
+      },
+      id: record.handoffId,
+      messageId: action.headers["message-id"],
+      summary: `${caller.record.agentId} ${summary}.`,
+    });
+  }
+}
+
+function escrowState(record: HandoffRecord, open: Escrow | undefined): HandoffView["escrowState"] {
+  if (open) return open.state;
+  if (record.status === "completed") return "released";
+  if (record.status === "offered" || record.status === "accepted") return "reserved";
+  return "refunded";
+}
+
+function partyRecord(current: HandoffRecord | undefined, agentId: string, handoffId: string): HandoffRecord {
+  if (!current || (current.delegate !== agentId && current.delegator !== agentId))
+    throw notFound("handoff", handoffId);
+  return current;
+}
+
+function checkId(inBody: string, inPath: string): void {
+  if (inBody !== inPath) {
+    throw new AcpError("InvalidParams", `the message is about handoff ${inBody}, not ${inPath}`, {
+      problems: [{ path: "/params/body/handoffId", message: `must be ${inPath}` }],
+    });
+  }
+}
+
+function checkRecipient(action: Action<unknown>, expected: string): void {
+  if (action.headers["recipient-id"] !== expected) {
+    throw new AcpError("Misrouted", `address this message to ${expected}`, {
+      problems: [{ path: "/params/headers/recipient-id", message: `must be ${expected}` }],
+    });
+  }
+}

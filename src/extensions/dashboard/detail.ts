@@ -1,0 +1,126 @@
+import { basename } from "node:path";
+import type { AuditEntry } from "../../audit/index.js";
+import type { Broker, MessageRecord, MessageStatus } from "../../broker/index.js";
+import type { Registry } from "../../gateway/registry.js";
+import {
+  AcpError,
+  type AcpMessage,
+  headersOf,
+  importPublicKey,
+  keyId,
+  verifyMessageSignature,
+} from "../../protocol/index.js";
+import { encryptedSummary, type FeedItem, feedItemOfMessage } from "./feed.js";
+import type { FeedHistory } from "./history.js";
+import type { Scope } from "./viewer.js";
+
+export interface TimelineStep {
+  status: MessageStatus;
+  at: string;
+}
+
+export interface SignatureCheck {
+  /** `verified`: the signature checks against the sender's registered key now. */
+  result: "verified" | "invalid" | "unknown-key" | "unavailable";
+  detail: string;
+  kid?: string;
+}
+
+export interface MessageDetail {
+  item: FeedItem;
+  /** The identity headers, exactly as signed (never the body). */
+  headers: Record<string, unknown> | null;
+  status: MessageStatus;
+  timeline: TimelineStep[];
+  retryCount: number;
+  lastError?: string;
+  deadLetter?: MessageRecord["deadLetter"];
+  signature: SignatureCheck;
+  /** The gateway's relay audit entries for this message; `file` is relative to the relay audit root. */
+  audit: (AuditEntry & { file: string; line: number })[];
+}
+
+/** queued → delivered → acknowledged (or failed / expired), each with its time. */
+export function timelineOf(record: MessageRecord): TimelineStep[] {
+  const steps: [MessageStatus, string | undefined][] = [
+    ["queued", record.queuedAt],
+    ["delivered", record.deliveredAt],
+    ["acknowledged", record.acknowledgedAt],
+    ["failed", record.failedAt],
+    ["expired", record.expiredAt],
+  ];
+  return steps.flatMap(([status, at]) => (at ? [{ status, at }] : []));
+}
+
+/**
+ * Re-checks the stored signature against the registry as it is now (a revoked agent's key is still
+ * used, and said so): the dashboard shows what a verifier would conclude today, not what the relay did.
+ */
+export async function checkSignature(registry: Registry, message: AcpMessage): Promise<SignatureCheck> {
+  const sender = headersOf(message)?.["agent-id"];
+  const record = typeof sender === "string" ? await registry.get(sender) : undefined;
+  if (!record)
+    return { result: "unknown-key", detail: `${String(sender)} is not registered at this gateway` };
+  const kid = keyId(record.agentId, record.signing);
+  try {
+    const key = importPublicKey(record.signing);
+    verifyMessageSignature(message, (agentId, signedBy) =>
+      agentId === record.agentId && signedBy === kid ? key : undefined,
+    );
+    const revoked = record.revokedAt ? ` (the agent was revoked at ${record.revokedAt})` : "";
+    return { result: "verified", detail: `Ed25519 signature valid for ${kid}${revoked}`, kid };
+  } catch (err) {
+    const reason = err instanceof AcpError ? err.reason : "InternalError";
+    return {
+      result: reason === "UnknownKey" ? "unknown-key" : "invalid",
+      detail: (err as Error).message,
+      kid,
+    };
+  }
+}
+
+/** A message's detail for a viewer; a message the viewer may not see reads as not existing. */
+export async function messageDetail(
+  broker: Broker,
+  registry: Registry,
+  history: FeedHistory,
+  scope: Scope,
+  id: string,
+): Promise<MessageDetail> {
+  const stored = await broker.get(id);
+  if (!stored || !scope.seesExchange(stored.from, stored.to))
+    throw new AcpError("NotFound", `no message ${id}`);
+  const { envelope, ...record } = stored;
+  const principals = { from: scope.principalOf(record.from), to: scope.principalOf(record.to) };
+  const item = feedItemOfMessage(record, envelope, principals);
+  const audit = await history.auditEntries(record.from, id);
+  let message: AcpMessage | undefined;
+  try {
+    message = envelope === null ? undefined : (JSON.parse(envelope) as AcpMessage);
+  } catch {
+    message = undefined;
+  }
+  if (!message && audit[0]) {
+    // The envelope left retention: the audit entry still tells what it was.
+    const entry = audit[0].entry;
+    item.summary = entry.encrypted ? encryptedSummary(record.from, record.to) : entry.summary;
+    item.encrypted = entry.encrypted === true;
+  }
+  const signature: SignatureCheck = message
+    ? await checkSignature(registry, message)
+    : {
+        result: "unavailable",
+        detail: "the envelope is past retention; its signature can no longer be checked",
+      };
+  return {
+    item,
+    headers: message ? ((headersOf(message) as Record<string, unknown> | undefined) ?? null) : null,
+    status: record.status,
+    timeline: timelineOf(record),
+    retryCount: record.retryCount,
+    ...(record.lastError ? { lastError: record.lastError } : {}),
+    ...(record.deadLetter ? { deadLetter: record.deadLetter } : {}),
+    signature,
+    audit: audit.map((a) => ({ ...a.entry, file: `${a.agent}/${basename(a.file)}`, line: a.line })),
+  };
+}

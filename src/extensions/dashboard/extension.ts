@@ -1,0 +1,123 @@
+import { resolveContextRoot } from "../../coordination/index.js";
+import type { GatewayContext } from "../../gateway/context.js";
+import type { GatewayExtension } from "../../gateway/extension.js";
+import { type Router, readJsonBody, sendJson } from "../../gateway/http.js";
+import { KvApprovalStore } from "../../orchestration/approvals-kv.js";
+import { approvalRoutes } from "./approvals.js";
+import { handoffsPanel, negotiationsPanel, votesPanel } from "../collab/panels.js";
+import { LiveFeed } from "./feed.js";
+import { FeedHistory } from "./history.js";
+import { type DashboardPanel, PANEL_NAME } from "../../gateway/panels.js";
+import { viewRoutes } from "./routes.js";
+import { DASHBOARD_API, type DashboardServices, scopeOf } from "./services.js";
+import { SessionsView } from "./sessions.js";
+import type { EventStream } from "../../gateway/sse.js";
+import { defaultStaticDir, staticRoutes } from "./static.js";
+import { requireAdminViewer } from "./viewer.js";
+import { parseWebhookTarget, SummaryWebhooks, type WebhookOptions } from "./webhooks.js";
+
+export interface DashboardOptions {
+  /** The gateway's relay audit root (`<data>/relay-audit`): the feed's history. Omit when it keeps none. */
+  relayAuditRoot?: string;
+  /** Where coordination sessions are read (default: `ACP_CONTEXT_DIR`, else `./.acp/context`). */
+  sessionsRoot?: string;
+  /** The built web bundle (default: `dist/web` of this package). */
+  staticDir?: string;
+  /** Incoming-webhook URLs (`slack:`/`discord:` prefixes allowed) that get every relayed message's summary. */
+  summaryWebhooks?: string[];
+  webhookOptions?: WebhookOptions;
+  /** Interval of the live stream's keep-alive comments. Default 15 s. */
+  keepAliveMs?: number;
+  /** Panels added by other modules; handoffs, negotiations and votes (the collab module's) are built in. */
+  panels?: DashboardPanel[];
+}
+
+/**
+ * The transparency channel as a gateway extension: the dashboard's API under `/api/v1/dashboard`,
+ * its single page at `/`, principal tokens, and summaries posted to chat webhooks. `startGateway`
+ * mounts it; webhook URLs are checked here, at construction, so a bad one stops start-up early.
+ */
+export function dashboardExtension(options: DashboardOptions = {}): GatewayExtension {
+  const targets = (options.summaryWebhooks ?? []).map(parseWebhookTarget);
+  for (const panel of options.panels ?? []) {
+    if (!PANEL_NAME.test(panel.name))
+      throw new TypeError(`dashboard panel name ${JSON.stringify(panel.name)} must match ${PANEL_NAME}`);
+  }
+  let services: DashboardServices | undefined;
+
+  return {
+    name: "dashboard",
+    routes(router: Router, ctx: GatewayContext) {
+      const live = new LiveFeed(
+        ctx.broker,
+        ctx.registry,
+        (err) => ctx.logger.warn({ err: (err as Error).message }, "dashboard feed event failed"),
+        (listener) => ctx.relay.onAccepted(listener),
+      );
+      const history = new FeedHistory(ctx.broker, live, options.relayAuditRoot);
+      const webhooks = new SummaryWebhooks(targets, ctx.metrics, ctx.logger, options.webhookOptions);
+      const panels = new Map<string, DashboardPanel>();
+      const builtIn = [
+        handoffsPanel(ctx.broker, history),
+        negotiationsPanel(ctx.broker),
+        votesPanel(ctx.broker),
+      ];
+      for (const panel of [...builtIn, ...(options.panels ?? [])]) panels.set(panel.name, panel);
+      if (webhooks.size > 0) {
+        live.subscribe((event) => {
+          if (event.type === "summary") webhooks.push(event.item);
+        });
+      }
+      const ready = live.start();
+      // Handlers await `ready`; a failed start-up is logged now and answered there.
+      ready.catch((err: Error) => ctx.logger.error({ err: err.message }, "dashboard start-up failed"));
+      services = {
+        ctx,
+        live,
+        history,
+        sessions: new SessionsView(options.sessionsRoot ?? resolveContextRoot()),
+        approvals: new KvApprovalStore(ctx.broker),
+        webhooks,
+        panels,
+        streams: new Set<EventStream>(),
+        keepAliveMs: options.keepAliveMs ?? 15_000,
+        relayAudit: options.relayAuditRoot !== undefined,
+        ready,
+      };
+      viewRoutes(router, services);
+      approvalRoutes(router, services);
+      principalRoutes(router, services);
+      staticRoutes(router, options.staticDir ?? defaultStaticDir());
+    },
+    async close() {
+      if (!services) return;
+      for (const stream of services.streams) stream.end();
+      await services.ready.catch(() => undefined);
+      await services.live.stop();
+      await services.approvals.close();
+      await services.webhooks.close();
+    },
+  };
+}
+
+/** Principal tokens, managed with the admin token (`acp principal add|list|revoke`). */
+function principalRoutes(router: Router, services: DashboardServices): void {
+  const { ctx } = services;
+  const { principals } = ctx;
+  router.add("POST", `${DASHBOARD_API}/principals`, async (req, res) => {
+    requireAdminViewer((await scopeOf(services, req)).viewer);
+    const added = await principals.add(await readJsonBody(req, 64 * 1024));
+    ctx.logger.info({ principal: added.principalId }, "principal token issued");
+    sendJson(res, 201, added);
+  });
+  router.add("GET", `${DASHBOARD_API}/principals`, async (req, res) => {
+    requireAdminViewer((await scopeOf(services, req)).viewer);
+    sendJson(res, 200, { principals: await principals.list() });
+  });
+  router.add("POST", `${DASHBOARD_API}/principals/:id/revoke`, async (req, res, { id }) => {
+    requireAdminViewer((await scopeOf(services, req)).viewer);
+    const revoked = await principals.revoke(id as string);
+    ctx.logger.info({ principal: revoked.principalId }, "principal token revoked");
+    sendJson(res, 200, revoked);
+  });
+}

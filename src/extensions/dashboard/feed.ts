@@ -1,0 +1,252 @@
+import type { AuditEntry, AuditEntryInput } from "../../audit/index.js";
+import { auditEntryFor } from "../../audit/index.js";
+import type {
+  Broker,
+  BrokerEvent,
+  MessageKind,
+  MessageRecord,
+  MessageStatus,
+  Unsubscribe,
+} from "../../broker/index.js";
+import type { Registry } from "../../gateway/registry.js";
+import type { AcceptedListener } from "../../gateway/relay.js";
+
+/** Accepted messages whose change event has not come yet (oldest dropped first). */
+const PENDING_ENTRIES = 4096;
+
+/** One relayed message as principals see it: who, what kind, a one-line summary, never the payload. */
+export interface FeedItem {
+  /** The message-id header (the gateway's id for it). */
+  id: string;
+  /** When the gateway accepted it. */
+  at: string;
+  from: { agent: string; principal: string | null };
+  to: { agent: string; principal: string | null };
+  type: MessageKind;
+  method: string;
+  summary: string;
+  /** End-to-end encrypted: the summary only says that an exchange occurred. */
+  encrypted: boolean;
+  /** The handshake step, for announce and capabilities messages. */
+  step?: string;
+  /** An error response's code and message. */
+  error?: { code: number; message: string };
+  /** Delivery status, when known. */
+  status?: MessageStatus;
+  retryCount?: number;
+}
+
+/** Events the dashboard's live stream is built from. */
+export type LiveEvent =
+  | { type: "summary"; item: FeedItem }
+  | {
+      type: "status";
+      id: string;
+      from: string;
+      to: string;
+      status: MessageStatus;
+      retryCount: number;
+    }
+  | { type: "kv"; bucket: string; key: string; op: "put" | "delete"; value: unknown };
+
+/** What an encrypted exchange is shown as, everywhere (feed, detail, chat webhooks). */
+export function encryptedSummary(from: string, to: string): string {
+  return `An encrypted exchange occurred between ${from} and ${to}.`;
+}
+
+type EntryLike = Pick<
+  AuditEntryInput,
+  "from" | "to" | "type" | "method" | "id" | "messageId" | "step" | "encrypted" | "error" | "summary"
+>;
+
+/** A feed item from a relay audit entry (or the entry built for a live message). */
+export function feedItemOf(entry: EntryLike, at: string): FeedItem | undefined {
+  const id = entry.messageId ?? (entry.id === null ? undefined : String(entry.id));
+  if (id === undefined) return undefined;
+  const encrypted = entry.encrypted === true;
+  return {
+    id,
+    at,
+    from: entry.from,
+    to: entry.to,
+    type: entry.type,
+    method: entry.method,
+    summary: encrypted ? encryptedSummary(entry.from.agent, entry.to.agent) : entry.summary,
+    encrypted,
+    ...(entry.step ? { step: entry.step } : {}),
+    ...(entry.error && !encrypted ? { error: entry.error } : {}),
+  };
+}
+
+export function feedItemOfAudit(entry: AuditEntry): FeedItem | undefined {
+  return feedItemOf(entry, entry.ts);
+}
+
+/** A feed item for a message record and its stored envelope (null once retention removed it). */
+export function feedItemOfMessage(
+  record: MessageRecord,
+  envelope: string | null,
+  principals: { from: string | null; to: string | null },
+): FeedItem {
+  let entry: EntryLike | undefined;
+  if (envelope !== null) {
+    try {
+      entry = auditEntryFor(JSON.parse(envelope), {
+        direction: "sent",
+        channel: `agent.${record.to}.inbox`,
+        ...(principals.from !== null ? { self: { principal: principals.from } } : {}),
+        ...(principals.to !== null ? { peer: { principal: principals.to } } : {}),
+      });
+    } catch {
+      // Stored envelopes were validated on the way in; if one still cannot be read, say only what is known.
+    }
+  }
+  const item =
+    (entry && feedItemOf({ ...entry, messageId: record.id }, record.queuedAt)) ??
+    ({
+      id: record.id,
+      at: record.queuedAt,
+      from: { agent: record.from, principal: principals.from },
+      to: { agent: record.to, principal: principals.to },
+      type: record.kind,
+      method: record.method,
+      summary: `${record.from} sent a ${record.kind} (${record.method}); its content is no longer kept.`,
+      encrypted: false,
+    } satisfies FeedItem);
+  return { ...item, status: record.status, retryCount: record.retryCount };
+}
+
+/**
+ * The live side of the feed: one subscription to the broker's change feed per gateway, turned into
+ * feed items (a new message is read once, whatever the number of viewers) and fanned out. It also
+ * keeps the most recent items, so the feed shows messages relayed by other gateways on the same NATS.
+ */
+export class LiveFeed {
+  private readonly listeners = new Set<(event: LiveEvent) => void>();
+  private readonly recentById = new Map<string, FeedItem>();
+  /** Entries the relay built for messages this gateway accepted, until their change event comes. */
+  private readonly relayedEntries = new Map<string, EntryLike>();
+  private unsubscribe: Unsubscribe | undefined;
+  private unsubscribeAccepted: Unsubscribe | undefined;
+  /** Events are handled one after another, so a status never overtakes the item it updates. */
+  private chain: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly broker: Broker,
+    private readonly registry: Registry,
+    private readonly onError: (err: unknown) => void,
+    /** The relay's accepted-message event (`relay.onAccepted`): summaries made once, on the way in. */
+    private readonly onAccepted?: (listener: AcceptedListener) => Unsubscribe,
+    private readonly capacity = 2000,
+  ) {}
+
+  async start(): Promise<void> {
+    this.unsubscribeAccepted = this.onAccepted?.(({ id, entry, stored }) => {
+      // A resubmission or replay of an id never replaces the entry of the message stored under it.
+      if (this.relayedEntries.has(id)) return;
+      this.relayedEntries.set(id, entry);
+      if (this.relayedEntries.size > PENDING_ENTRIES) {
+        const oldest = this.relayedEntries.keys().next().value;
+        if (oldest !== undefined) this.relayedEntries.delete(oldest);
+      }
+      const forget = () => {
+        if (this.relayedEntries.get(id) === entry) this.relayedEntries.delete(id);
+      };
+      stored.then((result) => result.duplicate && forget(), forget);
+    });
+    this.unsubscribe = await this.broker.events((event) => {
+      this.chain = this.chain.then(() => this.handle(event)).catch(this.onError);
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.unsubscribeAccepted?.();
+    this.unsubscribeAccepted = undefined;
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+    await this.chain;
+    this.listeners.clear();
+  }
+
+  subscribe(listener: (event: LiveEvent) => void): Unsubscribe {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** The items seen live, oldest first, with their latest status. */
+  recent(): FeedItem[] {
+    return [...this.recentById.values()];
+  }
+
+  /** Everything queued so far has been turned into events (for tests and orderly shutdown). */
+  settled(): Promise<void> {
+    return this.chain;
+  }
+
+  private async handle(event: BrokerEvent): Promise<void> {
+    if (event.type === "kv") {
+      this.emit({ type: "kv", bucket: event.bucket, key: event.key, op: event.op, value: event.value });
+      return;
+    }
+    const record = event.message;
+    const known = this.recentById.get(record.id);
+    if (!known && record.status === "queued" && record.retryCount === 0) {
+      const item = await this.newItem(record);
+      this.remember(item);
+      this.emit({ type: "summary", item });
+      return;
+    }
+    if (known) {
+      known.status = record.status;
+      known.retryCount = record.retryCount;
+    }
+    this.emit({
+      type: "status",
+      id: record.id,
+      from: record.from,
+      to: record.to,
+      status: record.status,
+      retryCount: record.retryCount,
+    });
+  }
+
+  /**
+   * A message accepted by this gateway was summarised once already by its relay. Otherwise (another
+   * gateway on the same NATS, or an entry dropped for room) the stored envelope is read back.
+   */
+  private async newItem(record: MessageRecord): Promise<FeedItem> {
+    const entry = this.relayedEntries.get(record.id);
+    this.relayedEntries.delete(record.id);
+    const relayed = entry && feedItemOf({ ...entry, messageId: record.id }, record.queuedAt);
+    if (relayed) return { ...relayed, status: record.status, retryCount: record.retryCount };
+    const [stored, fromPrincipal, toPrincipal] = await Promise.all([
+      this.broker.get(record.id),
+      this.principalOf(record.from),
+      this.principalOf(record.to),
+    ]);
+    return feedItemOfMessage(record, stored?.envelope ?? null, { from: fromPrincipal, to: toPrincipal });
+  }
+
+  private async principalOf(agentId: string): Promise<string | null> {
+    const live = await this.registry.resolve(agentId);
+    return live?.record.principalId ?? (await this.registry.get(agentId))?.principalId ?? null;
+  }
+
+  private remember(item: FeedItem): void {
+    this.recentById.set(item.id, item);
+    if (this.recentById.size > this.capacity) {
+      const oldest = this.recentById.keys().next().value;
+      if (oldest !== undefined) this.recentById.delete(oldest);
+    }
+  }
+
+  private emit(event: LiveEvent): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(event);
+      } catch (err) {
+        this.onError(err);
+      }
+    }
+  }
+}

@@ -1,0 +1,35 @@
+import type { IncomingMessage } from "node:http";
+import type { GatewayContext } from "../../gateway/context.js";
+import type { KvApprovalStore } from "../../orchestration/approvals-kv.js";
+import type { LiveFeed } from "./feed.js";
+import type { FeedHistory } from "./history.js";
+import type { DashboardPanel } from "../../gateway/panels.js";
+import type { SessionsView } from "./sessions.js";
+import type { EventStream } from "../../gateway/sse.js";
+import { authenticateViewer, Scope } from "./viewer.js";
+import type { SummaryWebhooks } from "./webhooks.js";
+
+export const DASHBOARD_API = "/api/v1/dashboard";
+
+/** Everything the dashboard's routes share; built once per gateway by `dashboardExtension`. */
+export interface DashboardServices {
+  ctx: GatewayContext;
+  live: LiveFeed;
+  history: FeedHistory;
+  sessions: SessionsView;
+  approvals: KvApprovalStore;
+  webhooks: SummaryWebhooks;
+  panels: Map<string, DashboardPanel>;
+  streams: Set<EventStream>;
+  keepAliveMs: number;
+  relayAudit: boolean;
+  /** Start-up (KV watches, the broker's change feed) finished. */
+  ready: Promise<void>;
+}
+
+/** Authenticates the viewer and computes what it may see; every dashboard endpoint starts here. */
+export async function scopeOf(services: DashboardServices, req: IncomingMessage): Promise<Scope> {
+  await services.ready;
+  const viewer = await authenticateViewer(services.ctx, req);
+  return Scope.of(services.ctx, viewer);
+}

@@ -1,0 +1,157 @@
+/**
+ * The task tools (seed 004's submit_hiring_result, add_hiring_message, report_hiring_failure,
+ * named for ACP, plus accept/decline because an ACP handoff is accepted before it is worked on).
+ *
+ * Each changes a handoff, which the collaboration module accepts only as an ACP message signed by
+ * the agent itself. The gateway has no agent's private key, so it asks the MCP client to sign:
+ * an `acp/sign` request on the same session (clients that hold the key declare
+ * `capabilities.experimental.acpSigning`; `acp mcp serve --gateway … --key-file` does). The signed
+ * message then goes to the collaboration REST endpoint with the caller's own API key, exactly as if
+ * the agent had posted it.
+ */
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type { CallToolResult, ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import type { HandoffView } from "../collab/handoff.js";
+import { negotiateVersion } from "../../gateway/registry.js";
+import { callGateway, isNotFound } from "./self.js";
+import type { TaskSession } from "./tasks.js";
+import {
+  ACP_SIGN_METHOD,
+  ACP_SIGNING_CAPABILITY,
+  type AcpSignParams,
+  AcpSignResult,
+} from "../../mcp/signing-wire.js";
+
+type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+const TaskId = z.string().min(1).describe("the task's id (from tasks://pending)");
+
+interface Action {
+  /** The collaboration endpoint under /api/v1/handoffs/{id}/. */
+  path: "accept" | "decline" | "complete" | "fail" | "progress";
+  method: AcpSignParams["method"];
+  done: string;
+}
+
+export function addTaskTools(server: McpServer, session: TaskSession): void {
+  const act = async (
+    extra: Extra,
+    taskId: string,
+    action: Action,
+    body: (task: HandoffView) => Record<string, unknown>,
+  ): Promise<CallToolResult> => {
+    try {
+      const task = await callGateway<HandoffView>(
+        session.selfUrl,
+        session.apiKey(),
+        "GET",
+        `/api/v1/handoffs/${encodeURIComponent(taskId)}`,
+      );
+      const me = session.caller().record;
+      const to = task.delegator === me.agentId ? task.delegate : task.delegator;
+      if (!server.server.getClientCapabilities()?.experimental?.[ACP_SIGNING_CAPABILITY]) {
+        return failure(
+          `${action.method} must be signed with ${me.agentId}'s key, and this MCP client cannot sign: ` +
+            "connect through `acp mcp serve --gateway URL --api-key KEY --key-file AGENT.json`, " +
+            `or declare capabilities.experimental.${ACP_SIGNING_CAPABILITY} and answer ${ACP_SIGN_METHOD} (docs/mcp.md)`,
+        );
+      }
+      const peer = await session.ctx.registry.get(to);
+      const trustLayerVersion = peer && negotiateVersion(me.protocolVersions, peer.protocolVersions);
+      if (!trustLayerVersion) return failure(`${me.agentId} and ${to} share no protocol version`);
+      const params: AcpSignParams = {
+        method: action.method,
+        to,
+        body: { handoffId: task.handoffId, ...body(task) } as AcpSignParams["body"],
+        trustLayerVersion,
+        purpose: `${action.method} for task ${task.handoffId}${task.title ? ` (${task.title})` : ""} to ${to}`,
+      };
+      const request = { method: ACP_SIGN_METHOD, params } as unknown as ServerRequest;
+      const { message } = await extra.sendRequest(request, AcpSignResult);
+      const updated = await callGateway<HandoffView>(
+        session.selfUrl,
+        session.apiKey(),
+        "POST",
+        `/api/v1/handoffs/${encodeURIComponent(task.handoffId)}/${action.path}`,
+        message,
+      );
+      return {
+        content: [
+          { type: "text", text: `Task ${updated.handoffId} ${action.done}; it is now ${updated.status}.` },
+          { type: "text", text: JSON.stringify(updated, null, 2) },
+        ],
+      };
+    } catch (err) {
+      if (isNotFound(err)) return failure(`no task ${taskId} involving ${session.caller().record.agentId}`);
+      return failure((err as Error).message);
+    }
+  };
+
+  server.registerTool(
+    "accept_task",
+    {
+      description: "Accept a task offered to you (tasks://pending lists them)",
+      inputSchema: { taskId: TaskId },
+    },
+    ({ taskId }, extra) =>
+      act(extra, taskId, { path: "accept", method: "agent.handoff.accept", done: "accepted" }, () => ({})),
+  );
+  server.registerTool(
+    "decline_task",
+    {
+      description: "Decline a task offered to you, optionally saying why",
+      inputSchema: { taskId: TaskId, reason: z.string().min(1).max(2000).optional() },
+    },
+    ({ taskId, reason }, extra) =>
+      act(extra, taskId, { path: "decline", method: "agent.handoff.decline", done: "declined" }, () =>
+        reason === undefined ? {} : { reason },
+      ),
+  );
+  server.registerTool(
+    "submit_task_result",
+    {
+      description: "Submit the result of a task you accepted; this completes it",
+      inputSchema: { taskId: TaskId, result: z.json().describe("the task's output (any JSON)") },
+    },
+    ({ taskId, result }, extra) =>
+      act(extra, taskId, { path: "complete", method: "agent.handoff.complete", done: "completed" }, () => ({
+        result,
+      })),
+  );
+  server.registerTool(
+    "add_task_message",
+    {
+      description: "Send the delegator a message about a task you accepted, with how far along it is",
+      inputSchema: {
+        taskId: TaskId,
+        text: z.string().min(1).max(500),
+        progress: z.number().min(0).max(100).optional().describe("percent done (default: unchanged)"),
+      },
+    },
+    ({ taskId, text, progress }, extra) =>
+      act(
+        extra,
+        taskId,
+        { path: "progress", method: "agent.handoff.progress", done: "got your message" },
+        (task) => ({
+          progress: progress ?? task.progress?.percent ?? 0,
+          note: text,
+        }),
+      ),
+  );
+  server.registerTool(
+    "report_task_failure",
+    {
+      description: "Mark a task you accepted as failed, saying why",
+      inputSchema: { taskId: TaskId, reason: z.string().min(1).max(2000) },
+    },
+    ({ taskId, reason }, extra) =>
+      act(extra, taskId, { path: "fail", method: "agent.handoff.fail", done: "failed" }, () => ({ reason })),
+  );
+}
+
+function failure(text: string): CallToolResult {
+  return { isError: true, content: [{ type: "text", text }] };
+}

@@ -1,0 +1,34 @@
+import type { IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
+import type { GatewayContext } from "./context.js";
+import type { Router } from "./http.js";
+
+export type { Caller, CallerKind, Credentials } from "./credentials.js";
+export type { GatewayContext } from "./context.js";
+export type { AcceptedMessage } from "./relay.js";
+
+/**
+ * A server-side feature mounted on the gateway core (dashboard, collaboration, the MCP endpoint,
+ * approvals…). The core knows extensions only by this interface, and gives each the same services
+ * (`GatewayContext`): broker, registry, relay (with its accepted-message event), presence, metrics,
+ * logger, the credential resolver and the principal store. An extension never reads another's
+ * storage; when one needs another's feature, the composition root hands it that feature's service.
+ *
+ * Lifecycle, in order: `routes` (synchronous, before the server listens), `start` (awaited before
+ * the gateway reports ready; a rejection stops start-up), then `close` when the gateway closes
+ * (after in-flight requests finished, before the broker closes).
+ */
+export interface GatewayExtension {
+  /** Unique among the extensions of one gateway. */
+  readonly name: string;
+  /** Mounts the extension's HTTP routes. */
+  routes?(router: Router, ctx: GatewayContext): void;
+  /**
+   * An HTTP upgrade on a path the core does not serve (the core keeps `/api/v1/ws`). Returns true
+   * when it took the socket; when no extension does, the socket is destroyed.
+   */
+  upgrade?(req: IncomingMessage, socket: Duplex, head: Buffer, path: string): boolean;
+  /** Opens what the extension needs (watches, indexes); awaited before the gateway is ready. */
+  start?(): Promise<void>;
+  close?(): Promise<void>;
+}

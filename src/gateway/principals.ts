@@ -1,0 +1,132 @@
+import { randomBytes } from "node:crypto";
+import { z } from "zod";
+import type { Broker, KvBucket, Unsubscribe } from "../broker/index.js";
+import { hashSecret } from "./auth.js";
+import { AcpError, PrincipalId } from "../protocol/index.js";
+
+/** What the gateway keeps per human principal (bucket `principals`). The token itself is never stored. */
+export interface PrincipalRecord {
+  principalId: string;
+  tokenHash: string;
+  createdAt: string;
+  revokedAt?: string;
+}
+
+/** The public view of a principal: everything but the token's hash. */
+export type PrincipalView = Omit<PrincipalRecord, "tokenHash">;
+
+export const PRINCIPALS_BUCKET = "principals";
+export const PRINCIPAL_TOKENS_BUCKET = "principal-tokens";
+
+const AddPrincipal = z.strictObject({ principalId: PrincipalId });
+
+/** Principal ids may hold characters KV keys may not (`alice@example.com`): records are keyed by a hash. */
+function keyOf(principalId: string): string {
+  return hashSecret(`principal:${principalId}`);
+}
+
+/**
+ * Principal tokens: `acppr_` + 32 random bytes, like API keys (so one SHA-256 is a sound storage
+ * hash). Stored in the broker's KV so every gateway on one NATS accepts them; a second bucket maps
+ * the token's hash to its principal, for O(1) sign-in. One live token per principal.
+ */
+export class PrincipalStore {
+  private readonly principals: KvBucket<PrincipalRecord>;
+  private readonly tokens: KvBucket<{ principalId: string }>;
+  private readonly byHash = new Map<string, string | null>();
+  private unwatch: Unsubscribe | undefined;
+
+  constructor(broker: Broker) {
+    this.principals = broker.kv<PrincipalRecord>(PRINCIPALS_BUCKET);
+    this.tokens = broker.kv<{ principalId: string }>(PRINCIPAL_TOKENS_BUCKET);
+  }
+
+  /** Keeps the sign-in cache true when another gateway revokes a token. */
+  async start(): Promise<void> {
+    this.unwatch = await this.tokens.watch((change) => this.byHash.delete(change.key));
+  }
+
+  stop(): void {
+    this.unwatch?.();
+  }
+
+  /** Issues a token for a new (or previously revoked) principal; the token is shown only this once. */
+  async add(input: unknown, now = new Date()): Promise<{ principalId: string; token: string }> {
+    const parsed = AddPrincipal.safeParse(input);
+    if (!parsed.success) {
+      throw new AcpError("InvalidParams", "invalid principal", {
+        problems: parsed.error.issues.map((i) => ({ path: `/${i.path.join("/")}`, message: i.message })),
+      });
+    }
+    const { principalId } = parsed.data;
+    const token = `acppr_${randomBytes(32).toString("base64url")}`;
+    const record: PrincipalRecord = {
+      principalId,
+      tokenHash: hashSecret(token),
+      createdAt: now.toISOString(),
+    };
+    const key = keyOf(principalId);
+    const existing = await this.principals.get(key);
+    if (existing && !existing.value.revokedAt) {
+      throw new AcpError("Conflict", `principal ${principalId} already has a token; revoke it first`, {
+        problems: [{ path: "/principalId", message: "already has a live token" }],
+      });
+    }
+    try {
+      if (existing) await this.principals.update(key, record, existing.revision);
+      else await this.principals.create(key, record);
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code === "exists" || code === "conflict") {
+        throw new AcpError("Conflict", `principal ${principalId} was added concurrently; list to see it`);
+      }
+      throw err;
+    }
+    await this.tokens.put(record.tokenHash, { principalId });
+    return { principalId, token };
+  }
+
+  /** Every principal, revoked ones included, by id. */
+  async list(): Promise<PrincipalView[]> {
+    const keys = await this.principals.keys();
+    const entries = await Promise.all(keys.map((key) => this.principals.get(key)));
+    return entries
+      .flatMap((entry) => (entry ? [view(entry.value)] : []))
+      .sort((a, b) => a.principalId.localeCompare(b.principalId));
+  }
+
+  /** The token stops working at once; the record stays, marked revoked. */
+  async revoke(principalId: string, now = new Date()): Promise<PrincipalView> {
+    const key = keyOf(principalId);
+    const entry = await this.principals.get(key);
+    if (!entry) {
+      throw new AcpError("NotFound", `no principal ${principalId}`, {
+        problems: [{ path: "/principalId", message: "not added" }],
+      });
+    }
+    const revoked = { ...entry.value, revokedAt: entry.value.revokedAt ?? now.toISOString() };
+    await this.principals.update(key, revoked, entry.revision);
+    await this.tokens.delete(entry.value.tokenHash);
+    this.byHash.delete(entry.value.tokenHash);
+    return view(revoked);
+  }
+
+  /** The principal a token signs in as, or undefined for an unknown or revoked token. */
+  async authenticate(token: string): Promise<string | undefined> {
+    const hash = hashSecret(token);
+    let principalId = this.byHash.get(hash);
+    if (principalId === undefined) {
+      principalId = (await this.tokens.get(hash))?.value.principalId ?? null;
+      this.byHash.set(hash, principalId);
+    }
+    if (principalId === null) return undefined;
+    // The record decides: a token whose principal was revoked (or re-issued) no longer works.
+    const record = (await this.principals.get(keyOf(principalId)))?.value;
+    return record && !record.revokedAt && record.tokenHash === hash ? principalId : undefined;
+  }
+}
+
+function view(record: PrincipalRecord): PrincipalView {
+  const { tokenHash: _secret, ...rest } = record;
+  return rest;
+}
