@@ -28,6 +28,7 @@ import { AcpAgent } from "../../src/client/index.js";
 import { startGateway } from "../../src/gateway/index.js";
 import { generateIdentity, publicIdentity } from "../../src/protocol/index.js";
 import { cpuSecondsOf, forkPeerServer, stopChild } from "../gateway/processes.js";
+import { hotSpots } from "../gateway/profile.js";
 
 type Target = "a2a-echo" | "bridge";
 
@@ -37,6 +38,9 @@ const MEASURE_MS = Number(process.env.BENCH_SECONDS ?? 5) * 1000;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const ADMIN = "bench-admin-token-0123456789";
 const TEXT = "x".repeat(700);
+/** BENCH_A2A_PROFILE=1: the bridge's process runs with --cpu-prof; its hot spots are printed at the end. */
+const PROFILE_DIR =
+  process.env.BENCH_A2A_PROFILE === "1" ? mkdtempSync(join(tmpdir(), "acp-bench-a2a-prof-")) : undefined;
 
 // ---- server side (child process): the gateway with its A2A bridge and an ACP echo agent ----
 
@@ -141,7 +145,10 @@ async function start(target: Target): Promise<{ child: ChildProcess; client: Cli
     const peer = await forkPeerServer("a2a-echo", {});
     return { child: peer.child, client: await clientFor(peer.url) };
   }
-  const child = fork(fileURLToPath(import.meta.url), ["serve"], { stdio: "inherit" });
+  const child = fork(fileURLToPath(import.meta.url), ["serve"], {
+    stdio: "inherit",
+    execArgv: PROFILE_DIR ? ["--cpu-prof", "--cpu-prof-dir", PROFILE_DIR] : [],
+  });
   const ready = await new Promise<{ url: string; apiKey: string }>((resolve, reject) => {
     child.once("message", (message) => resolve(message as { url: string; apiKey: string }));
     child.once("exit", (code) => reject(new Error(`bridge server exited with code ${code}`)));
@@ -238,6 +245,15 @@ async function main(): Promise<void> {
       `${(bridged.cpuMicrosPerCall / direct.cpuMicrosPerCall).toFixed(2)}× the server CPU per call ` +
       "(issue 13's target: cost ≤ 2×)",
   );
+  if (PROFILE_DIR) {
+    const { areas, functions } = hotSpots(PROFILE_DIR, fileURLToPath(new URL("../..", import.meta.url)), 20);
+    console.log("\nbridge process, self time by area:");
+    for (const a of areas) console.log(`  ${a.selfPercent.toFixed(1).padStart(5)}%  ${a.area}`);
+    console.log("hottest functions:");
+    for (const f of functions)
+      console.log(`  ${f.selfPercent.toFixed(1).padStart(5)}%  ${f.function} ${f.location}`);
+    rmSync(PROFILE_DIR, { recursive: true, force: true });
+  }
 }
 
 if (process.argv[2] === "serve") {
