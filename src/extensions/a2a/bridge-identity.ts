@@ -104,7 +104,15 @@ export class BridgeIdentities {
     const file = this.options.dataDir && join(this.options.dataDir, "a2a-bridge", `${agentId}.json`);
     if (file) {
       const stored = await readStored(file);
-      if (stored) return stored;
+      // Still the registered key (the broker's registry may have been reset while the file stayed).
+      const registered = stored && (await this.ctx.registry.resolve(agentId));
+      if (stored && registered?.record.signing.x === stored.identity.signing.x) return stored;
+      if (stored && (await this.ctx.registry.get(agentId))) {
+        throw new Error(
+          `A2A bridge identity ${agentId} in ${file} does not match the registry (revoked or replaced): ` +
+            `remove ${join(this.options.dataDir ?? "", "a2a-bridge")} to start new bridge identities`,
+        );
+      }
     }
     const identity = generateIdentity(agentId, `${CLIENT_PRINCIPAL_PREFIX}${caller}`);
     const { apiKey } = await this.ctx.registry.register({

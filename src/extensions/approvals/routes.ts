@@ -1,12 +1,12 @@
 import type { IncomingMessage } from "node:http";
 import { z } from "zod";
+import { authenticate, type GatewayContext } from "../../gateway/context.js";
+import type { Caller } from "../../gateway/credentials.js";
+import { type Router, readBody, readJsonBody, sendJson } from "../../gateway/http.js";
 import { type ApprovalRecord, ApprovalStatus } from "../../orchestration/approvals.js";
 import { KvApprovalStore } from "../../orchestration/approvals-kv.js";
 import { AgentCommand } from "../../orchestration/schemas.js";
 import { AcpError, AgentId, toPointer } from "../../protocol/index.js";
-import { authenticate, type GatewayContext } from "../../gateway/context.js";
-import type { Caller } from "../../gateway/credentials.js";
-import { type Router, readBody, readJsonBody, sendJson } from "../../gateway/http.js";
 
 export type ApprovalAction = "create" | "list" | "read" | "decide" | "cancel";
 

@@ -1,12 +1,12 @@
-import type { EventStream } from "../../gateway/sse.js";
+import { DEFAULT_NEGOTIATION_RULES, type NegotiationRules } from "../../collab/negotiation.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
 import type { Handler, Router } from "../../gateway/http.js";
+import type { EventStream } from "../../gateway/sse.js";
 import { CollabAudit } from "./audit.js";
 import { Intake } from "./intake.js";
 import { KnowledgeIndex } from "./knowledge-index.js";
 import { Ledger } from "./ledger.js";
-import { DEFAULT_NEGOTIATION_RULES, type NegotiationRules } from "../../collab/negotiation.js";
 import { disputeRoutes } from "./routes-dispute.js";
 import { handoffRoutes } from "./routes-handoff.js";
 import { knowledgeRoutes } from "./routes-knowledge.js";

@@ -1,8 +1,8 @@
 import type { Broker, Unsubscribe } from "../../broker/index.js";
-import type { EnvelopeHeaders } from "../../protocol/index.js";
 import type { HandoffOfferBody } from "../../collab/messages.js";
-import { bucketOf, listValues } from "./store.js";
 import { conflict, forbidden } from "../../collab/util.js";
+import type { EnvelopeHeaders } from "../../protocol/index.js";
+import { bucketOf, listValues } from "./store.js";
 
 /**
  * The lifecycle of a task handoff: offered → accepted | declined (or cancelled by the delegator

@@ -1,12 +1,12 @@
 import type { Broker } from "../../broker/index.js";
 import { verifyAgreement } from "../../collab/agreement.js";
-import type { HandoffRecord } from "./handoff.js";
 import type { NegotiationSession } from "../../collab/negotiation.js";
-import { bucketOf, listValues } from "./store.js";
 import { BALLOTS_PREFIX, type Ballot, tallyVote, type Vote } from "../../collab/votes.js";
-import type { FeedHistory } from "../dashboard/history.js";
 import type { DashboardPanel, PanelItem } from "../../gateway/panels.js";
+import type { FeedHistory } from "../dashboard/history.js";
 import type { Scope } from "../dashboard/viewer.js";
+import type { HandoffRecord } from "./handoff.js";
+import { bucketOf, listValues } from "./store.js";
 
 /**
  * Panels over the collaboration module's records (negotiations, handoffs, votes), read from its KV

@@ -1,14 +1,14 @@
 import type { IncomingMessage } from "node:http";
 import { z } from "zod";
+import { CollabMethod, DisputeOpenBody } from "../../collab/messages.js";
+import { canonicalHash, conflict, forbidden, notFound, parseOrThrow } from "../../collab/util.js";
+import { BALLOTS_PREFIX, type Ballot, tallyVote, VOTE_KEY, type Vote } from "../../collab/votes.js";
 import { authenticateAgent } from "../../gateway/context.js";
 import { type Router, readJsonBody, sendJson } from "../../gateway/http.js";
 import { HANDOFF_KEY, type HandoffRecord } from "./handoff.js";
-import { CollabMethod, DisputeOpenBody } from "../../collab/messages.js";
 import { auditParty, type CollabServices } from "./services.js";
 import { bucketOf, listValues, mutate } from "./store.js";
 import { type ChannelPost, checkFanout, relayAll, type TeamsRecord } from "./teams.js";
-import { canonicalHash, conflict, forbidden, notFound, parseOrThrow } from "../../collab/util.js";
-import { BALLOTS_PREFIX, type Ballot, tallyVote, VOTE_KEY, type Vote } from "../../collab/votes.js";
 
 /** A dispute about a handoff or a vote, escalated to the principals of the agents involved. */
 export interface Dispute {

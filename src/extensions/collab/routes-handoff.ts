@@ -1,4 +1,11 @@
 import { z } from "zod";
+import {
+  CollabMethod,
+  HandoffActionBody,
+  HandoffOfferBody,
+  HandoffProgressBody,
+} from "../../collab/messages.js";
+import { conflict, notFound, parseOrThrow } from "../../collab/util.js";
 import { authenticate, authenticateAgent, requireAdmin } from "../../gateway/context.js";
 import { type Router, readJsonBody, sendJson } from "../../gateway/http.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
@@ -16,15 +23,8 @@ import {
 } from "./handoff.js";
 import type { Action } from "./intake.js";
 import type { Escrow } from "./ledger.js";
-import {
-  CollabMethod,
-  HandoffActionBody,
-  HandoffOfferBody,
-  HandoffProgressBody,
-} from "../../collab/messages.js";
 import { auditParty, type CollabServices, commitAndRelay, liveAgent, readerOf } from "./services.js";
 import { bucketOf, listValues } from "./store.js";
-import { conflict, notFound, parseOrThrow } from "../../collab/util.js";
 
 const BASE = "/api/v1/handoffs";
 

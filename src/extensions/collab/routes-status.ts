@@ -1,10 +1,10 @@
 import type { Unsubscribe } from "../../broker/index.js";
-import { EventStream } from "../../gateway/sse.js";
+import { CollabMethod, StatusBody } from "../../collab/messages.js";
 import { authenticateAgent } from "../../gateway/context.js";
 import { type Router, sendJson } from "../../gateway/http.js";
+import { EventStream } from "../../gateway/sse.js";
 import type { Presence } from "../../gateway/wire.js";
 import { AcpError, AgentId } from "../../protocol/index.js";
-import { CollabMethod, StatusBody } from "../../collab/messages.js";
 import { auditParty, type CollabServices, liveAgent, readerOf } from "./services.js";
 import { bucketOf } from "./store.js";
 

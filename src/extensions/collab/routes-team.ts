@@ -1,7 +1,8 @@
+import { CollabMethod, TeamCreateBody, TeamMembersBody, TeamMessageBody } from "../../collab/messages.js";
+import { conflict, notFound, ShortName } from "../../collab/util.js";
 import { authenticateAgent } from "../../gateway/context.js";
 import { type Router, sendJson } from "../../gateway/http.js";
 import { AcpError } from "../../protocol/index.js";
-import { CollabMethod, TeamCreateBody, TeamMembersBody, TeamMessageBody } from "../../collab/messages.js";
 import { auditParty, type CollabServices, liveAgent, readerOf } from "./services.js";
 import { bucketOf, listValues, mutate } from "./store.js";
 import {
@@ -15,7 +16,6 @@ import {
   type Team,
   type TeamsRecord,
 } from "./teams.js";
-import { conflict, notFound, ShortName } from "../../collab/util.js";
 
 const BASE = "/api/v1/teams";
 

@@ -1,9 +1,9 @@
 import type { KvBucket } from "../../broker/index.js";
+import { conflict, forbidden, notFound, sortableTime } from "../../collab/util.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
 import { AcpError, canonicalize, toErrorObject } from "../../protocol/index.js";
 import type { Action } from "./intake.js";
 import type { CollabServices } from "./services.js";
-import { conflict, forbidden, notFound, sortableTime } from "../../collab/util.js";
 
 /** A team: its members post to its channels; only members may post, read or vote. */
 export interface Team {

@@ -1,14 +1,14 @@
 import { credentialOf, hashSecret } from "../../gateway/auth.js";
 import { type Router, sendJson } from "../../gateway/http.js";
+import { PRINCIPAL_TOKENS_BUCKET } from "../../gateway/principals.js";
+import { EventStream } from "../../gateway/sse.js";
 import { AcpError } from "../../protocol/index.js";
 import { dashboardAgents } from "./agents.js";
 import { approvalVisible } from "./approvals.js";
 import { messageDetail } from "./detail.js";
 import type { LiveEvent } from "./feed.js";
 import { matchesQuery, parseFeedQuery } from "./history.js";
-import { PRINCIPAL_TOKENS_BUCKET } from "../../gateway/principals.js";
 import { DASHBOARD_API, type DashboardServices, scopeOf } from "./services.js";
-import { EventStream } from "../../gateway/sse.js";
 import { Scope } from "./viewer.js";
 
 /** Read-only views: who am I, agents, the feed (and its live stream), a message, volume, sessions, panels. */

@@ -1,11 +1,11 @@
 import type { IncomingMessage } from "node:http";
 import type { GatewayContext } from "../../gateway/context.js";
+import type { DashboardPanel } from "../../gateway/panels.js";
+import type { EventStream } from "../../gateway/sse.js";
 import type { KvApprovalStore } from "../../orchestration/approvals-kv.js";
 import type { LiveFeed } from "./feed.js";
 import type { FeedHistory } from "./history.js";
-import type { DashboardPanel } from "../../gateway/panels.js";
 import type { SessionsView } from "./sessions.js";
-import type { EventStream } from "../../gateway/sse.js";
 import { authenticateViewer, Scope } from "./viewer.js";
 import type { SummaryWebhooks } from "./webhooks.js";
 

@@ -15,18 +15,18 @@ import { CONTEXT_ROOT_ENV, type WatchOptions } from "../../coordination/index.js
 import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
 import { type Router, readJsonBody, sendError, sendJson } from "../../gateway/http.js";
-import { AcpError } from "../../protocol/index.js";
 import { addCoordinationResources } from "../../mcp/coordination.js";
-import { GatewayAgentSource, publishRoutes } from "./agents.js";
-import { McpBridge } from "./bridge.js";
-import { selfUrlOf } from "./self.js";
-import { authenticateMcp, type McpSessionStats, McpSessions, type SessionCaller } from "./sessions.js";
-import { LegacySseTransport } from "./legacy-sse.js";
-import { ResourceSubscriptions } from "../../mcp/subscriptions.js";
-import { addTaskTools } from "./task-tools.js";
-import { addSystemPrompt, addTaskResources } from "./tasks.js";
 import { answerToBadParams } from "../../mcp/params-guard.js";
 import { createAgentsMcpServer, type Transport } from "../../mcp/sdk-adapter.js";
+import { ResourceSubscriptions } from "../../mcp/subscriptions.js";
+import { AcpError } from "../../protocol/index.js";
+import { GatewayAgentSource, publishRoutes } from "./agents.js";
+import { McpBridge } from "./bridge.js";
+import { LegacySseTransport } from "./legacy-sse.js";
+import { selfUrlOf } from "./self.js";
+import { authenticateMcp, type McpSessionStats, McpSessions, type SessionCaller } from "./sessions.js";
+import { addTaskTools } from "./task-tools.js";
+import { addSystemPrompt, addTaskResources } from "./tasks.js";
 
 export interface McpGatewayOptions {
   /** A session without traffic for this long is closed and freed. Default 10 minutes (seed 004). */

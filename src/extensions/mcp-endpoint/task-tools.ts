@@ -13,16 +13,16 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { CallToolResult, ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import type { HandoffView } from "../collab/handoff.js";
 import { negotiateVersion } from "../../gateway/registry.js";
-import { callGateway, isNotFound } from "./self.js";
-import type { TaskSession } from "./tasks.js";
 import {
   ACP_SIGN_METHOD,
   ACP_SIGNING_CAPABILITY,
   type AcpSignParams,
   AcpSignResult,
 } from "../../mcp/signing-wire.js";
+import type { HandoffView } from "../collab/handoff.js";
+import { callGateway, isNotFound } from "./self.js";
+import type { TaskSession } from "./tasks.js";
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 

@@ -9,7 +9,6 @@
  */
 import { type McpServer, ResourceTemplate } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { ErrorCode, McpError, type ReadResourceResult } from "@modelcontextprotocol/sdk/types.js";
-import type { HandoffView } from "../collab/handoff.js";
 import {
   COLLAB_BUCKETS,
   type HandoffRecord,
@@ -18,8 +17,9 @@ import {
 } from "../../collab/index.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
-import { callGateway, isNotFound } from "./self.js";
 import type { ResourceSubscriptions } from "../../mcp/subscriptions.js";
+import type { HandoffView } from "../collab/handoff.js";
+import { callGateway, isNotFound } from "./self.js";
 
 export const PENDING_TASKS_URI = "tasks://pending";
 const TASK_URI = /^tasks:\/\/([A-Za-z0-9][A-Za-z0-9_-]{0,127})$/;
