@@ -3,7 +3,7 @@
  * DefaultRequestHandler with its task lifecycle, streaming, resubscription and push notifications,
  * over our executor. Tasks are scoped to the calling client (the SDK's owner scoping by user).
  */
-import type { StreamResponse } from "@a2a-js/sdk";
+import { type StreamResponse, TaskState } from "@a2a-js/sdk";
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import {
   type AgentExecutionEvent,
@@ -40,7 +40,7 @@ class WatchedTaskStore implements TaskStore {
   constructor(private readonly onCanceled: (taskId: string) => void) {}
   async save(...args: Parameters<TaskStore["save"]>): Promise<void> {
     await this.#inner.save(...args);
-    if (args[0].status?.state === 5 /* TASK_STATE_CANCELED */) this.onCanceled(args[0].id);
+    if (args[0].status?.state === TaskState.TASK_STATE_CANCELED) this.onCanceled(args[0].id);
   }
   load(...args: Parameters<TaskStore["load"]>) {
     return this.#inner.load(...args);
