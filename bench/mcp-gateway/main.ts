@@ -17,7 +17,7 @@ import pino from "pino";
 import { z } from "zod";
 import { AcpAgent } from "../../src/client/index.js";
 import { serveMcpAgent } from "../../src/client/mcp-agent.js";
-import { startGateway } from "../../src/gateway/index.js";
+import { startDefaultGateway } from "../../src/server.js";
 import { serveMcpOverHttp } from "../../src/mcp/index.js";
 import { generateIdentity, publicIdentity } from "../../src/protocol/index.js";
 
@@ -34,7 +34,7 @@ const ADMIN = "bench-admin-token-0123456789";
 
 async function serveGateway(): Promise<() => Promise<void>> {
   const data = mkdtempSync(join(tmpdir(), "acp-bench-mcp-gw-"));
-  const gateway = await startGateway({
+  const gateway = await startDefaultGateway({
     port: 0,
     data,
     adminToken: ADMIN,

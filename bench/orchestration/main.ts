@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pino from "pino";
 import { AcpAgent } from "../../src/client/index.js";
-import { startGateway } from "../../src/gateway/index.js";
+import { startDefaultGateway } from "../../src/server.js";
 import {
   type AgentCommand,
   AuditLogCommandSink,
@@ -41,7 +41,7 @@ interface Credentials {
 // ---- child processes ----
 
 async function serveGateway(data: string): Promise<void> {
-  const gateway = await startGateway({
+  const gateway = await startDefaultGateway({
     port: 0,
     data,
     adminToken: ADMIN_TOKEN,

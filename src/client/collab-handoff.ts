@@ -1,6 +1,6 @@
+import type { Balance, Movement } from "../collab/contracts.js";
 import { randomUUID } from "node:crypto";
-import type { HandoffView } from "../extensions/collab/handoff.js";
-import type { Balance, Movement } from "../extensions/collab/ledger.js";
+import type { HandoffView } from "../collab/handoff.js";
 import { CollabMethod, type HandoffTask } from "../collab/messages.js";
 import type { HandoffBody } from "../protocol/index.js";
 import type { AcpAgent } from "./agent.js";

@@ -1,9 +1,7 @@
+import type { ChannelPost, Dispute, KnowledgeEntry, SearchHit, Team } from "../collab/contracts.js";
 import { randomUUID } from "node:crypto";
-import type { HandoffView } from "../extensions/collab/handoff.js";
-import type { KnowledgeEntry, SearchHit } from "../extensions/collab/knowledge-index.js";
+import type { HandoffView } from "../collab/handoff.js";
 import { CollabMethod, type VoteResult, type VoteRule } from "../collab/messages.js";
-import type { Dispute } from "../extensions/collab/routes-dispute.js";
-import type { ChannelPost, Team } from "../extensions/collab/teams.js";
 import type { Ballot, Vote } from "../collab/votes.js";
 import { AcpError } from "../protocol/index.js";
 import { type CollabCore, path } from "./collab-core.js";

@@ -1,6 +1,6 @@
+import type { StatusEvent, StatusRecord } from "../collab/contracts.js";
 import { EventEmitter } from "node:events";
 import { CollabMethod, type StatusBody } from "../collab/messages.js";
-import type { StatusEvent, StatusRecord } from "../extensions/collab/routes-status.js";
 import type { Presence } from "../gateway/wire.js";
 import { API_PREFIX } from "../gateway/wire.js";
 import { AcpError } from "../protocol/index.js";

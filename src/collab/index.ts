@@ -1,20 +1,10 @@
 /**
- * `acp-kit/collab`: negotiation with signed agreements, task handoff with escrow, status
- * broadcasting, and team collaboration (channels, votes, knowledge, disputes). See docs/collab.md.
+ * `acp-kit/collab`: the collaboration protocol shared by agents and the gateway: message bodies,
+ * signed agreements, the handoff lifecycle, vote tallies and the REST API's records. The SDK's
+ * `CollabClient` is in `acp-kit/client`; the gateway side (`collabExtension`) in `acp-kit/server`.
+ * See docs/collab.md.
  */
 
-export {
-  CollabClient,
-  type CollabClientOptions,
-  type CollabEvents,
-  type CollabNotice,
-  type HandoffDecision,
-  type HandoffOffer,
-  type NegotiationDecision,
-  type NegotiationStrategy,
-  type NegotiationTurn,
-  type StatusSubscription,
-} from "../client/collab.js";
 export {
   type AgreementCheck,
   AgreementDocument,
@@ -26,7 +16,6 @@ export {
   signAgreement,
   verifyAgreement,
 } from "./agreement.js";
-export type { CollabAuditEvent } from "../extensions/collab/audit.js";
 export {
   HANDOFF_RULES,
   type HandoffAction,
@@ -34,11 +23,21 @@ export {
   type HandoffRecord,
   type HandoffStatus,
   type HandoffView,
-  pendingHandoffs,
-  watchPendingHandoffs,
-} from "../extensions/collab/handoff.js";
-export type { KnowledgeEntry, SearchHit } from "../extensions/collab/knowledge-index.js";
-export type { Balance, Escrow, Movement, MovementKind } from "../extensions/collab/ledger.js";
+} from "./handoff.js";
+export type {
+  Balance,
+  ChannelPost,
+  Dispute,
+  Escrow,
+  KnowledgeEntry,
+  Movement,
+  MovementKind,
+  PostKind,
+  SearchHit,
+  StatusEvent,
+  StatusRecord,
+  Team,
+} from "./contracts.js";
 export * from "./messages.js";
 export {
   agreementDocument,
@@ -50,10 +49,5 @@ export {
   type NegotiationView,
   turnOf,
 } from "./negotiation.js";
-export { type CollabOptions, collabExtension } from "../extensions/collab/extension.js";
-export type { Dispute } from "../extensions/collab/routes-dispute.js";
-export type { StatusEvent, StatusRecord } from "../extensions/collab/routes-status.js";
-export { COLLAB_BUCKETS } from "../extensions/collab/store.js";
-export type { ChannelPost, PostKind, Team } from "../extensions/collab/teams.js";
 export { CollabId } from "./util.js";
 export { type Ballot, ballotsHash, recount, tallyVote, type Vote } from "./votes.js";

@@ -15,8 +15,8 @@ export type { AcceptedMessage } from "./relay.js";
  * storage; when one needs another's feature, the composition root hands it that feature's service.
  *
  * Lifecycle, in order: `routes` (synchronous, before the server listens), `start` (awaited before
- * the gateway reports ready; a rejection stops start-up), then `close` when the gateway closes
- * (after in-flight requests finished, before the broker closes).
+ * the gateway reports ready; a rejection stops start-up), then, when the gateway closes,
+ * `beforeDrain`, and once in-flight requests finished, `close` (before the broker closes).
  */
 export interface GatewayExtension {
   /** Unique among the extensions of one gateway. */
@@ -30,5 +30,7 @@ export interface GatewayExtension {
   upgrade?(req: IncomingMessage, socket: Duplex, head: Buffer, path: string): boolean;
   /** Opens what the extension needs (watches, indexes); awaited before the gateway is ready. */
   start?(): Promise<void>;
+  /** The gateway began closing and is about to wait for in-flight requests: end long polls now. */
+  beforeDrain?(): void;
   close?(): Promise<void>;
 }

@@ -16,10 +16,6 @@ import {
   type NatsConnectionOptions,
   openBroker,
 } from "../broker/index.js";
-import { collabExtension } from "../extensions/collab/extension.js";
-import { type DashboardOptions, dashboardExtension } from "../extensions/dashboard/extension.js";
-import { a2aInboundExtension } from "../extensions/a2a/inbound/extension.js";
-import { mcpGatewayExtension } from "../extensions/mcp-endpoint/extension.js";
 import { AcpError } from "../protocol/index.js";
 import { hashSecret, newAdminToken } from "./auth.js";
 import type { GatewayContext } from "./context.js";
@@ -36,7 +32,6 @@ import { Registry } from "./registry.js";
 import { Relay } from "./relay.js";
 import { RelayAudit } from "./relay-audit.js";
 import { agentRoutes } from "./routes/agents.js";
-import { approvalRoutes } from "../extensions/approvals/routes.js";
 import { messageRoutes } from "./routes/messages.js";
 import { WS_PATH } from "./wire.js";
 import { WsHub } from "./ws.js";
@@ -47,7 +42,7 @@ export interface GatewayOptions {
   port?: number;
   /**
    * Data directory (default `./.acp`): the embedded broker's database, and with either broker this
-   * gateway's relay, collab and MCP audit logs (one writer per log: give each gateway its own).
+   * gateway's relay audit log (one writer per log: give each gateway its own).
    */
   data?: string;
   nats?: NatsConnectionOptions;
@@ -66,12 +61,11 @@ export interface GatewayOptions {
   /** Keep the relay audit log under `<data>/relay-audit` (default true). */
   audit?: boolean;
   logger?: Logger;
-  /** Extra routes (dashboard, MCP, collaboration…) mounted by other modules. */
+  /**
+   * Server-side features mounted on the core (dashboard, collaboration, the MCP endpoint…), in this
+   * order; `startDefaultGateway` (src/server.ts) mounts the standard set.
+   */
   extensions?: GatewayExtension[];
-  /** Incoming webhooks (Slack/Discord-compatible; `slack:`/`discord:` prefixes) posted every relayed message's summary. */
-  summaryWebhooks?: string[];
-  /** Settings of the dashboard (always mounted at `/` and `/api/v1/dashboard`): sessions root, web bundle, pacing. */
-  dashboard?: Omit<DashboardOptions, "relayAuditRoot" | "summaryWebhooks">;
 }
 
 export interface Gateway {
@@ -122,37 +116,12 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       pino.destination(2),
     );
   const data = options.data ?? "./.acp";
-  // Built before anything is opened: a malformed webhook URL stops start-up with nothing to clean up.
-  const extensions = [
-    dashboardExtension({
-      ...options.dashboard,
-      ...(options.audit === false ? {} : { relayAuditRoot: join(data, "relay-audit") }),
-      summaryWebhooks: options.summaryWebhooks ?? [],
-    }),
-    ...(options.extensions ?? []),
-    // Collaboration (negotiation, handoffs, teams…) unless the caller mounts its own configured one.
-    ...(options.extensions?.some((e) => e.name === "collab")
-      ? []
-      : [collabExtension(options.audit === false ? {} : { auditRoot: join(data, "collab-audit") })]),
-    // The MCP endpoint (/mcp, /mcp/sse) unless the caller mounts its own configured one.
-    ...(options.extensions?.some((e) => e.name === "mcp")
-      ? []
-      : [
-          mcpGatewayExtension({
-            ...(options.audit === false ? {} : { auditRoot: join(data, "mcp-audit") }),
-            ...(options.dashboard?.sessionsRoot ? { coordinationRoot: options.dashboard.sessionsRoot } : {}),
-          }),
-        ]),
-    // A2A clients calling ACP agents: publishes only agents registered with the capability `a2a`.
-    ...(options.extensions?.some((e) => e.name === "a2a-inbound")
-      ? []
-      : [
-          a2aInboundExtension({
-            dataDir: data,
-            ...(options.audit === false ? {} : { auditRoot: join(data, "a2a-audit") }),
-          }),
-        ]),
-  ];
+  const extensions = options.extensions ?? [];
+  const names = new Set<string>();
+  for (const { name } of extensions) {
+    if (names.has(name)) throw new TypeError(`two gateway extensions are named ${JSON.stringify(name)}`);
+    names.add(name);
+  }
   const common = {
     ...(options.delivery ? { delivery: options.delivery } : {}),
     ...(options.retentionMs ? { retentionMs: options.retentionMs } : {}),
@@ -217,7 +186,6 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   const router = new Router();
   agentRoutes(router, ctx);
   messageRoutes(router, ctx);
-  const approvals = approvalRoutes(router, ctx);
   router.add("GET", "/healthz", (_req, res) => health.respond(res));
   router.add("GET", "/metrics", (_req, res) => {
     metrics.gauge("acp_ws_connections", hub.connectionCount);
@@ -280,11 +248,26 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     else if (path === undefined || !extensions.some((e) => e.upgrade?.(req, socket, head, path)))
       socket.destroy();
   });
-  for (const extension of extensions) await extension.start?.();
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port ?? 8080, host, () => resolve());
-  });
+  /** What `close` releases after the server stopped, also on a failed start-up. */
+  const release = async () => {
+    await hub.close();
+    for (const extension of extensions) await extension.close?.();
+    registry.stop();
+    gate.stop();
+    principals.stop();
+    await audit?.close();
+    await broker.close();
+  };
+  try {
+    for (const extension of extensions) await extension.start?.();
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(options.port ?? 8080, host, () => resolve());
+    });
+  } catch (err) {
+    await release().catch(() => undefined);
+    throw err;
+  }
   const { port } = server.address() as AddressInfo;
   const scheme = options.tls ? "https" : "http";
   const shownHost = host.includes(":") ? `[${host}]` : host;
@@ -297,15 +280,9 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       // Stop accepting, let in-flight requests finish, then close agents' sockets and flush the store.
       server.close();
       server.closeIdleConnections();
-      approvals.endLongPolls();
+      for (const extension of extensions) extension.beforeDrain?.();
       if (inFlight > 0) await new Promise<void>((resolve) => (drained = resolve));
-      await hub.close();
-      for (const extension of extensions) await extension.close?.();
-      registry.stop();
-      gate.stop();
-      principals.stop();
-      await audit?.close();
-      await broker.close();
+      await release();
       server.closeAllConnections();
       logger.info("gateway stopped");
     })();

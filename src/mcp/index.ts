@@ -32,13 +32,6 @@ export {
   UnknownAgentError,
 } from "./errors.js";
 export {
-  MCP_PATH,
-  type McpGatewayExtension,
-  type McpGatewayOptions,
-  type McpGatewayStats,
-  mcpGatewayExtension,
-} from "../extensions/mcp-endpoint/extension.js";
-export {
   type GatewayProxy,
   type GatewayProxyOptions,
   gatewayMcpUrl,

@@ -2,7 +2,7 @@ import { expect, it } from "vitest";
 import { HandoffClient } from "../../src/client/collab.js";
 import { CollabCore } from "../../src/client/collab-core.js";
 import type { HandoffView } from "../../src/collab/index.js";
-import { pendingHandoffs, watchPendingHandoffs } from "../../src/collab/index.js";
+import { pendingHandoffs, watchPendingHandoffs } from "../../src/extensions/collab/handoff-store.js";
 import { ErrorCode } from "../../src/protocol/index.js";
 import { api } from "../helpers/gateway.js";
 import { rejection } from "./suite-negotiation.js";

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach } from "vitest";
 import { CollabClient } from "../../src/client/collab.js";
 import type { AcpAgent } from "../../src/client/index.js";
-import { type CollabOptions, collabExtension } from "../../src/collab/index.js";
+import { type CollabOptions, collabExtension } from "../../src/server.js";
 import type { GatewayOptions } from "../../src/gateway/index.js";
 import { agentFor } from "../client/fixtures.js";
 import type { TestAgent, TestGateway } from "../helpers/gateway.js";

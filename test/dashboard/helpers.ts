@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { type BrowserContext, chromium } from "playwright-core";
 import { afterEach, describe, it } from "vitest";
 import { AcpAgent, type AcpAgentOptions } from "../../src/client/index.js";
-import type { GatewayOptions } from "../../src/gateway/index.js";
+import type { DefaultGatewayOptions } from "../../src/server.js";
 import { api, startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 
 export const CHROMIUM = "/usr/bin/chromium";
@@ -87,7 +87,7 @@ export interface Cast {
 }
 
 /** A gateway with the dashboard and three registered agents of three principals; nothing connected yet. */
-export async function startCast(options: Partial<GatewayOptions> = {}): Promise<Cast> {
+export async function startCast(options: Partial<DefaultGatewayOptions> = {}): Promise<Cast> {
   const dir = mkdtempSync(join(tmpdir(), "acp-dash-"));
   mkdirSync(join(dir, "context"));
   const gw = await startTestGateway({
@@ -137,7 +137,7 @@ export async function startCast(options: Partial<GatewayOptions> = {}): Promise<
 }
 
 /** Starts a cast per test and closes it afterwards. */
-export function useCast(options: Partial<GatewayOptions> = {}): () => Promise<Cast> {
+export function useCast(options: Partial<DefaultGatewayOptions> = {}): () => Promise<Cast> {
   const started: Cast[] = [];
   afterEach(async () => {
     for (const cast of started.splice(0)) await cast.close();

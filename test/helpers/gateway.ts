@@ -3,12 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
 import WebSocket from "ws";
-import {
-  type Gateway,
-  type GatewayOptions,
-  type ServerFrame,
-  startGateway,
-} from "../../src/gateway/index.js";
+import type { Gateway, ServerFrame } from "../../src/gateway/index.js";
 import {
   createSigner,
   generateIdentity,
@@ -17,6 +12,7 @@ import {
   type SenderIdentity,
   type Signer,
 } from "../../src/protocol/index.js";
+import { type DefaultGatewayOptions, startDefaultGateway } from "../../src/server.js";
 
 export type BrokerKind = "embedded" | "nats";
 
@@ -40,11 +36,11 @@ export const ADMIN_TOKEN = "test-admin-token-0123456789";
 
 /** A real gateway on 127.0.0.1:<free port>, embedded (temp data dir) or on a given NATS URL. */
 export async function startTestGateway(
-  options: Partial<GatewayOptions> & { natsUrl?: string; dataDir?: string } = {},
+  options: Partial<DefaultGatewayOptions> & { natsUrl?: string; dataDir?: string } = {},
 ): Promise<TestGateway> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "acp-gw-"));
   const { natsUrl, dataDir: _ignored, ...rest } = options;
-  const gateway = await startGateway({
+  const gateway = await startDefaultGateway({
     port: 0,
     data: dataDir,
     ...(natsUrl ? { nats: { servers: natsUrl } } : {}),

@@ -5,10 +5,11 @@ import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/cl
 import { afterEach, beforeEach } from "vitest";
 import type { AcpAgent } from "../../src/client/index.js";
 import {
-  type McpGatewayExtension,
-  type McpGatewayOptions,
-  mcpGatewayExtension,
-} from "../../src/extensions/mcp-endpoint/extension.js";
+  collabExtension,
+  type McpEndpointExtension,
+  type McpEndpointOptions,
+  mcpEndpointExtension,
+} from "../../src/server.js";
 import { AgentsClient, streamableHttpClientTransport } from "../../src/mcp/index.js";
 import { agentFor } from "../client/fixtures.js";
 import { startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
@@ -21,7 +22,7 @@ export type McpTransportKind = "streamable" | "sse";
 
 export interface McpGatewayBed {
   gw: TestGateway;
-  mcp: McpGatewayExtension;
+  mcp: McpEndpointExtension;
   dir: string;
   /** Registers an agent (not connected). */
   register(agentId: string, capabilities?: string[]): Promise<TestAgent>;
@@ -39,14 +40,19 @@ export interface McpGatewayBed {
 }
 
 /** Per test: a real gateway with the MCP extension configured by `options` (short timers for tests). */
-export function useMcpGateway(options: McpGatewayOptions = {}): McpGatewayBed {
+export function useMcpGateway(options: Omit<McpEndpointOptions, "tasks"> = {}): McpGatewayBed {
   const tmp = useTmpDir("acp-mcp-gw-");
   const cleanups: (() => Promise<unknown>)[] = [];
   const bed = {} as McpGatewayBed;
   beforeEach(async () => {
     bed.dir = tmp();
-    bed.mcp = mcpGatewayExtension({ auditRoot: join(bed.dir, "mcp-audit"), ...options });
-    bed.gw = await startTestGateway({ dataDir: join(bed.dir, "data"), extensions: [bed.mcp] });
+    const collab = collabExtension({ auditRoot: join(bed.dir, "data", "collab-audit") });
+    bed.mcp = mcpEndpointExtension({
+      tasks: collab.handoffs,
+      auditRoot: join(bed.dir, "mcp-audit"),
+      ...options,
+    });
+    bed.gw = await startTestGateway({ dataDir: join(bed.dir, "data"), extensions: [collab, bed.mcp] });
     cleanups.push(() => bed.gw.close());
   });
   afterEach(async () => {

@@ -50,11 +50,11 @@ async function demo(flags: DemoFlags): Promise<void> {
   let gateway: Gateway;
   try {
     // Loaded here, not at CLI start-up: the gateway and its brokers are heavy and only the demo needs them.
-    const [{ startGateway }, { default: pino }] = await Promise.all([
-      import("../../gateway/index.js"),
+    const [{ startDefaultGateway }, { default: pino }] = await Promise.all([
+      import("../../server.js"),
       import("pino"),
     ]);
-    gateway = await startGateway({
+    gateway = await startDefaultGateway({
       port,
       data,
       adminToken,

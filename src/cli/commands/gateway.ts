@@ -84,10 +84,7 @@ export function registerGateway(program: Command): void {
       const rate = positiveInt(options.rateLimit, "--rate-limit") ?? 2000;
       // Loaded on use: the gateway pulls in both brokers, MCP and the dashboard, which no other
       // command needs at start-up.
-      const [{ parseWebhookTarget }, { startGateway }] = await Promise.all([
-        import("../../extensions/dashboard/webhooks.js"),
-        import("../../gateway/index.js"),
-      ]);
+      const { parseWebhookTarget, startDefaultGateway } = await import("../../server.js");
       const webhooks = options.summaryWebhook.map((spec) => {
         try {
           return parseWebhookTarget(spec);
@@ -95,7 +92,7 @@ export function registerGateway(program: Command): void {
           throw new CliError(`--summary-webhook: ${(err as Error).message}`);
         }
       });
-      const gateway = await startGateway({
+      const gateway = await startDefaultGateway({
         host: options.host,
         port: positiveInt(options.port, "--port") ?? 8080,
         // With NATS the data directory still holds this gateway's own files (its audit logs).

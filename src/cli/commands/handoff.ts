@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { GatewayClient } from "../../client/index.js";
-import type { HandoffView } from "../../extensions/collab/handoff.js";
+import type { HandoffView } from "../../collab/handoff.js";
 import { API_PREFIX } from "../../gateway/wire.js";
 import { CliError, printJson, printLine } from "../io.js";
 import { failed, type GatewayFlags, gatewayOf, withGatewayOptions } from "./agent.js";

@@ -1,6 +1,6 @@
+import type { Team } from "../../collab/contracts.js";
 import type { Command } from "commander";
 import type { PostView } from "../../client/collab.js";
-import type { Team } from "../../extensions/collab/teams.js";
 import { CliError, printJson, printLine } from "../io.js";
 import { type GatewayFlags, withGatewayOptions } from "./agent.js";
 import { collect, jsonObject, withCollab } from "./negotiate.js";

@@ -1,12 +1,11 @@
 import type { IncomingMessage } from "node:http";
 import { z } from "zod";
+import { type ApprovalRecord, ApprovalStatus, type ApprovalStore } from "../../orchestration/approvals.js";
+import { AgentCommand } from "../../orchestration/schemas.js";
+import { AcpError, AgentId, toPointer } from "../../protocol/index.js";
 import { authenticate, type GatewayContext } from "../../gateway/context.js";
 import type { Caller } from "../../gateway/credentials.js";
 import { type Router, readBody, readJsonBody, sendJson } from "../../gateway/http.js";
-import { type ApprovalRecord, ApprovalStatus } from "../../orchestration/approvals.js";
-import { KvApprovalStore } from "../../orchestration/approvals-kv.js";
-import { AgentCommand } from "../../orchestration/schemas.js";
-import { AcpError, AgentId, toPointer } from "../../protocol/index.js";
 
 export type ApprovalAction = "create" | "list" | "read" | "decide" | "cancel";
 
@@ -44,17 +43,25 @@ const Decision = z.strictObject({
 });
 const MAX_WAIT_SECONDS = 30;
 
-/** A decision's body is optional: nothing (or an empty body) means no note. */
-async function optionalJsonBody(req: IncomingMessage): Promise<unknown> {
+/** A decision's body, checked by `schema`; it is optional: nothing (or an empty body) means no note. */
+export async function decisionBody<T extends z.ZodType>(
+  req: IncomingMessage,
+  schema: T,
+): Promise<z.output<T>> {
   const text = (await readBody(req, 64 * 1024)).toString("utf8").trim();
-  if (text === "") return {};
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    throw new AcpError("ParseError", "the request body is not valid JSON", {
-      problems: [{ path: "", message: (err as Error).message }],
-    });
+  let raw: unknown = {};
+  if (text !== "") {
+    try {
+      raw = JSON.parse(text);
+    } catch (err) {
+      throw new AcpError("ParseError", "the request body is not valid JSON", {
+        problems: [{ path: "", message: (err as Error).message }],
+      });
+    }
   }
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) throw invalid("invalid decision", parsed.error);
+  return parsed.data;
 }
 
 function invalid(message: string, error: z.ZodError): AcpError {
@@ -70,9 +77,9 @@ function invalid(message: string, error: z.ZodError): AcpError {
 export function approvalRoutes(
   router: Router,
   ctx: GatewayContext,
+  store: ApprovalStore,
   authorize: ApprovalAuthorizer = defaultApprovalAuthorizer,
 ): { endLongPolls(): void } {
-  const store = new KvApprovalStore(ctx.broker);
   // Long polls in progress; a shutting-down gateway ends them at once so it need not wait them out.
   const longPolls = new Set<AbortController>();
   let shuttingDown = false;
@@ -165,13 +172,12 @@ export function approvalRoutes(
       const caller = await authenticate(ctx, req);
       const record = await existing(id as string);
       check(caller, action, record);
-      const parsed = Decision.safeParse(await optionalJsonBody(req));
-      if (!parsed.success) throw invalid("invalid decision", parsed.error);
-      const by = caller.kind === "agent" ? caller.agent.record.agentId : (parsed.data.by ?? "admin");
+      const body = await decisionBody(req, Decision);
+      const by = caller.kind === "agent" ? caller.agent.record.agentId : (body.by ?? "admin");
       const decided = await store.decide(record.id, {
         decision,
         by,
-        ...(parsed.data.note !== undefined ? { note: parsed.data.note } : {}),
+        ...(body.note !== undefined ? { note: body.note } : {}),
       });
       ctx.metrics.count("acp_approvals_decided_total", { decision });
       ctx.logger.info({ approval: decided.id, decision, by }, "approval decided");

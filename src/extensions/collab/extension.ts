@@ -1,14 +1,16 @@
-import { DEFAULT_NEGOTIATION_RULES, type NegotiationRules } from "../../collab/negotiation.js";
+import type { EventStream } from "../../gateway/sse.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
+import type { DashboardPanel } from "../../gateway/panels.js";
+import { handoffsPanel, negotiationsPanel, votesPanel } from "./panels.js";
 import type { Handler, Router } from "../../gateway/http.js";
-import type { EventStream } from "../../gateway/sse.js";
 import { CollabAudit } from "./audit.js";
 import { Intake } from "./intake.js";
 import { KnowledgeIndex } from "./knowledge-index.js";
 import { Ledger } from "./ledger.js";
+import { DEFAULT_NEGOTIATION_RULES, type NegotiationRules } from "../../collab/negotiation.js";
 import { disputeRoutes } from "./routes-dispute.js";
-import { handoffRoutes } from "./routes-handoff.js";
+import { type HandoffService, handoffRoutes } from "./routes-handoff.js";
 import { knowledgeRoutes } from "./routes-knowledge.js";
 import { negotiationRoutes } from "./routes-negotiation.js";
 import { statusRoutes } from "./routes-status.js";
@@ -32,11 +34,36 @@ export interface CollabOptions {
  * gateway under `/api/v1/{negotiations,handoffs,ledger,status,teams,votes,knowledge,disputes}`.
  * All state lives in the broker's KV, so it works the same on the embedded store and on NATS.
  */
-export function collabExtension(options: CollabOptions = {}): GatewayExtension {
+export interface CollabExtension extends GatewayExtension {
+  /** Handoffs for other extensions (the MCP endpoint's tasks); usable once the gateway started. */
+  readonly handoffs: HandoffService;
+  /** Dashboard panels over negotiations, handoffs and votes. */
+  readonly panels: DashboardPanel[];
+}
+
+export function collabExtension(options: CollabOptions = {}): CollabExtension {
   let stop: (() => Promise<void>) | undefined;
+  let ready: Promise<void> | undefined;
+  let mounted: { handoffs: HandoffService; ctx: GatewayContext } | undefined;
+  const started = () => {
+    if (!mounted) throw new Error("the collab extension is not mounted on a started gateway");
+    return mounted;
+  };
 
   return {
     name: "collab",
+    handoffs: {
+      pending: (agentId) => started().handoffs.pending(agentId),
+      watchPending: (agentId, onChange) => started().handoffs.watchPending(agentId, onChange),
+      watch: (handoffId, onChange) => started().handoffs.watch(handoffId, onChange),
+      read: (caller, handoffId, withEnvelope) => started().handoffs.read(caller, handoffId, withEnvelope),
+      apply: (caller, handoffId, step, message) => started().handoffs.apply(caller, handoffId, step, message),
+    },
+    panels: [
+      handoffsPanel(() => started().ctx.broker),
+      negotiationsPanel(() => started().ctx.broker),
+      votesPanel(() => started().ctx.broker),
+    ],
     routes(router: Router, ctx: GatewayContext) {
       const audit = new CollabAudit(options.auditRoot, (err) =>
         ctx.logger.error({ err: (err as Error).message }, "collab audit append failed"),
@@ -54,7 +81,6 @@ export function collabExtension(options: CollabOptions = {}): GatewayExtension {
         streams: new Set<EventStream>(),
         keepAliveMs: options.keepAliveMs ?? 15_000,
       };
-      let ready: Promise<void> = Promise.resolve();
       // Every handler waits for start-up (index rebuilt, watches open); a failed start-up answers there.
       const gated: Pick<Router, "add"> = {
         add: (method: string, path: string, handler: Handler) =>
@@ -64,21 +90,25 @@ export function collabExtension(options: CollabOptions = {}): GatewayExtension {
           }),
       };
       negotiationRoutes(gated, services);
-      handoffRoutes(gated, services);
+      mounted = { handoffs: handoffRoutes(gated, services), ctx };
       teamRoutes(gated, services);
       voteRoutes(gated, services);
       knowledgeRoutes(gated, services);
       disputeRoutes(gated, services);
       const status = statusRoutes(gated, services);
       ready = Promise.all([services.knowledge.start(), status.start()]).then(() => undefined);
-      ready.catch((err: Error) => ctx.logger.error({ err: err.message }, "collab start-up failed"));
+      const starting = ready;
+      starting.catch((err: Error) => ctx.logger.error({ err: err.message }, "collab start-up failed"));
       stop = async () => {
         for (const stream of services.streams) stream.end();
-        await ready.catch(() => undefined);
+        await starting.catch(() => undefined);
         status.stop();
         services.knowledge.stop();
         await audit.close();
       };
+    },
+    async start() {
+      await ready;
     },
     async close() {
       await stop?.();

@@ -1,6 +1,5 @@
 import type { IncomingMessage } from "node:http";
 import type { z } from "zod";
-import { parseOrThrow } from "../../collab/util.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import { readJsonBody } from "../../gateway/http.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
@@ -14,6 +13,7 @@ import {
   validateMessage,
   verifyMessageSignature,
 } from "../../protocol/index.js";
+import { parseOrThrow } from "../../collab/util.js";
 
 /** A signed collaboration message the gateway checked: structure, signer, freshness, method, body. */
 export interface Action<B> {

@@ -1,36 +1,7 @@
+import type { KnowledgeEntry, SearchHit } from "../../collab/contracts.js";
 import Database from "better-sqlite3";
 import type { Broker, KvBucket, Unsubscribe } from "../../broker/index.js";
 import { bucketOf, listValues } from "./store.js";
-
-/** A published knowledge entry (bucket `collab-knowledge`, key `e.<entryId>`). */
-export interface KnowledgeEntry {
-  entryId: string;
-  teamId: string;
-  title: string;
-  content: string;
-  tags: string[];
-  author: string;
-  authorPrincipal: string;
-  createdAt: string;
-  messageId: string;
-  /** The author's signed `agent.knowledge.publish`. */
-  envelope: Record<string, unknown>;
-  /** How many other agents used it (each earns the author a point once). */
-  uses: number;
-}
-
-export interface SearchHit {
-  entryId: string;
-  title: string;
-  tags: string[];
-  author: string;
-  uses: number;
-  createdAt: string;
-  /** The matching passage with the matches in [brackets]. */
-  snippet: string;
-  /** BM25 rank: lower is better. */
-  score: number;
-}
 
 export const ENTRY_KEY = (entryId: string) => `e.${entryId}`;
 

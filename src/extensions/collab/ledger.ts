@@ -1,59 +1,15 @@
+import type { Balance, Escrow, Movement, MovementKind } from "../../collab/contracts.js";
 import { randomUUID } from "node:crypto";
 import type { Broker, KvBucket } from "../../broker/index.js";
 import { AcpError } from "../../protocol/index.js";
 import type { CollabAudit } from "./audit.js";
 import { bucketOf, listValues, mutate } from "./store.js";
 
-/**
- * Escrow credits (not money: there is no payment provider). One ledger document holds every
- * account's balance and every open escrow, so each movement is one compare-and-set: no movement
- * can be half done, and no balance can go below zero. A handoff's escrow is reserved from the
- * delegator when it is offered, held once accepted, then released to the delegate on completion or
- * refunded to the delegator on failure, decline or cancel. Every movement is stored and audited.
- */
-export type MovementKind = "grant" | "reserve" | "hold" | "release" | "refund";
-export type OpenEscrowState = "reserved" | "held";
-
-export interface Escrow {
-  from: string;
-  to: string;
-  amount: number;
-  state: OpenEscrowState;
-}
-
 interface LedgerState {
   accounts: Record<string, number>;
   escrows: Record<string, Escrow>;
   /** Movements so far: the next one's sequence number, taken in the same compare-and-set. */
   seq: number;
-}
-
-export interface Movement {
-  /** Position in the ledger's history (1, 2, …), across every gateway sharing it. */
-  seq: number;
-  id: string;
-  at: string;
-  kind: MovementKind;
-  amount: number;
-  /** The agent whose balance changed (grant, reserve, release, refund) or the delegator (hold). */
-  agent: string;
-  escrowId?: string;
-  /** For escrow movements: delegator and delegate. */
-  from?: string;
-  to?: string;
-  /** Balances after the movement, of the agents it touched. */
-  balances: Record<string, number>;
-  note?: string;
-}
-
-export interface Balance {
-  agentId: string;
-  /** Spendable credits. */
-  balance: number;
-  /** Credits of this agent reserved or held for handoffs it delegated. */
-  escrowed: number;
-  /** Credits held for this agent on handoffs it accepted, released on completion. */
-  incoming: number;
 }
 
 const STATE_KEY = "state";

@@ -1,12 +1,10 @@
 import type { Broker } from "../../broker/index.js";
 import { verifyAgreement } from "../../collab/agreement.js";
+import type { HandoffRecord } from "../../collab/handoff.js";
 import type { NegotiationSession } from "../../collab/negotiation.js";
+import { bucketOf, listValues } from "./store.js";
 import { BALLOTS_PREFIX, type Ballot, tallyVote, type Vote } from "../../collab/votes.js";
 import type { DashboardPanel, PanelItem } from "../../gateway/panels.js";
-import type { FeedHistory } from "../dashboard/history.js";
-import type { Scope } from "../dashboard/viewer.js";
-import type { HandoffRecord } from "./handoff.js";
-import { bucketOf, listValues } from "./store.js";
 
 /**
  * Panels over the collaboration module's records (negotiations, handoffs, votes), read from its KV
@@ -24,12 +22,12 @@ function describeTerms(terms: Record<string, unknown>): string {
   return text.length > 160 ? `${text.slice(0, 159)}…` : text || "no terms";
 }
 
-export function negotiationsPanel(broker: Broker): DashboardPanel {
+export function negotiationsPanel(brokerOf: () => Broker): DashboardPanel {
   return {
     name: "negotiations",
     title: "Negotiations",
     async items(scope) {
-      const sessions = await listValues(bucketOf<NegotiationSession>(broker, "negotiations"), "s.");
+      const sessions = await listValues(bucketOf<NegotiationSession>(brokerOf(), "negotiations"), "s.");
       return sessions
         .filter((s) => scope.seesExchange(s.proposer.agentId, s.responder.agentId))
         .map((s): PanelItem => {
@@ -64,12 +62,12 @@ export function negotiationsPanel(broker: Broker): DashboardPanel {
  * Handoffs: the collaboration module's task handoffs (status, progress, escrow), and plain
  * `agent.handoff` messages of the last week that no such record covers.
  */
-export function handoffsPanel(broker: Broker, history: FeedHistory): DashboardPanel {
+export function handoffsPanel(brokerOf: () => Broker): DashboardPanel {
   return {
     name: "handoffs",
     title: "Handoffs",
-    async items(scope: Scope) {
-      const records = (await listValues(bucketOf<HandoffRecord>(broker, "handoffs"), "h.")).filter((h) =>
+    async items(scope, sources) {
+      const records = (await listValues(bucketOf<HandoffRecord>(brokerOf(), "handoffs"), "h.")).filter((h) =>
         scope.seesExchange(h.delegator, h.delegate),
       );
       const tracked = new Set(records.map((h) => h.offer.messageId));
@@ -90,7 +88,7 @@ export function handoffsPanel(broker: Broker, history: FeedHistory): DashboardPa
           messageId: h.offer.messageId,
         }),
       );
-      const messages = await history.query(scope, {
+      const messages = await sources.messages({
         type: "handoff",
         since: Date.now() - WEEK_MS,
         limit: 200,
@@ -113,12 +111,12 @@ export function handoffsPanel(broker: Broker, history: FeedHistory): DashboardPa
   };
 }
 
-export function votesPanel(broker: Broker): DashboardPanel {
+export function votesPanel(brokerOf: () => Broker): DashboardPanel {
   return {
     name: "votes",
     title: "Votes",
     async items(scope) {
-      const bucket = bucketOf<Vote | Ballot>(broker, "votes");
+      const bucket = bucketOf<Vote | Ballot>(brokerOf(), "votes");
       const votes = (await listValues(bucket, "v.")) as Vote[];
       const visible = votes.filter(
         (v) => scope.isAdmin || scope.ownsAgent(v.createdBy) || v.electorate.some((a) => scope.ownsAgent(a)),

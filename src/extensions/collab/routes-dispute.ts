@@ -1,39 +1,15 @@
+import type { Dispute, TeamsRecord } from "../../collab/contracts.js";
 import type { IncomingMessage } from "node:http";
 import { z } from "zod";
-import { CollabMethod, DisputeOpenBody } from "../../collab/messages.js";
-import { canonicalHash, conflict, forbidden, notFound, parseOrThrow } from "../../collab/util.js";
-import { BALLOTS_PREFIX, type Ballot, tallyVote, VOTE_KEY, type Vote } from "../../collab/votes.js";
 import { authenticateAgent } from "../../gateway/context.js";
 import { type Router, readJsonBody, sendJson } from "../../gateway/http.js";
-import { HANDOFF_KEY, type HandoffRecord } from "./handoff.js";
+import { HANDOFF_KEY, type HandoffRecord } from "../../collab/handoff.js";
+import { CollabMethod, DisputeOpenBody } from "../../collab/messages.js";
 import { auditParty, type CollabServices } from "./services.js";
 import { bucketOf, listValues, mutate } from "./store.js";
-import { type ChannelPost, checkFanout, relayAll, type TeamsRecord } from "./teams.js";
-
-/** A dispute about a handoff or a vote, escalated to the principals of the agents involved. */
-export interface Dispute {
-  disputeId: string;
-  subject: { kind: "handoff" | "vote"; id: string };
-  openedBy: string;
-  /** The agents involved: the handoff's two parties, or the vote's electorate and creator. */
-  parties: string[];
-  /** Their principals: the humans the dispute is escalated to. */
-  escalatedTo: string[];
-  statement: string;
-  evidence: {
-    fromOpener: { messageIds: string[]; note?: string; data?: Record<string, unknown> };
-    /** The subject's full record when the dispute was opened (signed offer, events, ballots…). */
-    snapshot: Record<string, unknown>;
-    snapshotHash: string;
-  };
-  status: "open" | "resolved";
-  openedAt: string;
-  messageId: string;
-  envelope: Record<string, unknown>;
-  delivered: ChannelPost["delivered"];
-  failed: ChannelPost["failed"];
-  resolution?: { by: string; at: string; text: string };
-}
+import { checkFanout, relayAll } from "./teams.js";
+import { canonicalHash, conflict, forbidden, notFound, parseOrThrow } from "../../collab/util.js";
+import { BALLOTS_PREFIX, type Ballot, tallyVote, VOTE_KEY, type Vote } from "../../collab/votes.js";
 
 type Viewer =
   | { kind: "admin" }

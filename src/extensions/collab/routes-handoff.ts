@@ -1,11 +1,6 @@
+import type { Escrow } from "../../collab/contracts.js";
 import { z } from "zod";
-import {
-  CollabMethod,
-  HandoffActionBody,
-  HandoffOfferBody,
-  HandoffProgressBody,
-} from "../../collab/messages.js";
-import { conflict, notFound, parseOrThrow } from "../../collab/util.js";
+import type { Unsubscribe } from "../../broker/index.js";
 import { authenticate, authenticateAgent, requireAdmin } from "../../gateway/context.js";
 import { type Router, readJsonBody, sendJson } from "../../gateway/http.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
@@ -20,11 +15,25 @@ import {
   newHandoff,
   transition,
   withProgress,
-} from "./handoff.js";
+} from "../../collab/handoff.js";
+import { pendingHandoffs, watchPendingHandoffs } from "./handoff-store.js";
 import type { Action } from "./intake.js";
-import type { Escrow } from "./ledger.js";
-import { auditParty, type CollabServices, commitAndRelay, liveAgent, readerOf } from "./services.js";
+import {
+  CollabMethod,
+  HandoffActionBody,
+  HandoffOfferBody,
+  HandoffProgressBody,
+} from "../../collab/messages.js";
+import {
+  auditParty,
+  type CollabServices,
+  commitAndRelay,
+  liveAgent,
+  type Reader,
+  readerOf,
+} from "./services.js";
 import { bucketOf, listValues } from "./store.js";
+import { conflict, notFound, parseOrThrow } from "../../collab/util.js";
 
 const BASE = "/api/v1/handoffs";
 
@@ -34,8 +43,24 @@ const Grant = z.strictObject({
   note: z.string().max(500).optional(),
 });
 
+/** What a handoff party may do with a handoff other than through the REST API (the MCP endpoint's tasks). */
+export interface HandoffService {
+  /** The handoffs delegated to `agentId` that wait on it (offered or accepted), oldest first. */
+  pending(agentId: string): Promise<HandoffRecord[]>;
+  /** Calls `onChange` whenever a handoff delegated to `agentId` changes. */
+  watchPending(agentId: string, onChange: () => void): Promise<Unsubscribe>;
+  /** Calls `onChange` whenever handoff `handoffId` changes. */
+  watch(handoffId: string, onChange: () => void): Promise<Unsubscribe>;
+  /** One handoff as its party `caller` sees it (`GET /api/v1/handoffs/{id}`); NotFound otherwise. */
+  read(caller: ResolvedAgent, handoffId: string, withEnvelope?: boolean): Promise<HandoffView>;
+  /** A signed handoff message from `caller` (`POST /api/v1/handoffs/{id}/{step}`), with every check. */
+  apply(caller: ResolvedAgent, handoffId: string, step: HandoffStep, message: unknown): Promise<HandoffView>;
+}
+
+export type HandoffStep = HandoffAction | "progress";
+
 /** Task handoffs with capability checks and escrow, and the credit ledger behind the escrow. */
-export function handoffRoutes(router: Pick<Router, "add">, services: CollabServices): void {
+export function handoffRoutes(router: Pick<Router, "add">, services: CollabServices): HandoffService {
   const { ctx, intake, ledger, audit } = services;
   const bucket = bucketOf<HandoffRecord>(ctx.broker, "handoffs");
 
@@ -124,54 +149,53 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
     sendJson(res, 201, await view(record));
   });
 
-  const act = (action: HandoffAction, method: string) =>
-    router.add("POST", `${BASE}/:handoff_id/${action}`, async (req, res, params) => {
-      const caller = await authenticateAgent(ctx, req);
-      const handoffId = params.handoff_id as string;
-      const signed = await intake.readOne(req, caller, { method, body: HandoffActionBody });
-      checkId(signed.body.handoffId, handoffId);
-      const now = services.now();
-      const details = {
-        ...(signed.body.reason !== undefined ? { reason: signed.body.reason } : {}),
-        ...(signed.body.result !== undefined ? { result: signed.body.result } : {}),
-        messageId: signed.headers["message-id"],
-        at: signed.headers.timestamp,
-      };
-      const { value } = await commitAndRelay(
-        services,
-        caller,
-        bucket,
-        HANDOFF_KEY(handoffId),
-        (current) => {
-          const record = partyRecord(current, caller.record.agentId, handoffId);
-          checkRecipient(signed, counterpartOf(record, caller.record.agentId));
-          return transition(record, action, caller.record.agentId, details, now);
-        },
-        [signed],
-      );
-      await settle(value);
-      await trackTask(value);
-      auditAction(
-        caller,
-        signed,
-        value,
-        `${value.status} handoff ${handoffId}${signed.body.reason ? ` (${signed.body.reason})` : ""}`,
-      );
-      sendJson(res, 200, await view(value));
-    });
-  act("accept", CollabMethod.handoffAccept);
-  act("decline", CollabMethod.handoffDecline);
-  act("cancel", CollabMethod.handoffCancel);
-  act("complete", CollabMethod.handoffComplete);
-  act("fail", CollabMethod.handoffFail);
+  const METHODS: Record<HandoffAction, string> = {
+    accept: CollabMethod.handoffAccept,
+    decline: CollabMethod.handoffDecline,
+    cancel: CollabMethod.handoffCancel,
+    complete: CollabMethod.handoffComplete,
+    fail: CollabMethod.handoffFail,
+  };
+  const act = async (caller: ResolvedAgent, handoffId: string, action: HandoffAction, input: unknown) => {
+    const signed = intake.check(caller, input, { method: METHODS[action], body: HandoffActionBody }, "");
+    checkId(signed.body.handoffId, handoffId);
+    const now = services.now();
+    const details = {
+      ...(signed.body.reason !== undefined ? { reason: signed.body.reason } : {}),
+      ...(signed.body.result !== undefined ? { result: signed.body.result } : {}),
+      messageId: signed.headers["message-id"],
+      at: signed.headers.timestamp,
+    };
+    const { value } = await commitAndRelay(
+      services,
+      caller,
+      bucket,
+      HANDOFF_KEY(handoffId),
+      (current) => {
+        const record = partyRecord(current, caller.record.agentId, handoffId);
+        checkRecipient(signed, counterpartOf(record, caller.record.agentId));
+        return transition(record, action, caller.record.agentId, details, now);
+      },
+      [signed],
+    );
+    await settle(value);
+    await trackTask(value);
+    auditAction(
+      caller,
+      signed,
+      value,
+      `${value.status} handoff ${handoffId}${signed.body.reason ? ` (${signed.body.reason})` : ""}`,
+    );
+    return view(value);
+  };
 
-  router.add("POST", `${BASE}/:handoff_id/progress`, async (req, res, params) => {
-    const caller = await authenticateAgent(ctx, req);
-    const handoffId = params.handoff_id as string;
-    const signed = await intake.readOne(req, caller, {
-      method: CollabMethod.handoffProgress,
-      body: HandoffProgressBody,
-    });
+  const progress = async (caller: ResolvedAgent, handoffId: string, input: unknown) => {
+    const signed = intake.check(
+      caller,
+      input,
+      { method: CollabMethod.handoffProgress, body: HandoffProgressBody },
+      "",
+    );
     checkId(signed.body.handoffId, handoffId);
     const now = services.now();
     const { value } = await commitAndRelay(
@@ -197,8 +221,30 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
       [signed],
     );
     await trackTask(value);
-    sendJson(res, 200, await view(value));
-  });
+    return view(value);
+  };
+
+  const apply = (caller: ResolvedAgent, handoffId: string, step: HandoffStep, input: unknown) =>
+    step === "progress" ? progress(caller, handoffId, input) : act(caller, handoffId, step, input);
+  for (const step of [...(Object.keys(METHODS) as HandoffAction[]), "progress" as const]) {
+    router.add("POST", `${BASE}/:handoff_id/${step}`, async (req, res, params) => {
+      const caller = await authenticateAgent(ctx, req);
+      const input = await readJsonBody(req, ctx.maxEnvelopeBytes);
+      sendJson(res, 200, await apply(caller, params.handoff_id as string, step, input));
+    });
+  }
+
+  /** A handoff its party (or the admin) may read. */
+  const read = async (reader: Reader, handoffId: string, withEnvelope: boolean) => {
+    const record = (await bucket.get(HANDOFF_KEY(handoffId)))?.value;
+    if (
+      !record ||
+      (reader.kind === "agent" && reader.agentId !== record.delegate && reader.agentId !== record.delegator)
+    )
+      throw notFound("handoff", handoffId);
+    await settle(record);
+    return view(record, withEnvelope);
+  };
 
   router.add("GET", BASE, async (req, res, _params, url) => {
     const reader = await readerOf(ctx, req);
@@ -217,15 +263,8 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
 
   router.add("GET", `${BASE}/:handoff_id`, async (req, res, params, url) => {
     const reader = await readerOf(ctx, req);
-    const handoffId = params.handoff_id as string;
-    const record = (await bucket.get(HANDOFF_KEY(handoffId)))?.value;
-    if (
-      !record ||
-      (reader.kind === "agent" && reader.agentId !== record.delegate && reader.agentId !== record.delegator)
-    )
-      throw notFound("handoff", handoffId);
-    await settle(record);
-    sendJson(res, 200, await view(record, url.searchParams.get("envelope") === "1"));
+    const withEnvelope = url.searchParams.get("envelope") === "1";
+    sendJson(res, 200, await read(reader, params.handoff_id as string, withEnvelope));
   });
 
   router.add("GET", "/api/v1/ledger/:agent_id", async (req, res, params) => {
@@ -282,6 +321,18 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
       summary: `${caller.record.agentId} ${summary}.`,
     });
   }
+
+  return {
+    pending: (agentId) => pendingHandoffs(ctx.broker, agentId),
+    watchPending: (agentId, onChange) => watchPendingHandoffs(ctx.broker, agentId, () => onChange()),
+    watch: (handoffId, onChange) =>
+      bucket.watch((change) => {
+        if (change.value?.handoffId === handoffId) onChange();
+      }),
+    read: (caller, handoffId, withEnvelope = false) =>
+      read({ kind: "agent", agentId: caller.record.agentId }, handoffId, withEnvelope),
+    apply,
+  };
 }
 
 function escrowState(record: HandoffRecord, open: Escrow | undefined): HandoffView["escrowState"] {

@@ -1,12 +1,13 @@
-import { CollabMethod, KnowledgePublishBody, KnowledgeUseBody } from "../../collab/messages.js";
-import { conflict, notFound } from "../../collab/util.js";
+import type { KnowledgeEntry, TeamsRecord } from "../../collab/contracts.js";
 import { authenticateAgent } from "../../gateway/context.js";
 import { type Router, sendJson } from "../../gateway/http.js";
 import { AcpError } from "../../protocol/index.js";
-import { ENTRY_KEY, type KnowledgeEntry } from "./knowledge-index.js";
+import { ENTRY_KEY } from "./knowledge-index.js";
+import { CollabMethod, KnowledgePublishBody, KnowledgeUseBody } from "../../collab/messages.js";
 import { auditParty, type CollabServices, readerOf } from "./services.js";
 import { bucketOf, mutate } from "./store.js";
-import { loadTeam, memberTeam, type TeamsRecord } from "./teams.js";
+import { loadTeam, memberTeam } from "./teams.js";
+import { conflict, notFound } from "../../collab/util.js";
 
 interface Points {
   agentId: string;

@@ -1,5 +1,10 @@
 import type { IncomingMessage } from "node:http";
 import type { z } from "zod";
+import { authenticateAgent } from "../../gateway/context.js";
+import { type Router, sendJson } from "../../gateway/http.js";
+import type { ResolvedAgent } from "../../gateway/registry.js";
+import { AcpError } from "../../protocol/index.js";
+import type { Action } from "./intake.js";
 import { AcceptBody, CollabMethod, OfferBody, RejectBody } from "../../collab/messages.js";
 import {
   accept,
@@ -11,12 +16,6 @@ import {
   sessionView,
   startSession,
 } from "../../collab/negotiation.js";
-import { conflict, notFound } from "../../collab/util.js";
-import { authenticateAgent } from "../../gateway/context.js";
-import { type Router, sendJson } from "../../gateway/http.js";
-import type { ResolvedAgent } from "../../gateway/registry.js";
-import { AcpError } from "../../protocol/index.js";
-import type { Action } from "./intake.js";
 import {
   auditParty,
   type CollabServices,
@@ -26,6 +25,7 @@ import {
   relayOrUndo,
 } from "./services.js";
 import { bucketOf, listValues, mutate } from "./store.js";
+import { conflict, notFound } from "../../collab/util.js";
 
 const BASE = "/api/v1/negotiations";
 const keyOf = (sessionId: string) => `s.${sessionId}`;

@@ -1,26 +1,12 @@
+import type { StatusEvent, StatusRecord } from "../../collab/contracts.js";
 import type { Unsubscribe } from "../../broker/index.js";
-import { CollabMethod, StatusBody } from "../../collab/messages.js";
+import { EventStream } from "../../gateway/sse.js";
 import { authenticateAgent } from "../../gateway/context.js";
 import { type Router, sendJson } from "../../gateway/http.js";
-import { EventStream } from "../../gateway/sse.js";
-import type { Presence } from "../../gateway/wire.js";
 import { AcpError, AgentId } from "../../protocol/index.js";
+import { CollabMethod, StatusBody } from "../../collab/messages.js";
 import { auditParty, type CollabServices, liveAgent, readerOf } from "./services.js";
 import { bucketOf } from "./store.js";
-
-/** The latest signed status an agent published (bucket `collab-status`, key `s.<agent>`). */
-export interface StatusRecord {
-  agentId: string;
-  messageId: string;
-  at: string;
-  update: StatusBody;
-  envelope: Record<string, unknown>;
-}
-
-/** One event of `GET /api/v1/status/stream`. */
-export type StatusEvent =
-  | { type: "presence"; agentId: string; presence: Presence }
-  | { type: "status"; agentId: string; status: StatusRecord };
 
 /**
  * Status broadcasting (seed 004): an agent publishes availability, load, health metrics and tasks as

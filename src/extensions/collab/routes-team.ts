@@ -1,21 +1,12 @@
-import { CollabMethod, TeamCreateBody, TeamMembersBody, TeamMessageBody } from "../../collab/messages.js";
-import { conflict, notFound, ShortName } from "../../collab/util.js";
+import type { ChannelPost, Team, TeamsRecord } from "../../collab/contracts.js";
 import { authenticateAgent } from "../../gateway/context.js";
 import { type Router, sendJson } from "../../gateway/http.js";
 import { AcpError } from "../../protocol/index.js";
+import { CollabMethod, TeamCreateBody, TeamMembersBody, TeamMessageBody } from "../../collab/messages.js";
 import { auditParty, type CollabServices, liveAgent, readerOf } from "./services.js";
 import { bucketOf, listValues, mutate } from "./store.js";
-import {
-  type ChannelPost,
-  loadTeam,
-  memberTeam,
-  POSTS_PREFIX,
-  postToChannel,
-  requireOwner,
-  TEAM_KEY,
-  type Team,
-  type TeamsRecord,
-} from "./teams.js";
+import { loadTeam, memberTeam, POSTS_PREFIX, postToChannel, requireOwner, TEAM_KEY } from "./teams.js";
+import { conflict, notFound, ShortName } from "../../collab/util.js";
 
 const BASE = "/api/v1/teams";
 

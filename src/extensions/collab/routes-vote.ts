@@ -1,5 +1,13 @@
+import type { Team, TeamsRecord } from "../../collab/contracts.js";
 import type { IncomingMessage } from "node:http";
+import { authenticateAgent } from "../../gateway/context.js";
+import { type Router, sendJson } from "../../gateway/http.js";
+import { AcpError, canonicalize } from "../../protocol/index.js";
 import { CollabMethod, VoteBallotBody, VoteOpenBody, VoteResultBody } from "../../collab/messages.js";
+import { postView } from "./routes-team.js";
+import { auditParty, type CollabServices, readerOf } from "./services.js";
+import { bucketOf, listValues, mutate } from "./store.js";
+import { loadTeam, memberTeam, postToChannel } from "./teams.js";
 import { conflict, forbidden, notFound } from "../../collab/util.js";
 import {
   BALLOT_KEY,
@@ -10,13 +18,6 @@ import {
   VOTE_KEY,
   type Vote,
 } from "../../collab/votes.js";
-import { authenticateAgent } from "../../gateway/context.js";
-import { type Router, sendJson } from "../../gateway/http.js";
-import { AcpError, canonicalize } from "../../protocol/index.js";
-import { postView } from "./routes-team.js";
-import { auditParty, type CollabServices, readerOf } from "./services.js";
-import { bucketOf, listValues, mutate } from "./store.js";
-import { loadTeam, memberTeam, postToChannel, type Team, type TeamsRecord } from "./teams.js";
 
 const BASE = "/api/v1/votes";
 const MAX_PERIOD_MS = 30 * 24 * 3_600_000;

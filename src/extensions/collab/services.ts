@@ -1,16 +1,16 @@
 import type { IncomingMessage } from "node:http";
 import type { KvBucket } from "../../broker/index.js";
-import type { AgreementParty } from "../../collab/agreement.js";
-import { partyOf } from "../../collab/agreement.js";
-import type { NegotiationRules } from "../../collab/negotiation.js";
+import type { EventStream } from "../../gateway/sse.js";
 import { authenticate, type GatewayContext } from "../../gateway/context.js";
 import type { AgentRecord, ResolvedAgent } from "../../gateway/registry.js";
-import type { EventStream } from "../../gateway/sse.js";
 import { AcpError } from "../../protocol/index.js";
+import type { AgreementParty } from "../../collab/agreement.js";
+import { partyOf } from "../../collab/agreement.js";
 import type { CollabAudit } from "./audit.js";
 import type { Action, Intake } from "./intake.js";
 import type { KnowledgeIndex } from "./knowledge-index.js";
 import type { Ledger } from "./ledger.js";
+import type { NegotiationRules } from "../../collab/negotiation.js";
 import { type Mutation, mutate, undo } from "./store.js";
 
 /** Everything the collaboration routes share; built once per gateway by `collabExtension`. */

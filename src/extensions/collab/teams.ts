@@ -1,40 +1,10 @@
+import type { ChannelPost, PostKind, Team, TeamsRecord } from "../../collab/contracts.js";
 import type { KvBucket } from "../../broker/index.js";
-import { conflict, forbidden, notFound, sortableTime } from "../../collab/util.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
 import { AcpError, canonicalize, toErrorObject } from "../../protocol/index.js";
 import type { Action } from "./intake.js";
 import type { CollabServices } from "./services.js";
-
-/** A team: its members post to its channels; only members may post, read or vote. */
-export interface Team {
-  teamId: string;
-  name: string;
-  owner: string;
-  members: string[];
-  createdAt: string;
-  updatedAt: string;
-}
-
-export type PostKind = "message" | "vote.open" | "vote.result";
-
-/** One message posted to a channel: delivered to every other member as its own signed direct message. */
-export interface ChannelPost {
-  postId: string;
-  teamId: string;
-  channel: string;
-  kind: PostKind;
-  from: string;
-  at: string;
-  body: Record<string, unknown>;
-  /** Recipient → message id of the copy relayed to it. */
-  delivered: Record<string, string>;
-  /** Recipient → why the relay refused its copy (e.g. no handshake with it yet). */
-  failed: Record<string, { code: number; message: string }>;
-  /** One signed copy, as proof of what the sender said. */
-  envelope: Record<string, unknown>;
-}
-
-export type TeamsRecord = Team | ChannelPost;
+import { conflict, forbidden, notFound, sortableTime } from "../../collab/util.js";
 
 export const TEAM_KEY = (teamId: string) => `t.${teamId}`;
 export const POSTS_PREFIX = (teamId: string, channel: string) => `p.${teamId}.${channel}.`;

@@ -2,16 +2,13 @@ import { resolveContextRoot } from "../../coordination/index.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
 import { type Router, readJsonBody, sendJson } from "../../gateway/http.js";
-import { type DashboardPanel, PANEL_NAME } from "../../gateway/panels.js";
-import type { EventStream } from "../../gateway/sse.js";
-import { KvApprovalStore } from "../../orchestration/approvals-kv.js";
-import { handoffsPanel, negotiationsPanel, votesPanel } from "../collab/panels.js";
-import { approvalRoutes } from "./approvals.js";
 import { LiveFeed } from "./feed.js";
 import { FeedHistory } from "./history.js";
+import { type DashboardPanel, type DashboardWatch, PANEL_NAME } from "../../gateway/panels.js";
 import { viewRoutes } from "./routes.js";
 import { DASHBOARD_API, type DashboardServices, scopeOf } from "./services.js";
 import { SessionsView } from "./sessions.js";
+import type { EventStream } from "../../gateway/sse.js";
 import { defaultStaticDir, staticRoutes } from "./static.js";
 import { requireAdminViewer } from "./viewer.js";
 import { parseWebhookTarget, SummaryWebhooks, type WebhookOptions } from "./webhooks.js";
@@ -28,8 +25,10 @@ export interface DashboardOptions {
   webhookOptions?: WebhookOptions;
   /** Interval of the live stream's keep-alive comments. Default 15 s. */
   keepAliveMs?: number;
-  /** Panels added by other modules; handoffs, negotiations and votes (the collab module's) are built in. */
+  /** Panels of other extensions (the collaboration extension's handoffs, negotiations and votes). */
   panels?: DashboardPanel[];
+  /** Buckets of other extensions whose changes the live stream announces (approvals). */
+  watches?: DashboardWatch[];
 }
 
 /**
@@ -57,12 +56,7 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
       const history = new FeedHistory(ctx.broker, live, options.relayAuditRoot);
       const webhooks = new SummaryWebhooks(targets, ctx.metrics, ctx.logger, options.webhookOptions);
       const panels = new Map<string, DashboardPanel>();
-      const builtIn = [
-        handoffsPanel(ctx.broker, history),
-        negotiationsPanel(ctx.broker),
-        votesPanel(ctx.broker),
-      ];
-      for (const panel of [...builtIn, ...(options.panels ?? [])]) panels.set(panel.name, panel);
+      for (const panel of options.panels ?? []) panels.set(panel.name, panel);
       if (webhooks.size > 0) {
         live.subscribe((event) => {
           if (event.type === "summary") webhooks.push(event.item);
@@ -76,7 +70,7 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
         live,
         history,
         sessions: new SessionsView(options.sessionsRoot ?? resolveContextRoot()),
-        approvals: new KvApprovalStore(ctx.broker),
+        watches: options.watches ?? [],
         webhooks,
         panels,
         streams: new Set<EventStream>(),
@@ -85,7 +79,6 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
         ready,
       };
       viewRoutes(router, services);
-      approvalRoutes(router, services);
       principalRoutes(router, services);
       staticRoutes(router, options.staticDir ?? defaultStaticDir());
     },
@@ -94,7 +87,6 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
       for (const stream of services.streams) stream.end();
       await services.ready.catch(() => undefined);
       await services.live.stop();
-      await services.approvals.close();
       await services.webhooks.close();
     },
   };

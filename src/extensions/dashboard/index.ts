@@ -3,9 +3,21 @@
  * concise summaries of their agents' exchanges live in a web dashboard served by the gateway, and
  * in chat rooms through Slack- or Discord-compatible webhooks. docs/dashboard.md describes it.
  */
-
+export type { DashboardAgent, HandshakeSide, PeerView } from "./agents.js";
 export { PrincipalAdminClient } from "../../client/principals.js";
-export { type DashboardPanel, PANEL_NAME, type PanelItem } from "../../gateway/panels.js";
+export type { MessageDetail, SignatureCheck, TimelineStep } from "./detail.js";
+export { type DashboardOptions, dashboardExtension } from "./extension.js";
+export { encryptedSummary, type FeedItem, type LiveEvent, LiveFeed } from "./feed.js";
+export { FeedHistory, type FeedQuery, parseFeedQuery, type VolumeBucket } from "./history.js";
+export {
+  type DashboardPanel,
+  type DashboardWatch,
+  PANEL_NAME,
+  type PanelItem,
+  type PanelMessage,
+  type PanelScope,
+  type PanelSources,
+} from "../../gateway/panels.js";
 export {
   PRINCIPAL_TOKENS_BUCKET,
   PRINCIPALS_BUCKET,
@@ -13,13 +25,6 @@ export {
   PrincipalStore,
   type PrincipalView,
 } from "../../gateway/principals.js";
-export { handoffsPanel, negotiationsPanel, votesPanel } from "../collab/panels.js";
-export type { DashboardAgent, HandshakeSide, PeerView } from "./agents.js";
-export { approvalVisible } from "./approvals.js";
-export type { MessageDetail, SignatureCheck, TimelineStep } from "./detail.js";
-export { type DashboardOptions, dashboardExtension } from "./extension.js";
-export { encryptedSummary, type FeedItem, type LiveEvent, LiveFeed } from "./feed.js";
-export { FeedHistory, type FeedQuery, parseFeedQuery, type VolumeBucket } from "./history.js";
 export { DASHBOARD_API } from "./services.js";
 export type { SessionDetail, SessionSummary } from "./sessions.js";
 export { Scope, type Viewer } from "./viewer.js";

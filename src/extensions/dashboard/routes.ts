@@ -1,14 +1,14 @@
 import { credentialOf, hashSecret } from "../../gateway/auth.js";
+import type { DashboardWatch } from "../../gateway/panels.js";
 import { type Router, sendJson } from "../../gateway/http.js";
-import { PRINCIPAL_TOKENS_BUCKET } from "../../gateway/principals.js";
-import { EventStream } from "../../gateway/sse.js";
 import { AcpError } from "../../protocol/index.js";
 import { dashboardAgents } from "./agents.js";
-import { approvalVisible } from "./approvals.js";
 import { messageDetail } from "./detail.js";
 import type { LiveEvent } from "./feed.js";
 import { matchesQuery, parseFeedQuery } from "./history.js";
+import { PRINCIPAL_TOKENS_BUCKET } from "../../gateway/principals.js";
 import { DASHBOARD_API, type DashboardServices, scopeOf } from "./services.js";
+import { EventStream } from "../../gateway/sse.js";
 import { Scope } from "./viewer.js";
 
 /** Read-only views: who am I, agents, the feed (and its live stream), a message, volume, sessions, panels. */
@@ -66,7 +66,11 @@ export function viewRoutes(router: Router, services: DashboardServices): void {
     const scope = await scopeOf(services, req);
     const panel = services.panels.get(name as string);
     if (!panel) throw new AcpError("NotFound", `no dashboard panel ${name} on this gateway`);
-    sendJson(res, 200, { name: panel.name, title: panel.title, items: await panel.items(scope) });
+    sendJson(res, 200, {
+      name: panel.name,
+      title: panel.title,
+      items: await panel.items(scope, { messages: (query) => services.history.query(scope, query) }),
+    });
   });
 
   router.add("GET", `${DASHBOARD_API}/stream`, async (req, res, _params, url) => {
@@ -87,7 +91,7 @@ export function viewRoutes(router: Router, services: DashboardServices): void {
             return;
           }
           if (event.type === "kv" && event.bucket === "agents") scope = await Scope.of(ctx, scope.viewer);
-          const next = toStreamEvent(scope, event, filters);
+          const next = toStreamEvent(scope, event, filters, services.watches);
           if (next) stream.send(next.event, next.data);
         })
         .catch((err: Error) => ctx.logger.warn({ err: err.message }, "dashboard stream event failed"));
@@ -107,6 +111,7 @@ function toStreamEvent(
   scope: Scope,
   event: LiveEvent,
   filters: StreamFilters,
+  watches: readonly DashboardWatch[],
 ): { event: string; data: unknown } | undefined {
   switch (event.type) {
     case "summary":
@@ -127,10 +132,9 @@ function toStreamEvent(
       }
       if (event.bucket === "agents")
         return scope.isAdmin || scope.ownsAgent(event.key) ? changed("agents") : undefined;
-      if (event.bucket === "approvals") {
-        return event.value === null || approvalVisible(scope, event.value) ? changed("approvals") : undefined;
-      }
-      return undefined;
+      const watch = watches.find((w) => w.bucket === event.bucket);
+      if (!watch) return undefined;
+      return event.value === null || watch.visible(scope, event.value) ? changed(watch.what) : undefined;
     }
   }
 }

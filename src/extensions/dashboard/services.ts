@@ -1,11 +1,10 @@
 import type { IncomingMessage } from "node:http";
 import type { GatewayContext } from "../../gateway/context.js";
-import type { DashboardPanel } from "../../gateway/panels.js";
-import type { EventStream } from "../../gateway/sse.js";
-import type { KvApprovalStore } from "../../orchestration/approvals-kv.js";
 import type { LiveFeed } from "./feed.js";
 import type { FeedHistory } from "./history.js";
+import type { DashboardPanel, DashboardWatch } from "../../gateway/panels.js";
 import type { SessionsView } from "./sessions.js";
+import type { EventStream } from "../../gateway/sse.js";
 import { authenticateViewer, Scope } from "./viewer.js";
 import type { SummaryWebhooks } from "./webhooks.js";
 
@@ -17,7 +16,7 @@ export interface DashboardServices {
   live: LiveFeed;
   history: FeedHistory;
   sessions: SessionsView;
-  approvals: KvApprovalStore;
+  watches: DashboardWatch[];
   webhooks: SummaryWebhooks;
   panels: Map<string, DashboardPanel>;
   streams: Set<EventStream>;

@@ -13,11 +13,11 @@ import { AcpAgent } from "../../client/agent.js";
 import type { InboundContext } from "../../client/types.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
+import { AcpError, generateIdentity, type PrivateIdentity, publicIdentity } from "../../protocol/index.js";
 import { AgentsRpcError, InvalidParamsError, type IssueLike, problemsOf } from "../../mcp/errors.js";
+import { BRIDGE_PRINCIPAL, McpProgressBody, McpRunMethods, McpRunResult } from "../../mcp/signing-wire.js";
 import { isJsonObject, type JsonValue } from "../../mcp/json.js";
 import type { AgentRunContext } from "../../mcp/registry.js";
-import { BRIDGE_PRINCIPAL, McpProgressBody, McpRunMethods, McpRunResult } from "../../mcp/signing-wire.js";
-import { AcpError, generateIdentity, type PrivateIdentity, publicIdentity } from "../../protocol/index.js";
 
 export interface BridgeOptions {
   /** Where the bridge agent's audit log goes (`<root>/<agent-id>/`); omitted: none. */

@@ -15,20 +15,22 @@ import { CONTEXT_ROOT_ENV, type WatchOptions } from "../../coordination/index.js
 import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
 import { type Router, readJsonBody, sendError, sendJson } from "../../gateway/http.js";
-import { addCoordinationResources } from "../../mcp/coordination.js";
-import { answerToBadParams } from "../../mcp/params-guard.js";
-import { createAgentsMcpServer, type Transport } from "../../mcp/sdk-adapter.js";
-import { ResourceSubscriptions } from "../../mcp/subscriptions.js";
 import { AcpError } from "../../protocol/index.js";
+import { addCoordinationResources } from "../../mcp/coordination.js";
 import { GatewayAgentSource, publishRoutes } from "./agents.js";
 import { McpBridge } from "./bridge.js";
-import { LegacySseTransport } from "./legacy-sse.js";
 import { selfUrlOf } from "./self.js";
 import { authenticateMcp, type McpSessionStats, McpSessions, type SessionCaller } from "./sessions.js";
+import { LegacySseTransport } from "./legacy-sse.js";
+import { ResourceSubscriptions } from "../../mcp/subscriptions.js";
 import { addTaskTools } from "./task-tools.js";
-import { addSystemPrompt, addTaskResources } from "./tasks.js";
+import { addSystemPrompt, addTaskResources, type TaskSource } from "./tasks.js";
+import { answerToBadParams } from "../../mcp/params-guard.js";
+import { createAgentsMcpServer, type Transport } from "../../mcp/sdk-adapter.js";
 
-export interface McpGatewayOptions {
+export interface McpEndpointOptions {
+  /** The tasks offered (`tasks://…`, the task tools): the collaboration extension's `handoffs`. */
+  tasks: TaskSource;
   /** A session without traffic for this long is closed and freed. Default 10 minutes (seed 004). */
   idleTimeoutMs?: number;
   /** Open sessions one agent may hold (default 64); the next initialize gets 429 / -32013. */
@@ -48,14 +50,14 @@ export interface McpGatewayOptions {
   selfUrl?: string;
 }
 
-export interface McpGatewayStats extends McpSessionStats {
+export interface McpEndpointStats extends McpSessionStats {
   /** Runs under way through the bridge agent. */
   runs: number;
 }
 
-export interface McpGatewayExtension extends GatewayExtension {
+export interface McpEndpointExtension extends GatewayExtension {
   /** Sessions and what they hold, for monitoring and leak checks. */
-  stats(): McpGatewayStats;
+  stats(): McpEndpointStats;
 }
 
 export const MCP_PATH = "/mcp";
@@ -66,7 +68,7 @@ const INSTRUCTIONS =
   "An ACP gateway. agents/list and agents/run reach every agent registered here; tasks://pending lists the " +
   "tasks handed off to you (subscribe to it); the prompt system-prompt explains your role and tools.";
 
-export function mcpGatewayExtension(options: McpGatewayOptions = {}): McpGatewayExtension {
+export function mcpEndpointExtension(options: McpEndpointOptions): McpEndpointExtension {
   const keepAliveMs = options.keepAliveMs ?? 20_000;
   const coordinationRoot = options.coordinationRoot ?? process.env[CONTEXT_ROOT_ENV];
   let sessions: McpSessions | undefined;
@@ -96,7 +98,7 @@ export function mcpGatewayExtension(options: McpGatewayOptions = {}): McpGateway
           agents: new GatewayAgentSource(ctx, runs, () => state.caller, selfUrl, options.pageSize ?? 50),
         });
         const subscriptions = new ResourceSubscriptions(server);
-        const tasks = { ctx, caller: () => state.caller, apiKey: () => state.apiKey, selfUrl };
+        const tasks = { ctx, caller: () => state.caller, tasks: options.tasks };
         addTaskResources(server, subscriptions, tasks);
         addTaskTools(server, tasks);
         addSystemPrompt(server, tasks, { agents: true, coordination: coordinationRoot !== undefined });

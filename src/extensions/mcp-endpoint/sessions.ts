@@ -9,9 +9,9 @@ import type { Logger } from "pino";
 import { credentialOf } from "../../gateway/auth.js";
 import { authenticateAgent, type GatewayContext } from "../../gateway/context.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
-import type { Transport } from "../../mcp/sdk-adapter.js";
-import type { ResourceSubscriptions } from "../../mcp/subscriptions.js";
 import { AcpError } from "../../protocol/index.js";
+import type { ResourceSubscriptions } from "../../mcp/subscriptions.js";
+import type { Transport } from "../../mcp/sdk-adapter.js";
 
 export type McpSessionKind = "streamable" | "sse";
 

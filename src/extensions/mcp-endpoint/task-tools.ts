@@ -6,30 +6,29 @@
  * the agent itself. The gateway has no agent's private key, so it asks the MCP client to sign:
  * an `acp/sign` request on the same session (clients that hold the key declare
  * `capabilities.experimental.acpSigning`; `acp mcp serve --gateway … --key-file` does). The signed
- * message then goes to the collaboration REST endpoint with the caller's own API key, exactly as if
- * the agent had posted it.
+ * message then goes to the collaboration extension's handoff service as the caller, with the
+ * same checks as if the agent had posted it to `/api/v1/handoffs/{id}/{step}`.
  */
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { CallToolResult, ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
+import type { HandoffView } from "../../collab/handoff.js";
 import { negotiateVersion } from "../../gateway/registry.js";
+import { isNotFound, type TaskSession } from "./tasks.js";
 import {
   ACP_SIGN_METHOD,
   ACP_SIGNING_CAPABILITY,
   type AcpSignParams,
   AcpSignResult,
 } from "../../mcp/signing-wire.js";
-import type { HandoffView } from "../collab/handoff.js";
-import { callGateway, isNotFound } from "./self.js";
-import type { TaskSession } from "./tasks.js";
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 
 const TaskId = z.string().min(1).describe("the task's id (from tasks://pending)");
 
 interface Action {
-  /** The collaboration endpoint under /api/v1/handoffs/{id}/. */
+  /** The handoff step (the collaboration endpoint /api/v1/handoffs/{id}/{step}). */
   path: "accept" | "decline" | "complete" | "fail" | "progress";
   method: AcpSignParams["method"];
   done: string;
@@ -43,12 +42,7 @@ export function addTaskTools(server: McpServer, session: TaskSession): void {
     body: (task: HandoffView) => Record<string, unknown>,
   ): Promise<CallToolResult> => {
     try {
-      const task = await callGateway<HandoffView>(
-        session.selfUrl,
-        session.apiKey(),
-        "GET",
-        `/api/v1/handoffs/${encodeURIComponent(taskId)}`,
-      );
+      const task = await session.tasks.read(session.caller(), taskId);
       const me = session.caller().record;
       const to = task.delegator === me.agentId ? task.delegate : task.delegator;
       if (!server.server.getClientCapabilities()?.experimental?.[ACP_SIGNING_CAPABILITY]) {
@@ -70,13 +64,7 @@ export function addTaskTools(server: McpServer, session: TaskSession): void {
       };
       const request = { method: ACP_SIGN_METHOD, params } as unknown as ServerRequest;
       const { message } = await extra.sendRequest(request, AcpSignResult);
-      const updated = await callGateway<HandoffView>(
-        session.selfUrl,
-        session.apiKey(),
-        "POST",
-        `/api/v1/handoffs/${encodeURIComponent(task.handoffId)}/${action.path}`,
-        message,
-      );
+      const updated = await session.tasks.apply(session.caller(), task.handoffId, action.path, message);
       return {
         content: [
           { type: "text", text: `Task ${updated.handoffId} ${action.done}; it is now ${updated.status}.` },

@@ -5,21 +5,38 @@
  *   complete or fail), oldest first; subscribable — a new or changed handoff notifies it;
  * - `tasks://{id}`: one task with what the delegator handed over (completed, remaining, context);
  * - prompt `system-prompt`: the agent's role, its tools and resources.
- * The tools that act on tasks are in gateway-task-tools.ts.
+ * The tools that act on tasks are in task-tools.ts.
  */
 import { type McpServer, ResourceTemplate } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { ErrorCode, McpError, type ReadResourceResult } from "@modelcontextprotocol/sdk/types.js";
-import {
-  COLLAB_BUCKETS,
-  type HandoffRecord,
-  pendingHandoffs,
-  watchPendingHandoffs,
-} from "../../collab/index.js";
+import type { Unsubscribe } from "../../broker/index.js";
+import type { HandoffRecord, HandoffView } from "../../collab/handoff.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
 import type { ResourceSubscriptions } from "../../mcp/subscriptions.js";
-import type { HandoffView } from "../collab/handoff.js";
-import { callGateway, isNotFound } from "./self.js";
+import { AcpError } from "../../protocol/index.js";
+
+/**
+ * The handoffs the MCP endpoint offers as tasks: the collaboration extension's handoff service,
+ * handed over by the composition root (so every rule, check and audit of the REST API applies).
+ */
+export interface TaskSource {
+  pending(agentId: string): Promise<HandoffRecord[]>;
+  watchPending(agentId: string, onChange: () => void): Promise<Unsubscribe>;
+  watch(handoffId: string, onChange: () => void): Promise<Unsubscribe>;
+  read(caller: ResolvedAgent, handoffId: string, withEnvelope?: boolean): Promise<HandoffView>;
+  apply(
+    caller: ResolvedAgent,
+    handoffId: string,
+    step: "accept" | "decline" | "complete" | "fail" | "progress",
+    message: unknown,
+  ): Promise<HandoffView>;
+}
+
+/** True for a refusal that means "no such task (for this caller)". */
+export function isNotFound(err: unknown): boolean {
+  return err instanceof AcpError && err.reason === "NotFound";
+}
 
 export const PENDING_TASKS_URI = "tasks://pending";
 const TASK_URI = /^tasks:\/\/([A-Za-z0-9][A-Za-z0-9_-]{0,127})$/;
@@ -29,10 +46,7 @@ export interface TaskSession {
   ctx: GatewayContext;
   /** The agent the session belongs to (re-resolved on every request, so revocation shows). */
   caller(): ResolvedAgent;
-  /** The caller's API key as last presented: REST calls are made with it, as the caller. */
-  apiKey(): string;
-  /** Where the gateway reaches itself. */
-  selfUrl: string;
+  tasks: TaskSource;
 }
 
 /** A pending task as `tasks://pending` lists it. */
@@ -55,12 +69,7 @@ export function taskSummary(record: HandoffRecord) {
 /** One task with its handoff body (completed / remaining / context), read as the caller. */
 export async function readTask(session: TaskSession, id: string) {
   try {
-    const view = await callGateway<HandoffView>(
-      session.selfUrl,
-      session.apiKey(),
-      "GET",
-      `/api/v1/handoffs/${encodeURIComponent(id)}?envelope=1`,
-    );
+    const view = await session.tasks.read(session.caller(), id, true);
     const { offer, ...rest } = view;
     const body = (offer.envelope as { params?: { body?: Record<string, unknown> } } | undefined)?.params
       ?.body;
@@ -81,7 +90,7 @@ export function addTaskResources(
   subscriptions: ResourceSubscriptions,
   session: TaskSession,
 ): void {
-  const { ctx } = session;
+  const { tasks } = session;
   const agentId = () => session.caller().record.agentId;
   const json = (uri: URL | string, value: unknown): ReadResourceResult => ({
     contents: [{ uri: String(uri), mimeType: "application/json", text: JSON.stringify(value, null, 2) }],
@@ -97,14 +106,14 @@ export function addTaskResources(
     async (uri) =>
       json(uri, {
         agentId: agentId(),
-        tasks: (await pendingHandoffs(ctx.broker, agentId())).map(taskSummary),
+        tasks: (await tasks.pending(agentId())).map(taskSummary),
       }),
   );
   server.registerResource(
     "task",
     new ResourceTemplate("tasks://{id}", {
       list: async () => ({
-        resources: (await pendingHandoffs(ctx.broker, agentId())).map((record) => ({
+        resources: (await tasks.pending(agentId())).map((record) => ({
           uri: `tasks://${record.handoffId}`,
           name: record.title ?? `task ${record.handoffId}`,
           description: `${record.status}, from ${record.delegator}`,
@@ -117,14 +126,12 @@ export function addTaskResources(
   );
 
   subscriptions.add(async (uri, onUpdated) => {
-    if (uri === PENDING_TASKS_URI) return watchPendingHandoffs(ctx.broker, agentId(), () => onUpdated());
+    if (uri === PENDING_TASKS_URI) return tasks.watchPending(agentId(), onUpdated);
     const match = TASK_URI.exec(uri);
     if (!match) return undefined;
     const id = match[1] ?? "";
     await readTask(session, id); // refuses a task the caller is no party to
-    return ctx.broker.kv<HandoffRecord>(COLLAB_BUCKETS.handoffs).watch((change) => {
-      if (change.value?.handoffId === id) onUpdated();
-    });
+    return tasks.watch(id, onUpdated);
   });
 }
 
@@ -138,7 +145,7 @@ export function addSystemPrompt(
     { description: "System prompt describing your agent's role and the tools and resources it has here" },
     async () => {
       const { record } = session.caller();
-      const pending = await pendingHandoffs(session.ctx.broker, record.agentId);
+      const pending = await session.tasks.pending(record.agentId);
       const lines = [
         `You are the ACP agent "${record.agentId}", acting for the principal "${record.principalId}" through an ACP gateway.`,
         record.capabilities.length > 0

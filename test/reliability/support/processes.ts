@@ -2,28 +2,28 @@
  * Gateways as real child processes, so a fault can be a real `kill -9` and memory a real RSS.
  * Two ways to start one: the `acp gateway` CLI (what operators run), or — when a test needs a
  * setting the CLI does not expose (a short ack wait, a small skew window) — a one-line launcher
- * that calls the same `startGateway` with options. Both print `ACP gateway on <url>`.
+ * that calls the same `startDefaultGateway` with options. Both print `ACP gateway on <url>`.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
-import type { GatewayOptions } from "../../../src/gateway/index.js";
+import type { DefaultGatewayOptions } from "../../../src/server.js";
 import { CLI_PATH } from "../../helpers/cli.js";
 import { ADMIN_TOKEN } from "../../helpers/gateway.js";
 
-const GATEWAY_MODULE = fileURLToPath(new URL("../../../dist/gateway/index.js", import.meta.url));
+const GATEWAY_MODULE = fileURLToPath(new URL("../../../dist/server.js", import.meta.url));
 
-/** Runs `startGateway(JSON options)` from the built package; stops gracefully on SIGTERM. */
+/** Runs `startDefaultGateway(JSON options)` from the built package; stops gracefully on SIGTERM. */
 const LAUNCHER = `
-const { startGateway } = await import(process.env.ACP_TEST_GATEWAY_MODULE);
-const gateway = await startGateway(JSON.parse(process.env.ACP_TEST_GATEWAY_OPTIONS));
+const { startDefaultGateway } = await import(process.env.ACP_TEST_GATEWAY_MODULE);
+const gateway = await startDefaultGateway(JSON.parse(process.env.ACP_TEST_GATEWAY_OPTIONS));
 process.stdout.write("ACP gateway on " + gateway.url + "\\n");
 process.once("SIGTERM", () => void gateway.close().then(() => process.exit(0)));
 `;
 
-/** Options the launcher passes to startGateway (JSON: no logger, no extensions). */
-export type LaunchOptions = Omit<GatewayOptions, "logger" | "extensions" | "dashboard">;
+/** Options the launcher passes to startDefaultGateway (JSON: no logger, no extensions). */
+export type LaunchOptions = Omit<DefaultGatewayOptions, "logger" | "extensions" | "dashboard">;
 
 export interface GatewayChild {
   readonly child: ChildProcess;

@@ -1,55 +1,55 @@
 import type { IncomingMessage } from "node:http";
 import { z } from "zod";
-import { type Router, readBody, sendJson } from "../../gateway/http.js";
+import type { GatewayContext } from "../../gateway/context.js";
+import { type Router, sendJson } from "../../gateway/http.js";
+import type { PanelScope } from "../../gateway/panels.js";
 import {
   type ApprovalRecord,
   ApprovalRecord as ApprovalRecordSchema,
   ApprovalStatus,
 } from "../../orchestration/approvals.js";
+import type { ApprovalStore } from "../../orchestration/approvals.js";
 import { AcpError } from "../../protocol/index.js";
-import { DASHBOARD_API, type DashboardServices, scopeOf } from "./services.js";
-import type { Scope } from "./viewer.js";
+import { decisionBody } from "./routes.js";
+
+/** Where the dashboard's web page asks for the approvals of the signed-in principal. */
+const PRINCIPAL_API = "/api/v1/dashboard/approvals";
+const Decision = z.strictObject({ note: z.string().max(2000).optional() });
+
+type Approver = Pick<PanelScope, "actsFor" | "ownsAgent" | "actor">;
 
 /**
  * The command layer's human approvals (bucket `approvals`, the same records as `/api/v1/approvals`).
  * A principal sees and decides the approvals asked of it (`principal`) or asked by one of its agents;
  * the admin sees and decides all.
  */
-export function approvalVisible(scope: Scope, value: unknown): boolean {
+export function approvalVisible(scope: Pick<PanelScope, "actsFor" | "ownsAgent">, value: unknown): boolean {
   const parsed = ApprovalRecordSchema.safeParse(value);
   if (!parsed.success) return false;
   const record = parsed.data;
   return scope.actsFor(record.principal) || scope.ownsAgent(record.requestedBy);
 }
 
-const Decision = z.strictObject({ note: z.string().max(2000).optional() });
-
-async function decisionBody(req: IncomingMessage): Promise<{ note?: string }> {
-  const text = (await readBody(req, 64 * 1024)).toString("utf8").trim();
-  let raw: unknown = {};
-  if (text !== "") {
-    try {
-      raw = JSON.parse(text);
-    } catch (err) {
-      throw new AcpError("ParseError", "the request body is not valid JSON", {
-        problems: [{ path: "", message: (err as Error).message }],
-      });
-    }
-  }
-  const parsed = Decision.safeParse(raw);
-  if (!parsed.success) {
-    throw new AcpError("InvalidParams", "invalid decision", {
-      problems: parsed.error.issues.map((i) => ({ path: `/${i.path.join("/")}`, message: i.message })),
-    });
-  }
-  return parsed.data;
+/** A principal (its own and its agents' approvals) or the admin (all), signed in with their token. */
+async function approverOf(ctx: GatewayContext, req: IncomingMessage): Promise<Approver> {
+  const caller = await ctx.credentials.resolve(req, ["principal", "admin"]);
+  if (caller.kind === "admin") return { actor: "admin", actsFor: () => true, ownsAgent: () => true };
+  const mine = new Set(
+    (await ctx.registry.list())
+      .filter((record) => record.principalId === caller.principalId)
+      .map((record) => record.agentId),
+  );
+  return {
+    actor: `principal:${caller.principalId}`,
+    actsFor: (principalId) => principalId === caller.principalId,
+    ownsAgent: (agentId) => mine.has(agentId),
+  };
 }
 
-export function approvalRoutes(router: Router, services: DashboardServices): void {
-  const { approvals, ctx } = services;
-
-  router.add("GET", `${DASHBOARD_API}/approvals`, async (req, res, _params, url) => {
-    const scope = await scopeOf(services, req);
+/** The approvals people decide on the dashboard: listed and decided with a principal or admin token. */
+export function principalApprovalRoutes(router: Router, ctx: GatewayContext, approvals: ApprovalStore): void {
+  router.add("GET", PRINCIPAL_API, async (req, res, _params, url) => {
+    const scope = await approverOf(ctx, req);
     const status = url.searchParams.get("status") || undefined;
     const parsed = ApprovalStatus.optional().safeParse(status);
     if (!parsed.success) {
@@ -65,12 +65,12 @@ export function approvalRoutes(router: Router, services: DashboardServices): voi
   });
 
   const decide = (verb: "approve" | "deny", decision: "approved" | "denied") => {
-    router.add("POST", `${DASHBOARD_API}/approvals/:id/${verb}`, async (req, res, { id }) => {
-      const scope = await scopeOf(services, req);
+    router.add("POST", `${PRINCIPAL_API}/:id/${verb}`, async (req, res, { id }) => {
+      const scope = await approverOf(ctx, req);
       const record: ApprovalRecord | null = await approvals.get(id as string);
       // One the viewer may not see reads as missing: no probing of ids.
       if (!record || !approvalVisible(scope, record)) throw new AcpError("NotFound", `no approval ${id}`);
-      const { note } = await decisionBody(req);
+      const { note } = await decisionBody(req, Decision);
       const decided = await approvals.decide(record.id, {
         decision,
         by: scope.actor,

@@ -1,0 +1,83 @@
+/**
+ * `acp-kit/server`: the composition root. It wires the default gateway (the core with the
+ * dashboard, collaboration, the MCP endpoint, approvals and the A2A bridge) and is the only module that imports
+ * the extensions (src/extensions/*); `acp gateway` and `acp demo` start the gateway through it.
+ * A library user who wants another set calls `startGateway` (acp-kit/gateway) with the extensions
+ * of their choice, e.g. `startGateway({ extensions: [approvalsExtension()] })`.
+ */
+import { join } from "node:path";
+import { a2aInboundExtension } from "./extensions/a2a/inbound/extension.js";
+import { type ApprovalsExtension, approvalsExtension } from "./extensions/approvals/extension.js";
+import { type CollabExtension, collabExtension } from "./extensions/collab/extension.js";
+import { type DashboardOptions, dashboardExtension } from "./extensions/dashboard/extension.js";
+import { mcpEndpointExtension } from "./extensions/mcp-endpoint/extension.js";
+import type { GatewayExtension } from "./gateway/extension.js";
+import { type Gateway, type GatewayOptions, startGateway } from "./gateway/gateway.js";
+
+export {
+  type A2aInboundExtension,
+  type A2aInboundOptions,
+  a2aInboundExtension,
+} from "./extensions/a2a/inbound/extension.js";
+export { type ApprovalsExtension, approvalsExtension } from "./extensions/approvals/extension.js";
+export { type ApprovalAuthorizer, defaultApprovalAuthorizer } from "./extensions/approvals/routes.js";
+export { type CollabExtension, type CollabOptions, collabExtension } from "./extensions/collab/extension.js";
+export type { HandoffService, HandoffStep } from "./extensions/collab/routes-handoff.js";
+export { type DashboardOptions, dashboardExtension } from "./extensions/dashboard/extension.js";
+export { parseWebhookTarget, type WebhookTarget } from "./extensions/dashboard/webhooks.js";
+export {
+  MCP_PATH,
+  type McpEndpointExtension,
+  type McpEndpointOptions,
+  type McpEndpointStats,
+  mcpEndpointExtension,
+} from "./extensions/mcp-endpoint/extension.js";
+export type { TaskSource } from "./extensions/mcp-endpoint/tasks.js";
+export { type Gateway, type GatewayExtension, type GatewayOptions, startGateway } from "./gateway/index.js";
+
+export interface DefaultGatewayOptions extends GatewayOptions {
+  /**
+   * Extra extensions, mounted after the dashboard. One named `collab`, `mcp`, `approvals` or
+   * `a2a-inbound` replaces the default one (configured otherwise); the MCP endpoint's tasks come from whichever
+   * collaboration extension is mounted.
+   */
+  extensions?: GatewayExtension[];
+  /** Incoming webhooks (Slack/Discord-compatible; `slack:`/`discord:` prefixes) posted every relayed message's summary. */
+  summaryWebhooks?: string[];
+  /** Settings of the dashboard (mounted at `/` and `/api/v1/dashboard`): sessions root, web bundle, pacing. */
+  dashboard?: Omit<DashboardOptions, "relayAuditRoot" | "summaryWebhooks" | "panels" | "watches">;
+}
+
+/** The standard gateway: core, dashboard, collaboration, MCP endpoint, approvals and the A2A bridge. */
+export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promise<Gateway> {
+  const { summaryWebhooks, dashboard, extensions: extra = [], ...core } = options;
+  const data = core.data ?? "./.acp";
+  const audited = core.audit !== false;
+  const given = (name: string) => extra.find((e) => e.name === name);
+  const collab =
+    (given("collab") as CollabExtension | undefined) ??
+    collabExtension(audited ? { auditRoot: join(data, "collab-audit") } : {});
+  if (!("handoffs" in collab)) throw new TypeError("the extension named collab must be a collabExtension()");
+  const approvals = (given("approvals") as ApprovalsExtension | undefined) ?? approvalsExtension();
+  const mcp =
+    given("mcp") ??
+    mcpEndpointExtension({
+      tasks: collab.handoffs,
+      ...(audited ? { auditRoot: join(data, "mcp-audit") } : {}),
+      ...(dashboard?.sessionsRoot ? { coordinationRoot: dashboard.sessionsRoot } : {}),
+    });
+  // Publishes only agents registered with the capability `a2a`: inert until one opts in.
+  const a2aInbound =
+    given("a2a-inbound") ??
+    a2aInboundExtension({ dataDir: data, ...(audited ? { auditRoot: join(data, "a2a-audit") } : {}) });
+  // Built before anything is opened: a malformed webhook URL stops start-up with nothing to clean up.
+  const dashboardExt = dashboardExtension({
+    ...dashboard,
+    ...(audited ? { relayAuditRoot: join(data, "relay-audit") } : {}),
+    summaryWebhooks: summaryWebhooks ?? [],
+    panels: collab.panels,
+    ...("dashboardWatch" in approvals ? { watches: [approvals.dashboardWatch] } : {}),
+  });
+  const defaults = [collab, mcp, approvals, a2aInbound].filter((e) => !extra.includes(e));
+  return startGateway({ ...core, extensions: [dashboardExt, ...extra, ...defaults] });
+}
