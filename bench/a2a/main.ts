@@ -25,7 +25,7 @@ import {
 } from "@a2a-js/sdk/client";
 import pino from "pino";
 import { AcpAgent } from "../../src/client/index.js";
-import { startGateway } from "../../src/gateway/index.js";
+import { startDefaultGateway } from "../../src/server.js";
 import { generateIdentity, publicIdentity } from "../../src/protocol/index.js";
 import { cpuSecondsOf, forkPeerServer, stopChild } from "../gateway/processes.js";
 import { hotSpots } from "../gateway/profile.js";
@@ -46,7 +46,7 @@ const PROFILE_DIR =
 
 async function serveBridge(): Promise<void> {
   const data = mkdtempSync(join(tmpdir(), "acp-bench-a2a-"));
-  const gateway = await startGateway({
+  const gateway = await startDefaultGateway({
     port: 0,
     data,
     adminToken: ADMIN,

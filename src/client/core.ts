@@ -19,7 +19,7 @@ import {
   verifyEnvelope,
 } from "../protocol/index.js";
 import type { AgentAudit, AuditNote } from "./audit.js";
-import type { GatewayConnection } from "./connection.js";
+import type { AgentConnection } from "./connection.js";
 import type { HandshakeStore, PeerProof } from "./handshake-store.js";
 import type { GatewayClient } from "./http.js";
 import type { DeliveryLedger } from "./ledger.js";
@@ -68,7 +68,7 @@ export class AgentCore {
     readonly identity: PrivateIdentity,
     readonly settings: CoreSettings,
     readonly http: GatewayClient,
-    readonly connection: GatewayConnection,
+    readonly connection: AgentConnection,
     readonly trust: TrustLedger,
     readonly audit: AgentAudit | undefined,
     private readonly store: HandshakeStore | undefined,

@@ -17,6 +17,7 @@ import { AcpAgent } from "../../client/agent.js";
 import type { InboundContext } from "../../client/types.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import { generateIdentity, PrivateIdentity, publicIdentity } from "../../protocol/index.js";
+import { InProcessConnection } from "./in-process-connection.js";
 
 export const BRIDGE_CAPABILITY = "a2a-bridge";
 export const CLIENT_PRINCIPAL_PREFIX = "a2a-client:";
@@ -87,7 +88,9 @@ export class BridgeIdentities {
       audit: auditRoot === undefined ? false : { root: auditRoot },
       state: dataDir === undefined ? false : { root: join(dataDir, "a2a-bridge", "state") },
       requestTimeoutMs: this.options.requestTimeoutMs,
-      reconnect: { initialDelayMs: 100, maxDelayMs: 2_000 },
+      // Messages go to the relay and come from the broker in this process; the URL serves the
+      // agent's few REST look-ups (its own record and its peers' keys, each fetched once).
+      connection: (agentId, events) => new InProcessConnection(this.ctx, agentId, events),
     });
     agent.on("error", (err) => this.ctx.logger.debug({ err: err.message }, "A2A bridge agent error"));
     const onNotification = this.options.onNotification;

@@ -68,6 +68,9 @@ describe("A2A clients calling ACP agents", () => {
     expect(context.method).toBe("agent.request");
     expect(target.seen[1]!.context.from).toBe(context.from);
     expect(target.handshakes()).toBe(1);
+    // The bridge reaches the relay in-process: the only WebSocket is the target's.
+    const metrics = await (await fetch(`${bed.gw.url}/metrics`)).text();
+    expect(metrics).toMatch(/^acp_ws_connections 1$/m);
 
     // The relay persisted and audited both exchanges like any other message.
     const listed = await fetch(`${bed.gw.url}/api/v1/messages?type=request`, {
