@@ -230,13 +230,15 @@ export class AgentCore {
     options: { timeoutMs: number; signal?: AbortSignal },
   ): Promise<PeerHandshake> {
     const established = this.waitEstablished(peer, options);
+    // It may fail (cancelled, timed out) while the announce is still being sent, before the caller
+    // awaits it: that is not an unhandled rejection, the caller still gets it below.
+    established.catch(() => undefined);
     // A handshake already under way (the peer announced first) only needs waiting for.
     if (this.handshakes.get(peer).state === "none") {
       try {
         for (const message of this.handshakes.start(peer)) await this.send(message, peer);
       } catch (err) {
         this.handshakes.reset(peer);
-        established.catch(() => undefined);
         throw err;
       }
     }

@@ -200,4 +200,31 @@ describe("A2A clients calling ACP agents", () => {
     );
     expect(refused.json.error).toMatchObject({ code: -32002 });
   });
+
+  it("answers a blocking SendMessage still waiting for its agent when the gateway shuts down", async () => {
+    const test = await bed.register("helper", ["a2a"]);
+    const agent = await bed.connect(test, "helper");
+    let release: (() => void) | undefined;
+    agent.onRequest(async () => {
+      await new Promise<void>((resolve) => (release = resolve));
+      return {};
+    });
+    bed.cleanup(async () => release?.());
+    const caller = await bed.register("alice-client", []);
+    const client = await bed.client("helper", caller.apiKey);
+    const waiting = client.sendMessage(sendRequest("slow")).then(
+      () => new Error("answered"),
+      (err: unknown) => err as Error,
+    );
+    await until(
+      () => bed.a2a.stats(),
+      (stats) => stats.tasks === 1 && stats.answering === 1,
+      "the call waits for the agent",
+    );
+    const started = Date.now();
+    await bed.gw.gateway.close();
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect((await waiting).message).toContain("the gateway is shutting down");
+    expect(bed.a2a.stats()).toEqual({ answering: 0, tasks: 0 });
+  });
 });

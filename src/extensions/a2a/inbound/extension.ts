@@ -42,7 +42,8 @@ export interface A2aInboundOptions {
 }
 
 export interface A2aInboundExtension extends GatewayExtension {
-  stats(): { streams: number; tasks: number };
+  /** Requests being answered (blocking sends, streams) and tasks waiting for their ACP agent. */
+  stats(): { answering: number; tasks: number };
 }
 
 /** The authenticated A2A caller, as the SDK's owner scoping sees it. */
@@ -54,7 +55,8 @@ class A2aCaller implements User {
 }
 
 export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInboundExtension {
-  const streams = new Set<ServerResponse>();
+  /** Open answers and the JSON-RPC id each is for. */
+  const answering = new Map<ServerResponse, A2aCall["id"]>();
   let endpoints: AgentEndpoints | undefined;
   let bridge: BridgeIdentities | undefined;
 
@@ -124,57 +126,83 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
           requestedVersion: legacy ? "0.3" : "1.0",
         });
         const endpoint = open.for(record);
-        const answer = await (legacy ? endpoint.legacy : endpoint.transport).handle(
-          body as Record<string, unknown>,
-          context,
-        );
-        if (!(Symbol.asyncIterator in answer)) {
-          sendJson(res, 200, answer);
-          return;
-        }
+        const transport = legacy ? endpoint.legacy : endpoint.transport;
+        // Answered without holding the gateway's request slot: a blocking SendMessage may wait long
+        // for its agent and a stream lasts, and shutdown must not wait for them (close() ends them).
+        res.setTimeout(0);
+        answering.set(res, call.id);
+        res.on("close", () => answering.delete(res));
         const mapError = (err: unknown) =>
           legacy
             ? LegacyJsonRpcTransportHandler.mapToLegacyJSONRPCError(err)
             : JsonRpcTransportHandler.mapToJSONRPCError(err);
-        // Errors before the first event (task not found…) are a plain JSON-RPC answer, not a stream.
-        let first: IteratorResult<unknown>;
-        try {
-          first = await answer.next();
-        } catch (err) {
-          sendJson(res, 200, { jsonrpc: "2.0", id: call.id, error: mapError(err) });
-          return;
-        }
-        res.writeHead(200, SSE_HEADERS);
-        res.setTimeout(0);
-        streams.add(res);
-        res.on("close", () => {
-          streams.delete(res);
-          void answer.return(undefined);
+        void respond(
+          res,
+          call.id,
+          mapError,
+          transport.handle(body as Record<string, unknown>, context),
+        ).catch((err: unknown) => {
+          ctx.logger.warn({ err: (err as Error).message, method: call.method }, "A2A request failed");
+          if (!res.headersSent) sendJson(res, 200, { jsonrpc: "2.0", id: call.id, error: mapError(err) });
+          else res.end();
         });
-        const pump = async () => {
-          for (let next = first; !next.done; next = await answer.next()) {
-            if (res.writableEnded) return;
-            res.write(formatSSEEvent(next.value));
-          }
-        };
-        void pump()
-          .catch((err: unknown) => {
-            if (!res.writableEnded)
-              res.write(formatSSEEvent({ jsonrpc: "2.0", id: call.id, error: mapError(err) }));
-          })
-          .finally(() => res.end());
       });
     },
     async close() {
-      for (const res of streams) res.end();
-      streams.clear();
+      for (const [res, id] of answering) {
+        if (!res.headersSent) {
+          sendJson(res, 200, {
+            jsonrpc: "2.0",
+            id,
+            error: {
+              code: A2aErrorCode.InternalError,
+              message: "the gateway is shutting down; ask again later",
+            },
+          });
+        } else res.end();
+      }
+      answering.clear();
       endpoints?.close();
       await bridge?.close();
     },
     stats() {
-      return { streams: streams.size, tasks: endpoints?.activeTasks ?? 0 };
+      return { answering: answering.size, tasks: endpoints?.activeTasks ?? 0 };
     },
   };
+}
+
+type JsonRpcAnswer = Awaited<ReturnType<JsonRpcTransportHandler["handle"]>>;
+
+/** Writes the SDK's answer: one JSON-RPC response, or a stream of them as Server-Sent Events. */
+async function respond(
+  res: ServerResponse,
+  id: A2aCall["id"],
+  mapError: (err: unknown) => unknown,
+  pending: Promise<JsonRpcAnswer | Awaited<ReturnType<LegacyJsonRpcTransportHandler["handle"]>>>,
+): Promise<void> {
+  const answer = await pending;
+  if (!(Symbol.asyncIterator in answer)) {
+    if (!res.writableEnded) sendJson(res, 200, answer);
+    return;
+  }
+  // Errors before the first event (task not found…) are a plain JSON-RPC answer, not a stream.
+  let next: IteratorResult<unknown>;
+  try {
+    next = await answer.next();
+  } catch (err) {
+    if (!res.writableEnded) sendJson(res, 200, { jsonrpc: "2.0", id, error: mapError(err) });
+    return;
+  }
+  res.writeHead(200, SSE_HEADERS);
+  res.on("close", () => void answer.return(undefined));
+  try {
+    for (; !next.done && !res.writableEnded; next = await answer.next())
+      res.write(formatSSEEvent(next.value));
+  } catch (err) {
+    if (!res.writableEnded) res.write(formatSSEEvent({ jsonrpc: "2.0", id, error: mapError(err) }));
+  } finally {
+    res.end();
+  }
 }
 
 function statusWorking(taskId: string, contextId: string, text: string) {
