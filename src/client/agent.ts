@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import { PresenceUpdate } from "../gateway/wire.js";
+import { PresenceUpdate } from "../wire/api.js";
 import type { HandshakeState, PeerHandshake } from "../handshake/index.js";
 import { readIdentityFile, TrustLedger, type TrustRecord } from "../identity/index.js";
 import {

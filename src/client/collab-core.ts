@@ -1,5 +1,5 @@
-import { negotiateVersion } from "../gateway/registry.js";
-import { type AgentView, API_PREFIX } from "../gateway/wire.js";
+import { negotiateVersion } from "../wire/versions.js";
+import { type AgentView, API_PREFIX } from "../wire/api.js";
 import {
   AcpError,
   buildHandoff,

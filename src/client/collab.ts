@@ -1,8 +1,8 @@
 import type { StatusEvent, StatusRecord } from "../collab/contracts.js";
 import { EventEmitter } from "node:events";
 import { CollabMethod, type StatusBody } from "../collab/messages.js";
-import type { Presence } from "../gateway/wire.js";
-import { API_PREFIX } from "../gateway/wire.js";
+import type { Presence } from "../wire/api.js";
+import { API_PREFIX } from "../wire/api.js";
 import { AcpError } from "../protocol/index.js";
 import { type CollabClientOptions, CollabCore, path } from "./collab-core.js";
 import { HandoffClient } from "./collab-handoff.js";

@@ -1,5 +1,5 @@
 import WebSocket from "ws";
-import { type ClientFrame, type ServerFrame, type SubmitResponse, WS_PATH } from "../gateway/wire.js";
+import { type ClientFrame, type ServerFrame, type SubmitResponse, WS_PATH } from "../wire/api.js";
 import { AcpError } from "../protocol/index.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
 import { websocketUrl } from "./http.js";

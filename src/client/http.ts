@@ -6,7 +6,7 @@ import {
   type RegisterAgentRequest,
   RegisterAgentResponse,
   SubmitResponse,
-} from "../gateway/wire.js";
+} from "../wire/api.js";
 import { AcpError } from "../protocol/index.js";
 import { requestGatewayJson } from "./request.js";
 

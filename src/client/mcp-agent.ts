@@ -16,7 +16,7 @@ import {
 } from "../mcp/signing-wire.js";
 import type { JsonObject, JsonValue } from "../mcp/json.js";
 import { describeIssues } from "../mcp/protocol.js";
-import type { AgentHandler } from "../mcp/registry.js";
+import type { AgentHandler } from "../mcp/agent-source.js";
 import { AcpError } from "../protocol/index.js";
 import type { AcpAgent } from "./agent.js";
 import { GatewayUnreachableError } from "./errors.js";

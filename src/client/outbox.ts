@@ -1,4 +1,4 @@
-import type { SubmitResponse } from "../gateway/wire.js";
+import type { SubmitResponse } from "../wire/api.js";
 import { AcpError } from "../protocol/index.js";
 
 export interface SubmitRetryOptions {

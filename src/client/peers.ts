@@ -1,6 +1,6 @@
 import type { KeyObject } from "node:crypto";
-import { negotiateVersion } from "../gateway/registry.js";
-import type { AgentView } from "../gateway/wire.js";
+import { negotiateVersion } from "../wire/versions.js";
+import type { AgentView } from "../wire/api.js";
 import {
   AcpError,
   importPublicKey,

@@ -1,7 +1,7 @@
-import { normaliseGatewayUrl, requestGatewayJson } from "./index.js";
+import { normaliseGatewayUrl } from "./http.js";
+import { requestGatewayJson } from "./request.js";
 import { AcpError } from "../protocol/index.js";
-import type { PrincipalView } from "../gateway/principals.js";
-import { DASHBOARD_API } from "../extensions/dashboard/services.js";
+import { DASHBOARD_API, type PrincipalView } from "../wire/api.js";
 
 /**
  * The dashboard's administrative API (principal tokens) over HTTP, with the gateway's admin token.

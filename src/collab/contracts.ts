@@ -2,7 +2,7 @@
  * The collaboration API's records as the REST endpoints return them: the wire contract shared by
  * the SDK (src/client/collab*.ts) and the gateway's collaboration extension (src/extensions/collab).
  */
-import type { Presence } from "../gateway/wire.js";
+import type { Presence } from "../wire/api.js";
 import type { StatusBody } from "./messages.js";
 
 /**

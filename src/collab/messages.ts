@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { PresenceUpdate } from "../gateway/wire.js";
+import { PresenceUpdate } from "../wire/api.js";
 import { AgentId, HandoffBody } from "../protocol/index.js";
 import { CollabId, JsonObject, ShortName } from "./util.js";
 

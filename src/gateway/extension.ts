@@ -1,7 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { GatewayContext } from "./context.js";
-import type { Router } from "./http.js";
+import type { Router } from "../http/server.js";
 
 export type { Caller, CallerKind, Credentials } from "./credentials.js";
 export type { GatewayContext } from "./context.js";

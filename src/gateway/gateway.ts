@@ -10,12 +10,8 @@ import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import pino, { type Logger } from "pino";
-import {
-  type Broker,
-  type DeliveryOptions,
-  type NatsConnectionOptions,
-  openBroker,
-} from "../broker/index.js";
+import type { Broker, DeliveryOptions, NatsConnectionOptions } from "../broker/index.js";
+import { openBroker } from "../broker/open.js";
 import { AcpError } from "../protocol/index.js";
 import { hashSecret, newAdminToken } from "./auth.js";
 import type { GatewayContext } from "./context.js";
@@ -23,7 +19,7 @@ import { Credentials } from "./credentials.js";
 import type { GatewayExtension } from "./extension.js";
 import { HandshakeGate } from "./handshake-gate.js";
 import { GatewayHealth } from "./health.js";
-import { Router, requestUrl, sendError } from "./http.js";
+import { Router, requestUrl, sendError } from "../http/server.js";
 import { Metrics } from "./metrics.js";
 import { PresenceTracker } from "./presence.js";
 import { PrincipalStore } from "./principals.js";
@@ -33,7 +29,7 @@ import { Relay } from "./relay.js";
 import { RelayAudit } from "./relay-audit.js";
 import { agentRoutes } from "./routes/agents.js";
 import { messageRoutes } from "./routes/messages.js";
-import { WS_PATH } from "./wire.js";
+import { WS_PATH } from "../wire/api.js";
 import { WsHub } from "./ws.js";
 
 export interface GatewayOptions {

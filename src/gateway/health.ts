@@ -1,6 +1,6 @@
 import type { ServerResponse } from "node:http";
 import type { Broker } from "../broker/index.js";
-import { sendJson } from "./http.js";
+import { sendJson } from "../http/server.js";
 
 /** The body of `GET /healthz` (docs/gateway.md, "Health"). */
 export interface HealthReport {

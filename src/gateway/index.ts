@@ -8,12 +8,12 @@ export {
   PRINCIPALS_BUCKET,
   type PrincipalRecord,
   PrincipalStore,
-  type PrincipalView,
 } from "./principals.js";
 export type { AcceptedListener, AcceptedMessage } from "./relay.js";
 export * from "./gateway.js";
 export type { HealthReport } from "./health.js";
-export { httpStatusOf, Router, readJsonBody, sendError, sendJson } from "./http.js";
+export { httpStatusOf, Router, readJsonBody, sendError, sendJson } from "../http/server.js";
 export { Metrics } from "./metrics.js";
-export { type AgentRecord, negotiateVersion, Registry } from "./registry.js";
-export * from "./wire.js";
+export { type AgentRecord, Registry } from "./registry.js";
+export { negotiateVersion } from "../wire/versions.js";
+export * from "../wire/api.js";

@@ -1,5 +1,5 @@
 import type { Broker, KvBucket } from "../broker/index.js";
-import type { Presence, PresenceUpdate } from "./wire.js";
+import type { Presence, PresenceUpdate } from "../wire/api.js";
 
 /** What is stored per agent (bucket `presence`); `state` here is what the agent chose. */
 interface StoredPresence extends Omit<Presence, "state"> {

@@ -3,6 +3,7 @@ import { z } from "zod";
 import type { Broker, KvBucket, Unsubscribe } from "../broker/index.js";
 import { hashSecret } from "./auth.js";
 import { AcpError, PrincipalId } from "../protocol/index.js";
+import type { PrincipalView } from "../wire/api.js";
 
 /** What the gateway keeps per human principal (bucket `principals`). The token itself is never stored. */
 export interface PrincipalRecord {
@@ -11,9 +12,6 @@ export interface PrincipalRecord {
   createdAt: string;
   revokedAt?: string;
 }
-
-/** The public view of a principal: everything but the token's hash. */
-export type PrincipalView = Omit<PrincipalRecord, "tokenHash">;
 
 export const PRINCIPALS_BUCKET = "principals";
 export const PRINCIPAL_TOKENS_BUCKET = "principal-tokens";

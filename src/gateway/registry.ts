@@ -8,7 +8,7 @@ import {
   type X25519PublicJwk,
 } from "../protocol/index.js";
 import { hashSecret, newApiKey } from "./auth.js";
-import { RegisterAgentRequest } from "./wire.js";
+import { RegisterAgentRequest } from "../wire/api.js";
 
 /** What the gateway stores per agent (bucket `agents`). The API key itself is never stored. */
 export interface AgentRecord {
@@ -188,16 +188,4 @@ function notFound(agentId: string): AcpError {
   return new AcpError("NotFound", `no registered agent ${agentId}`, {
     problems: [{ path: "/agentId", message: "not registered" }],
   });
-}
-
-/** Highest protocol version both agents support (semver order), or undefined. */
-export function negotiateVersion(a: readonly string[], b: readonly string[]): string | undefined {
-  const theirs = new Set(b);
-  const common = a.filter((v) => theirs.has(v));
-  const key = (v: string) => v.split(".").map(Number);
-  return common.sort((x, y) => {
-    const [p, q] = [key(x), key(y)];
-    for (let i = 0; i < 3; i++) if ((p[i] ?? 0) !== (q[i] ?? 0)) return (q[i] ?? 0) - (p[i] ?? 0);
-    return 0;
-  })[0];
 }

@@ -13,12 +13,13 @@ import {
   verifyMessageSignatureAsync,
 } from "../protocol/index.js";
 import type { HandshakeGate } from "./handshake-gate.js";
-import { brokerToAcp, refuseDeepNesting } from "./http.js";
+import { brokerToAcp, refuseDeepNesting } from "../http/server.js";
 import type { Metrics } from "./metrics.js";
 import type { RateLimiter } from "./rate-limit.js";
-import { negotiateVersion, type Registry, type ResolvedAgent } from "./registry.js";
+import { negotiateVersion } from "../wire/versions.js";
+import type { Registry, ResolvedAgent } from "./registry.js";
 import { type RelayAudit, relayedEntryFor } from "./relay-audit.js";
-import type { SubmitResponse } from "./wire.js";
+import type { SubmitResponse } from "../wire/api.js";
 
 export interface RelayOptions {
   maxEnvelopeBytes: number;

@@ -5,12 +5,12 @@ import { type RawData, WebSocket, WebSocketServer } from "ws";
 import type { Broker, Delivery, Inbox } from "../broker/index.js";
 import { AcpError, toErrorObject } from "../protocol/index.js";
 import { credentialOf } from "./auth.js";
-import { brokerToAcp } from "./http.js";
+import { brokerToAcp } from "../http/server.js";
 import type { Metrics } from "./metrics.js";
 import type { PresenceTracker } from "./presence.js";
 import type { Registry, ResolvedAgent } from "./registry.js";
 import type { Relay } from "./relay.js";
-import { ClientFrame, type ServerFrame } from "./wire.js";
+import { ClientFrame, type ServerFrame } from "../wire/api.js";
 
 export interface WsOptions {
   heartbeatMs: number;

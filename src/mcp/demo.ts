@@ -5,7 +5,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
-import { AgentRegistry, type AgentRegistryOptions } from "./registry.js";
+import { AgentRegistry, type AgentRegistryOptions } from "./agent-source.js";
 
 export function createDemoAgents(options: AgentRegistryOptions = {}): AgentRegistry {
   return new AgentRegistry(options)

@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { readJsonBody, sendError, sendJson } from "../gateway/http.js";
+import { readJsonBody, sendError, sendJson } from "../http/server.js";
 import { answerToBadParams } from "./params-guard.js";
 import type { Transport } from "./sdk-adapter.js";
 

@@ -77,7 +77,7 @@ export {
   type AgentRegistryOptions,
   type AgentRunContext,
   type AgentSource,
-} from "./registry.js";
+} from "./agent-source.js";
 export {
   AgentsMcpServer,
   type AgentsMcpServerOptions,

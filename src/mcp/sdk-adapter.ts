@@ -33,7 +33,7 @@ import {
   McpNotifications,
   type ProgressToken,
 } from "./protocol.js";
-import { type AgentDefinition, type AgentHandler, AgentRegistry, type AgentSource } from "./registry.js";
+import { type AgentDefinition, type AgentHandler, AgentRegistry, type AgentSource } from "./agent-source.js";
 import { type AgentRunEvent, handleAgentsList, handleAgentsRun } from "./server.js";
 
 export type { Transport };

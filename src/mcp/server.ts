@@ -17,7 +17,7 @@ import {
   McpNotifications,
   type ProgressToken,
 } from "./protocol.js";
-import type { AgentSource } from "./registry.js";
+import type { AgentSource } from "./agent-source.js";
 
 /** Lifecycle of a run, for logs and metrics (e.g. `acp mcp serve` prints them on stderr). */
 export type AgentRunEvent =

@@ -1,4 +1,5 @@
-import { type Broker, isBrokerError, type KvBucket, type Unsubscribe } from "../broker/index.js";
+import { isBrokerError } from "../broker/errors.js";
+import type { Broker, KvBucket, Unsubscribe } from "../broker/index.js";
 import {
   type ApprovalDecision,
   type ApprovalFilter,

@@ -1,6 +1,7 @@
 import { mkdirSync } from "node:fs";
+import { createRequire } from "node:module";
 import { dirname } from "node:path";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import {
   type ApprovalDecision,
   type ApprovalFilter,
@@ -46,7 +47,9 @@ export class SqliteApprovalStore implements ApprovalStore {
 
   static open(file: string, options: { pollMs?: number } = {}): SqliteApprovalStore {
     mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-    const db = new Database(file);
+    // Loaded on first use: `acp-kit/orchestration` does not load SQLite's native module unless asked.
+    const Sqlite = createRequire(import.meta.url)("better-sqlite3") as typeof Database;
+    const db = new Sqlite(file);
     db.pragma("journal_mode = WAL");
     db.pragma("busy_timeout = 5000");
     db.exec(SCHEMA);

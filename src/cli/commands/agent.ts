@@ -1,7 +1,7 @@
 import type { Command } from "commander";
 import { GatewayClient, GatewayUnreachableError } from "../../client/index.js";
-import { A2A_CAPABILITY, agentBaseUrl } from "../../extensions/a2a/inbound/card.js";
-import type { AgentView } from "../../gateway/wire.js";
+import { A2A_CAPABILITY, a2aAgentBaseUrl } from "../../wire/a2a.js";
+import type { AgentView } from "../../wire/api.js";
 import { KeyFileError, readIdentityFile } from "../../identity/index.js";
 import { AcpError, publicIdentity } from "../../protocol/index.js";
 import { CliError, printJson, printLine } from "../io.js";
@@ -111,7 +111,7 @@ export function registerAgent(program: Command): void {
           `registered ${registered.agentId} (principal ${identity.principalId}) at ${client.baseUrl}`,
         );
         if (flags.a2a) {
-          const card = `${agentBaseUrl(client.baseUrl, registered.agentId)}/.well-known/agent-card.json`;
+          const card = `${a2aAgentBaseUrl(client.baseUrl, registered.agentId)}/.well-known/agent-card.json`;
           printLine(`published to A2A clients: agent card at ${card}`);
         }
         printLine("API key (shown only now; keep it secret, e.g. in ACP_API_KEY):");

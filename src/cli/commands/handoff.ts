@@ -1,7 +1,7 @@
 import type { Command } from "commander";
 import { GatewayClient } from "../../client/index.js";
 import type { HandoffView } from "../../collab/handoff.js";
-import { API_PREFIX } from "../../gateway/wire.js";
+import { API_PREFIX } from "../../wire/api.js";
 import { CliError, printJson, printLine } from "../io.js";
 import { failed, type GatewayFlags, gatewayOf, withGatewayOptions } from "./agent.js";
 import { collect, jsonObject, withCollab } from "./negotiate.js";

@@ -9,7 +9,7 @@ import type { Inbox } from "../../broker/index.js";
 import type { AgentConnection, ConnectionEvents } from "../../client/connection.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
-import type { SubmitResponse } from "../../gateway/wire.js";
+import type { SubmitResponse } from "../../wire/api.js";
 import { AcpError } from "../../protocol/index.js";
 
 /** Deliveries handed out before the agent acknowledges (as the WebSocket hub allows). */

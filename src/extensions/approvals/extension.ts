@@ -1,6 +1,6 @@
 import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
-import type { Router } from "../../gateway/http.js";
+import type { Router } from "../../http/server.js";
 import type { DashboardWatch } from "../../gateway/panels.js";
 import { KvApprovalStore } from "../../orchestration/approvals-kv.js";
 import { approvalVisible, principalApprovalRoutes } from "./principal-routes.js";

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import { z } from "zod";
 import type { GatewayContext } from "../../gateway/context.js";
-import { type Router, sendJson } from "../../gateway/http.js";
+import { type Router, sendJson } from "../../http/server.js";
 import type { PanelScope } from "../../gateway/panels.js";
 import {
   type ApprovalRecord,

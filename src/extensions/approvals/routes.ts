@@ -5,7 +5,7 @@ import { AgentCommand } from "../../orchestration/schemas.js";
 import { AcpError, AgentId, toPointer } from "../../protocol/index.js";
 import { authenticate, type GatewayContext } from "../../gateway/context.js";
 import type { Caller } from "../../gateway/credentials.js";
-import { type Router, readBody, readJsonBody, sendJson } from "../../gateway/http.js";
+import { type Router, readBody, readJsonBody, sendJson } from "../../http/server.js";
 
 export type ApprovalAction = "create" | "list" | "read" | "decide" | "cancel";
 

@@ -1,9 +1,9 @@
-import type { EventStream } from "../../gateway/sse.js";
+import type { EventStream } from "../../http/sse.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
 import type { DashboardPanel } from "../../gateway/panels.js";
 import { handoffsPanel, negotiationsPanel, votesPanel } from "./panels.js";
-import type { Handler, Router } from "../../gateway/http.js";
+import type { Handler, Router } from "../../http/server.js";
 import { CollabAudit } from "./audit.js";
 import { Intake } from "./intake.js";
 import { KnowledgeIndex } from "./knowledge-index.js";

@@ -1,9 +1,9 @@
 import type { IncomingMessage } from "node:http";
 import type { z } from "zod";
 import type { GatewayContext } from "../../gateway/context.js";
-import { readJsonBody } from "../../gateway/http.js";
+import { readJsonBody } from "../../http/server.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
-import type { SubmitResponse } from "../../gateway/wire.js";
+import type { SubmitResponse } from "../../wire/api.js";
 import {
   AcpError,
   type EnvelopeHeaders,

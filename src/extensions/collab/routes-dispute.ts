@@ -2,7 +2,7 @@ import type { Dispute, TeamsRecord } from "../../collab/contracts.js";
 import type { IncomingMessage } from "node:http";
 import { z } from "zod";
 import { authenticateAgent } from "../../gateway/context.js";
-import { type Router, readJsonBody, sendJson } from "../../gateway/http.js";
+import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import { HANDOFF_KEY, type HandoffRecord } from "../../collab/handoff.js";
 import { CollabMethod, DisputeOpenBody } from "../../collab/messages.js";
 import { auditParty, type CollabServices } from "./services.js";

@@ -2,7 +2,7 @@ import type { Escrow } from "../../collab/contracts.js";
 import { z } from "zod";
 import type { Unsubscribe } from "../../broker/index.js";
 import { authenticate, authenticateAgent, requireAdmin } from "../../gateway/context.js";
-import { type Router, readJsonBody, sendJson } from "../../gateway/http.js";
+import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
 import { AcpError, AgentId } from "../../protocol/index.js";
 import {

@@ -1,6 +1,6 @@
 import type { KnowledgeEntry, TeamsRecord } from "../../collab/contracts.js";
 import { authenticateAgent } from "../../gateway/context.js";
-import { type Router, sendJson } from "../../gateway/http.js";
+import { type Router, sendJson } from "../../http/server.js";
 import { AcpError } from "../../protocol/index.js";
 import { ENTRY_KEY } from "./knowledge-index.js";
 import { CollabMethod, KnowledgePublishBody, KnowledgeUseBody } from "../../collab/messages.js";

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import type { z } from "zod";
 import { authenticateAgent } from "../../gateway/context.js";
-import { type Router, sendJson } from "../../gateway/http.js";
+import { type Router, sendJson } from "../../http/server.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
 import { AcpError } from "../../protocol/index.js";
 import type { Action } from "./intake.js";

@@ -1,8 +1,8 @@
 import type { StatusEvent, StatusRecord } from "../../collab/contracts.js";
 import type { Unsubscribe } from "../../broker/index.js";
-import { EventStream } from "../../gateway/sse.js";
+import { EventStream } from "../../http/sse.js";
 import { authenticateAgent } from "../../gateway/context.js";
-import { type Router, sendJson } from "../../gateway/http.js";
+import { type Router, sendJson } from "../../http/server.js";
 import { AcpError, AgentId } from "../../protocol/index.js";
 import { CollabMethod, StatusBody } from "../../collab/messages.js";
 import { auditParty, type CollabServices, liveAgent, readerOf } from "./services.js";

@@ -1,6 +1,6 @@
 import type { ChannelPost, Team, TeamsRecord } from "../../collab/contracts.js";
 import { authenticateAgent } from "../../gateway/context.js";
-import { type Router, sendJson } from "../../gateway/http.js";
+import { type Router, sendJson } from "../../http/server.js";
 import { AcpError } from "../../protocol/index.js";
 import { CollabMethod, TeamCreateBody, TeamMembersBody, TeamMessageBody } from "../../collab/messages.js";
 import { auditParty, type CollabServices, liveAgent, readerOf } from "./services.js";

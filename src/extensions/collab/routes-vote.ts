@@ -1,7 +1,7 @@
 import type { Team, TeamsRecord } from "../../collab/contracts.js";
 import type { IncomingMessage } from "node:http";
 import { authenticateAgent } from "../../gateway/context.js";
-import { type Router, sendJson } from "../../gateway/http.js";
+import { type Router, sendJson } from "../../http/server.js";
 import { AcpError, canonicalize } from "../../protocol/index.js";
 import { CollabMethod, VoteBallotBody, VoteOpenBody, VoteResultBody } from "../../collab/messages.js";
 import { postView } from "./routes-team.js";

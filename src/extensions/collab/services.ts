@@ -1,6 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import type { KvBucket } from "../../broker/index.js";
-import type { EventStream } from "../../gateway/sse.js";
+import type { EventStream } from "../../http/sse.js";
 import { authenticate, type GatewayContext } from "../../gateway/context.js";
 import type { AgentRecord, ResolvedAgent } from "../../gateway/registry.js";
 import { AcpError } from "../../protocol/index.js";

@@ -1,6 +1,6 @@
 import type { Broker } from "../../broker/index.js";
 import type { GatewayContext } from "../../gateway/context.js";
-import type { Presence } from "../../gateway/wire.js";
+import type { Presence } from "../../wire/api.js";
 import type { Scope } from "./viewer.js";
 
 /** One side of a pair's handshake as the gateway saw it relayed (bucket `handshakes`). */

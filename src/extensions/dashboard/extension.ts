@@ -1,14 +1,14 @@
 import { resolveContextRoot } from "../../coordination/index.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
-import { type Router, readJsonBody, sendJson } from "../../gateway/http.js";
+import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import { LiveFeed } from "./feed.js";
 import { FeedHistory } from "./history.js";
 import { type DashboardPanel, type DashboardWatch, PANEL_NAME } from "../../gateway/panels.js";
 import { viewRoutes } from "./routes.js";
 import { DASHBOARD_API, type DashboardServices, scopeOf } from "./services.js";
 import { SessionsView } from "./sessions.js";
-import type { EventStream } from "../../gateway/sse.js";
+import type { EventStream } from "../../http/sse.js";
 import { defaultStaticDir, staticRoutes } from "./static.js";
 import { requireAdminViewer } from "./viewer.js";
 import { parseWebhookTarget, SummaryWebhooks, type WebhookOptions } from "./webhooks.js";
@@ -33,7 +33,7 @@ export interface DashboardOptions {
 
 /**
  * The transparency channel as a gateway extension: the dashboard's API under `/api/v1/dashboard`,
- * its single page at `/`, principal tokens, and summaries posted to chat webhooks. `startGateway`
+ * its single page at `/`, principal tokens, and summaries posted to chat webhooks. `startDefaultGateway`
  * mounts it; webhook URLs are checked here, at construction, so a bad one stops start-up early.
  */
 export function dashboardExtension(options: DashboardOptions = {}): GatewayExtension {
@@ -81,6 +81,9 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
       viewRoutes(router, services);
       principalRoutes(router, services);
       staticRoutes(router, options.staticDir ?? defaultStaticDir());
+    },
+    async start() {
+      await services?.ready;
     },
     async close() {
       if (!services) return;

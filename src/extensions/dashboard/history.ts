@@ -1,5 +1,6 @@
 import { type AuditEntry, AuditLogError, type AuditRecord, readAudit } from "../../audit/index.js";
-import { type Broker, MESSAGE_KINDS, type MessageKind } from "../../broker/index.js";
+import type { Broker, MessageKind } from "../../broker/index.js";
+import { MESSAGE_KINDS } from "../../broker/types.js";
 import { AcpError } from "../../protocol/index.js";
 import { type FeedItem, feedItemOfAudit, type LiveFeed } from "./feed.js";
 import type { Scope } from "./viewer.js";

@@ -23,9 +23,8 @@ export {
   PRINCIPALS_BUCKET,
   type PrincipalRecord,
   PrincipalStore,
-  type PrincipalView,
 } from "../../gateway/principals.js";
-export { DASHBOARD_API } from "./services.js";
+export { DASHBOARD_API, type PrincipalView } from "../../wire/api.js";
 export type { SessionDetail, SessionSummary } from "./sessions.js";
 export { Scope, type Viewer } from "./viewer.js";
 export {

@@ -1,6 +1,6 @@
 import { credentialOf, hashSecret } from "../../gateway/auth.js";
 import type { DashboardWatch } from "../../gateway/panels.js";
-import { type Router, sendJson } from "../../gateway/http.js";
+import { type Router, sendJson } from "../../http/server.js";
 import { AcpError } from "../../protocol/index.js";
 import { dashboardAgents } from "./agents.js";
 import { messageDetail } from "./detail.js";
@@ -8,7 +8,7 @@ import type { LiveEvent } from "./feed.js";
 import { matchesQuery, parseFeedQuery } from "./history.js";
 import { PRINCIPAL_TOKENS_BUCKET } from "../../gateway/principals.js";
 import { DASHBOARD_API, type DashboardServices, scopeOf } from "./services.js";
-import { EventStream } from "../../gateway/sse.js";
+import { EventStream } from "../../http/sse.js";
 import { Scope } from "./viewer.js";
 
 /** Read-only views: who am I, agents, the feed (and its live stream), a message, volume, sessions, panels. */

@@ -4,11 +4,11 @@ import type { LiveFeed } from "./feed.js";
 import type { FeedHistory } from "./history.js";
 import type { DashboardPanel, DashboardWatch } from "../../gateway/panels.js";
 import type { SessionsView } from "./sessions.js";
-import type { EventStream } from "../../gateway/sse.js";
+import type { EventStream } from "../../http/sse.js";
 import { authenticateViewer, Scope } from "./viewer.js";
 import type { SummaryWebhooks } from "./webhooks.js";
 
-export const DASHBOARD_API = "/api/v1/dashboard";
+export { DASHBOARD_API } from "../../wire/api.js";
 
 /** Everything the dashboard's routes share; built once per gateway by `dashboardExtension`. */
 export interface DashboardServices {

@@ -3,7 +3,7 @@ import { readFile } from "node:fs/promises";
 import type { ServerResponse } from "node:http";
 import { extname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { Router } from "../../gateway/http.js";
+import type { Router } from "../../http/server.js";
 
 /**
  * The dashboard's web bundle is built by Vite into `dist/web/` (next to the compiled server code, so

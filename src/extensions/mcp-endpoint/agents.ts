@@ -7,7 +7,7 @@
  */
 import type { Broker, KvBucket } from "../../broker/index.js";
 import { authenticateAgent, type GatewayContext } from "../../gateway/context.js";
-import { type Router, readJsonBody, sendJson } from "../../gateway/http.js";
+import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import type { AgentRecord, ResolvedAgent } from "../../gateway/registry.js";
 import { AcpError } from "../../protocol/index.js";
 import { InvalidCursorError, UnknownAgentError } from "../../mcp/errors.js";
@@ -15,7 +15,7 @@ import type { McpBridge, RunTarget } from "./bridge.js";
 import { BRIDGE_PRINCIPAL, McpAgentName, PublishedAgentBody } from "../../mcp/signing-wire.js";
 import type { JsonValue } from "../../mcp/json.js";
 import { type AgentDescriptor, type AgentPage, describeIssues } from "../../mcp/protocol.js";
-import type { AgentRunContext, AgentSource } from "../../mcp/registry.js";
+import type { AgentRunContext, AgentSource } from "../../mcp/agent-source.js";
 
 export const MCP_AGENTS_BUCKET = "mcp-agents";
 const PUBLISH_PATH = "/api/v1/mcp/agents";

@@ -17,7 +17,7 @@ import { AcpError, generateIdentity, type PrivateIdentity, publicIdentity } from
 import { AgentsRpcError, InvalidParamsError, type IssueLike, problemsOf } from "../../mcp/errors.js";
 import { BRIDGE_PRINCIPAL, McpProgressBody, McpRunMethods, McpRunResult } from "../../mcp/signing-wire.js";
 import { isJsonObject, type JsonValue } from "../../mcp/json.js";
-import type { AgentRunContext } from "../../mcp/registry.js";
+import type { AgentRunContext } from "../../mcp/agent-source.js";
 
 export interface BridgeOptions {
   /** Where the bridge agent's audit log goes (`<root>/<agent-id>/`); omitted: none. */

@@ -1,6 +1,6 @@
 /**
  * The gateway's MCP endpoint (seed 004, and seed 001's `agents` capability), mounted by
- * `startGateway` as the extension `mcp`:
+ * `startDefaultGateway` (src/server.ts) as the extension `mcp`:
  * - Streamable HTTP at `/mcp` (POST, GET, DELETE; `Mcp-Session-Id`);
  * - the legacy HTTP+SSE pair: `GET /mcp/sse` (first event `endpoint`) and `POST /mcp/messages/{id}`;
  * - `PUT|DELETE /api/v1/mcp/agents/{name}`, where agents publish the MCP agents they serve.
@@ -14,12 +14,11 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { CONTEXT_ROOT_ENV, type WatchOptions } from "../../coordination/index.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
-import { type Router, readJsonBody, sendError, sendJson } from "../../gateway/http.js";
+import { type Router, readJsonBody, selfUrlOf, sendError, sendJson } from "../../http/server.js";
 import { AcpError } from "../../protocol/index.js";
 import { addCoordinationResources } from "../../mcp/coordination.js";
 import { GatewayAgentSource, publishRoutes } from "./agents.js";
 import { McpBridge } from "./bridge.js";
-import { selfUrlOf } from "./self.js";
 import { authenticateMcp, type McpSessionStats, McpSessions, type SessionCaller } from "./sessions.js";
 import { LegacySseTransport } from "./legacy-sse.js";
 import { ResourceSubscriptions } from "../../mcp/subscriptions.js";

@@ -16,7 +16,7 @@ import {
   JSONRPCMessageSchema,
   type MessageExtraInfo,
 } from "@modelcontextprotocol/sdk/types.js";
-import { readBody } from "../../gateway/http.js";
+import { readBody } from "../../http/server.js";
 import { answerToMalformedParams } from "../../mcp/params-guard.js";
 
 /** A reader this far behind is cut off rather than buffered without bound. */

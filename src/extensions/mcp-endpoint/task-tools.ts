@@ -14,7 +14,7 @@ import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/proto
 import type { CallToolResult, ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import type { HandoffView } from "../../collab/handoff.js";
-import { negotiateVersion } from "../../gateway/registry.js";
+import { negotiateVersion } from "../../wire/versions.js";
 import { isNotFound, type TaskSession } from "./tasks.js";
 import {
   ACP_SIGN_METHOD,

@@ -1,8 +1,8 @@
 import { AcpError } from "../../protocol/index.js";
 import { authenticate, type GatewayContext, requireAdmin } from "../context.js";
-import { type Router, readJsonBody, sendJson } from "../http.js";
+import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import type { AgentRecord } from "../registry.js";
-import { type AgentView, PresenceUpdate } from "../wire.js";
+import { type AgentView, PresenceUpdate } from "../../wire/api.js";
 
 async function view(ctx: GatewayContext, record: AgentRecord): Promise<AgentView> {
   const { apiKeyHash: _secret, rotatedAt: _rotated, ...rest } = record;

@@ -1,7 +1,7 @@
 import type { ListQuery, MessageRecord } from "../../broker/index.js";
 import { AcpError } from "../../protocol/index.js";
 import { authenticateAgent, type GatewayContext } from "../context.js";
-import { type Router, readBody, sendJson } from "../http.js";
+import { type Router, readBody, sendJson } from "../../http/server.js";
 
 const KINDS = new Set(["request", "response", "notification", "handoff"]);
 const STATUSES = new Set(["queued", "delivered", "acknowledged", "failed", "expired"]);

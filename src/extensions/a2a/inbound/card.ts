@@ -5,18 +5,12 @@
  */
 import type { AgentCard, AgentSkill } from "@a2a-js/sdk";
 import type { AgentRecord } from "../../../gateway/registry.js";
+import { A2A_CAPABILITY, a2aAgentBaseUrl } from "../../../wire/a2a.js";
 
-/** The capability an agent registers to be published as an A2A agent (`acp agent register --a2a`). */
-export const A2A_CAPABILITY = "a2a";
-export const A2A_BASE_PATH = "/a2a";
 const MODES = ["text/plain", "application/json"];
 
 export const isPublished = (record: AgentRecord): boolean =>
   !record.revokedAt && record.capabilities.includes(A2A_CAPABILITY);
-
-/** Where the agent's JSON-RPC endpoint is; its card is at `<this>/.well-known/agent-card.json`. */
-export const agentBaseUrl = (publicUrl: string, agentId: string): string =>
-  `${publicUrl}${A2A_BASE_PATH}/${encodeURIComponent(agentId)}`;
 
 function skillOf(capability: string, agentId: string): AgentSkill {
   return {
@@ -44,7 +38,7 @@ export function agentCardOf(record: AgentRecord, publicUrl: string): AgentCard {
       "each A2A message becomes a signed, persisted and audited ACP agent.request.",
     supportedInterfaces: [
       {
-        url: agentBaseUrl(publicUrl, record.agentId),
+        url: a2aAgentBaseUrl(publicUrl, record.agentId),
         protocolBinding: "JSONRPC",
         tenant: "",
         protocolVersion: "1.0",

@@ -15,12 +15,12 @@ import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import { JsonRpcTransportHandler, ServerCallContext, type User } from "@a2a-js/sdk/server";
 import { authenticate, type GatewayContext } from "../../../gateway/context.js";
 import type { GatewayExtension } from "../../../gateway/extension.js";
-import { type Router, readJsonBody, sendJson } from "../../../gateway/http.js";
+import { type Router, readJsonBody, selfUrlOf, sendJson } from "../../../http/server.js";
 import { AcpError } from "../../../protocol/index.js";
-import { selfUrlOf } from "../../mcp-endpoint/self.js";
 import { BridgeIdentities } from "../bridge-identity.js";
 import { type A2aCall, A2aErrorCode, A2aRpcError, checkA2aCall, isLegacyMethod } from "../wire.js";
-import { A2A_BASE_PATH, agentCardOf, isPublished } from "./card.js";
+import { A2A_BASE_PATH } from "../../../wire/a2a.js";
+import { agentCardOf, isPublished } from "./card.js";
 import { A2aAcpMethods, statusEvent } from "./executor.js";
 import { AgentEndpoints } from "./handlers.js";
 

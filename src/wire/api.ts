@@ -8,6 +8,15 @@ import { AgentId, Ed25519PublicJwk, PrincipalId, X25519PublicJwk } from "../prot
  */
 export const API_PREFIX = "/api/v1";
 export const WS_PATH = `${API_PREFIX}/ws`;
+/** The dashboard's API (and the principal token management under it). */
+export const DASHBOARD_API = `${API_PREFIX}/dashboard`;
+
+/** A human principal as `GET /api/v1/dashboard/principals` lists it (its token's hash is never shown). */
+export interface PrincipalView {
+  principalId: string;
+  createdAt: string;
+  revokedAt?: string;
+}
 
 export const ProtocolVersion = z.string().regex(/^\d+\.\d+\.\d+$/, "must be a version such as 1.0.0");
 
