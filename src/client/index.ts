@@ -20,6 +20,7 @@ export {
   serveMcpAgent,
 } from "./mcp-agent.js";
 export type { ResubmitInfo, SubmitRetryOptions } from "./outbox.js";
+export { PrincipalAdminClient } from "./principals.js";
 export { type GatewayRequest, requestGatewayJson } from "./request.js";
 export type {
   AcpAgentOptions,
