@@ -134,13 +134,6 @@ export const A2A_METHODS: Record<string, z.ZodType> = {
   "tasks/pushNotificationConfig/delete": z.looseObject({ id: nonEmpty("id") }),
 };
 
-export const STREAMING_METHODS = new Set([
-  "SendStreamingMessage",
-  "SubscribeToTask",
-  "message/stream",
-  "tasks/resubscribe",
-]);
-
 export const isLegacyMethod = (method: string): boolean => method.includes("/");
 
 const Envelope = z.object({

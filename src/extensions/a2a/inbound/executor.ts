@@ -140,14 +140,14 @@ export class AcpTaskExecutor implements AgentExecutor {
 
 const now = () => new Date().toISOString();
 
-export const textPart = (text: string, mediaType = "text/plain"): Part => ({
+const textPart = (text: string, mediaType = "text/plain"): Part => ({
   content: { $case: "text", value: text },
   mediaType,
   filename: "",
   metadata: undefined,
 });
 
-export function agentMessage(taskId: string, contextId: string, text: string): Message {
+function agentMessage(taskId: string, contextId: string, text: string): Message {
   return {
     messageId: randomUUID(),
     contextId,
