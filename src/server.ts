@@ -1,11 +1,13 @@
 /**
  * `acp-kit/server`: the composition root. It wires the default gateway (the core with the
- * dashboard, collaboration, the MCP endpoint, approvals and the outbound A2A bridge) and is the only module that imports
+ * dashboard, collaboration, the MCP endpoint, approvals, custodial keys and the A2A bridge both
+ * ways) and is the only module that imports
  * the extensions (src/extensions/*); `acp gateway` and `acp demo` start the gateway through it.
  * A library user who wants another set calls `startGateway` (acp-kit/gateway) with the extensions
  * of their choice, e.g. `startGateway({ extensions: [approvalsExtension()] })`.
  */
 import { join } from "node:path";
+import { a2aInboundExtension } from "./extensions/a2a/inbound/extension.js";
 import { a2aOutboundExtension } from "./extensions/a2a/outbound/extension.js";
 import { type ApprovalsExtension, approvalsExtension } from "./extensions/approvals/extension.js";
 import { type CollabExtension, collabExtension } from "./extensions/collab/extension.js";
@@ -15,6 +17,11 @@ import { mcpEndpointExtension } from "./extensions/mcp-endpoint/extension.js";
 import type { GatewayExtension } from "./gateway/extension.js";
 import { type Gateway, type GatewayOptions, startGateway } from "./gateway/gateway.js";
 
+export {
+  type A2aInboundExtension,
+  type A2aInboundOptions,
+  a2aInboundExtension,
+} from "./extensions/a2a/inbound/extension.js";
 export {
   type A2AOutboundOptions,
   a2aOutboundExtension,
@@ -38,8 +45,8 @@ export { type Gateway, type GatewayExtension, type GatewayOptions, startGateway 
 
 export interface DefaultGatewayOptions extends GatewayOptions {
   /**
-   * Extra extensions, mounted after the dashboard. One named `collab`, `mcp` or `approvals`
-   * replaces the default one (configured otherwise); the MCP endpoint's tasks come from whichever
+   * Extra extensions, mounted after the dashboard. One named `collab`, `mcp`, `approvals` or
+   * `a2a-inbound` replaces the default one (configured otherwise); the MCP endpoint's tasks come from whichever
    * collaboration extension is mounted.
    */
   extensions?: GatewayExtension[];
@@ -54,7 +61,7 @@ export interface DefaultGatewayOptions extends GatewayOptions {
   custody?: { enabled?: boolean; key?: string };
 }
 
-/** The standard gateway: core, dashboard, collaboration, MCP endpoint, approvals and custody. */
+/** The standard gateway: core, dashboard, collaboration, MCP endpoint, approvals, custody and the A2A bridge. */
 export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promise<Gateway> {
   const { summaryWebhooks, dashboard, custody, extensions: extra = [], ...core } = options;
   const data = core.data ?? "./.acp";
@@ -72,6 +79,10 @@ export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promis
       ...(audited ? { auditRoot: join(data, "mcp-audit") } : {}),
       ...(dashboard?.sessionsRoot ? { coordinationRoot: dashboard.sessionsRoot } : {}),
     });
+  // Publishes only agents registered with the capability `a2a`: inert until one opts in.
+  const a2aInbound =
+    given("a2a-inbound") ??
+    a2aInboundExtension({ dataDir: data, ...(audited ? { auditRoot: join(data, "a2a-audit") } : {}) });
   // Built before anything is opened: a malformed webhook URL stops start-up with nothing to clean up.
   const dashboardExt = dashboardExtension({
     ...dashboard,
@@ -87,8 +98,13 @@ export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promis
       : custodyExtension({ data, ...(custody?.key !== undefined ? { key: custody.key } : {}) }));
   // ACP agents calling A2A agents: inert until an admin registers one (docs/a2a-outbound.md).
   const a2aOutbound = given("a2a-outbound") ?? a2aOutboundExtension({ keyDir: join(data, "a2a-bridge") });
-  const defaults = [collab, mcp, approvals, a2aOutbound, ...(custodian ? [custodian] : [])].filter(
-    (e) => !extra.includes(e),
-  );
+  const defaults = [
+    collab,
+    mcp,
+    approvals,
+    a2aInbound,
+    a2aOutbound,
+    ...(custodian ? [custodian] : []),
+  ].filter((e) => !extra.includes(e));
   return startGateway({ ...core, extensions: [dashboardExt, ...extra, ...defaults] });
 }

@@ -12,7 +12,7 @@ import {
   toPointer,
 } from "../protocol/index.js";
 import { AgentAudit } from "./audit.js";
-import { GatewayConnection } from "./connection.js";
+import { type AgentConnection, type ConnectionEvents, GatewayConnection } from "./connection.js";
 import { AgentCore, type Emit, type Handlers } from "./core.js";
 import { HandshakeStore, resolveStateRoot } from "./handshake-store.js";
 import { GatewayClient, normaliseGatewayUrl } from "./http.js";
@@ -334,26 +334,28 @@ export class AcpAgent {
     return this.core;
   }
 
-  private openConnection(identity: PrivateIdentity): GatewayConnection {
+  private openConnection(identity: PrivateIdentity): AgentConnection {
+    const events: ConnectionEvents = {
+      message: (frame) => this.inbound?.onFrame(frame),
+      connected: (info) => this.emit("connected", info),
+      disconnected: (info) => this.emit("disconnected", info),
+      resubmit: (info) => this.emit("resubmit", info),
+      error: (err) => this.emit("error", err),
+    };
+    if (this.options.connection) return this.options.connection(identity.agentId, events);
     return new GatewayConnection({
       baseUrl: this.gateway,
       apiKey: this.options.apiKey,
       agentId: identity.agentId,
       ...(this.options.reconnect ? { reconnect: this.options.reconnect } : {}),
       ...(this.options.submitRetry ? { submitRetry: this.options.submitRetry } : {}),
-      events: {
-        message: (frame) => this.inbound?.onFrame(frame),
-        connected: (info) => this.emit("connected", info),
-        disconnected: (info) => this.emit("disconnected", info),
-        resubmit: (info) => this.emit("resubmit", info),
-        error: (err) => this.emit("error", err),
-      },
+      events,
     });
   }
 
   private createCore(
     identity: PrivateIdentity,
-    connection: GatewayConnection,
+    connection: AgentConnection,
     audit: AgentAudit | undefined,
   ): AgentCore {
     const { options } = this;

@@ -28,6 +28,22 @@ export interface ConnectionEvents {
   error(err: Error): void;
 }
 
+/**
+ * How an agent reaches its gateway: the WebSocket below, or (for a gateway's own agents, such as
+ * its A2A bridge) a connection to the relay and broker in the same process.
+ */
+export interface AgentConnection {
+  readonly isReady: boolean;
+  /** Resolves once deliveries flow; rejects if this first attempt fails. */
+  connect(): Promise<void>;
+  /** Resolves with the gateway's acceptance of the signed envelope. */
+  submit(envelope: Record<string, unknown>, options: SubmitOptions): Promise<SubmitResponse>;
+  /** False when the message cannot be acknowledged now (the gateway redelivers it). */
+  acknowledge(id: string): boolean;
+  reject(id: string, reason: string): boolean;
+  close(): Promise<void>;
+}
+
 /** The gateway closes an agent's older connection with this code when a newer one authenticates. */
 const CLOSE_REPLACED = 4409;
 /** …and with this one when the API key is refused (wrong, rotated or revoked). */
@@ -40,7 +56,7 @@ const CLOSE_UNAUTHORIZED = 4401;
  * down wait and go out on the next connection; which ones are sent again, and when, is the
  * Outbox's business (outbox.ts).
  */
-export class GatewayConnection {
+export class GatewayConnection implements AgentConnection {
   private ws: WebSocket | undefined;
   private ready = false;
   private closed = false;

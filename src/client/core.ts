@@ -19,7 +19,7 @@ import {
   verifyEnvelope,
 } from "../protocol/index.js";
 import type { AgentAudit, AuditNote } from "./audit.js";
-import type { GatewayConnection } from "./connection.js";
+import type { AgentConnection } from "./connection.js";
 import type { HandshakeStore, PeerProof } from "./handshake-store.js";
 import type { GatewayClient } from "./http.js";
 import type { DeliveryLedger } from "./ledger.js";
@@ -68,7 +68,7 @@ export class AgentCore {
     readonly identity: PrivateIdentity,
     readonly settings: CoreSettings,
     readonly http: GatewayClient,
-    readonly connection: GatewayConnection,
+    readonly connection: AgentConnection,
     readonly trust: TrustLedger,
     readonly audit: AgentAudit | undefined,
     private readonly store: HandshakeStore | undefined,
@@ -230,13 +230,15 @@ export class AgentCore {
     options: { timeoutMs: number; signal?: AbortSignal },
   ): Promise<PeerHandshake> {
     const established = this.waitEstablished(peer, options);
+    // It may fail (cancelled, timed out) while the announce is still being sent, before the caller
+    // awaits it: that is not an unhandled rejection, the caller still gets it below.
+    established.catch(() => undefined);
     // A handshake already under way (the peer announced first) only needs waiting for.
     if (this.handshakes.get(peer).state === "none") {
       try {
         for (const message of this.handshakes.start(peer)) await this.send(message, peer);
       } catch (err) {
         this.handshakes.reset(peer);
-        established.catch(() => undefined);
         throw err;
       }
     }

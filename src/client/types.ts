@@ -12,7 +12,7 @@ import type {
   PrivateIdentity,
 } from "../protocol/index.js";
 import type { AuditSettings } from "./audit.js";
-import type { ReconnectOptions } from "./connection.js";
+import type { AgentConnection, ConnectionEvents, ReconnectOptions } from "./connection.js";
 import type { ResubmitInfo, SubmitRetryOptions } from "./outbox.js";
 
 export interface AcpAgentOptions {
@@ -63,6 +63,11 @@ export interface AcpAgentOptions {
    * consumer (the gateway redelivers it). For short-lived senders such as `acp send`.
    */
   consume?: "all" | "replies";
+  /**
+   * Replaces the WebSocket to the gateway (then `reconnect` and `submitRetry` do not apply). For a
+   * gateway's own agents, which reach its relay and broker in the same process.
+   */
+  connection?: (agentId: string, events: ConnectionEvents) => AgentConnection;
 }
 
 /** What a handler knows about the message it handles; everything here has been verified. */

@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { GatewayClient, GatewayUnreachableError } from "../../client/index.js";
+import { A2A_CAPABILITY, a2aAgentBaseUrl } from "../../wire/a2a.js";
 import type { AgentView } from "../../wire/api.js";
 import { KeyFileError, readIdentityFile } from "../../identity/index.js";
 import { AcpError, publicIdentity } from "../../protocol/index.js";
@@ -82,6 +83,7 @@ const collect = (value: string, previous: string[]) => [...previous, value];
 type RegisterFlags = GatewayFlags & {
   capability: string[];
   protocolVersion: string[];
+  a2a?: boolean;
   custodial?: boolean;
   agentId?: string;
   principal?: string;
@@ -126,6 +128,7 @@ export function registerAgent(program: Command): void {
     ["key", "admin-token"],
   )
     .option("--capability <name>", "a capability to list in the registry (repeatable)", collect, [])
+    .option("--a2a", "publish the agent to A2A clients (agent card and JSON-RPC under /a2a/<agent-id>)")
     .option(
       "--protocol-version <v>",
       "a protocol version the agent speaks (repeatable; default 1.0.0)",
@@ -144,7 +147,7 @@ export function registerAgent(program: Command): void {
         const client = new GatewayClient({ gateway: gatewayOf(flags), adminToken: adminTokenOf(flags) });
         const registered = await client.registerAgent({
           ...who.request,
-          capabilities: flags.capability,
+          capabilities: flags.a2a ? [...new Set([...flags.capability, A2A_CAPABILITY])] : flags.capability,
           ...(flags.protocolVersion.length > 0 ? { protocolVersions: flags.protocolVersion } : {}),
         });
         if (flags.json) return printJson(registered);
@@ -152,6 +155,10 @@ export function registerAgent(program: Command): void {
           `registered ${registered.agentId} (principal ${who.principalId}) at ${client.baseUrl}` +
             (registered.custodial ? "; the gateway holds its keys and signs on its behalf" : ""),
         );
+        if (flags.a2a) {
+          const card = `${a2aAgentBaseUrl(client.baseUrl, registered.agentId)}/.well-known/agent-card.json`;
+          printLine(`published to A2A clients: agent card at ${card}`);
+        }
         printLine("API key (shown only now; keep it secret, e.g. in ACP_API_KEY):");
         printLine(registered.apiKey);
       }),

@@ -14,13 +14,12 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { CONTEXT_ROOT_ENV, type WatchOptions } from "../../coordination/index.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
-import { type Router, readJsonBody, sendError, sendJson } from "../../http/server.js";
+import { type Router, readJsonBody, selfUrlOf, sendError, sendJson } from "../../http/server.js";
 import { AcpError } from "../../protocol/index.js";
 import { addCoordinationResources } from "../../mcp/coordination.js";
 import { GatewayAgentSource, publishRoutes } from "./agents.js";
 import { McpBridge } from "./bridge.js";
 import { noOAuthRoutes } from "./no-oauth.js";
-import { selfUrlOf } from "./self.js";
 import { authenticateMcp, type McpSessionStats, McpSessions, type SessionCaller } from "./sessions.js";
 import { LegacySseTransport } from "./legacy-sse.js";
 import { ResourceSubscriptions } from "../../mcp/subscriptions.js";

@@ -6,7 +6,6 @@
  */
 import type { IncomingMessage } from "node:http";
 import type { Logger } from "pino";
-import { credentialOf } from "../../gateway/auth.js";
 import { authenticateAgent, type GatewayContext } from "../../gateway/context.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
 import type { Transport } from "../../mcp/sdk-adapter.js";
@@ -19,7 +18,6 @@ export type McpSessionKind = "streamable" | "sse";
 /** Who the session acts for, refreshed by every authenticated request (a rotated key keeps working). */
 export interface SessionCaller {
   caller: ResolvedAgent;
-  apiKey: string;
 }
 
 export interface McpSession {
@@ -49,8 +47,7 @@ export interface McpSessionStats {
 /** Authenticates an MCP request as an agent (401 without a valid key; the admin token is refused). */
 export async function authenticateMcp(ctx: GatewayContext, req: IncomingMessage): Promise<SessionCaller> {
   try {
-    const caller = await authenticateAgent(ctx, req);
-    return { caller, apiKey: credentialOf(req.headers) ?? "" };
+    return { caller: await authenticateAgent(ctx, req) };
   } catch (err) {
     if (err instanceof AcpError && err.reason === "Unauthorized") throw mcpUnauthorized(err, req, "/mcp");
     throw err;
@@ -105,7 +102,6 @@ export class McpSessions {
       throw new AcpError("Forbidden", `MCP session ${id} belongs to another agent`);
     }
     entry.session.state.caller = who.caller;
-    entry.session.state.apiKey = who.apiKey;
     this.touch(id);
     return entry.session;
   }

@@ -1,0 +1,263 @@
+/**
+ * `npm run bench -- a2a`: an A2A client's `SendMessage` (the A2A JS SDK's own client, JSON-RPC over
+ * HTTP) through the gateway's A2A bridge to an ACP agent, beside the same client against the A2A
+ * SDK's echo server directly (express + DefaultRequestHandler, bench/gateway/peer-server.ts).
+ *
+ * Through the bridge a call is a real ACP exchange: the caller's bridge identity signs an
+ * `agent.request`, the relay verifies, persists (embedded broker) and audits it, the target
+ * AcpAgent verifies it and answers with a signed response (audited too) that travels back the same
+ * way, and the answer becomes the A2A task's artifact. The gateway and the target agent run in one
+ * child process (their CPU is counted together), the echo server in another; the load generator
+ * (64 concurrent callers) runs here. Issue 13's target: the bridge costs at most 2× a direct call.
+ */
+import { type ChildProcess, fork } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Role, type SendMessageRequest } from "@a2a-js/sdk";
+import {
+  type Client,
+  ClientFactory,
+  ClientFactoryOptions,
+  createAuthenticatingFetchWithRetry,
+  JsonRpcTransportFactory,
+} from "@a2a-js/sdk/client";
+import pino from "pino";
+import { AcpAgent } from "../../src/client/index.js";
+import { startDefaultGateway } from "../../src/server.js";
+import { generateIdentity, publicIdentity } from "../../src/protocol/index.js";
+import { cpuSecondsOf, forkPeerServer, stopChild } from "../gateway/processes.js";
+import { hotSpots } from "../gateway/profile.js";
+
+type Target = "a2a-echo" | "bridge";
+
+const CONCURRENCY = 64;
+const WARMUP_MS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2) * 1000;
+const MEASURE_MS = Number(process.env.BENCH_SECONDS ?? 5) * 1000;
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+const ADMIN = "bench-admin-token-0123456789";
+const TEXT = "x".repeat(700);
+/** BENCH_A2A_PROFILE=1: the bridge's process runs with --cpu-prof; its hot spots are printed at the end. */
+const PROFILE_DIR =
+  process.env.BENCH_A2A_PROFILE === "1" ? mkdtempSync(join(tmpdir(), "acp-bench-a2a-prof-")) : undefined;
+
+// ---- server side (child process): the gateway with its A2A bridge and an ACP echo agent ----
+
+async function serveBridge(): Promise<void> {
+  const data = mkdtempSync(join(tmpdir(), "acp-bench-a2a-"));
+  const gateway = await startDefaultGateway({
+    port: 0,
+    data,
+    adminToken: ADMIN,
+    logger: pino({ level: "silent" }),
+    limits: { ratePerSecond: 1_000_000, burst: 1_000_000 },
+  });
+  const register = async (agentId: string, capabilities: string[]) => {
+    const identity = generateIdentity(agentId, `principal-${agentId}`);
+    const res = await fetch(`${gateway.url}/api/v1/agents`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" },
+      body: JSON.stringify({ ...publicIdentity(identity), capabilities }),
+    });
+    const { apiKey } = (await res.json()) as { apiKey: string };
+    return { identity, apiKey };
+  };
+  const target = await register("echo", ["a2a", "echo"]);
+  const caller = await register("a2a-caller", []);
+  const agent = new AcpAgent({
+    gateway: gateway.url,
+    ...target,
+    audit: { root: join(data, "echo-audit") },
+    state: false,
+  });
+  agent.onRequest((body) => ({ text: body.text }));
+  await agent.connect();
+  process.send?.({ url: `${gateway.url}/a2a/echo/`, apiKey: caller.apiKey });
+  process.on("message", (message: string) => {
+    if (message !== "stop") return;
+    void (async () => {
+      await agent.close();
+      await gateway.close();
+      rmSync(data, { recursive: true, force: true });
+      process.exit(0);
+    })();
+  });
+}
+
+// ---- load generator (this process) ----
+
+function clientFor(url: string, apiKey?: string): Promise<Client> {
+  const fetchImpl =
+    apiKey === undefined
+      ? fetch
+      : createAuthenticatingFetchWithRetry(fetch, {
+          headers: async () => ({ authorization: `Bearer ${apiKey}` }),
+          shouldRetryWithHeaders: async () => undefined,
+        });
+  const options = ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+    transports: [new JsonRpcTransportFactory({ fetchImpl })],
+  });
+  return new ClientFactory(options).createFromUrl(url);
+}
+
+function request(): SendMessageRequest {
+  return {
+    tenant: "",
+    message: {
+      messageId: crypto.randomUUID(),
+      contextId: "",
+      taskId: "",
+      role: Role.ROLE_USER,
+      parts: [
+        {
+          content: { $case: "text", value: TEXT },
+          metadata: undefined,
+          filename: "",
+          mediaType: "text/plain",
+        },
+      ],
+      metadata: undefined,
+      extensions: [],
+      referenceTaskIds: [],
+    },
+    configuration: undefined,
+    metadata: undefined,
+  };
+}
+
+/** The echoed text: the direct echo answers a Message, the bridge a completed Task with an artifact. */
+function echoedText(result: Awaited<ReturnType<Client["sendMessage"]>>): string | undefined {
+  const parts = "parts" in result ? result.parts : result.artifacts[0]?.parts;
+  const content = parts?.[0]?.content;
+  return content?.$case === "text" ? content.value : undefined;
+}
+
+interface Measurement {
+  rps: number;
+  p50: number;
+  p99: number;
+  cpuMicrosPerCall: number;
+}
+
+async function start(target: Target): Promise<{ child: ChildProcess; client: Client }> {
+  if (target === "a2a-echo") {
+    const peer = await forkPeerServer("a2a-echo", {});
+    return { child: peer.child, client: await clientFor(peer.url) };
+  }
+  const child = fork(fileURLToPath(import.meta.url), ["serve"], {
+    stdio: "inherit",
+    execArgv: PROFILE_DIR ? ["--cpu-prof", "--cpu-prof-dir", PROFILE_DIR] : [],
+  });
+  const ready = await new Promise<{ url: string; apiKey: string }>((resolve, reject) => {
+    child.once("message", (message) => resolve(message as { url: string; apiKey: string }));
+    child.once("exit", (code) => reject(new Error(`bridge server exited with code ${code}`)));
+  });
+  return { child, client: await clientFor(ready.url, ready.apiKey) };
+}
+
+async function measure(target: Target): Promise<Measurement> {
+  const { child, client } = await start(target);
+  try {
+    let recording = false;
+    let stopped = false;
+    const latencies: number[] = [];
+    const worker = async () => {
+      while (!stopped) {
+        const started = performance.now();
+        const result = await client.sendMessage(request());
+        if (echoedText(result) !== TEXT)
+          throw new Error(`bad answer: ${JSON.stringify(result).slice(0, 300)}`);
+        if (recording && !stopped) latencies.push(performance.now() - started);
+      }
+    };
+    const running = Array.from({ length: CONCURRENCY }, worker);
+    await sleep(WARMUP_MS);
+    const pid = child.pid ?? 0;
+    const cpuBefore = cpuSecondsOf(pid);
+    recording = true;
+    const started = performance.now();
+    await sleep(MEASURE_MS);
+    stopped = true;
+    const elapsed = performance.now() - started;
+    const cpuAfter = cpuSecondsOf(pid);
+    await Promise.all(running);
+    latencies.sort((a, b) => a - b);
+    const percentile = (p: number) =>
+      latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0;
+    return {
+      rps: (latencies.length / elapsed) * 1000,
+      p50: percentile(0.5),
+      p99: percentile(0.99),
+      cpuMicrosPerCall: ((cpuAfter - cpuBefore) * 1e6) / latencies.length,
+    };
+  } finally {
+    if (target === "bridge") {
+      child.send("stop");
+      await new Promise((resolve) => child.once("exit", resolve));
+    } else {
+      await stopChild(child);
+    }
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+async function main(): Promise<void> {
+  const label: Record<Target, string> = {
+    "a2a-echo": "A2A SDK echo server, direct (express + DefaultRequestHandler)",
+    bridge: "gateway A2A bridge → ACP agent (signed, persisted, audited)",
+  };
+  console.log(
+    `A2A SendMessage over JSON-RPC/HTTP (127.0.0.1), the A2A SDK client, ${CONCURRENCY} concurrent callers, ` +
+      `${MEASURE_MS / 1000} s per run, best of ${ROUNDS} rounds (order alternates)\n` +
+      "server CPU: gateway + ACP agent (one process) vs the echo server\n",
+  );
+  const results: Record<Target, Measurement[]> = { "a2a-echo": [], bridge: [] };
+  for (let round = 0; round < ROUNDS; round++) {
+    const order: Target[] = round % 2 === 0 ? ["a2a-echo", "bridge"] : ["bridge", "a2a-echo"];
+    for (const target of order) results[target].push(await measure(target));
+  }
+  const best = (target: Target) => results[target].reduce((a, b) => (b.rps > a.rps ? b : a));
+  const rows = [["server", "round trips/s", "p50 ms", "p99 ms", "server CPU µs/call"]];
+  for (const target of ["a2a-echo", "bridge"] as const) {
+    const m = best(target);
+    rows.push([
+      label[target],
+      Math.round(m.rps).toLocaleString("en-US"),
+      m.p50.toFixed(1),
+      m.p99.toFixed(1),
+      Math.round(m.cpuMicrosPerCall).toString(),
+    ]);
+  }
+  const widths = rows[0]?.map((_, column) => Math.max(...rows.map((row) => row[column]?.length ?? 0))) ?? [];
+  for (const row of rows) {
+    console.log(
+      row.map((cell, i) => (i >= 1 ? cell.padStart(widths[i] ?? 0) : cell.padEnd(widths[i] ?? 0))).join("  "),
+    );
+  }
+  const direct = best("a2a-echo");
+  const bridged = best("bridge");
+  console.log(
+    `\nbridge vs direct: ${(bridged.rps / direct.rps).toFixed(2)}× the round trips/s, ` +
+      `${(bridged.cpuMicrosPerCall / direct.cpuMicrosPerCall).toFixed(2)}× the server CPU per call ` +
+      "(issue 13's target: cost ≤ 2×)",
+  );
+  if (PROFILE_DIR) {
+    const { areas, functions } = hotSpots(PROFILE_DIR, fileURLToPath(new URL("../..", import.meta.url)), 20);
+    console.log("\nbridge process, self time by area:");
+    for (const a of areas) console.log(`  ${a.selfPercent.toFixed(1).padStart(5)}%  ${a.area}`);
+    console.log("hottest functions:");
+    for (const f of functions)
+      console.log(`  ${f.selfPercent.toFixed(1).padStart(5)}%  ${f.function} ${f.location}`);
+    rmSync(PROFILE_DIR, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[2] === "serve") {
+  await serveBridge();
+} else {
+  await main();
+}

@@ -1,0 +1,155 @@
+/**
+ * The gateway-held ACP identities that A2A calls are signed with. An A2A client cannot sign ACP
+ * messages, so the gateway signs for it: one bridge agent per calling client (the API key's agent,
+ * or the admin), whose principal names that client (`a2a-client:<caller>`). A target that does not
+ * know that principal treats it as an unknown principal (trust calibration, docs/a2a.md).
+ *
+ * With a data directory, each bridge identity and its API key live in
+ * `<data>/a2a-bridge/<agent-id>.json` (mode 0600, like any key file) and its completed handshakes
+ * in `<data>/a2a-bridge/state/`, so a restarted gateway reuses them: the handshake happens once.
+ * Without one they live in memory and the agents are revoked when the gateway closes.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { z } from "zod";
+import { AcpAgent } from "../../../client/agent.js";
+import type { InboundContext } from "../../../client/types.js";
+import type { GatewayContext } from "../../../gateway/context.js";
+import { generateIdentity, PrivateIdentity, publicIdentity } from "../../../protocol/index.js";
+import { InProcessConnection } from "../in-process-connection.js";
+
+export const BRIDGE_CAPABILITY = "a2a-bridge";
+export const CLIENT_PRINCIPAL_PREFIX = "a2a-client:";
+
+export interface BridgeIdentityOptions {
+  /** Where identities and handshakes persist; omitted: memory only (revoked on close). */
+  dataDir?: string;
+  /** Audit log root of the bridge agents (`<root>/<agent-id>/`); omitted: none. */
+  auditRoot?: string;
+  /** Longest a bridged request may wait for its answer (an offline target's included). */
+  requestTimeoutMs: number;
+  /** Every notification a bridge agent receives (e.g. progress from a target). */
+  onNotification?: (body: Record<string, unknown>, context: InboundContext) => void;
+}
+
+const StoredBridge = z.object({ identity: PrivateIdentity, apiKey: z.string().min(1) });
+type StoredBridge = z.infer<typeof StoredBridge>;
+
+export class BridgeIdentities {
+  readonly #agents = new Map<string, Promise<AcpAgent>>();
+  readonly #registered = new Set<string>();
+  #install: Promise<string> | undefined;
+  #closed = false;
+
+  constructor(
+    private readonly ctx: GatewayContext,
+    private readonly options: BridgeIdentityOptions,
+  ) {}
+
+  /** The connected bridge agent that signs for `caller`; registered, connected once, then reused. */
+  agentFor(caller: string, selfUrl: string): Promise<AcpAgent> {
+    if (this.#closed) return Promise.reject(new Error("the gateway is closing"));
+    let agent = this.#agents.get(caller);
+    if (!agent) {
+      agent = this.#connect(caller, selfUrl).catch((err: unknown) => {
+        this.#agents.delete(caller); // the next call retries
+        throw err;
+      });
+      this.#agents.set(caller, agent);
+    }
+    return agent;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    const started = [...this.#agents.values()];
+    this.#agents.clear();
+    for (const agent of await Promise.allSettled(started)) {
+      if (agent.status === "fulfilled") await agent.value.close();
+    }
+    // Memory-only identities cannot be used again: revoke them.
+    if (this.options.dataDir === undefined) {
+      for (const id of this.#registered) await this.ctx.registry.revoke(id).catch(() => undefined);
+    }
+  }
+
+  async #connect(caller: string, selfUrl: string): Promise<AcpAgent> {
+    const { identity, apiKey } = await this.#identityFor(caller);
+    const { dataDir, auditRoot } = this.options;
+    const agent = new AcpAgent({
+      gateway: selfUrl,
+      identity,
+      apiKey,
+      announce: {
+        capabilities: [BRIDGE_CAPABILITY],
+        purpose: `Carry A2A calls of ${caller} to ACP agents of gateway ${this.ctx.gatewayId}`,
+      },
+      audit: auditRoot === undefined ? false : { root: auditRoot },
+      state: dataDir === undefined ? false : { root: join(dataDir, "a2a-bridge", "state") },
+      requestTimeoutMs: this.options.requestTimeoutMs,
+      // Messages go to the relay and come from the broker in this process; the URL serves the
+      // agent's few REST look-ups (its own record and its peers' keys, each fetched once).
+      connection: (agentId, events) => new InProcessConnection(this.ctx, agentId, events),
+    });
+    agent.on("error", (err) => this.ctx.logger.debug({ err: err.message }, "A2A bridge agent error"));
+    const onNotification = this.options.onNotification;
+    if (onNotification) agent.onNotification(onNotification);
+    await agent.connect();
+    this.ctx.logger.info({ agent: identity.agentId, caller }, "A2A bridge agent connected");
+    return agent;
+  }
+
+  async #identityFor(caller: string): Promise<StoredBridge> {
+    const install = await this.#installId();
+    const digest = createHash("sha256").update(caller).digest("hex").slice(0, 16);
+    const agentId = `a2a-${install}-${digest}`;
+    const file = this.options.dataDir && join(this.options.dataDir, "a2a-bridge", `${agentId}.json`);
+    if (file) {
+      const stored = await readStored(file);
+      // Still the registered key (the broker's registry may have been reset while the file stayed).
+      const registered = stored && (await this.ctx.registry.resolve(agentId));
+      if (stored && registered?.record.signing.x === stored.identity.signing.x) return stored;
+      if (stored && (await this.ctx.registry.get(agentId))) {
+        throw new Error(
+          `A2A bridge identity ${agentId} in ${file} does not match the registry (revoked or replaced): ` +
+            `remove ${join(this.options.dataDir ?? "", "a2a-bridge")} to start new bridge identities`,
+        );
+      }
+    }
+    const identity = generateIdentity(agentId, `${CLIENT_PRINCIPAL_PREFIX}${caller}`);
+    const { apiKey } = await this.ctx.registry.register({
+      ...publicIdentity(identity),
+      capabilities: [BRIDGE_CAPABILITY],
+      protocolVersions: ["1.0.0"],
+    });
+    this.#registered.add(agentId);
+    if (file) await writeFile(file, `${JSON.stringify({ identity, apiKey })}\n`, { mode: 0o600 });
+    return { identity, apiKey };
+  }
+
+  /** A random id per data directory (or per start without one): bridge ids never collide between gateways. */
+  #installId(): Promise<string> {
+    this.#install ??= (async () => {
+      const dir = this.options.dataDir && join(this.options.dataDir, "a2a-bridge");
+      if (!dir) return randomBytes(4).toString("hex");
+      await mkdir(dir, { recursive: true, mode: 0o700 });
+      const file = join(dir, "install-id");
+      const existing = await readFile(file, "utf8").catch(() => undefined);
+      if (existing && /^[0-9a-f]{8}$/.test(existing.trim())) return existing.trim();
+      const id = randomBytes(4).toString("hex");
+      await writeFile(file, `${id}\n`, { mode: 0o600 });
+      return id;
+    })();
+    return this.#install;
+  }
+}
+
+async function readStored(file: string): Promise<StoredBridge | undefined> {
+  const text = await readFile(file, "utf8").catch(() => undefined);
+  if (text === undefined) return undefined;
+  const parsed = StoredBridge.safeParse(JSON.parse(text));
+  if (!parsed.success)
+    throw new Error(`${file}: not an A2A bridge identity (${parsed.error.issues[0]?.message})`);
+  return parsed.data;
+}

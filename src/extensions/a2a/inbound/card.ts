@@ -1,0 +1,70 @@
+/**
+ * The A2A agent card (A2A 1.0 §8) of an ACP agent published through the bridge: its skills are the
+ * capabilities the agent registered, its one interface is the gateway's JSON-RPC endpoint for it,
+ * and its security schemes are the gateway's: an API key (X-API-Key) or the same key as a bearer.
+ */
+import type { AgentCard, AgentSkill } from "@a2a-js/sdk";
+import type { AgentRecord } from "../../../gateway/registry.js";
+import { A2A_CAPABILITY, a2aAgentBaseUrl } from "../../../wire/a2a.js";
+
+const MODES = ["text/plain", "application/json"];
+
+export const isPublished = (record: AgentRecord): boolean =>
+  !record.revokedAt && record.capabilities.includes(A2A_CAPABILITY);
+
+function skillOf(capability: string, agentId: string): AgentSkill {
+  return {
+    id: capability,
+    name: capability,
+    description: `${capability}: a capability ${agentId} announced at its ACP registration`,
+    tags: [capability],
+    examples: [],
+    inputModes: MODES,
+    outputModes: MODES,
+    securityRequirements: [],
+  };
+}
+
+export function agentCardOf(record: AgentRecord, publicUrl: string): AgentCard {
+  const capabilities = record.capabilities.filter((c) => c !== A2A_CAPABILITY);
+  const skills =
+    capabilities.length > 0
+      ? capabilities.map((c) => skillOf(c, record.agentId))
+      : [skillOf("request", record.agentId)];
+  return {
+    name: record.agentId,
+    description:
+      `ACP agent ${record.agentId} (principal ${record.principalId}), reached through an ACP gateway: ` +
+      "each A2A message becomes a signed, persisted and audited ACP agent.request.",
+    supportedInterfaces: [
+      {
+        url: a2aAgentBaseUrl(publicUrl, record.agentId),
+        protocolBinding: "JSONRPC",
+        tenant: "",
+        protocolVersion: "1.0",
+      },
+    ],
+    provider: undefined,
+    version: "1.0.0",
+    capabilities: { streaming: true, pushNotifications: true, extensions: [], extendedAgentCard: false },
+    securitySchemes: {
+      apiKey: {
+        scheme: {
+          $case: "apiKeySecurityScheme",
+          value: { description: "An API key issued by the gateway", location: "header", name: "X-API-Key" },
+        },
+      },
+      bearer: {
+        scheme: {
+          $case: "httpAuthSecurityScheme",
+          value: { description: "The same API key as a bearer token", scheme: "Bearer", bearerFormat: "" },
+        },
+      },
+    },
+    securityRequirements: [{ schemes: { apiKey: { list: [] } } }, { schemes: { bearer: { list: [] } } }],
+    defaultInputModes: MODES,
+    defaultOutputModes: MODES,
+    skills,
+    signatures: [],
+  };
+}

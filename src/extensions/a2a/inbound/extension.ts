@@ -1,0 +1,249 @@
+/**
+ * A2A clients calling ACP agents: the gateway-facing glue (the only file that knows the gateway's
+ * extension interface). For every registered agent with the capability `a2a`:
+ * - `GET /a2a/{agentId}/.well-known/agent-card.json`: its A2A agent card (public, like any card);
+ * - `POST /a2a/{agentId}`: A2A JSON-RPC (1.0 methods, and 0.3's `message/send`… through the SDK's
+ *   compatibility layer), authenticated with a gateway API key (X-API-Key or Bearer).
+ * Streams (SendStreamingMessage, SubscribeToTask) are Server-Sent Events, served without holding
+ * the gateway's request slot so that shutdown does not wait for them.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { isIP } from "node:net";
+import { TLSSocket } from "node:tls";
+import { AgentCard, formatSSEEvent, SSE_HEADERS, TaskState } from "@a2a-js/sdk";
+import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
+import { JsonRpcTransportHandler, ServerCallContext, type User } from "@a2a-js/sdk/server";
+import { authenticate, type GatewayContext } from "../../../gateway/context.js";
+import type { GatewayExtension } from "../../../gateway/extension.js";
+import { type Router, readJsonBody, selfUrlOf, sendJson } from "../../../http/server.js";
+import { AcpError } from "../../../protocol/index.js";
+import { BridgeIdentities } from "./bridge-identities.js";
+import { type A2aCall, A2aErrorCode, A2aRpcError, checkA2aCall, isLegacyMethod } from "../wire.js";
+import { A2A_BASE_PATH } from "../../../wire/a2a.js";
+import { agentCardOf, isPublished } from "./card.js";
+import { A2aAcpMethods, statusEvent } from "./executor.js";
+import { AgentEndpoints } from "./handlers.js";
+
+export interface A2aInboundOptions {
+  /** Where bridge identities persist (`<data>/a2a-bridge/`); omitted: memory only. */
+  dataDir?: string;
+  /** Audit log root of the bridge agents; omitted: none (the relay's audit still records every message). */
+  auditRoot?: string;
+  /** Longest an A2A task waits for the ACP agent's answer, an offline agent's included. Default 1 hour. */
+  requestTimeoutMs?: number;
+  /** Timeout of one push notification POST. Default 5 s. */
+  pushTimeoutMs?: number;
+  /** Allow push notification URLs on loopback/private addresses (default false: the gateway would post inside its network). */
+  allowPrivatePushUrls?: boolean;
+  /** The gateway's URL as A2A clients see it, for cards (default: from the request's Host). */
+  publicUrl?: string;
+  /** The URL by which the gateway reaches itself (default: derived from the first request). */
+  selfUrl?: string;
+}
+
+export interface A2aInboundExtension extends GatewayExtension {
+  /** Requests being answered (blocking sends, streams) and tasks waiting for their ACP agent. */
+  stats(): { answering: number; tasks: number };
+}
+
+/** The authenticated A2A caller, as the SDK's owner scoping sees it. */
+class A2aCaller implements User {
+  constructor(readonly userName: string) {}
+  get isAuthenticated(): boolean {
+    return true;
+  }
+}
+
+export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInboundExtension {
+  /** Open answers and the JSON-RPC id each is for. */
+  const answering = new Map<ServerResponse, A2aCall["id"]>();
+  let endpoints: AgentEndpoints | undefined;
+  let bridge: BridgeIdentities | undefined;
+
+  return {
+    name: "a2a-inbound",
+    routes(router: Router, ctx: GatewayContext) {
+      let selfUrl = options.selfUrl;
+      const progress = (body: Record<string, unknown>, context: { from: string; method: string }) => {
+        if (context.method !== A2aAcpMethods.progress || typeof body.taskId !== "string") return;
+        const task = endpoints?.running.get(body.taskId);
+        // Progress counts only from the agent the task went to.
+        if (task?.target !== context.from || typeof body.text !== "string") return;
+        task.emit(statusWorking(body.taskId, task.contextId, body.text));
+      };
+      bridge = new BridgeIdentities(ctx, {
+        ...(options.dataDir !== undefined && { dataDir: options.dataDir }),
+        ...(options.auditRoot !== undefined && { auditRoot: options.auditRoot }),
+        requestTimeoutMs: options.requestTimeoutMs ?? 3_600_000,
+        onNotification: progress,
+      });
+      const open = new AgentEndpoints(ctx, {
+        bridge,
+        selfUrl: () => selfUrl ?? "http://127.0.0.1",
+        requestTimeoutMs: options.requestTimeoutMs ?? 3_600_000,
+        pushTimeoutMs: options.pushTimeoutMs ?? 5_000,
+      });
+      endpoints = open;
+
+      const publishedAgent = async (agentId: string) => {
+        const agent = await ctx.registry.resolve(agentId);
+        if (!agent || !isPublished(agent.record)) {
+          throw new AcpError("NotFound", `no agent ${agentId} is published for A2A at this gateway`, {
+            problems: [{ path: "/agentId", message: "not registered with the capability a2a" }],
+          });
+        }
+        return agent.record;
+      };
+
+      router.add(
+        "GET",
+        `${A2A_BASE_PATH}/:agent_id/.well-known/agent-card.json`,
+        async (req, res, params) => {
+          const record = await publishedAgent(params.agent_id ?? "");
+          const card = agentCardOf(record, options.publicUrl ?? publicUrlOf(req));
+          sendJson(res, 200, AgentCard.toJSON(card), { "cache-control": "max-age=60" });
+        },
+      );
+
+      router.add("POST", `${A2A_BASE_PATH}/:agent_id`, async (req, res, params) => {
+        const caller = await authenticate(ctx, req);
+        const record = await publishedAgent(params.agent_id ?? "");
+        selfUrl ??= selfUrlOf(req);
+        const body = await readJsonBody(req, ctx.maxEnvelopeBytes);
+        let call: A2aCall;
+        try {
+          call = checkA2aCall(body);
+          if (!options.allowPrivatePushUrls) refusePrivatePushUrl(call);
+        } catch (err) {
+          if (!(err instanceof A2aRpcError)) throw err;
+          sendJson(res, 200, { jsonrpc: "2.0", id: err.requestId, error: err.toJSON() });
+          return;
+        }
+        const legacy = isLegacyMethod(call.method);
+        const context = new ServerCallContext({
+          user: new A2aCaller(caller.kind === "admin" ? "admin" : caller.agent.record.agentId),
+          // Push notifications are shaped for the version the task was created with.
+          requestedVersion: legacy ? "0.3" : "1.0",
+        });
+        const endpoint = open.for(record);
+        const transport = legacy ? endpoint.legacy : endpoint.transport;
+        // Answered without holding the gateway's request slot: a blocking SendMessage may wait long
+        // for its agent and a stream lasts, and shutdown must not wait for them (close() ends them).
+        res.setTimeout(0);
+        answering.set(res, call.id);
+        res.on("close", () => answering.delete(res));
+        const mapError = (err: unknown) =>
+          legacy
+            ? LegacyJsonRpcTransportHandler.mapToLegacyJSONRPCError(err)
+            : JsonRpcTransportHandler.mapToJSONRPCError(err);
+        void respond(
+          res,
+          call.id,
+          mapError,
+          transport.handle(body as Record<string, unknown>, context),
+        ).catch((err: unknown) => {
+          ctx.logger.warn({ err: (err as Error).message, method: call.method }, "A2A request failed");
+          if (!res.headersSent) sendJson(res, 200, { jsonrpc: "2.0", id: call.id, error: mapError(err) });
+          else res.end();
+        });
+      });
+    },
+    async close() {
+      for (const [res, id] of answering) {
+        if (!res.headersSent) {
+          sendJson(res, 200, {
+            jsonrpc: "2.0",
+            id,
+            error: {
+              code: A2aErrorCode.InternalError,
+              message: "the gateway is shutting down; ask again later",
+            },
+          });
+        } else res.end();
+      }
+      answering.clear();
+      endpoints?.close();
+      await bridge?.close();
+    },
+    stats() {
+      return { answering: answering.size, tasks: endpoints?.activeTasks ?? 0 };
+    },
+  };
+}
+
+type JsonRpcAnswer = Awaited<ReturnType<JsonRpcTransportHandler["handle"]>>;
+
+/** Writes the SDK's answer: one JSON-RPC response, or a stream of them as Server-Sent Events. */
+async function respond(
+  res: ServerResponse,
+  id: A2aCall["id"],
+  mapError: (err: unknown) => unknown,
+  pending: Promise<JsonRpcAnswer | Awaited<ReturnType<LegacyJsonRpcTransportHandler["handle"]>>>,
+): Promise<void> {
+  const answer = await pending;
+  if (!(Symbol.asyncIterator in answer)) {
+    if (!res.writableEnded) sendJson(res, 200, answer);
+    return;
+  }
+  // Errors before the first event (task not found…) are a plain JSON-RPC answer, not a stream.
+  let next: IteratorResult<unknown>;
+  try {
+    next = await answer.next();
+  } catch (err) {
+    if (!res.writableEnded) sendJson(res, 200, { jsonrpc: "2.0", id, error: mapError(err) });
+    return;
+  }
+  res.writeHead(200, SSE_HEADERS);
+  res.on("close", () => void answer.return(undefined));
+  try {
+    for (; !next.done && !res.writableEnded; next = await answer.next())
+      res.write(formatSSEEvent(next.value));
+  } catch (err) {
+    if (!res.writableEnded) res.write(formatSSEEvent({ jsonrpc: "2.0", id, error: mapError(err) }));
+  } finally {
+    res.end();
+  }
+}
+
+function statusWorking(taskId: string, contextId: string, text: string) {
+  return statusEvent(taskId, contextId, TaskState.TASK_STATE_WORKING, text);
+}
+
+function publicUrlOf(req: IncomingMessage): string {
+  const scheme = req.socket instanceof TLSSocket ? "https" : "http";
+  return req.headers.host ? `${scheme}://${req.headers.host}` : selfUrlOf(req);
+}
+
+const PRIVATE_V4 = /^(127\.|10\.|192\.168\.|169\.254\.|172\.(1[6-9]|2\d|3[01])\.|0\.)/;
+
+/** Push URLs are where the gateway will POST: not into its own network unless allowed. */
+function refusePrivatePushUrl(call: A2aCall): void {
+  const params = call.params ?? {};
+  const configuration = params.configuration as { taskPushNotificationConfig?: { url?: string } } | undefined;
+  const candidates: [string, unknown][] = [
+    ["params.configuration.taskPushNotificationConfig.url", configuration?.taskPushNotificationConfig?.url],
+    ["params.url", call.method === "CreateTaskPushNotificationConfig" ? params.url : undefined],
+    [
+      "params.pushNotificationConfig.url",
+      (params.pushNotificationConfig as { url?: string } | undefined)?.url,
+    ],
+  ];
+  for (const [field, url] of candidates) {
+    if (typeof url !== "string") continue;
+    const host = new URL(url).hostname.replace(/^\[|\]$/g, "").toLowerCase();
+    const local =
+      host === "localhost" ||
+      host.endsWith(".localhost") ||
+      (isIP(host) === 4 && PRIVATE_V4.test(host)) ||
+      (isIP(host) === 6 && (host === "::1" || /^(fc|fd|fe80)/.test(host) || host.startsWith("::ffff:")));
+    if (local) {
+      const err = new A2aRpcError(
+        A2aErrorCode.InvalidParams,
+        `push notification URL ${url} is on a loopback or private address, which this gateway refuses`,
+        [{ field, description: "must not be a loopback or private address" }],
+      );
+      err.requestId = call.id;
+      throw err;
+    }
+  }
+}

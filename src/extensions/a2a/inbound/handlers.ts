@@ -1,0 +1,134 @@
+/**
+ * One A2A SDK request handler per published ACP agent (made on first use): the SDK's own
+ * DefaultRequestHandler with its task lifecycle, streaming, resubscription and push notifications,
+ * over our executor. Tasks are scoped to the calling client (the SDK's owner scoping by user).
+ */
+import { type StreamResponse, TaskState } from "@a2a-js/sdk";
+import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
+import {
+  type AgentExecutionEvent,
+  DefaultPushNotificationSender,
+  DefaultRequestHandler,
+  InMemoryPushNotificationStore,
+  InMemoryTaskStore,
+  JsonRpcTransportHandler,
+  ResultManager,
+  type ServerCallContext,
+  type TaskStore,
+} from "@a2a-js/sdk/server";
+import type { GatewayContext } from "../../../gateway/context.js";
+import type { AgentRecord } from "../../../gateway/registry.js";
+import type { BridgeIdentities } from "./bridge-identities.js";
+import { agentCardOf } from "./card.js";
+import { AcpTaskExecutor, isTerminal, type RunningTask } from "./executor.js";
+
+export interface AgentEndpoint {
+  transport: JsonRpcTransportHandler;
+  legacy: LegacyJsonRpcTransportHandler;
+}
+
+export interface EndpointOptions {
+  bridge: BridgeIdentities;
+  selfUrl(): string;
+  requestTimeoutMs: number;
+  pushTimeoutMs: number;
+}
+
+/** Tells `onCanceled` when a task is stored CANCELED, however it got there (live bus or not). */
+class WatchedTaskStore implements TaskStore {
+  readonly #inner = new InMemoryTaskStore();
+  constructor(private readonly onCanceled: (taskId: string) => void) {}
+  async save(...args: Parameters<TaskStore["save"]>): Promise<void> {
+    await this.#inner.save(...args);
+    if (args[0].status?.state === TaskState.TASK_STATE_CANCELED) this.onCanceled(args[0].id);
+  }
+  load(...args: Parameters<TaskStore["load"]>) {
+    return this.#inner.load(...args);
+  }
+  list(...args: Parameters<TaskStore["list"]>) {
+    return this.#inner.list(...args);
+  }
+}
+
+export class AgentEndpoints {
+  readonly running = new Map<string, RunningTask>();
+  readonly #endpoints = new Map<string, AgentEndpoint>();
+
+  constructor(
+    private readonly ctx: GatewayContext,
+    private readonly options: EndpointOptions,
+  ) {}
+
+  get activeTasks(): number {
+    return this.running.size;
+  }
+
+  for(record: AgentRecord): AgentEndpoint {
+    let endpoint = this.#endpoints.get(record.agentId);
+    if (!endpoint) {
+      endpoint = this.#create(record);
+      this.#endpoints.set(record.agentId, endpoint);
+    }
+    return endpoint;
+  }
+
+  /** Stops waiting for every ACP answer (the requests themselves stay persisted at the gateway). */
+  close(): void {
+    for (const task of this.running.values()) task.controller.abort();
+    this.running.clear();
+  }
+
+  #create(record: AgentRecord): AgentEndpoint {
+    const store = new WatchedTaskStore((taskId) => {
+      const running = this.running.get(taskId);
+      if (!running) return;
+      this.running.delete(taskId);
+      running.controller.abort();
+      running.cancelAtTarget();
+    });
+    const pushes = new InMemoryPushNotificationStore();
+    const sender = new DefaultPushNotificationSender(pushes, { timeout: this.options.pushTimeoutMs });
+    const late = async (taskId: string, context: ServerCallContext, event: AgentExecutionEvent) => {
+      if (isTerminal(await store.load(taskId, context))) return;
+      await new ResultManager(store, context).processEvent(event);
+      await sender.send(streamResponseOf(event), context, await store.load(taskId, context));
+    };
+    const executor = new AcpTaskExecutor({
+      target: record.agentId,
+      bridge: this.options.bridge,
+      presence: this.ctx.presence,
+      selfUrl: this.options.selfUrl,
+      running: this.running,
+      late,
+      requestTimeoutMs: this.options.requestTimeoutMs,
+      onError: (err, taskId) =>
+        this.ctx.logger.warn({ err: (err as Error).message, taskId }, "A2A task update failed"),
+    });
+    // The card here decides capabilities only; the one served is built per request with the public URL.
+    const handler = new DefaultRequestHandler(
+      agentCardOf(record, this.options.selfUrl()),
+      store,
+      executor,
+      undefined,
+      pushes,
+      sender,
+    );
+    return {
+      transport: new JsonRpcTransportHandler(handler),
+      legacy: new LegacyJsonRpcTransportHandler(handler),
+    };
+  }
+}
+
+function streamResponseOf(event: AgentExecutionEvent): StreamResponse {
+  switch (event.kind) {
+    case "message":
+      return { payload: { $case: "message", value: event.data } };
+    case "task":
+      return { payload: { $case: "task", value: event.data } };
+    case "statusUpdate":
+      return { payload: { $case: "statusUpdate", value: event.data } };
+    case "artifactUpdate":
+      return { payload: { $case: "artifactUpdate", value: event.data } };
+  }
+}

@@ -1,0 +1,195 @@
+/**
+ * What the bridge accepts from A2A clients, checked before the A2A SDK's handler sees it so that a
+ * bad payload is answered with a JSON-RPC error naming the field (the SDK alone would answer
+ * "Invalid method parameters." or silently default a missing field). Shapes are A2A 1.0's JSON
+ * (ProtoJSON, camelCase) and, for the methods with a `/` in their name, A2A 0.3's.
+ */
+import { z } from "zod";
+
+/** A2A's JSON-RPC error codes (A2A 1.0 §9.5); the JSON-RPC 2.0 ones where A2A has none. */
+export const A2aErrorCode = {
+  ParseError: -32700,
+  InvalidRequest: -32600,
+  MethodNotFound: -32601,
+  InvalidParams: -32602,
+  InternalError: -32603,
+  TaskNotFound: -32001,
+  TaskNotCancelable: -32002,
+  PushNotificationNotSupported: -32003,
+  UnsupportedOperation: -32004,
+  ContentTypeNotSupported: -32005,
+  VersionNotSupported: -32009,
+} as const;
+
+export interface FieldViolation {
+  field: string;
+  description: string;
+}
+
+/** A JSON-RPC error in A2A 1.0's form: `data` is a list of google.rpc details; BadRequest names the fields. */
+export class A2aRpcError extends Error {
+  /** The JSON-RPC id of the request it answers, once known. */
+  requestId: string | number | null = null;
+
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly violations: FieldViolation[] = [],
+  ) {
+    super(message);
+  }
+
+  toJSON(): { code: number; message: string; data?: unknown[] } {
+    if (this.violations.length === 0) return { code: this.code, message: this.message };
+    return {
+      code: this.code,
+      message: this.message,
+      data: [{ "@type": "type.googleapis.com/google.rpc.BadRequest", fieldViolations: this.violations }],
+    };
+  }
+}
+
+const nonEmpty = (what: string) => z.string().trim().min(1, `${what} must be a non-empty string`);
+
+/** A part carries exactly one of text, raw (base64), url or data (A2A 1.0 §4.1.6). */
+const PartV1 = z
+  .looseObject({
+    text: z.string().optional(),
+    raw: z.string().optional(),
+    url: z.string().optional(),
+    data: z.unknown().optional(),
+    mediaType: z.string().optional(),
+    filename: z.string().optional(),
+  })
+  .refine(
+    (part) => ["text", "raw", "url", "data"].filter((k) => part[k] !== undefined).length === 1,
+    "a part must have exactly one of text, raw, url or data",
+  );
+
+const MessageV1 = z.looseObject({
+  messageId: nonEmpty("messageId"),
+  role: z.enum(["ROLE_USER", "ROLE_AGENT"], "role must be ROLE_USER or ROLE_AGENT"),
+  parts: z.array(PartV1).min(1, "a message needs at least one part"),
+  contextId: z.string().optional(),
+  taskId: z.string().optional(),
+});
+
+const PushConfigV1 = z.looseObject({
+  url: z.url({ protocol: /^https?$/, error: "url must be an http(s) URL" }),
+  id: z.string().optional(),
+  token: z.string().optional(),
+  taskId: z.string().optional(),
+});
+
+const SendMessageV1 = z.looseObject({
+  message: MessageV1,
+  configuration: z
+    .looseObject({
+      historyLength: z.int().min(0, "historyLength must be 0 or more").optional(),
+      returnImmediately: z.boolean().optional(),
+      acceptedOutputModes: z.array(z.string()).optional(),
+      taskPushNotificationConfig: PushConfigV1.optional(),
+    })
+    .optional(),
+});
+
+const TaskIdV1 = z.looseObject({
+  id: nonEmpty("id"),
+  historyLength: z.int().min(0, "historyLength must be 0 or more").optional(),
+});
+const PushConfigRefV1 = z.looseObject({ taskId: nonEmpty("taskId"), id: z.string().optional() });
+
+const PartV03 = z.looseObject({ kind: z.enum(["text", "file", "data"], "kind must be text, file or data") });
+const MessageV03 = z.looseObject({
+  messageId: nonEmpty("messageId"),
+  role: z.enum(["user", "agent"], "role must be user or agent"),
+  parts: z.array(PartV03).min(1, "a message needs at least one part"),
+});
+
+/** Params schema per method; a method not listed here is not served. */
+export const A2A_METHODS: Record<string, z.ZodType> = {
+  SendMessage: SendMessageV1,
+  SendStreamingMessage: SendMessageV1,
+  GetTask: TaskIdV1,
+  CancelTask: TaskIdV1,
+  SubscribeToTask: TaskIdV1,
+  ListTasks: z.looseObject({}),
+  CreateTaskPushNotificationConfig: PushConfigV1.extend({ taskId: nonEmpty("taskId") }),
+  GetTaskPushNotificationConfig: PushConfigRefV1.extend({ id: nonEmpty("id") }),
+  ListTaskPushNotificationConfigs: PushConfigRefV1,
+  DeleteTaskPushNotificationConfig: PushConfigRefV1.extend({ id: nonEmpty("id") }),
+  GetExtendedAgentCard: z.looseObject({}).optional(),
+  // A2A 0.3 names, answered by the SDK's compatibility layer.
+  "message/send": z.looseObject({ message: MessageV03 }),
+  "message/stream": z.looseObject({ message: MessageV03 }),
+  "tasks/get": z.looseObject({ id: nonEmpty("id") }),
+  "tasks/cancel": z.looseObject({ id: nonEmpty("id") }),
+  "tasks/resubscribe": z.looseObject({ id: nonEmpty("id") }),
+  "tasks/pushNotificationConfig/set": z.looseObject({
+    taskId: nonEmpty("taskId"),
+    pushNotificationConfig: z.looseObject({ url: z.url({ protocol: /^https?$/ }) }),
+  }),
+  "tasks/pushNotificationConfig/get": z.looseObject({ id: nonEmpty("id") }),
+  "tasks/pushNotificationConfig/list": z.looseObject({ id: nonEmpty("id") }),
+  "tasks/pushNotificationConfig/delete": z.looseObject({ id: nonEmpty("id") }),
+};
+
+export const isLegacyMethod = (method: string): boolean => method.includes("/");
+
+const Envelope = z.object({
+  jsonrpc: z.literal("2.0", 'jsonrpc must be exactly "2.0"'),
+  id: z.union([z.string(), z.number(), z.null()], "id must be a string, a number or null").optional(),
+  method: z.string("method must be a string"),
+  params: z.unknown().optional(),
+});
+
+export interface A2aCall {
+  id: string | number | null;
+  method: string;
+  params: Record<string, unknown> | undefined;
+}
+
+const fieldOf = (root: string, path: readonly PropertyKey[]) =>
+  [root, ...path.map(String)].join(".").replace(/\.(\d+)(?=\.|$)/g, "[$1]");
+
+/** Validates a parsed JSON-RPC request body; throws an A2aRpcError naming the offending field. */
+export function checkA2aCall(body: unknown): A2aCall {
+  const envelope = Envelope.safeParse(body);
+  if (!envelope.success) {
+    const violations = envelope.error.issues.map((i) => ({
+      field: fieldOf("", i.path).slice(1) || "(body)",
+      description: i.message,
+    }));
+    throw new A2aRpcError(
+      A2aErrorCode.InvalidRequest,
+      `invalid JSON-RPC request: ${violations[0]?.field} ${violations[0]?.description}`,
+      violations,
+    );
+  }
+  const { method, params } = envelope.data;
+  const id = envelope.data.id ?? null;
+  const schema = A2A_METHODS[method];
+  if (!schema) {
+    const err = new A2aRpcError(A2aErrorCode.MethodNotFound, `unknown A2A method ${JSON.stringify(method)}`, [
+      { field: "method", description: `not one of ${Object.keys(A2A_METHODS).join(", ")}` },
+    ]);
+    err.requestId = id;
+    throw err;
+  }
+  const parsed = schema.safeParse(params);
+  if (!parsed.success) {
+    const violations = parsed.error.issues.map((i) => ({
+      field: fieldOf("params", i.path),
+      description: i.message,
+    }));
+    const first = violations[0];
+    const err = new A2aRpcError(
+      A2aErrorCode.InvalidParams,
+      `invalid params for ${method}: ${first?.field}: ${first?.description}`,
+      violations,
+    );
+    err.requestId = id;
+    throw err;
+  }
+  return { id, method, params: params as Record<string, unknown> | undefined };
+}
