@@ -96,7 +96,7 @@ export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promis
     (custody?.enabled === false
       ? undefined
       : custodyExtension({ data, ...(custody?.key !== undefined ? { key: custody.key } : {}) }));
-  // ACP agents calling A2A agents: inert until an admin registers one (docs/a2a-outbound.md).
+  // ACP agents calling A2A agents: inert until an admin registers one (docs/a2a.md).
   const a2aOutbound = given("a2a-outbound") ?? a2aOutboundExtension({ keyDir: join(data, "a2a-bridge") });
   const defaults = [
     collab,

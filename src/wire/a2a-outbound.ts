@@ -1,6 +1,6 @@
 /**
  * The wire contract of the outbound A2A bridge's admin API (`acp agent add-a2a` and the gateway's
- * `/api/v1/a2a/remote-agents`), shared by the CLI and the extension (docs/a2a-outbound.md).
+ * `/api/v1/a2a/remote-agents`), shared by the CLI and the extension (docs/a2a.md).
  */
 export const A2A_REMOTE_AGENTS_PATH = "/api/v1/a2a/remote-agents";
 
