@@ -6,7 +6,6 @@
  */
 import type { IncomingMessage } from "node:http";
 import type { Logger } from "pino";
-import { credentialOf } from "../../gateway/auth.js";
 import { authenticateAgent, type GatewayContext } from "../../gateway/context.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
 import { AcpError } from "../../protocol/index.js";
@@ -18,7 +17,6 @@ export type McpSessionKind = "streamable" | "sse";
 /** Who the session acts for, refreshed by every authenticated request (a rotated key keeps working). */
 export interface SessionCaller {
   caller: ResolvedAgent;
-  apiKey: string;
 }
 
 export interface McpSession {
@@ -48,7 +46,7 @@ export interface McpSessionStats {
 /** Authenticates an MCP request as an agent (401 without a valid key; the admin token is refused). */
 export async function authenticateMcp(ctx: GatewayContext, req: IncomingMessage): Promise<SessionCaller> {
   const caller = await authenticateAgent(ctx, req);
-  return { caller, apiKey: credentialOf(req.headers) ?? "" };
+  return { caller };
 }
 
 export class McpSessions {
@@ -99,7 +97,6 @@ export class McpSessions {
       throw new AcpError("Forbidden", `MCP session ${id} belongs to another agent`);
     }
     entry.session.state.caller = who.caller;
-    entry.session.state.apiKey = who.apiKey;
     this.touch(id);
     return entry.session;
   }
