@@ -53,8 +53,7 @@ const EXPECTED: Record<string, Heavy[]> = {
   "acp-kit/orchestration": [],
   "acp-kit/collab": [],
   "acp-kit/dashboard": [],
-  // The collaboration extension's knowledge index is an in-memory SQLite full-text index.
-  "acp-kit/server": ["better-sqlite3"],
+  "acp-kit/server": [],
 };
 
 describe("package subpaths load only what they need (fresh node, from dist)", () => {

@@ -1,5 +1,6 @@
 import type { KnowledgeEntry, SearchHit } from "../../collab/contracts.js";
-import Database from "better-sqlite3";
+import { createRequire } from "node:module";
+import type Database from "better-sqlite3";
 import type { Broker, KvBucket, Unsubscribe } from "../../broker/index.js";
 import { bucketOf, listValues } from "./store.js";
 
@@ -12,7 +13,8 @@ export const ENTRY_KEY = (entryId: string) => `e.${entryId}`;
  * what any gateway published, and on the embedded store it follows the same path.
  */
 export class KnowledgeIndex {
-  private readonly db = new Database(":memory:");
+  // Loaded when a gateway mounts collaboration, not when acp-kit/server is imported.
+  private readonly db = new (createRequire(import.meta.url)("better-sqlite3") as typeof Database)(":memory:");
   private readonly bucket: KvBucket<KnowledgeEntry>;
   private readonly entries = new Map<string, KnowledgeEntry>();
   private unwatch: Unsubscribe | undefined;
