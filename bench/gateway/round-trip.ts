@@ -87,7 +87,10 @@ export class RoundTripPair {
   private onRequesterFrame(text: string): void {
     const receivedAt = performance.now();
     const frame = JSON.parse(text) as ServerFrame;
-    if (frame.type === "error") return this.fail(new Error(`requester got an error: ${frame.error.message}`));
+    if (frame.type === "error") {
+      this.fail(new Error(`requester got an error: ${frame.error.message}`));
+      return;
+    }
     if (frame.type !== "new_message") return;
     ack(this.requesterWs, frame);
     const answered = (frame.envelope as { id?: unknown }).id;
@@ -101,7 +104,10 @@ export class RoundTripPair {
   /** The responder acknowledges each request and answers it with a signed response. */
   private onResponderFrame(text: string): void {
     const frame = JSON.parse(text) as ServerFrame;
-    if (frame.type === "error") return this.fail(new Error(`responder got an error: ${frame.error.message}`));
+    if (frame.type === "error") {
+      this.fail(new Error(`responder got an error: ${frame.error.message}`));
+      return;
+    }
     if (frame.type !== "new_message") return;
     ack(this.responderWs, frame);
     if (frame.method !== "agent.request") return; // the handshake's messages need no answer
