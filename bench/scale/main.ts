@@ -190,13 +190,13 @@ async function measure(config: Configuration): Promise<ScaleResult> {
       setupSeconds: { register, handshake, connect },
       rssIdleMb: rssIdle.map((kb) => Math.round(kb / 1024)),
       rssPerIdleAgentKb: Math.round(rssPerIdleAgentKb * 10) / 10,
-      offeredPerSecond: Math.round((AGENTS * RATE * window) / window),
+      offeredPerSecond: AGENTS * RATE,
       deliveredPerSecond: Math.round(sorted.length / window),
       skipped: fleet.skipped - skippedBefore,
       undelivered: fleet.undelivered,
       errors: fleet.errors,
-      p50Ms: Number(percentile(sorted, 50).toFixed(2)),
-      p99Ms: Number(percentile(sorted, 99).toFixed(2)),
+      p50Ms: sorted.length > 0 ? Number(percentile(sorted, 50).toFixed(2)) : Number.NaN,
+      p99Ms: sorted.length > 0 ? Number(percentile(sorted, 99).toFixed(2)) : Number.NaN,
       cpuPercent,
     };
     progress(
@@ -227,7 +227,8 @@ const results: ScaleResult[] = [];
 for (const config of CONFIGURATIONS) if (ONLY.has(config.key)) results.push(await measure(config));
 
 const header =
-  "configuration                   RSS idle MB  KB/idle agent  offered/s  delivered/s  p50 ms  p99 ms  skipped  CPU % (client, gateway[s], nats)";
+  "configuration                   RSS idle MB  KB/idle agent  offered/s  delivered/s  p50 ms  p99 ms  skipped  undelivered  CPU % (client, gateway[s], nats)";
+const ms = (value: number) => (Number.isFinite(value) ? value.toFixed(1) : "-");
 console.log(`\n${header}\n${"-".repeat(header.length)}`);
 for (const r of results) {
   const { client, ...servers } = r.cpuPercent;
@@ -238,17 +239,20 @@ for (const r of results) {
       r.rssPerIdleAgentKb.toFixed(1).padStart(13),
       r.offeredPerSecond.toLocaleString("en-US").padStart(9),
       r.deliveredPerSecond.toLocaleString("en-US").padStart(11),
-      r.p50Ms.toFixed(1).padStart(6),
-      r.p99Ms.toFixed(1).padStart(6),
-      String(r.skipped).padStart(7),
+      ms(r.p50Ms).padStart(6),
+      ms(r.p99Ms).padStart(6),
+      r.skipped.toLocaleString("en-US").padStart(7),
+      r.undelivered.toLocaleString("en-US").padStart(11),
       ` ${client}, ${Object.values(servers).join(", ")}`,
     ].join("  "),
   );
 }
 console.log(
   "\nKB/idle agent = (gateway RSS with every agent connected and idle − RSS before they connected) / agents, " +
-    "summed over the gateways. Latency = submit sent → new_message received by the peer. " +
-    "skipped = sends not made because that agent already had 8 submits unanswered (the gateway is behind).",
+    "summed over the gateways. Latency = submit sent → new_message received by the peer, over the messages " +
+    "sent in the window and delivered within 30 s after it. skipped = sends not made because that agent " +
+    "already had 8 submits unanswered; undelivered = sent in the window, not delivered 30 s after it " +
+    "(both mean the gateway could not keep up with the offered rate).",
 );
 mkdirSync(resultsDir, { recursive: true });
 writeFileSync(
