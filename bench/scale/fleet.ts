@@ -26,9 +26,11 @@ export async function forEachLimited<T>(
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
 
+export const fleetAgentId = (index: number) => `agent-s${String(index).padStart(5, "0")}`;
+
 export async function registerFleet(gatewayUrl: string, count: number): Promise<BenchAgent[]> {
   const agents = new Array<BenchAgent>(count);
-  const ids = Array.from({ length: count }, (_, i) => `agent-s${String(i).padStart(5, "0")}`);
+  const ids = Array.from({ length: count }, (_, i) => fleetAgentId(i));
   await forEachLimited(ids, 16, async (id, i) => {
     agents[i] = await registerAgent(gatewayUrl, id);
   });

@@ -28,7 +28,7 @@ import {
   startNatsServer,
   stopChild,
 } from "../gateway/processes.js";
-import { Fleet, handshakePairs, registerFleet } from "./fleet.js";
+import { Fleet, fleetAgentId, handshakePairs, registerFleet } from "./fleet.js";
 
 const env = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
 const AGENTS = Math.max(2, Math.floor(env("BENCH_SCALE_AGENTS", 5000) / 2) * 2);
@@ -90,8 +90,13 @@ async function untilHandshakesDelivered(fleet: Fleet): Promise<void> {
   const deadline = Date.now() + 120_000;
   while (fleet.received.some((n) => n < 2)) {
     if (Date.now() > deadline) {
-      const missing = fleet.received.filter((n) => n < 2).length;
-      throw new Error(`${missing} agents did not receive their handshake messages within 120 s`);
+      const missing = fleet.received.flatMap((n, i) =>
+        n < 2 ? [`agent-s${String(i).padStart(5, "0")}`] : [],
+      );
+      throw new Error(
+        `${missing.length} agents did not receive their two handshake messages within 120 s of connecting: ` +
+          `${missing.slice(0, 5).join(", ")}${missing.length > 5 ? ", …" : ""}`,
+      );
     }
     await sleep(200);
   }
