@@ -90,9 +90,7 @@ async function untilHandshakesDelivered(fleet: Fleet): Promise<void> {
   const deadline = Date.now() + 120_000;
   while (fleet.received.some((n) => n < 2)) {
     if (Date.now() > deadline) {
-      const missing = fleet.received.flatMap((n, i) =>
-        n < 2 ? [`agent-s${String(i).padStart(5, "0")}`] : [],
-      );
+      const missing = fleet.received.flatMap((n, i) => (n < 2 ? [fleetAgentId(i)] : []));
       throw new Error(
         `${missing.length} agents did not receive their two handshake messages within 120 s of connecting: ` +
           `${missing.slice(0, 5).join(", ")}${missing.length > 5 ? ", …" : ""}`,
