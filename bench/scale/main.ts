@@ -14,9 +14,11 @@
  * list of embedded, nats, nats-2), BENCH_GATEWAY_PROFILE=1 (gateways under --cpu-prof, profiles in
  * bench/results/scale-profile-<configuration>/). JSON goes to bench/results/scale.json.
  */
+
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { requestBody } from "../gateway/acp-agents.js";
 import { percentile, sleep } from "../gateway/load.js";
@@ -66,6 +68,19 @@ interface ScaleResult {
   p50Ms: number;
   p99Ms: number;
   cpuPercent: Record<string, number>;
+  /** This process's event-loop delay p99 in the window: high means the latency is partly ours. */
+  clientLoopDelayP99Ms: number;
+  /** Share of the window each gateway's event loop was runnable but not running (another process had the CPU). */
+  gatewayRunQueueWaitPercent: number[];
+}
+
+/** Nanoseconds the process's main thread (the event loop) has spent runnable but waiting for a CPU. */
+function runQueueWaitNsOf(pid: number): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[1]);
+  } catch {
+    return Number.NaN;
+  }
 }
 
 function rssKbOf(pid: number): number {
@@ -168,17 +183,24 @@ async function measure(config: Configuration): Promise<ScaleResult> {
     if (nats) watch.nats = nats.child.pid ?? 0;
     const cpuBefore = Object.fromEntries(Object.entries(watch).map(([k, pid]) => [k, cpuSecondsOf(pid)]));
     const clientBefore = process.cpuUsage();
+    const waitBefore = gateways.map((g) => runQueueWaitNsOf(g.child.pid ?? 0));
     const sentBefore = fleet.sent;
     const skippedBefore = fleet.skipped;
+    const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+    loopDelay.enable();
     fleet.startMeasuring();
     const started = performance.now();
     await drive(fleet, SECONDS);
     fleet.stopMeasuring();
+    loopDelay.disable();
     const window = (performance.now() - started) / 1000;
     const cpuPercent: Record<string, number> = {};
     for (const [name, pid] of Object.entries(watch))
       cpuPercent[name] = Math.round(((cpuSecondsOf(pid) - (cpuBefore[name] ?? 0)) / window) * 100);
     const client = process.cpuUsage(clientBefore);
+    const gatewayRunQueueWaitPercent = gateways.map((g, i) =>
+      Math.round(((runQueueWaitNsOf(g.child.pid ?? 0) - (waitBefore[i] ?? 0)) / 1e9 / window) * 100),
+    );
     cpuPercent.client = Math.round(((client.user + client.system) / 1e6 / window) * 100);
     const sent = fleet.sent - sentBefore;
     // Let what was sent in the window arrive (a backlogged gateway may need a while).
@@ -201,6 +223,8 @@ async function measure(config: Configuration): Promise<ScaleResult> {
       p50Ms: sorted.length > 0 ? Number(percentile(sorted, 50).toFixed(2)) : Number.NaN,
       p99Ms: sorted.length > 0 ? Number(percentile(sorted, 99).toFixed(2)) : Number.NaN,
       cpuPercent,
+      clientLoopDelayP99Ms: Math.round(loopDelay.percentile(99) / 1e6),
+      gatewayRunQueueWaitPercent,
     };
     progress(
       `sent ${sent.toLocaleString("en-US")} in ${window.toFixed(1)} s, delivered ${sorted.length.toLocaleString("en-US")}` +
@@ -230,7 +254,7 @@ const results: ScaleResult[] = [];
 for (const config of CONFIGURATIONS) if (ONLY.has(config.key)) results.push(await measure(config));
 
 const header =
-  "configuration                   RSS idle MB  KB/idle agent  offered/s  delivered/s  p50 ms  p99 ms  skipped  undelivered  CPU % (client, gateway[s], nats)";
+  "configuration                   RSS idle MB  KB/idle agent  offered/s  delivered/s  p50 ms  p99 ms  skipped  undelivered  client loop p99 ms  gateway waiting for CPU %  CPU % (client, gateway[s], nats)";
 const ms = (value: number) => (Number.isFinite(value) ? value.toFixed(1) : "-");
 console.log(`\n${header}\n${"-".repeat(header.length)}`);
 for (const r of results) {
@@ -246,6 +270,8 @@ for (const r of results) {
       ms(r.p99Ms).padStart(6),
       r.skipped.toLocaleString("en-US").padStart(7),
       r.undelivered.toLocaleString("en-US").padStart(11),
+      String(r.clientLoopDelayP99Ms).padStart(17),
+      r.gatewayRunQueueWaitPercent.join("+").padStart(24),
       ` ${client}, ${Object.values(servers).join(", ")}`,
     ].join("  "),
   );
@@ -255,7 +281,9 @@ console.log(
     "summed over the gateways. Latency = submit sent → new_message received by the peer, over the messages " +
     "sent in the window and delivered within 30 s after it. skipped = sends not made because that agent " +
     "already had 8 submits unanswered; undelivered = sent in the window, not delivered 30 s after it " +
-    "(both mean the gateway could not keep up with the offered rate).",
+    "(both mean the gateway could not keep up with the offered rate). client loop p99 = this " +
+    "process's event-loop delay: when it is large, part of the latency is the load generator's. gateway waiting for CPU = share of the window the " +
+    "gateway's event loop was runnable but another process had the CPU (/proc/<pid>/schedstat).",
 );
 mkdirSync(resultsDir, { recursive: true });
 writeFileSync(
