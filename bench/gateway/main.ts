@@ -35,11 +35,11 @@ import {
   SocketSubmitter,
   signedRequest,
 } from "./acp-agents.js";
+import { checkGoals, measureRawVerifyMicros, printGoals } from "./goals.js";
 import { HttpPoster } from "./http-post.js";
 import { runClosedLoop, sleep } from "./load.js";
 import { findNatsServer, forkPeerServer, spawnGateway, startNatsServer, stopChild } from "./processes.js";
 import { hotSpots, type ProfileSummary } from "./profile.js";
-import { checkGoals, measureRawVerifyMicros, printGoals } from "./goals.js";
 import { printReport, type Row } from "./report.js";
 import { RoundTripPair } from "./round-trip.js";
 

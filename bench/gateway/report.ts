@@ -52,6 +52,9 @@ export function printReport(rows: Row[], profiles: Record<string, ProfileSummary
     cpuPercent: Object.fromEntries(
       Object.entries(result.cpuPercent).map(([name, value]) => [name, Math.round(value)]),
     ),
+    waitPercent: Object.fromEntries(
+      Object.entries(result.waitPercent).map(([name, value]) => [name, Math.round(value)]),
+    ),
   }));
 
   const header = [
@@ -64,6 +67,7 @@ export function printReport(rows: Row[], profiles: Record<string, ProfileSummary
     "vs http+verify",
     "CPU % client/server[/nats]",
     "server CPU µs/msg",
+    "server waiting for CPU %",
   ];
   const isRoundTrip = (row: Row) => row.key.endsWith("-rt");
   const lines = rows
@@ -81,11 +85,14 @@ export function printReport(rows: Row[], profiles: Record<string, ProfileSummary
         .map((v) => Math.round(v))
         .join("/"),
       fixed(cpuMicrosPerMessage(result, "server"), 0),
+      fixed(result.waitPercent.server ?? Number.NaN, 0),
     ]);
-  console.log(`\n${textTable(header, lines, new Set([2, 3, 4, 5, 6, 7, 8]))}`);
+  console.log(`\n${textTable(header, lines, new Set([2, 3, 4, 5, 6, 7, 8, 9]))}`);
   console.log(
     "\nlatency: ACP rows = submit sent → new_message received by the recipient (acknowledged right after); " +
-      "peers = request sent → response received. CPU % is of one core over the timed window.",
+      "peers = request sent → response received. CPU % is of one core over the timed window. " +
+      "Server waiting for CPU = share of the window its event loop was runnable while another process " +
+      "had the CPU (/proc/<pid>/schedstat): above a few %, the machine is busy and rates say little.",
   );
 
   printRoundTrips(rows.filter(isRoundTrip));

@@ -26,6 +26,7 @@ import {
   cpuSecondsOf,
   findNatsServer,
   type GatewayProcess,
+  runQueueWaitNsOf,
   spawnGateway,
   startNatsServer,
   stopChild,
@@ -72,15 +73,6 @@ interface ScaleResult {
   clientLoopDelayP99Ms: number;
   /** Share of the window each gateway's event loop was runnable but not running (another process had the CPU). */
   gatewayRunQueueWaitPercent: number[];
-}
-
-/** Nanoseconds the process's main thread (the event loop) has spent runnable but waiting for a CPU. */
-function runQueueWaitNsOf(pid: number): number {
-  try {
-    return Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[1]);
-  } catch {
-    return Number.NaN;
-  }
 }
 
 function rssKbOf(pid: number): number {
