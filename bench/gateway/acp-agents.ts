@@ -96,7 +96,8 @@ export function signedRequest(
   };
 }
 
-function openSocket(wsUrl: string, apiKey: string): Promise<WebSocket> {
+/** An agent's WebSocket, resolved once the gateway has sent `ready`. */
+export function openSocket(wsUrl: string, apiKey: string): Promise<WebSocket> {
   const ws = new WebSocket(wsUrl, { headers: { "x-api-key": apiKey }, perMessageDeflate: false });
   return new Promise((resolve, reject) => {
     ws.once("error", reject);

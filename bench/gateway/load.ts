@@ -4,7 +4,7 @@
  * first (JIT, connection pools, SQLite pages); only operations that complete inside the timed
  * window count, and the window is measured, not assumed.
  */
-import { cpuSecondsOf } from "./processes.js";
+import { cpuSecondsOf, runQueueWaitNsOf } from "./processes.js";
 
 export interface LoadOptions {
   concurrency: number;
@@ -26,6 +26,8 @@ export interface LoadResult {
   maxMs: number;
   /** CPU use over the timed window, in % of one core: `client` is this process. */
   cpuPercent: Record<string, number>;
+  /** % of the window each watched process's event loop was runnable but another process had the CPU. */
+  waitPercent: Record<string, number>;
 }
 
 export function percentile(sorted: Float64Array, p: number): number {
@@ -65,6 +67,9 @@ export async function runClosedLoop(operation: Operation, options: LoadOptions):
 
   const watch = options.watch ?? {};
   const cpuBefore = Object.fromEntries(Object.entries(watch).map(([name, pid]) => [name, cpuSecondsOf(pid)]));
+  const waitBefore = Object.fromEntries(
+    Object.entries(watch).map(([name, pid]) => [name, runQueueWaitNsOf(pid)]),
+  );
   const clientBefore = process.cpuUsage();
   phase = "measure";
   const started = performance.now();
@@ -76,8 +81,10 @@ export async function runClosedLoop(operation: Operation, options: LoadOptions):
   const cpuPercent: Record<string, number> = {
     client: ((clientCpu.user + clientCpu.system) / 1e6 / seconds) * 100,
   };
+  const waitPercent: Record<string, number> = {};
   for (const [name, pid] of Object.entries(watch)) {
     cpuPercent[name] = ((cpuSecondsOf(pid) - (cpuBefore[name] ?? 0)) / seconds) * 100;
+    waitPercent[name] = ((runQueueWaitNsOf(pid) - (waitBefore[name] ?? 0)) / 1e9 / seconds) * 100;
   }
   // Let the in-flight operations finish so the next configuration starts from a quiet system.
   await Promise.all(workers);
@@ -92,6 +99,7 @@ export async function runClosedLoop(operation: Operation, options: LoadOptions):
     p99Ms: percentile(sorted, 99),
     maxMs: sorted[sorted.length - 1] ?? Number.NaN,
     cpuPercent,
+    waitPercent,
   };
 }
 

@@ -35,11 +35,13 @@ import {
   SocketSubmitter,
   signedRequest,
 } from "./acp-agents.js";
+import { checkGoals, measureRawVerifyMicros, printGoals } from "./goals.js";
 import { HttpPoster } from "./http-post.js";
 import { runClosedLoop, sleep } from "./load.js";
 import { findNatsServer, forkPeerServer, spawnGateway, startNatsServer, stopChild } from "./processes.js";
 import { hotSpots, type ProfileSummary } from "./profile.js";
 import { printReport, type Row } from "./report.js";
+import { RoundTripPair } from "./round-trip.js";
 
 const CONCURRENCY = 64;
 const ENVELOPE_BYTES = 1024;
@@ -54,8 +56,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 const repoRoot = join(here, "../../..");
 const resultsDir = join(repoRoot, "bench/results");
 
-const loadOptions = (watch: Record<string, number>) => ({
-  concurrency: CONCURRENCY,
+const loadOptions = (watch: Record<string, number>, concurrency = CONCURRENCY) => ({
+  concurrency,
   warmupMs: WARMUP_SECONDS * 1000,
   measureMs: SECONDS * 1000,
   watch,
@@ -65,7 +67,7 @@ function progress(text: string): void {
   process.stdout.write(`  ${text}\n`);
 }
 
-async function measureA2a(): Promise<Row> {
+async function measureA2a(): Promise<Row[]> {
   progress("A2A JS SDK echo agent (express, JSON-RPC) …");
   const peer = await forkPeerServer("a2a-echo", {});
   try {
@@ -100,13 +102,24 @@ async function measureA2a(): Promise<Row> {
         throw new Error(`A2A echo returned ${JSON.stringify(result).slice(0, 300)}`);
       return performance.now() - started;
     };
-    const result = await runClosedLoop(operation, loadOptions({ server: peer.child.pid ?? 0 }));
-    return {
-      key: "a2a",
-      configuration: "A2A JS SDK echo agent",
-      path: "HTTP JSON-RPC sendMessage (fetch)",
-      result,
-    };
+    const watch = { server: peer.child.pid ?? 0 };
+    const result = await runClosedLoop(operation, loadOptions(watch));
+    progress("A2A JS SDK echo agent, one request in flight …");
+    const roundTrip = await runClosedLoop(operation, loadOptions(watch, 1));
+    return [
+      {
+        key: "a2a",
+        configuration: "A2A JS SDK echo agent",
+        path: "HTTP JSON-RPC sendMessage (fetch)",
+        result,
+      },
+      {
+        key: "a2a-rt",
+        configuration: "A2A JS SDK echo agent",
+        path: "sendMessage → echoed reply",
+        result: roundTrip,
+      },
+    ];
   } finally {
     await stopChild(peer.child);
   }
@@ -211,12 +224,42 @@ async function measureGateway(
     socket.close();
     recipient.close();
     poster.close();
+    rows.push(await measureRoundTrip(gateway, broker, watch));
   } finally {
     await stopChild(gateway.child);
     if (nats) await stopChild(nats.child);
     rmSync(scratch, { recursive: true, force: true });
   }
   return { rows, ...(profileDir ? { profile: hotSpots(profileDir, repoRoot) } : {}) };
+}
+
+/** Two more agents, one request → response round trip in flight (the latency of a conversation). */
+async function measureRoundTrip(
+  gateway: { url: string; wsUrl: string },
+  broker: string,
+  watch: Record<string, number>,
+): Promise<Row> {
+  progress(`gateway, ${broker} broker, request → response round trip, one in flight …`);
+  const gamma = await registerAgent(gateway.url, "agent-gamma");
+  const delta = await registerAgent(gateway.url, "agent-delta");
+  await handshake(gateway.url, gamma, delta);
+  const pair = await RoundTripPair.connect(
+    gateway.wsUrl,
+    gamma,
+    delta,
+    requestBody(gamma, delta.sender.agentId, ENVELOPE_BYTES),
+  );
+  try {
+    const result = await runClosedLoop(() => pair.roundTrip(), loadOptions(watch, 1));
+    return {
+      key: `${broker}-rt`,
+      configuration: `ACP gateway, ${broker} broker`,
+      path: "request → response, WebSocket",
+      result,
+    };
+  } finally {
+    pair.close();
+  }
 }
 
 /** The recipient's acknowledgements must all have been processed by the gateway, not just sent. */
@@ -239,9 +282,11 @@ console.log(
   `gateway end to end: ${CONCURRENCY} in flight, ~${ENVELOPE_BYTES} B signed requests, ` +
     `${WARMUP_SECONDS} s warm-up + ${SECONDS} s timed per configuration; ${cpus().length} × ${cpuModel}, node ${process.version}`,
 );
+// Measured before any load, while this process is otherwise idle.
+const rawVerifyMicros = measureRawVerifyMicros();
 const rows: Row[] = [];
 const profiles: Record<string, ProfileSummary> = {};
-if (ONLY.has("a2a")) rows.push(await measureA2a());
+if (ONLY.has("a2a")) rows.push(...(await measureA2a()));
 if (ONLY.has("http-verify")) rows.push(await measureHttpVerify());
 for (const broker of ["embedded", "nats"] as const) {
   if (!ONLY.has(broker)) continue;
@@ -251,6 +296,8 @@ for (const broker of ["embedded", "nats"] as const) {
 }
 
 const report = printReport(rows, profiles);
+const goals = checkGoals(rows, rawVerifyMicros);
+printGoals(goals, rawVerifyMicros);
 mkdirSync(resultsDir, { recursive: true });
 writeFileSync(
   join(resultsDir, "gateway.json"),
@@ -267,6 +314,8 @@ writeFileSync(
       },
       rows: report.rows,
       goal: report.goal,
+      rawVerifyMicros: Number(rawVerifyMicros.toFixed(1)),
+      issue15Goals: goals,
       profiles,
     },
     null,

@@ -28,6 +28,15 @@ export function cpuSecondsOf(pid: number): number {
   }
 }
 
+/** Nanoseconds a process's main thread (its event loop) has spent runnable but waiting for a CPU. */
+export function runQueueWaitNsOf(pid: number): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[1]);
+  } catch {
+    return Number.NaN;
+  }
+}
+
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();

@@ -52,6 +52,9 @@ export function printReport(rows: Row[], profiles: Record<string, ProfileSummary
     cpuPercent: Object.fromEntries(
       Object.entries(result.cpuPercent).map(([name, value]) => [name, Math.round(value)]),
     ),
+    waitPercent: Object.fromEntries(
+      Object.entries(result.waitPercent).map(([name, value]) => [name, Math.round(value)]),
+    ),
   }));
 
   const header = [
@@ -64,28 +67,37 @@ export function printReport(rows: Row[], profiles: Record<string, ProfileSummary
     "vs http+verify",
     "CPU % client/server[/nats]",
     "server CPU µs/msg",
+    "server waiting for CPU %",
   ];
-  const lines = rows.map(({ configuration, path, result }) => [
-    configuration,
-    path,
-    Math.round(result.perSecond).toLocaleString("en-US"),
-    fixed(result.p50Ms, 2),
-    fixed(result.p99Ms, 2),
-    ratio(result.perSecond, a2a),
-    ratio(result.perSecond, plain),
-    [result.cpuPercent.client, result.cpuPercent.server, result.cpuPercent.nats]
-      .filter((v): v is number => v !== undefined)
-      .map((v) => Math.round(v))
-      .join("/"),
-    fixed(cpuMicrosPerMessage(result, "server"), 0),
-  ]);
-  console.log(`\n${textTable(header, lines, new Set([2, 3, 4, 5, 6, 7, 8]))}`);
+  const isRoundTrip = (row: Row) => row.key.endsWith("-rt");
+  const lines = rows
+    .filter((row) => !isRoundTrip(row))
+    .map(({ configuration, path, result }) => [
+      configuration,
+      path,
+      Math.round(result.perSecond).toLocaleString("en-US"),
+      fixed(result.p50Ms, 2),
+      fixed(result.p99Ms, 2),
+      ratio(result.perSecond, a2a),
+      ratio(result.perSecond, plain),
+      [result.cpuPercent.client, result.cpuPercent.server, result.cpuPercent.nats]
+        .filter((v): v is number => v !== undefined)
+        .map((v) => Math.round(v))
+        .join("/"),
+      fixed(cpuMicrosPerMessage(result, "server"), 0),
+      fixed(result.waitPercent.server ?? Number.NaN, 0),
+    ]);
+  console.log(`\n${textTable(header, lines, new Set([2, 3, 4, 5, 6, 7, 8, 9]))}`);
   console.log(
     "\nlatency: ACP rows = submit sent → new_message received by the recipient (acknowledged right after); " +
-      "peers = request sent → response received. CPU % is of one core over the timed window.",
+      "peers = request sent → response received. CPU % is of one core over the timed window. " +
+      "Server waiting for CPU = share of the window its event loop was runnable while another process " +
+      "had the CPU (/proc/<pid>/schedstat): above a few %, the machine is busy and rates say little.",
   );
 
-  const embedded = rows.filter((row) => row.key.startsWith("embedded-"));
+  printRoundTrips(rows.filter(isRoundTrip));
+
+  const embedded = rows.filter((row) => row.key.startsWith("embedded-") && !isRoundTrip(row));
   const goal = embedded.map(({ key, result }) => ({
     key,
     met: result.perSecond >= GOAL.msgsPerSecond && result.p99Ms < GOAL.p99Ms,
@@ -117,4 +129,33 @@ export function printReport(rows: Row[], profiles: Record<string, ProfileSummary
     );
   }
   return { rows: json, goal: { ...GOAL, embedded: goal } };
+}
+
+/** One request in flight: the latency of a conversation, request → response, against A2A's echo. */
+function printRoundTrips(rows: Row[]): void {
+  if (rows.length === 0) return;
+  const a2a = rows.find((row) => row.key === "a2a-rt")?.result;
+  const lines = rows.map(({ configuration, path, result }) => [
+    configuration,
+    path,
+    Math.round(result.perSecond).toLocaleString("en-US"),
+    fixed(result.p50Ms, 2),
+    fixed(result.p99Ms, 2),
+    a2a ? `${(result.p50Ms / a2a.p50Ms).toFixed(2)}×` : "-",
+    fixed(cpuMicrosPerMessage(result, "server"), 0),
+  ]);
+  const header = [
+    "round trip, 1 in flight",
+    "path",
+    "trips/s",
+    "p50 ms",
+    "p99 ms",
+    "p50 vs A2A",
+    "server CPU µs/trip",
+  ];
+  console.log(`\n${textTable(header, lines, new Set([2, 3, 4, 5, 6]))}`);
+  console.log(
+    "round trip: ACP = request submitted → response received by the requester (two signed, verified, " +
+      "persisted and delivered messages, each acknowledged); A2A = sendMessage → echoed reply.",
+  );
 }

@@ -92,7 +92,9 @@ export function sealEntry(
   input: AuditEntryInput,
   chain: { seq: number; ts: string; prev: string },
 ): AuditEntry {
-  const body = dropUndefined({
+  // Optional fields are added only when set (never added then deleted): an object that loses
+  // properties turns into a slow dictionary, and this runs once per relayed message.
+  const body: Record<string, unknown> = {
     seq: chain.seq,
     ts: chain.ts,
     direction: input.direction,
@@ -101,24 +103,20 @@ export function sealEntry(
     type: input.type,
     method: input.method,
     id: input.id,
-    messageId: input.messageId,
-    action: input.action,
-    status: input.status,
-    step: input.step,
-    encrypted: input.encrypted,
-    custodial: input.custodial,
-    error: input.error,
-    summary: input.summary,
-    channel: input.channel,
-    discord_summary: input.discord_summary,
-    prev: chain.prev,
-  });
-  return { ...body, hash: computeEntryHash(body) } as AuditEntry;
-}
-
-function dropUndefined<T extends Record<string, unknown>>(record: T): T {
-  for (const key of Object.keys(record)) if (record[key] === undefined) delete record[key];
-  return record;
+  };
+  if (input.messageId !== undefined) body.messageId = input.messageId;
+  if (input.action !== undefined) body.action = input.action;
+  if (input.status !== undefined) body.status = input.status;
+  if (input.step !== undefined) body.step = input.step;
+  if (input.encrypted !== undefined) body.encrypted = input.encrypted;
+  if (input.custodial !== undefined) body.custodial = input.custodial;
+  if (input.error !== undefined) body.error = input.error;
+  body.summary = input.summary;
+  body.channel = input.channel;
+  if (input.discord_summary !== undefined) body.discord_summary = input.discord_summary;
+  body.prev = chain.prev;
+  body.hash = sha256Hex(canonicalJson(body));
+  return body as AuditEntry;
 }
 
 /**

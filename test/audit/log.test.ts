@@ -120,6 +120,32 @@ describe("AuditLog: append, read, rotation", () => {
     expect(verification).toMatchObject({ ok: true, entries: 200 });
   });
 
+  it("files the entries of one batch by their own time when the batch crosses a month boundary", async () => {
+    const root = tmp();
+    const times = ["2026-01-31T23:59:59.998Z", "2026-01-31T23:59:59.999Z", "2026-02-01T00:00:00.000Z"];
+    let call = 0;
+    const log = await AuditLog.open({
+      agent: "agent-alpha",
+      root,
+      clock: () => new Date(times[Math.min(call++, times.length - 1)]!),
+    });
+    opened.push(log);
+    const message = seedRequest();
+    // Appended in one turn: written together, but each entry keeps its own time and month file.
+    const entries = await Promise.all(
+      [0, 1, 2, 3].map((i) => log.append(auditEntryFor(message, { direction: "sent", channel: `ch-${i}` }))),
+    );
+    expect(entries.map((e) => [e.seq, e.ts.slice(0, 7)])).toEqual([
+      [1, "2026-01"],
+      [2, "2026-01"],
+      [3, "2026-02"],
+      [4, "2026-02"],
+    ]);
+    const dir = join(root, "agent-alpha");
+    expect(readLinesOf(join(dir, "2026-01.jsonl"))).toHaveLength(2);
+    expect(readLinesOf(join(dir, "2026-02.jsonl"))).toHaveLength(2);
+    expect(await verifyAudit(dir)).toMatchObject({ ok: true, entries: 4, files: 2 });
+  });
   it("continues the chain after close and reopen", async () => {
     const root = tmp();
     const first = await openLog(root);
