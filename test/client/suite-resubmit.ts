@@ -98,6 +98,10 @@ export function resubmitSuite(makeGateway: GatewayFactory): void {
     await gatewayWith({ dataDir, delivery });
     const port = Number(new URL(t.gw.url).port);
     const alice = await t.connected(t.alpha);
+    const aliceGaveUp: string[] = [];
+    alice.on("disconnected", (info) => {
+      if (!info.willReconnect) aliceGaveUp.push(`${info.code} ${info.reason}`);
+    });
     const bobFirst = await t.connected(t.beta);
     const release = deferred();
     let firstRuns = 0;
@@ -130,6 +134,9 @@ export function resubmitSuite(makeGateway: GatewayFactory): void {
     await eventually(async () => (await t.statusOf(t.alpha, id)).status === "acknowledged", "acknowledged");
     expect((await t.statusOf(t.alpha, id)).retry_count).toBeGreaterThanOrEqual(1);
     expect([firstRuns, secondRuns]).toEqual([1, 0]);
+    // Alice reconnects on her own; her backoff may end after bob's ack, so wait for either outcome.
+    await eventually(() => alice.connected || aliceGaveUp.length > 0, "alice reconnected or gave up");
+    expect(aliceGaveUp).toEqual([]);
     expect(alice.connected).toBe(true);
   });
 }
