@@ -4,11 +4,13 @@
  * protocol's recovery strategies: retry N times, continue without a non-critical agent, stop on a
  * critical one, and point at the partial results a failed agent left in its report.
  */
+
+import { applyAgentPatch } from "./agent-patch.js";
 import { type AgentProcessExit, runAgentProcess } from "./agent-process.js";
-import type { Plan, PlannedAgent } from "./plan.js";
 import { reportRef } from "./paths.js";
+import type { Plan, PlannedAgent } from "./plan.js";
 import type { AgentStatus, Report } from "./schemas.js";
-import { applyAgentPatch, type Session } from "./session.js";
+import type { Session } from "./session.js";
 
 /** The name the coordinator uses in the event log. */
 export const COORDINATOR_NAME = "coordinator";

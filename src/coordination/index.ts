@@ -3,6 +3,8 @@
  * holds coordination.json (locked, atomically replaced), messages.jsonl (single-write appends),
  * reports/ and data/; a coordinator runs a plan of agents respecting their dependencies.
  */
+
+export { type AgentPatch, applyAgentPatch } from "./agent-patch.js";
 export { type AgentProcessExit, runAgentProcess } from "./agent-process.js";
 export {
   type AgentOutcome,
@@ -94,9 +96,7 @@ export {
 } from "./queries.js";
 export * from "./schemas.js";
 export {
-  type AgentPatch,
   type ArtifactInfo,
-  applyAgentPatch,
   type CreateSessionOptions,
   Session,
   type SessionOptions,

@@ -1,5 +1,6 @@
 import { mkdir, open, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
+import { type AgentPatch, applyAgentPatch } from "./agent-patch.js";
 import { CoordinationError } from "./errors.js";
 import { appendEvent, type LoggedEvent, type LogProblem, readEventLog } from "./event-log.js";
 import { type FollowOptions, followEvents } from "./follow.js";
@@ -20,7 +21,6 @@ import {
 import { type EventFilter, matchesFilter, type NamedReport } from "./queries.js";
 import {
   type AgentEntry,
-  type AgentStatus,
   type Coordination,
   CoordinationSchema,
   type Report,
@@ -44,20 +44,6 @@ export interface CreateSessionOptions extends SessionOptions {
   id?: string;
   projectType?: string;
   projectPath?: string;
-}
-
-/** A change to one agent's entry. Setting a status fills the protocol's timestamps (see applyAgentPatch). */
-export interface AgentPatch {
-  status?: AgentStatus;
-  progress?: string;
-  reason?: string;
-  error?: string;
-  dependencies?: string[];
-  report_path?: string;
-  exit_code?: number | null;
-  signal?: string;
-  stderr_tail?: string;
-  attempts?: number;
 }
 
 export interface ArtifactInfo {
@@ -373,49 +359,6 @@ export class Session {
   waitFor(selector: WaitSelector, options?: WaitOptions): Promise<WaitResult> {
     return waitForAgents(this, selector, options);
   }
-}
-
-/**
- * The coordination protocol's status rules: entering in_progress stamps started_at and clears the
- * previous attempt's outcome; completed stamps completed_at and report_path; failed stamps
- * failed_at. Any status change drops the old `reason` and `progress` (a completed agent is no longer
- * "retrying after…" nor "working 50%"); the patch may set new ones.
- */
-export function applyAgentPatch(
-  previous: AgentEntry | undefined,
-  name: string,
-  patch: AgentPatch,
-  now: string,
-): AgentEntry {
-  const entry: AgentEntry = previous ? { ...previous } : { status: "waiting", dependencies: [] };
-  const { status, ...fields } = patch;
-  if (status !== undefined && (status !== entry.status || previous === undefined)) {
-    delete entry.reason;
-    delete entry.progress;
-    if (status === "in_progress") {
-      entry.started_at = now;
-      for (const key of [
-        "completed_at",
-        "failed_at",
-        "error",
-        "exit_code",
-        "signal",
-        "stderr_tail",
-      ] as const) {
-        delete entry[key];
-      }
-    }
-    if (status === "completed") {
-      entry.completed_at = now;
-      entry.report_path = reportRef(name);
-    }
-    if (status === "failed") entry.failed_at = now;
-    entry.status = status;
-  }
-  for (const [key, value] of Object.entries(fields)) {
-    if (value !== undefined) (entry as Record<string, unknown>)[key] = value;
-  }
-  return entry;
 }
 
 /** The `*.json` names in a directory, without the suffix; temp files (dot-prefixed) are left out. */

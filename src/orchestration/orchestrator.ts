@@ -1,9 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { GatewayExtension } from "../gateway/extension.js";
 import { ApprovalGate } from "./approval-gate.js";
-import type { ApprovalRecord, ApprovalStore } from "./approvals.js";
 import { Attempts } from "./attempts.js";
-import { type CommandAuditSink, commandEntry, responseEntry } from "./audit.js";
+import { commandEntry, responseEntry } from "./audit.js";
 import type { BreakerState } from "./breaker.js";
 import { ResponseCache } from "./cache.js";
 import {
@@ -15,6 +14,7 @@ import {
 } from "./config.js";
 import { classify, describeProblems, problemsOf } from "./errors.js";
 import { OrchestrationMetrics } from "./metrics.js";
+import type { AsyncReceipt, OrchestratorOptions, SendOptions } from "./orchestrator-options.js";
 import {
   type BroadcastResult,
   broadcast,
@@ -36,48 +36,9 @@ import {
   type CommandDraft,
   isSuccessful,
 } from "./schemas.js";
-import { type AgentSpec, createTarget, type InternalErrorLog, type Target } from "./targets.js";
+import { type AgentSpec, createTarget, type Target } from "./targets.js";
 
-export interface OrchestratorOptions {
-  /** This orchestrator's agent id: the `from` of its commands (with remote agents, the SDK agent's id). */
-  id: string;
-  /** The human principal it acts for; shown on approvals and in the audit log. */
-  principal?: string;
-  /** The `acp:` section of acp.yaml, or the file's whole shape `{ acp: … }`; omitted keys take the defaults. */
-  config?: OrchestrationConfig | OrchestrationConfigInput | ConfigFileInput;
-  /** Where every command and response is recorded; `false` only for throwaway tools and benchmarks. */
-  audit: CommandAuditSink | false;
-  /** Needed as soon as a command requires approval. */
-  approvals?: ApprovalStore;
-  /** The response cache (default: a new one, `cache_ttl` from the configuration); the CLI passes one it keeps on disk. */
-  cache?: ResponseCache;
-  /** Source of jitter, in [0, 1). Default Math.random. */
-  random?: () => number;
-  /** Failures that cannot be reported in a response (a response's audit entry that could not be written). */
-  onError?: (err: Error) => void;
-  /**
-   * Where an in-process handler's internal failure (anything but a CommandError) is detailed; its
-   * caller only gets a generic agent_error with the correlation id. Default: stderr.
-   */
-  logInternalError?: InternalErrorLog;
-}
-
-export interface SendOptions {
-  signal?: AbortSignal;
-  /** Overrides the target's registered fallbacks for this command. */
-  fallbacks?: string[];
-  /** Cache this command's successful response (default: only actions listed in `cacheable_actions`). */
-  cacheable?: boolean;
-  /** Called once an approval was requested, so a caller can say where to approve it. */
-  onApproval?: (approval: ApprovalRecord) => void;
-}
-
-/** What `sendAsync` hands back: whether the command was handed over, or the response that refused it. */
-export interface AsyncReceipt {
-  commandId: string;
-  accepted: boolean;
-  response?: AgentResponse;
-}
+export type { AsyncReceipt, OrchestratorOptions, SendOptions };
 
 /**
  * Sends AgentCommands to agents in this process or remote ACP agents (through the SDK) with one API,
