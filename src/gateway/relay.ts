@@ -42,6 +42,12 @@ export interface AcceptedMessage {
   entry: AuditEntryInput;
   /** The broker's answer: rejected when it refused the write; `duplicate` for a resubmission. */
   stored: Promise<SubmitResult>;
+  /** The recipient's agent id. */
+  to: string;
+  /** The text stored and delivered, and the message parsed from it, whose signature was verified by `kid`. */
+  envelope: string;
+  message: AcpMessage;
+  kid: string;
 }
 
 export type AcceptedListener = (accepted: AcceptedMessage) => void;
@@ -189,7 +195,8 @@ export class Relay {
     });
     // Awaited by `relay`, outside the lane; this keeps an early failure from going unhandled.
     stored.catch(() => undefined);
-    if (this.acceptedListeners.size > 0) this.emitAccepted({ id: headers["message-id"], entry, stored });
+    if (this.acceptedListeners.size > 0)
+      this.emitAccepted({ id: headers["message-id"], entry, stored, to, envelope, message, kid });
     return { message, stored, entry };
   }
 
