@@ -9,6 +9,11 @@
  * verified against the sender's registered key) reaches the agent marked `verifiedByRelay`, with
  * the relay's parsed message: the agent does not parse and verify the same bytes a second time.
  * Anything else (a redelivery, a message another gateway accepted) is verified by the agent as usual.
+ *
+ * The other way, the relay fully verifies the agent's first submission; once that proved that the
+ * agent's signer (fixed for its life) holds the registered key, later submissions are passed as
+ * `signedHere`: the relay checks they name that key and skips re-verifying the gateway's own
+ * signature. The recipient still verifies it.
  */
 import type { Inbox } from "../../broker/index.js";
 import type { AgentConnection, ConnectionEvents } from "../../client/connection.js";
@@ -29,6 +34,8 @@ export class InProcessConnection implements AgentConnection {
   #agent: ResolvedAgent | undefined;
   #inbox: Inbox | undefined;
   #pump: Promise<void> | undefined;
+  /** A submission of this agent passed the relay's full signature check. */
+  #keyProven = false;
   readonly #verified: VerifiedByRelay;
 
   constructor(
@@ -60,7 +67,16 @@ export class InProcessConnection implements AgentConnection {
     const agent = this.#agent;
     if (this.#closed || !agent) return Promise.reject(new AcpError("Cancelled", "the agent is closed"));
     const text = JSON.stringify(envelope);
-    return this.ctx.relay.submit(agent, text, Buffer.byteLength(text));
+    const signedHere = this.#keyProven;
+    const submitted = this.ctx.relay.submit(agent, text, Buffer.byteLength(text), { signedHere });
+    if (!signedHere)
+      submitted.then(
+        () => {
+          this.#keyProven = true;
+        },
+        () => undefined,
+      );
+    return submitted;
   }
 
   acknowledge(id: string): boolean {
@@ -148,8 +164,9 @@ class VerifiedByRelay {
     return kept.envelope === envelope ? kept.verified : undefined;
   }
 
-  #keep({ id, to, envelope, message, kid, stored }: AcceptedMessage): void {
-    if (!this.#recipients.has(to)) return;
+  #keep({ id, to, envelope, message, verifiedKid: kid, stored }: AcceptedMessage): void {
+    // Only what the relay verified itself (not a signature another in-process agent made).
+    if (kid === undefined || !this.#recipients.has(to)) return;
     if (this.#accepted.size >= MAX_VERIFIED) {
       const oldest = this.#accepted.keys().next().value;
       if (oldest !== undefined) this.#accepted.delete(oldest);
