@@ -45,8 +45,12 @@ const ONLY = process.env.BENCH_ONLY?.split(",") ?? ["a2a-echo", "bridge"];
 const ADMIN = "bench-admin-token-0123456789";
 const TEXT = "x".repeat(700);
 /** BENCH_A2A_PROFILE=1: the gateway's process runs with --cpu-prof; its hot spots are printed at the end. */
+const ROLE = process.argv[2];
+/** Made by the load generator only: the server processes run this same file. */
 const PROFILE_DIR =
-  process.env.BENCH_A2A_PROFILE === "1" ? mkdtempSync(join(tmpdir(), "acp-bench-a2a-prof-")) : undefined;
+  process.env.BENCH_A2A_PROFILE === "1" && ROLE === undefined
+    ? mkdtempSync(join(tmpdir(), "acp-bench-a2a-prof-"))
+    : undefined;
 
 // ---- server side (child processes): the gateway with its A2A bridge; the target ACP agent ----
 
@@ -336,6 +340,6 @@ async function main(): Promise<void> {
   }
 }
 
-if (process.argv[2] === "gateway") await serveGateway();
-else if (process.argv[2] === "agent") await serveAgent();
+if (ROLE === "gateway") await serveGateway();
+else if (ROLE === "agent") await serveAgent();
 else await main();
