@@ -1,6 +1,6 @@
 import WebSocket from "ws";
 import { type ClientFrame, type ServerFrame, type SubmitResponse, WS_PATH } from "../wire/api.js";
-import { AcpError } from "../protocol/index.js";
+import { AcpError, type VerifiedEnvelope } from "../protocol/index.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
 import { websocketUrl } from "./http.js";
 import {
@@ -13,6 +13,14 @@ import {
 
 export type NewMessageFrame = Extract<ServerFrame, { type: "new_message" }>;
 
+/**
+ * A delivery as the agent receives it. `verifiedByRelay` is set only by a connection inside the
+ * gateway (InProcessConnection) when the relay of that same process verified these exact bytes
+ * (structure, and the signature against the sender's registered key): the agent then skips
+ * verifying them again and still checks routing, id and freshness.
+ */
+export type DeliveredFrame = NewMessageFrame & { verifiedByRelay?: VerifiedEnvelope };
+
 export interface ReconnectOptions {
   /** First delay after a lost connection (default 250 ms); doubles per failed attempt. */
   initialDelayMs?: number;
@@ -21,7 +29,7 @@ export interface ReconnectOptions {
 }
 
 export interface ConnectionEvents {
-  message(frame: NewMessageFrame): void;
+  message(frame: DeliveredFrame): void;
   connected(info: { gateway: string; heartbeatMs: number; reconnected: boolean }): void;
   disconnected(info: { code: number; reason: string; willReconnect: boolean }): void;
   resubmit(info: ResubmitInfo): void;

@@ -11,7 +11,7 @@ import {
   messageKind,
   type VerifiedEnvelope,
 } from "../protocol/index.js";
-import type { NewMessageFrame } from "./connection.js";
+import type { DeliveredFrame, NewMessageFrame } from "./connection.js";
 import type { AgentCore } from "./core.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
 import { submissionUnsettled } from "./outbox.js";
@@ -37,7 +37,7 @@ export class Inbound {
 
   constructor(private readonly core: AgentCore) {}
 
-  onFrame(frame: NewMessageFrame): void {
+  onFrame(frame: DeliveredFrame): void {
     if (this.stopping) return;
     const { ledger, connection, settings } = this.core;
     const state = ledger.state(frame.id);
@@ -65,7 +65,7 @@ export class Inbound {
     while (this.tasks.size > 0) await Promise.allSettled([...this.tasks]);
   }
 
-  private async process(frame: NewMessageFrame): Promise<void> {
+  private async process(frame: DeliveredFrame): Promise<void> {
     let verified: VerifiedEnvelope;
     try {
       verified = await this.verify(frame);
@@ -90,10 +90,20 @@ export class Inbound {
   }
 
   /** End-to-end verification, then the checks that tie the delivery to what was signed. */
-  private async verify(frame: NewMessageFrame): Promise<VerifiedEnvelope> {
-    const verified = await this.core.verify(frame.envelope);
+  private async verify(frame: DeliveredFrame): Promise<VerifiedEnvelope> {
+    const verified = frame.verifiedByRelay ?? (await this.core.verify(frame.envelope));
     const { headers } = verified;
     const base = "params" in verified.message ? "/params/headers" : "/result/headers";
+    // core.verify checks this too; a delivery the relay verified comes here without it.
+    if (headers["recipient-id"] !== this.core.self.agentId) {
+      throw new AcpError(
+        "Misrouted",
+        `addressed to ${headers["recipient-id"]}, not ${this.core.self.agentId}`,
+        {
+          problems: [{ path: `${base}/recipient-id`, message: `expected ${this.core.self.agentId}` }],
+        },
+      );
+    }
     // Dedup happens on the gateway's id, so it must be the id the sender signed.
     if (headers["message-id"] !== frame.id) {
       throw new AcpError(

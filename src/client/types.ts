@@ -65,7 +65,8 @@ export interface AcpAgentOptions {
   consume?: "all" | "replies";
   /**
    * Replaces the WebSocket to the gateway (then `reconnect` and `submitRetry` do not apply). For a
-   * gateway's own agents, which reach its relay and broker in the same process.
+   * gateway's own agents, which reach its relay and broker in the same process. Such a connection
+   * is trusted: a delivery it marks `verifiedByRelay` is not verified again by the agent.
    */
   connection?: (agentId: string, events: ConnectionEvents) => AgentConnection;
 }

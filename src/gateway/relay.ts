@@ -9,6 +9,7 @@ import {
   messageKind,
   parseMessageText,
   ReplayGuard,
+  signatureKeyId,
   validateMessage,
   verifyMessageSignatureAsync,
 } from "../protocol/index.js";
@@ -42,9 +43,29 @@ export interface AcceptedMessage {
   entry: AuditEntryInput;
   /** The broker's answer: rejected when it refused the write; `duplicate` for a resubmission. */
   stored: Promise<SubmitResult>;
+  /** The recipient's agent id. */
+  to: string;
+  /** The text stored and delivered, and the message parsed (and validated) from it. */
+  envelope: string;
+  message: AcpMessage;
+  /**
+   * The registered key this relay verified the signature against; undefined when it did not
+   * re-verify a signature made in this process (`signedHere`).
+   */
+  verifiedKid: string | undefined;
 }
 
 export type AcceptedListener = (accepted: AcceptedMessage) => void;
+
+export interface SubmitOptions {
+  /**
+   * The signature was made in this process with the private key of the sender's registered key,
+   * proven by an earlier message of the same signer that this relay verified (the gateway's own
+   * agents, InProcessConnection): the relay checks that it names that key and skips the Ed25519
+   * verify. Every other check runs; the recipient still verifies the signature.
+   */
+  signedHere?: boolean;
+}
 
 /**
  * The relay pipeline behind POST /api/v1/messages and the WebSocket `submit` frame, in this order:
@@ -75,9 +96,14 @@ export class Relay {
     this.freshness = new ReplayGuard({ skewMs: options.skewMs });
   }
 
-  async submit(sender: ResolvedAgent, input: string | object, size: number): Promise<SubmitResponse> {
+  async submit(
+    sender: ResolvedAgent,
+    input: string | object,
+    size: number,
+    options: SubmitOptions = {},
+  ): Promise<SubmitResponse> {
     try {
-      const result = await this.relay(sender, input, size);
+      const result = await this.relay(sender, input, size, options);
       this.metrics.count("acp_messages_submitted_total", { duplicate: String(result.duplicate) });
       return result;
     } catch (thrown) {
@@ -89,9 +115,14 @@ export class Relay {
     }
   }
 
-  private async relay(sender: ResolvedAgent, input: string | object, size: number): Promise<SubmitResponse> {
+  private async relay(
+    sender: ResolvedAgent,
+    input: string | object,
+    size: number,
+    options: SubmitOptions,
+  ): Promise<SubmitResponse> {
     // Checked and verified on arrival, concurrently; then routed and stored in arrival order.
-    const signed = this.checkSigned(sender, input, size);
+    const signed = this.checkSigned(sender, input, size, options);
     const { message, stored, entry } = await this.senderLanes.run(sender.record.agentId, () =>
       this.routeAndStore(sender, signed),
     );
@@ -117,7 +148,12 @@ export class Relay {
    * The checks that need nothing but the envelope and its sender, in the pipeline's order; the
    * signature's Ed25519 verify is started here (off the event loop) and awaited in `routeAndStore`.
    */
-  private checkSigned(sender: ResolvedAgent, input: string | object, size: number): SignedSubmit {
+  private checkSigned(
+    sender: ResolvedAgent,
+    input: string | object,
+    size: number,
+    options: SubmitOptions,
+  ): SignedSubmit {
     if (size > this.options.maxEnvelopeBytes) {
       throw new AcpError(
         "PayloadTooLarge",
@@ -142,18 +178,21 @@ export class Relay {
         },
       );
     }
-    const verified = verifyMessageSignatureAsync(message, (agentId, signedBy) =>
-      agentId === sender.record.agentId && signedBy === sender.kid ? sender.key : undefined,
-    );
+    const signedHere = options.signedHere === true && signatureKeyId(message) === sender.kid;
+    const verified = signedHere
+      ? Promise.resolve(sender.kid)
+      : verifyMessageSignatureAsync(message, (agentId, signedBy) =>
+          agentId === sender.record.agentId && signedBy === sender.kid ? sender.key : undefined,
+        );
     // Awaited later, in the sender's lane; until then a refusal must not count as unhandled.
     verified.catch(() => undefined);
     const envelope = typeof input === "string" ? input : JSON.stringify(input);
-    return { message, headers, envelope, verified };
+    return { message, headers, envelope, verified, signedHere };
   }
 
   private async routeAndStore(
     sender: ResolvedAgent,
-    { message, headers, envelope, verified }: SignedSubmit,
+    { message, headers, envelope, verified, signedHere }: SignedSubmit,
   ): Promise<{ message: AcpMessage; stored: Promise<SubmitResult>; entry: AuditEntryInput }> {
     const kid = await verified;
     const from = headers["agent-id"];
@@ -189,7 +228,16 @@ export class Relay {
     });
     // Awaited by `relay`, outside the lane; this keeps an early failure from going unhandled.
     stored.catch(() => undefined);
-    if (this.acceptedListeners.size > 0) this.emitAccepted({ id: headers["message-id"], entry, stored });
+    if (this.acceptedListeners.size > 0)
+      this.emitAccepted({
+        id: headers["message-id"],
+        entry,
+        stored,
+        to,
+        envelope,
+        message,
+        verifiedKid: signedHere ? undefined : kid,
+      });
     return { message, stored, entry };
   }
 
@@ -262,6 +310,8 @@ interface SignedSubmit {
   envelope: string;
   /** Resolves to the key id that signed the message. */
   verified: Promise<string>;
+  /** The Ed25519 verify was skipped: a signature made in this process (SubmitOptions). */
+  signedHere: boolean;
 }
 
 function pathOf(message: AcpMessage, header: string): string {

@@ -14,6 +14,8 @@ import { EncryptedBody } from "./schemas.js";
 const decoder = new TextDecoder();
 
 export function isEncryptedBody(body: unknown): body is EncryptedBody {
+  // Asked of every body received: one without a `jwe` member is told apart without the schema.
+  if (typeof body !== "object" || body === null || !("jwe" in body)) return false;
   return EncryptedBody.safeParse(body).success;
 }
 

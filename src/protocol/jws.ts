@@ -124,6 +124,14 @@ interface Verification {
   sig: Buffer;
 }
 
+/** The key id a message's signature names (its protected header), without verifying the signature. */
+export function signatureKeyId(message: AcpMessage): string {
+  const signature = (message as { signature?: unknown }).signature;
+  const separator = typeof signature === "string" ? signature.indexOf("..") : -1;
+  if (separator <= 0) throw invalid("the signature is not a detached compact JWS (header..signature)");
+  return decodeProtectedHeader((signature as string).slice(0, separator)).kid;
+}
+
 /** Everything but the Ed25519 verify: the JWS form, the signer's key, the signed bytes. */
 function prepareVerification(message: AcpMessage, resolveKey: KeyResolver): Verification {
   const signature = (message as { signature?: unknown }).signature;

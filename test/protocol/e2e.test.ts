@@ -23,6 +23,11 @@ describe("end-to-end body encryption (JWE ECDH-ES X25519 + A256GCM)", () => {
     const body = await encryptBody(secret, toBeta);
     expect(Object.keys(body)).toEqual(["jwe"]);
     expect(isEncryptedBody(body)).toBe(true);
+    // Only a body whose one member is a compact JWE counts as encrypted.
+    expect(isEncryptedBody({ ...body, note: "x" })).toBe(false);
+    expect(isEncryptedBody({ jwe: "not a jwe" })).toBe(false);
+    expect(isEncryptedBody({ text: body.jwe })).toBe(false);
+    expect(isEncryptedBody(null)).toBe(false);
     expect(body.jwe).not.toContain("medical");
     expect(await decryptBody(body, beta, "agent-alpha")).toEqual(secret);
   });

@@ -4,16 +4,29 @@
  * agent's broker inbox, acknowledgements go to the broker. No socket, no frames to serialize and
  * parse twice, no self-call over TCP: what the bridge agents use instead of a WebSocket to the
  * gateway's own port.
+ *
+ * A delivery whose bytes are exactly those this process's relay accepted (and so validated and
+ * verified against the sender's registered key) reaches the agent marked `verifiedByRelay`, with
+ * the relay's parsed message: the agent does not parse and verify the same bytes a second time.
+ * Anything else (a redelivery, a message another gateway accepted) is verified by the agent as usual.
+ *
+ * The other way, the relay fully verifies the agent's first submission; once that proved that the
+ * agent's signer (fixed for its life) holds the registered key, later submissions are passed as
+ * `signedHere`: the relay checks they name that key and skips re-verifying the gateway's own
+ * signature. The recipient still verifies it.
  */
 import type { Inbox } from "../../broker/index.js";
 import type { AgentConnection, ConnectionEvents } from "../../client/connection.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
+import type { AcceptedMessage } from "../../gateway/relay.js";
 import type { SubmitResponse } from "../../wire/api.js";
-import { AcpError } from "../../protocol/index.js";
+import { AcpError, headersOf, type EnvelopeHeaders, type VerifiedEnvelope } from "../../protocol/index.js";
 
 /** Deliveries handed out before the agent acknowledges (as the WebSocket hub allows). */
 const MAX_IN_FLIGHT = 256;
+/** Relay-verified messages kept for in-process recipients until delivered; past it the oldest go (and are verified again). */
+const MAX_VERIFIED = 4096;
 
 export class InProcessConnection implements AgentConnection {
   #ready = false;
@@ -21,12 +34,17 @@ export class InProcessConnection implements AgentConnection {
   #agent: ResolvedAgent | undefined;
   #inbox: Inbox | undefined;
   #pump: Promise<void> | undefined;
+  /** A submission of this agent passed the relay's full signature check. */
+  #keyProven = false;
+  readonly #verified: VerifiedByRelay;
 
   constructor(
     private readonly ctx: GatewayContext,
     private readonly agentId: string,
     private readonly events: ConnectionEvents,
-  ) {}
+  ) {
+    this.#verified = VerifiedByRelay.of(ctx);
+  }
 
   get isReady(): boolean {
     return this.#ready;
@@ -37,6 +55,7 @@ export class InProcessConnection implements AgentConnection {
     this.#agent = await this.ctx.registry.resolve(this.agentId);
     if (!this.#agent)
       throw new AcpError("Unauthorized", `agent ${this.agentId} is not registered (or revoked)`);
+    this.#verified.watch(this.agentId);
     this.#inbox = await this.ctx.broker.openInbox(this.agentId, { maxInFlight: MAX_IN_FLIGHT });
     await this.ctx.presence.connected(this.agentId).catch(() => undefined);
     this.#ready = true;
@@ -48,7 +67,16 @@ export class InProcessConnection implements AgentConnection {
     const agent = this.#agent;
     if (this.#closed || !agent) return Promise.reject(new AcpError("Cancelled", "the agent is closed"));
     const text = JSON.stringify(envelope);
-    return this.ctx.relay.submit(agent, text, Buffer.byteLength(text));
+    const signedHere = this.#keyProven;
+    const submitted = this.ctx.relay.submit(agent, text, Buffer.byteLength(text), { signedHere });
+    if (!signedHere)
+      submitted.then(
+        () => {
+          this.#keyProven = true;
+        },
+        () => undefined,
+      );
+    return submitted;
   }
 
   acknowledge(id: string): boolean {
@@ -70,6 +98,7 @@ export class InProcessConnection implements AgentConnection {
     this.#closed = true;
     const wasReady = this.#ready;
     this.#ready = false;
+    if (this.#agent) this.#verified.unwatch(this.agentId);
     await this.#inbox?.close().catch(() => undefined);
     await this.#pump?.catch(() => undefined);
     if (wasReady) await this.ctx.presence.disconnected(this.agentId).catch(() => undefined);
@@ -78,6 +107,7 @@ export class InProcessConnection implements AgentConnection {
   async #deliver(inbox: Inbox): Promise<void> {
     for await (const delivery of inbox) {
       if (this.#closed) break;
+      const verifiedByRelay = this.#verified.take(delivery.id, delivery.envelope);
       this.events.message({
         type: "new_message",
         id: delivery.id,
@@ -85,8 +115,68 @@ export class InProcessConnection implements AgentConnection {
         kind: delivery.kind,
         method: delivery.method,
         attempt: delivery.attempt,
-        envelope: JSON.parse(delivery.envelope) as Record<string, unknown>,
+        envelope: (verifiedByRelay?.message ?? JSON.parse(delivery.envelope)) as Record<string, unknown>,
+        ...(verifiedByRelay && { verifiedByRelay }),
       });
     }
+  }
+}
+
+/** The messages this gateway's relay accepted for its in-process agents, until delivered: one per gateway. */
+class VerifiedByRelay {
+  static readonly #byGateway = new WeakMap<GatewayContext, VerifiedByRelay>();
+  /** In-process agents and how many connections each has. */
+  readonly #recipients = new Map<string, number>();
+  readonly #accepted = new Map<string, { envelope: string; verified: VerifiedEnvelope }>();
+  #unsubscribe: (() => void) | undefined;
+
+  private constructor(private readonly ctx: GatewayContext) {}
+
+  static of(ctx: GatewayContext): VerifiedByRelay {
+    let shared = VerifiedByRelay.#byGateway.get(ctx);
+    if (!shared) {
+      shared = new VerifiedByRelay(ctx);
+      VerifiedByRelay.#byGateway.set(ctx, shared);
+    }
+    return shared;
+  }
+
+  watch(agentId: string): void {
+    this.#recipients.set(agentId, (this.#recipients.get(agentId) ?? 0) + 1);
+    this.#unsubscribe ??= this.ctx.relay.onAccepted((accepted) => this.#keep(accepted));
+  }
+
+  unwatch(agentId: string): void {
+    const count = (this.#recipients.get(agentId) ?? 0) - 1;
+    if (count > 0) this.#recipients.set(agentId, count);
+    else this.#recipients.delete(agentId);
+    if (this.#recipients.size > 0) return;
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
+    this.#accepted.clear();
+  }
+
+  /** The relay's verification of message `id`, if `envelope` is byte for byte what it verified. */
+  take(id: string, envelope: string): VerifiedEnvelope | undefined {
+    const kept = this.#accepted.get(id);
+    if (!kept) return undefined;
+    this.#accepted.delete(id);
+    return kept.envelope === envelope ? kept.verified : undefined;
+  }
+
+  #keep({ id, to, envelope, message, verifiedKid: kid, stored }: AcceptedMessage): void {
+    // Only what the relay verified itself (not a signature another in-process agent made).
+    if (kid === undefined || !this.#recipients.has(to)) return;
+    if (this.#accepted.size >= MAX_VERIFIED) {
+      const oldest = this.#accepted.keys().next().value;
+      if (oldest !== undefined) this.#accepted.delete(oldest);
+    }
+    const headers = headersOf(message) as EnvelopeHeaders;
+    this.#accepted.set(id, { envelope, verified: { message, headers, kid } });
+    // A resubmission or a refused write is not delivered (again): nothing to keep.
+    stored.then(
+      (result) => result.duplicate && this.#accepted.delete(id),
+      () => this.#accepted.delete(id),
+    );
   }
 }
