@@ -197,7 +197,7 @@ export function artifactEvent(
   contextId: string,
   target: string,
   body: Record<string, unknown>,
-) {
+): TaskArtifactUpdateEvent {
   const keys = Object.keys(body);
   const onlyText = keys.length === 1 && typeof body.text === "string";
   const artifact: Artifact = {

@@ -19,6 +19,13 @@ import {
 } from "../../../protocol/index.js";
 import type { OutboundAgentRecord } from "../../../wire/a2a-outbound.js";
 import type { BridgeIdentity } from "../bridge-identity.js";
+
+/** The bridge key of this gateway: made (and sealed) at the first registration made here. */
+export interface BridgeKey {
+  /** The key, when this gateway has one; it serves only the agents registered with it. */
+  readonly current: BridgeIdentity | undefined;
+  ensure(): Promise<BridgeIdentity>;
+}
 import { A2AClient } from "./a2a-client.js";
 import { A2AMethods } from "./convert.js";
 import { Exchanges } from "./exchanges.js";
@@ -71,7 +78,7 @@ export class OutboundBridge {
 
   constructor(
     private readonly deps: BridgeDeps,
-    private readonly identity: BridgeIdentity,
+    private readonly key: BridgeKey,
     options: OutboundBridgeOptions = {},
   ) {
     this.records = deps.broker.kv<OutboundAgentRecord>("a2a-outbound");
@@ -96,7 +103,7 @@ export class OutboundBridge {
   }
 
   async register(input: unknown): Promise<OutboundAgentRecord> {
-    const record = await registerOutbound(input, this.deps.registry, this.identity);
+    const record = await registerOutbound(input, this.deps.registry, await this.key.ensure());
     await this.records.put(record.agentId, record);
     await this.serve(record);
     this.deps.logger.info({ agent: record.agentId, endpoint: record.endpoint }, "A2A agent registered");
@@ -133,8 +140,8 @@ export class OutboundBridge {
 
   private async serve(record: OutboundAgentRecord): Promise<void> {
     // Only the gateway holding the registered key can sign for it.
-    if (this.closed || this.served.has(record.agentId) || record.bridgeKey !== this.identity.signing.x)
-      return;
+    const identity = this.key.current;
+    if (this.closed || this.served.has(record.agentId) || record.bridgeKey !== identity?.signing.x) return;
     const sender: SenderIdentity = {
       agentId: record.agentId,
       principalId: record.principalId,
@@ -143,7 +150,7 @@ export class OutboundBridge {
     const served: Served = {
       record,
       sender,
-      signer: this.identity.signerFor(record.agentId),
+      signer: identity.signerFor(record.agentId),
       client: new A2AClient(record.endpoint),
       handshakes: new Handshakes({
         self: sender,
