@@ -27,5 +27,7 @@ export interface OutboundAgentRecord {
   signature: CardVerification;
   /** The bridge key (`x`) registered for it: only the gateway holding that key serves it. */
   bridgeKey: string;
+  /** The names of the headers sent with credentials (their values are sealed, never returned). */
+  credentials?: string[];
   registeredAt: string;
 }

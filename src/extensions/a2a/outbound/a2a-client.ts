@@ -116,6 +116,8 @@ const RESPONSE_LIMIT = 8 * 1024 * 1024;
 export class A2AClient {
   constructor(
     readonly endpoint: string,
+    /** Credentials' headers, sent on every call. */
+    private readonly headers: Record<string, string> = {},
     private readonly timeoutMs = 10 * 60_000,
   ) {}
 
@@ -199,7 +201,7 @@ export class A2AClient {
     try {
       response = await fetch(this.endpoint, {
         method: "POST",
-        headers: { "content-type": "application/json", accept, "A2A-Version": A2A_VERSION },
+        headers: { ...this.headers, "content-type": "application/json", accept, "A2A-Version": A2A_VERSION },
         body: JSON.stringify({ jsonrpc: "2.0", id: randomUUID(), method, params }),
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
         redirect: "error",
@@ -216,6 +218,17 @@ export class A2AClient {
       throw new A2AFailure(
         "unreachable",
         `the A2A agent at ${this.endpoint} answered HTTP ${response.status} to ${method}`,
+      );
+    }
+    if (response.status === 401 || response.status === 403) {
+      await response.body?.cancel();
+      const given = Object.keys(this.headers);
+      throw new A2AFailure(
+        "remote-error",
+        `the A2A agent at ${this.endpoint} answered HTTP ${response.status} to ${method}: ` +
+          (given.length > 0
+            ? `it refused the bridge's credentials (${given.join(", ")}); register it again with the right ones`
+            : "it needs credentials; register it again with --header or --bearer-env"),
       );
     }
     return response;

@@ -93,13 +93,16 @@ export interface FetchedCard {
 }
 
 /** Fetches and validates an agent card; every failure is an AcpError naming the URL or the field. */
-export async function fetchAgentCard(url: string, timeoutMs = 10_000): Promise<FetchedCard> {
+export async function fetchAgentCard(
+  url: string,
+  options: { headers?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<FetchedCard> {
   const cardUrl = cardUrlOf(url);
   let response: Response;
   try {
     response = await fetch(cardUrl, {
-      headers: { accept: "application/json", "A2A-Version": A2A_VERSION },
-      signal: AbortSignal.timeout(timeoutMs),
+      headers: { ...options.headers, accept: "application/json", "A2A-Version": A2A_VERSION },
+      signal: AbortSignal.timeout(options.timeoutMs ?? 10_000),
       redirect: "error",
     });
   } catch (err) {
@@ -108,6 +111,19 @@ export async function fetchAgentCard(url: string, timeoutMs = 10_000): Promise<F
     });
   }
   const text = await response.text();
+  if (response.status === 401 || response.status === 403) {
+    const given = Object.keys(options.headers ?? {});
+    throw new AcpError(
+      "InvalidParams",
+      `the agent card at ${cardUrl} answered HTTP ${response.status}: ` +
+        (given.length > 0
+          ? `the A2A agent refused the credentials given (${given.join(", ")})`
+          : "the A2A agent needs credentials: give them with --header or --bearer-env (credentials in the body)"),
+      {
+        problems: [{ path: given.length > 0 ? "/credentials" : "/url", message: `HTTP ${response.status}` }],
+      },
+    );
+  }
   if (!response.ok) {
     throw new AcpError("InvalidParams", `the agent card at ${cardUrl} answered HTTP ${response.status}`, {
       problems: [{ path: "/url", message: `HTTP ${response.status}` }],

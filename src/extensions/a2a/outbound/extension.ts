@@ -60,7 +60,7 @@ export function a2aOutboundExtension(options: A2AOutboundOptions): GatewayExtens
           });
         },
       };
-      const created = new OutboundBridge(ctx, key, options);
+      const created = new OutboundBridge(ctx, key, box, options);
       await created.start();
       bridge = created;
     },

@@ -176,6 +176,8 @@ export async function startA2AServer(
     port?: number;
     /** Served at `/.well-known/jwks.json` (card signature keys). */
     jwks?: unknown;
+    /** Headers every request (card included) must carry, else HTTP 401 (an agent that needs credentials). */
+    requireHeaders?: Record<string, string>;
   } = {},
 ): Promise<TestA2AServer> {
   const app = express();
@@ -192,6 +194,13 @@ export async function startA2AServer(
     new InMemoryTaskStore(),
     new TestExecutor(options.behaviour ?? "echo-task", received),
   );
+  const required = Object.entries(options.requireHeaders ?? {});
+  if (required.length > 0) {
+    app.use((req, res, next) => {
+      if (required.every(([name, value]) => req.get(name) === value)) next();
+      else res.status(401).json({ error: "unauthorized" });
+    });
+  }
   if (options.jwks !== undefined)
     app.get("/.well-known/jwks.json", (_req, res) => void res.json(options.jwks));
   if (options.rawCard) {
