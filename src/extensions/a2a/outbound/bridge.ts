@@ -159,7 +159,7 @@ export class OutboundBridge {
       record,
       sender,
       signer: identity.signerFor(record.agentId),
-      client: new A2AClient(record.endpoint),
+      client: new A2AClient(record.endpoint, { legacy: record.protocolVersion !== undefined }),
       handshakes: new Handshakes({
         self: sender,
         announce: {
@@ -173,7 +173,10 @@ export class OutboundBridge {
     this.served.set(record.agentId, served);
     try {
       if (record.credentials)
-        served.client = new A2AClient(record.endpoint, await this.credentials.load(record.agentId));
+        served.client = new A2AClient(record.endpoint, {
+          headers: await this.credentials.load(record.agentId),
+          legacy: record.protocolVersion !== undefined,
+        });
       served.inbox = await this.deps.broker.openInbox(record.agentId);
     } catch (err) {
       this.served.delete(record.agentId);

@@ -5,7 +5,7 @@ import { AcpError, AgentId, PrincipalId } from "../../../protocol/index.js";
 
 import type { OutboundAgentRecord } from "../../../wire/a2a-outbound.js";
 import type { BridgeIdentity } from "../bridge-identity.js";
-import { fetchAgentCard, jsonRpcEndpoint } from "./card.js";
+import { A2A_VERSION, fetchAgentCard, jsonRpcEndpoint } from "./card.js";
 import { Credentials, credentialHeaders } from "./credentials.js";
 import { verifyCardSignatures } from "./card-signature.js";
 
@@ -83,7 +83,8 @@ export async function registerOutbound(
     principalId,
     name: fetched.card.name,
     cardUrl: fetched.url,
-    endpoint,
+    endpoint: endpoint.url,
+    ...(endpoint.protocolVersion !== A2A_VERSION && { protocolVersion: endpoint.protocolVersion }),
     streaming: fetched.card.capabilities?.streaming === true,
     skills,
     signature,
