@@ -15,6 +15,14 @@ import {
 } from "@a2a-js/sdk/client";
 import { describe, expect, it } from "vitest";
 import type { AcpAgent } from "../../../src/client/index.js";
+import { openBroker } from "../../../src/broker/index.js";
+import {
+  PUSH_BUCKET,
+  type StoredTask,
+  sweepTasks,
+  TASK_BUCKET,
+  TASK_RETENTION_MS,
+} from "../../../src/extensions/a2a/inbound/durable-stores.js";
 import { a2aInboundExtension } from "../../../src/extensions/a2a/inbound/extension.js";
 import { agentFor } from "../../client/fixtures.js";
 import { startTestGateway, type TestAgent, type TestGateway } from "../../helpers/gateway.js";
@@ -203,6 +211,37 @@ describe("A2A task records: a request not sent before the restart", () => {
       );
     } finally {
       await gw.close();
+    }
+  });
+});
+
+describe("A2A task records: retention", () => {
+  it("forgets finished tasks (and their push configs) past the retention, keeps the others", async () => {
+    const broker = await openBroker({ data: join(tmp(), "data") });
+    try {
+      const tasks = broker.kv<StoredTask>(TASK_BUCKET);
+      const pushes = broker.kv<unknown>(PUSH_BUCKET);
+      const record = (state: string, savedAt: string): StoredTask => ({
+        agentId: "helper",
+        tenant: "",
+        owner: "alice",
+        origin: "x",
+        task: { id: "t", contextId: "c", status: { state }, artifacts: [], history: [] },
+        savedAt,
+      });
+      const old = new Date(Date.now() - TASK_RETENTION_MS - 60_000).toISOString();
+      await tasks.put("old-done", record("TASK_STATE_COMPLETED", old));
+      await pushes.put("old-done/_hook", { config: {}, wireVersion: "1.0" });
+      await tasks.put("old-waiting", record("TASK_STATE_SUBMITTED", old));
+      await tasks.put("new-done", record("TASK_STATE_FAILED", new Date().toISOString()));
+      const unfinished = await sweepTasks(broker, new Date(Date.now() - TASK_RETENTION_MS));
+      expect(unfinished.map((t) => (t.task as { status: { state: string } }).status.state)).toEqual([
+        "TASK_STATE_SUBMITTED",
+      ]);
+      expect(await tasks.keys()).toEqual(["new-done", "old-waiting"]);
+      expect(await pushes.keys()).toEqual([]);
+    } finally {
+      await broker.close();
     }
   });
 });

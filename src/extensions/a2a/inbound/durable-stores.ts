@@ -108,14 +108,27 @@ export class KvTaskStore implements TaskStore {
   }
 }
 
-/** Stored tasks not in a final state, across every published agent. */
-export async function unfinishedTasks(bucket: KvBucket<StoredTask>): Promise<StoredTask[]> {
-  const found: StoredTask[] = [];
-  for (const key of await bucket.keys()) {
-    const stored = (await bucket.get(key))?.value;
-    if (stored && !isTerminal(Task.fromJSON(stored.task as Task))) found.push(stored);
+/** How long a finished task's record (and its push configs) is kept: the broker's default retention. */
+export const TASK_RETENTION_MS = 7 * 24 * 3600_000;
+
+/**
+ * Scans every stored task: deletes the finished ones last saved before `expireBefore`, with their
+ * push configs, and returns the unfinished ones (across every published agent).
+ */
+export async function sweepTasks(broker: Broker, expireBefore: Date): Promise<StoredTask[]> {
+  const tasks = KvTaskStore.bucket(broker);
+  const pushes = broker.kv<StoredPush>(PUSH_BUCKET);
+  const unfinished: StoredTask[] = [];
+  for (const key of await tasks.keys()) {
+    const stored = (await tasks.get(key))?.value;
+    if (!stored) continue;
+    if (!isTerminal(Task.fromJSON(stored.task as Task))) unfinished.push(stored);
+    else if (new Date(stored.savedAt) < expireBefore) {
+      for (const push of await pushes.keys(`${key}/`)) await pushes.delete(push);
+      await tasks.delete(key);
+    }
   }
-  return found;
+  return unfinished;
 }
 
 export class KvPushNotificationStore implements PushNotificationStore {

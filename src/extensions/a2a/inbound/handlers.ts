@@ -73,7 +73,6 @@ export class AgentEndpoints {
     this.lateAnswers = new LateAnswers({
       ctx,
       bridge: options.bridge,
-      tasks: this.#tasks,
       startedAt: new Date(),
       apply: async (agentId, taskId, context, event) => {
         const agent = await ctx.registry.resolve(agentId);
@@ -97,6 +96,7 @@ export class AgentEndpoints {
 
   /** Stops waiting for every ACP answer (the requests themselves stay persisted at the gateway). */
   close(): void {
+    this.lateAnswers.close();
     for (const task of this.running.values()) task.controller.abort();
     this.running.clear();
   }

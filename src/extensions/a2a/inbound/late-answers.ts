@@ -12,14 +12,12 @@ import { errorFromObject } from "../../../client/errors.js";
 import type { InboundMessage } from "../../../client/types.js";
 import type { GatewayContext } from "../../../gateway/context.js";
 import type { BridgeIdentities } from "./bridge-identities.js";
-import { ownerContext, type StoredTask, unfinishedTasks } from "./durable-stores.js";
+import { ownerContext, type StoredTask, sweepTasks, TASK_RETENTION_MS } from "./durable-stores.js";
 import { artifactEvent, failureText, statusEvent } from "./executor.js";
-import type { KvBucket } from "../../../broker/index.js";
 
 export interface LateAnswerDeps {
   ctx: GatewayContext;
   bridge: BridgeIdentities;
-  tasks: KvBucket<StoredTask>;
   /** When this process started: tasks last saved before were sent by an earlier run. */
   startedAt: Date;
   /** Persists an event of a task of `agentId` and pushes it (the endpoint's late path). */
@@ -35,12 +33,10 @@ export class LateAnswers {
   /** Task id → the stored task whose answer an earlier run was waiting for. */
   readonly #orphans = new Map<string, StoredTask>();
   #resumed: Promise<void> | undefined;
+  #sweeping: NodeJS.Timeout | undefined;
+  #closed = false;
 
   constructor(private readonly deps: LateAnswerDeps) {}
-
-  get waiting(): number {
-    return this.#orphans.size;
-  }
 
   /** Once: finds the earlier run's unfinished tasks and connects their callers' bridge agents. */
   resume(selfUrl: string): Promise<void> {
@@ -50,11 +46,15 @@ export class LateAnswers {
     return this.#resumed;
   }
 
+  /** Stops the daily sweep of finished tasks. */
+  close(): void {
+    this.#closed = true;
+    clearInterval(this.#sweeping);
+  }
+
   /** A task canceled while an earlier run's request is out: its answer is no longer wanted. */
-  forget(taskId: string): StoredTask | undefined {
-    const stored = this.#orphans.get(taskId);
+  forget(taskId: string): void {
     this.#orphans.delete(taskId);
-    return stored;
   }
 
   /** Every response of a bridge agent; only answers to an earlier run's requests are taken here. */
@@ -89,7 +89,13 @@ export class LateAnswers {
   async #resume(selfUrl: string): Promise<void> {
     const origin = await this.deps.bridge.installId();
     const callers = new Set<string>();
-    for (const stored of await unfinishedTasks(this.deps.tasks)) {
+    // Also the time to forget finished tasks past their retention (and daily from now on).
+    const sweep = () => sweepTasks(this.deps.ctx.broker, new Date(Date.now() - TASK_RETENTION_MS));
+    if (!this.#closed) {
+      this.#sweeping = setInterval(() => void sweep().catch(() => undefined), 24 * 3600_000);
+      this.#sweeping.unref();
+    }
+    for (const stored of await sweep()) {
       if (stored.origin !== origin || new Date(stored.savedAt) >= this.deps.startedAt) continue;
       this.#orphans.set((stored.task as Pick<Task, "id">).id, stored);
       callers.add(stored.owner);
