@@ -67,6 +67,21 @@ describe("the A2A bridge key at rest", () => {
     }
   });
 
+  it("refuses to restart with another custody key, saying what is sealed", async () => {
+    const data = join(tmp(), "data");
+    const a2a = await startA2AServer({ behaviour: "echo-task" });
+    const gw = await startTestGateway({ dataDir: data, custody: { key: KEY_A } });
+    try {
+      await addA2A(gw, a2a.url, "echo");
+    } finally {
+      await gw.close();
+      await a2a.close();
+    }
+    await expect(startTestGateway({ dataDir: data, custody: { key: KEY_B } })).rejects.toThrow(
+      /is not the one the stored sealed keys \(custodial agent keys, the A2A bridge key, A2A credentials\) were encrypted with/,
+    );
+  });
+
   it("refuses to start when the custody key is not the one the bridge key was sealed with", async () => {
     const dir = tmp();
     const first = join(dir, "first");
