@@ -12,6 +12,7 @@ import { a2aOutboundExtension } from "./extensions/a2a/outbound/extension.js";
 import { type ApprovalsExtension, approvalsExtension } from "./extensions/approvals/extension.js";
 import { type CollabExtension, collabExtension } from "./extensions/collab/extension.js";
 import { custodyExtension } from "./extensions/custody/extension.js";
+import { secretKeeper } from "./extensions/custody/sealing.js";
 import { type DashboardOptions, dashboardExtension } from "./extensions/dashboard/extension.js";
 import { mcpEndpointExtension } from "./extensions/mcp-endpoint/extension.js";
 import type { GatewayExtension } from "./gateway/extension.js";
@@ -31,6 +32,7 @@ export { type ApprovalAuthorizer, defaultApprovalAuthorizer } from "./extensions
 export { type CollabExtension, type CollabOptions, collabExtension } from "./extensions/collab/extension.js";
 export type { HandoffService, HandoffStep } from "./extensions/collab/routes-handoff.js";
 export { type CustodyOptions, custodyExtension } from "./extensions/custody/extension.js";
+export { secretKeeper } from "./extensions/custody/sealing.js";
 export { type DashboardOptions, dashboardExtension } from "./extensions/dashboard/extension.js";
 export { parseWebhookTarget, type WebhookTarget } from "./extensions/dashboard/webhooks.js";
 export {
@@ -97,7 +99,9 @@ export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promis
       ? undefined
       : custodyExtension({ data, ...(custody?.key !== undefined ? { key: custody.key } : {}) }));
   // ACP agents calling A2A agents: inert until an admin registers one (docs/a2a.md).
-  const a2aOutbound = given("a2a-outbound") ?? a2aOutboundExtension({ keyDir: join(data, "a2a-bridge") });
+  const secrets = secretKeeper({ data, ...(custody?.key !== undefined ? { key: custody.key } : {}) });
+  const a2aOutbound =
+    given("a2a-outbound") ?? a2aOutboundExtension({ keyDir: join(data, "a2a-bridge"), secrets });
   const defaults = [
     collab,
     mcp,

@@ -22,10 +22,14 @@ export interface OutboundAgentRecord {
   cardUrl: string;
   /** The card's JSON-RPC endpoint the bridge calls. */
   endpoint: string;
+  /** The A2A version the agent speaks when not 1.0 (an A2A 0.3 agent: "0.3.0"…). */
+  protocolVersion?: string;
   streaming: boolean;
   skills: string[];
   signature: CardVerification;
   /** The bridge key (`x`) registered for it: only the gateway holding that key serves it. */
   bridgeKey: string;
+  /** The names of the headers sent with credentials (their values are sealed, never returned). */
+  credentials?: string[];
   registeredAt: string;
 }

@@ -10,6 +10,14 @@ import { adminTokenOf, failed, type GatewayFlags, gatewayOf, withGatewayOptions 
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
+type AddFlags = GatewayFlags & {
+  id?: string;
+  principal?: string;
+  cardKey: string[];
+  header: string[];
+  bearerEnv?: string;
+};
+
 /** A public JWK, or a JWKS (`{"keys": [...]}`), from a file: the keys a signed card must verify with. */
 async function readCardKeys(file: string): Promise<Record<string, unknown>[]> {
   let value: unknown;
@@ -32,6 +40,42 @@ async function readCardKeys(file: string): Promise<Record<string, unknown>[]> {
   return keys as Record<string, unknown>[];
 }
 
+/**
+ * `--header "Name: value"` (repeatable) and `--bearer-env VAR` as the registration's credentials.
+ * Errors never repeat a value: it may be a secret.
+ */
+export function credentialsOf(
+  headers: string[],
+  bearerEnv: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): { headers?: Record<string, string>; bearer?: string } | undefined {
+  const given: Record<string, string> = {};
+  for (const [i, header] of headers.entries()) {
+    const colon = header.indexOf(":");
+    const name = colon === -1 ? "" : header.slice(0, colon).trim();
+    const value = colon === -1 ? "" : header.slice(colon + 1).trim();
+    if (name === "" || value === "")
+      throw new CliError(
+        `--header (the ${ordinal(i + 1)}): expected "Name: value", e.g. --header "X-API-Key: …"`,
+      );
+    if (name in given) throw new CliError(`--header ${name}: given twice`);
+    given[name] = value;
+  }
+  let bearer: string | undefined;
+  if (bearerEnv !== undefined) {
+    bearer = env[bearerEnv];
+    if (bearer === undefined || bearer.trim() === "")
+      throw new CliError(
+        `--bearer-env ${bearerEnv}: the environment variable ${bearerEnv} is not set (or empty)`,
+      );
+    bearer = bearer.trim();
+  }
+  if (headers.length === 0 && bearer === undefined) return undefined;
+  return { ...(headers.length > 0 && { headers: given }), ...(bearer !== undefined && { bearer }) };
+}
+
+const ordinal = (n: number) => `${n}${n === 1 ? "st" : n === 2 ? "nd" : n === 3 ? "rd" : "th"}`;
+
 /** `acp agent add-a2a <url>` and `acp agent remove-a2a <agent-id>` (admin): external A2A agents as ACP agent ids. */
 export function registerA2ACommands(agent: Command): void {
   withGatewayOptions(
@@ -45,8 +89,16 @@ export function registerA2ACommands(agent: Command): void {
     .option("--id <agent-id>", "the ACP agent id (default: a2a-<card name>)")
     .option("--principal <id>", "the principal it acts for (default: a2a:<host of the card>)")
     .option("--card-key <file>", "public JWK or JWKS the card must be signed with (repeatable)", collect, [])
-    .action((url: string, flags: GatewayFlags & { id?: string; principal?: string; cardKey: string[] }) =>
+    .option(
+      "--header <name: value>",
+      "a header the A2A agent requires (e.g. its API key), sent on the card fetch and every call; sealed at the gateway (repeatable)",
+      collect,
+      [],
+    )
+    .option("--bearer-env <var>", "send the token in this environment variable as Authorization: Bearer")
+    .action((url: string, flags: AddFlags) =>
       run(flags, async () => {
+        const credentials = credentialsOf(flags.header, flags.bearerEnv);
         const cardKeys = (await Promise.all(flags.cardKey.map(readCardKeys))).flat();
         const gateway = gatewayOf(flags);
         const record = (await requestGatewayJson(gateway, "POST", OUTBOUND_PATH, {
@@ -56,6 +108,7 @@ export function registerA2ACommands(agent: Command): void {
             ...(flags.id ? { agentId: flags.id } : {}),
             ...(flags.principal ? { principalId: flags.principal } : {}),
             ...(cardKeys.length > 0 ? { cardKeys } : {}),
+            ...(credentials ? { credentials } : {}),
           },
         })) as OutboundAgentRecord;
         if (flags.json) return printJson(record);
@@ -68,6 +121,8 @@ export function registerA2ACommands(agent: Command): void {
         printLine(`  card      ${record.cardUrl} (${signature})`);
         printLine(`  endpoint  ${record.endpoint} (${record.streaming ? "streaming" : "SendMessage"})`);
         printLine(`  skills    ${record.skills.join(", ") || "-"}`);
+        if (record.credentials)
+          printLine(`  sends     ${record.credentials.join(", ")} (sealed at the gateway)`);
       }),
     );
 

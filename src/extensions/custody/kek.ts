@@ -15,13 +15,15 @@ export const CUSTODY_KEY_ENV = "ACP_CUSTODY_KEY";
 export const CUSTODY_KEY_FILE = "custody.key";
 const CHECK_KEY = "custody-kek";
 const CHECK_LABEL = "acp custody key-encryption key check v1";
+/** What the KEK seals (sealing.ts), for messages. */
+const SEALED_KINDS = "(custodial agent keys, the A2A bridge key, A2A credentials)";
 
 interface KekCheck {
   custodyKekCheck: string;
   createdAt: string;
 }
 
-/** Refused at start-up: the stored custodial keys cannot be read with the KEK given (or none). */
+/** Refused at start-up: the stored sealed keys cannot be read with the KEK given (or none). */
 export class CustodyKeyError extends Error {
   override readonly name = "CustodyKeyError";
 }
@@ -112,7 +114,8 @@ export class KeyEncryptionKey {
       : await this.readFile();
     if (!kek) {
       throw new CustodyKeyError(
-        `custodial agent keys are stored (since ${stored.createdAt}) but their key-encryption key is missing: ` +
+        `keys sealed by this gateway ${SEALED_KINDS} are stored (since ${stored.createdAt}) ` +
+          "but their key-encryption key is missing: " +
           `set ${CUSTODY_KEY_ENV} to it, or restore ${this.file} (with NATS every gateway needs the same key). ` +
           "Nothing was changed.",
       );
@@ -127,7 +130,7 @@ export class KeyEncryptionKey {
     const actual = Buffer.from(checkOf(kek), "hex");
     if (expected.length !== actual.length || !timingSafeEqual(expected, actual)) {
       throw new CustodyKeyError(
-        `the custody key${source ? ` from ${source}` : ""} is not the one the stored custodial agent keys ` +
+        `the custody key${source ? ` from ${source}` : ""} is not the one the stored sealed keys ${SEALED_KINDS} ` +
           `were encrypted with (since ${stored.createdAt}): give the original ${CUSTODY_KEY_ENV} or ${this.file}. ` +
           "Nothing was changed.",
       );

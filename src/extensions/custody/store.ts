@@ -5,7 +5,6 @@
  * additional data so an entry cannot be passed off as another agent's). The private keys are never
  * logged, returned or kept in memory beyond the signature they are opened for.
  */
-import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
 import type { Broker, KvBucket } from "../../broker/index.js";
 import {
   AcpError,
@@ -15,16 +14,13 @@ import {
   publicIdentity,
   type X25519PublicJwk,
 } from "../../protocol/index.js";
+import type { SealedSecret } from "../../gateway/secrets.js";
 import { type KekOptions, KeyEncryptionKey } from "./kek.js";
+import { SealOpenError, seal, unseal } from "./sealing.js";
 
 export const CUSTODY_BUCKET = "custody";
 
-interface SealedIdentity {
-  v: 1;
-  alg: "A256GCM";
-  iv: string;
-  tag: string;
-  ciphertext: string;
+interface SealedIdentity extends SealedSecret {
   createdAt: string;
 }
 
@@ -55,20 +51,9 @@ export class Custody {
    */
   async create(agentId: string, principalId: string): Promise<CustodialKeys> {
     const identity = generateIdentity(agentId, principalId);
-    const kek = await this.kek.get();
-    const iv = randomBytes(12);
-    const cipher = createCipheriv("aes-256-gcm", kek, iv);
-    cipher.setAAD(additionalData(agentId));
-    const ciphertext = Buffer.concat([cipher.update(JSON.stringify(identity), "utf8"), cipher.final()]);
+    const sealed = seal(await this.kek.get(), JSON.stringify(identity), additionalData(agentId));
     try {
-      await this.sealed.create(agentId, {
-        v: 1,
-        alg: "A256GCM",
-        iv: iv.toString("base64url"),
-        tag: cipher.getAuthTag().toString("base64url"),
-        ciphertext: ciphertext.toString("base64url"),
-        createdAt: new Date().toISOString(),
-      });
+      await this.sealed.create(agentId, { ...sealed, createdAt: new Date().toISOString() });
     } catch (err) {
       if ((err as { code?: string }).code === "exists") {
         throw new AcpError("Conflict", `agent ${agentId} is already registered; rotate its key instead`, {
@@ -90,17 +75,11 @@ export class Custody {
   async identity(agentId: string): Promise<PrivateIdentity> {
     const entry = await this.sealed.get(agentId);
     if (!entry) throw new AcpError("NotFound", `the gateway holds no custodial key for ${agentId}`);
-    const { iv, tag, ciphertext } = entry.value;
-    const decipher = createDecipheriv("aes-256-gcm", await this.kek.get(), Buffer.from(iv, "base64url"));
-    decipher.setAAD(additionalData(agentId));
-    decipher.setAuthTag(Buffer.from(tag, "base64url"));
     let plain: string;
     try {
-      plain = Buffer.concat([
-        decipher.update(Buffer.from(ciphertext, "base64url")),
-        decipher.final(),
-      ]).toString("utf8");
-    } catch {
+      plain = unseal(await this.kek.get(), entry.value, additionalData(agentId));
+    } catch (err) {
+      if (!(err instanceof SealOpenError)) throw err;
       throw new AcpError(
         "InternalError",
         `the custodial key of ${agentId} does not open with this gateway's custody key (tampered or another key)`,
@@ -110,6 +89,6 @@ export class Custody {
   }
 }
 
-function additionalData(agentId: string): Buffer {
-  return Buffer.from(`acp-custody:v1:${agentId}`, "utf8");
+function additionalData(agentId: string): string {
+  return `acp-custody:v1:${agentId}`;
 }

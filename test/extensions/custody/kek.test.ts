@@ -33,13 +33,13 @@ describe("custody key-encryption key: generated, required, checked", () => {
 
     renameSync(file, `${file}.saved`);
     await expect(startTestGateway({ dataDir: data })).rejects.toThrow(
-      /custodial agent keys are stored \(since .*\) but their key-encryption key is missing: set ACP_CUSTODY_KEY to it, or restore .*custody\.key.*Nothing was changed\./,
+      /keys sealed by this gateway \(custodial agent keys, the A2A bridge key, A2A credentials\) are stored \(since .*\) but their key-encryption key is missing: set ACP_CUSTODY_KEY to it, or restore .*custody\.key.*Nothing was changed\./,
     );
     expect(existsSync(file)).toBe(false); // no new key made in its place
 
     const other = randomBytes(32).toString("base64");
     await expect(startTestGateway({ dataDir: data, custody: { key: other } })).rejects.toThrow(
-      /the custody key from the custody key option is not the one the stored custodial agent keys were encrypted with/,
+      /the custody key from the custody key option is not the one the stored sealed keys \(custodial agent keys, the A2A bridge key, A2A credentials\) were encrypted with/,
     );
     await expect(startTestGateway({ dataDir: data, custody: { key: "too-short" } })).rejects.toThrow(
       "the custody key option: the custody key must be 32 bytes as base64, base64url or 64 hex digits",

@@ -32,11 +32,13 @@ describeWithNats("custodial keys on NATS: several gateways, one key-encryption k
     expect(identity?.signing.x).toBe((await b.gateway.context.registry.get("worker"))?.signing.x);
 
     await expect(startTestGateway({ natsUrl: url, dataDir: tmp() })).rejects.toThrow(
-      /custodial agent keys are stored .* but their key-encryption key is missing: set ACP_CUSTODY_KEY/,
+      /keys sealed by this gateway \(custodial agent keys, the A2A bridge key, A2A credentials\) are stored .* but their key-encryption key is missing: set ACP_CUSTODY_KEY/,
     );
     await expect(
       startTestGateway({ natsUrl: url, dataDir: tmp(), custody: { key: randomBytes(32).toString("hex") } }),
-    ).rejects.toThrow(/is not the one the stored custodial agent keys were encrypted with/);
+    ).rejects.toThrow(
+      /is not the one the stored sealed keys \(custodial agent keys, the A2A bridge key, A2A credentials\) were encrypted with/,
+    );
     // The refused gateways changed nothing: the first still signs.
     expect((await a.gateway.context.registry.custodian?.identity("worker"))?.agentId).toBe("worker");
   });

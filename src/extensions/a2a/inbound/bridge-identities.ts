@@ -14,7 +14,7 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { AcpAgent } from "../../../client/agent.js";
-import type { InboundContext } from "../../../client/types.js";
+import type { InboundContext, InboundMessage } from "../../../client/types.js";
 import type { GatewayContext } from "../../../gateway/context.js";
 import { generateIdentity, PrivateIdentity, publicIdentity } from "../../../protocol/index.js";
 import { InProcessConnection } from "../in-process-connection.js";
@@ -31,6 +31,8 @@ export interface BridgeIdentityOptions {
   requestTimeoutMs: number;
   /** Every notification a bridge agent receives (e.g. progress from a target). */
   onNotification?: (body: Record<string, unknown>, context: InboundContext) => void;
+  /** Every response a bridge agent receives, with the caller it signs for (answers nobody awaits any more included). */
+  onResponse?: (message: InboundMessage, caller: string) => void;
 }
 
 const StoredBridge = z.object({ identity: PrivateIdentity, apiKey: z.string().min(1) });
@@ -95,6 +97,12 @@ export class BridgeIdentities {
     agent.on("error", (err) => this.ctx.logger.debug({ err: err.message }, "A2A bridge agent error"));
     const onNotification = this.options.onNotification;
     if (onNotification) agent.onNotification(onNotification);
+    const onResponse = this.options.onResponse;
+    // Before connect: answers queued while the gateway was down arrive as soon as it is connected.
+    if (onResponse)
+      agent.on("message", (message) => {
+        if (message.kind === "response" || message.kind === "error") onResponse(message, caller);
+      });
     await agent.connect();
     this.ctx.logger.info({ agent: identity.agentId, caller }, "A2A bridge agent connected");
     return agent;
@@ -129,6 +137,10 @@ export class BridgeIdentities {
   }
 
   /** A random id per data directory (or per start without one): bridge ids never collide between gateways. */
+  installId(): Promise<string> {
+    return this.#installId();
+  }
+
   #installId(): Promise<string> {
     this.#install ??= (async () => {
       const dir = this.options.dataDir && join(this.options.dataDir, "a2a-bridge");

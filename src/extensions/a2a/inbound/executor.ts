@@ -14,6 +14,7 @@ import {
   Part,
   Role,
   type Task,
+  type TaskArtifactUpdateEvent,
   TaskState,
   type TaskStatusUpdateEvent,
 } from "@a2a-js/sdk";
@@ -191,7 +192,12 @@ export function acpBodyOf(rc: RequestContext): Record<string, unknown> {
 }
 
 /** `{ text }` alone becomes a text part; any other body a JSON data part. */
-function artifactEvent(taskId: string, contextId: string, target: string, body: Record<string, unknown>) {
+export function artifactEvent(
+  taskId: string,
+  contextId: string,
+  target: string,
+  body: Record<string, unknown>,
+): TaskArtifactUpdateEvent {
   const keys = Object.keys(body);
   const onlyText = keys.length === 1 && typeof body.text === "string";
   const artifact: Artifact = {
@@ -214,7 +220,7 @@ function artifactEvent(taskId: string, contextId: string, target: string, body: 
   return { taskId, contextId, artifact, append: false, lastChunk: true, metadata: {} };
 }
 
-function failureText(target: string, err: unknown): string {
+export function failureText(target: string, err: unknown): string {
   if (err instanceof AcpError) {
     if (err.reason === "Timeout") return `${target} did not answer in time (${err.message})`;
     return `${target} answered with an error: ${err.message} [${err.code} ${err.reason}]`;

@@ -12,7 +12,7 @@ import { isIP } from "node:net";
 import { TLSSocket } from "node:tls";
 import { AgentCard, formatSSEEvent, SSE_HEADERS, TaskState } from "@a2a-js/sdk";
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
-import { JsonRpcTransportHandler, ServerCallContext, type User } from "@a2a-js/sdk/server";
+import { JsonRpcTransportHandler, ServerCallContext } from "@a2a-js/sdk/server";
 import { authenticate, type GatewayContext } from "../../../gateway/context.js";
 import type { GatewayExtension } from "../../../gateway/extension.js";
 import { type Router, readJsonBody, selfUrlOf, sendJson } from "../../../http/server.js";
@@ -21,6 +21,7 @@ import { BridgeIdentities } from "./bridge-identities.js";
 import { type A2aCall, A2aErrorCode, A2aRpcError, checkA2aCall, isLegacyMethod } from "../wire.js";
 import { A2A_BASE_PATH } from "../../../wire/a2a.js";
 import { agentCardOf, isPublished } from "./card.js";
+import { A2aCaller } from "./durable-stores.js";
 import { A2aAcpMethods, statusEvent } from "./executor.js";
 import { AgentEndpoints } from "./handlers.js";
 
@@ -46,14 +47,6 @@ export interface A2aInboundExtension extends GatewayExtension {
   stats(): { answering: number; tasks: number };
 }
 
-/** The authenticated A2A caller, as the SDK's owner scoping sees it. */
-class A2aCaller implements User {
-  constructor(readonly userName: string) {}
-  get isAuthenticated(): boolean {
-    return true;
-  }
-}
-
 export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInboundExtension {
   /** Open answers and the JSON-RPC id each is for. */
   const answering = new Map<ServerResponse, A2aCall["id"]>();
@@ -76,6 +69,12 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
         ...(options.auditRoot !== undefined && { auditRoot: options.auditRoot }),
         requestTimeoutMs: options.requestTimeoutMs ?? 3_600_000,
         onNotification: progress,
+        onResponse: (message, caller) =>
+          void endpoints?.lateAnswers
+            .onResponse(message, caller)
+            .catch((err: unknown) =>
+              ctx.logger.warn({ err: (err as Error).message }, "A2A: applying a late answer failed"),
+            ),
       });
       const open = new AgentEndpoints(ctx, {
         bridge,
@@ -109,6 +108,8 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
         const caller = await authenticate(ctx, req);
         const record = await publishedAgent(params.agent_id ?? "");
         selfUrl ??= selfUrlOf(req);
+        // Answers to requests sent before a restart come to bridge agents, connected from here on.
+        void open.lateAnswers.resume(selfUrl);
         const body = await readJsonBody(req, ctx.maxEnvelopeBytes);
         let call: A2aCall;
         try {

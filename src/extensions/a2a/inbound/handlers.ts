@@ -9,22 +9,25 @@ import {
   type AgentExecutionEvent,
   DefaultPushNotificationSender,
   DefaultRequestHandler,
-  InMemoryPushNotificationStore,
-  InMemoryTaskStore,
   JsonRpcTransportHandler,
   ResultManager,
   type ServerCallContext,
   type TaskStore,
 } from "@a2a-js/sdk/server";
+import type { KvBucket } from "../../../broker/index.js";
 import type { GatewayContext } from "../../../gateway/context.js";
 import type { AgentRecord } from "../../../gateway/registry.js";
 import type { BridgeIdentities } from "./bridge-identities.js";
 import { agentCardOf } from "./card.js";
-import { AcpTaskExecutor, isTerminal, type RunningTask } from "./executor.js";
+import { KvPushNotificationStore, KvTaskStore, type StoredTask } from "./durable-stores.js";
+import { A2aAcpMethods, AcpTaskExecutor, isTerminal, type RunningTask } from "./executor.js";
+import { LateAnswers } from "./late-answers.js";
 
 export interface AgentEndpoint {
   transport: JsonRpcTransportHandler;
   legacy: LegacyJsonRpcTransportHandler;
+  /** Persists and pushes an event of a task whose executor already returned. */
+  late(taskId: string, context: ServerCallContext, event: AgentExecutionEvent): Promise<void>;
 }
 
 export interface EndpointOptions {
@@ -36,28 +39,47 @@ export interface EndpointOptions {
 
 /** Tells `onCanceled` when a task is stored CANCELED, however it got there (live bus or not). */
 class WatchedTaskStore implements TaskStore {
-  readonly #inner = new InMemoryTaskStore();
-  constructor(private readonly onCanceled: (taskId: string) => void) {}
+  constructor(
+    private readonly inner: TaskStore,
+    private readonly onCanceled: (taskId: string, context: ServerCallContext) => void,
+  ) {}
   async save(...args: Parameters<TaskStore["save"]>): Promise<void> {
-    await this.#inner.save(...args);
-    if (args[0].status?.state === TaskState.TASK_STATE_CANCELED) this.onCanceled(args[0].id);
+    const [task, context] = args;
+    if (task.status?.state !== TaskState.TASK_STATE_CANCELED) return this.inner.save(...args);
+    // The SDK saves a canceled task more than once: the change is what counts.
+    const before = (await this.inner.load(task.id, context))?.status?.state;
+    await this.inner.save(...args);
+    if (before !== TaskState.TASK_STATE_CANCELED) this.onCanceled(task.id, context);
   }
   load(...args: Parameters<TaskStore["load"]>) {
-    return this.#inner.load(...args);
+    return this.inner.load(...args);
   }
   list(...args: Parameters<TaskStore["list"]>) {
-    return this.#inner.list(...args);
+    return this.inner.list(...args);
   }
 }
 
 export class AgentEndpoints {
   readonly running = new Map<string, RunningTask>();
+  readonly lateAnswers: LateAnswers;
   readonly #endpoints = new Map<string, AgentEndpoint>();
+  readonly #tasks: KvBucket<StoredTask>;
 
   constructor(
     private readonly ctx: GatewayContext,
     private readonly options: EndpointOptions,
-  ) {}
+  ) {
+    this.#tasks = KvTaskStore.bucket(ctx.broker);
+    this.lateAnswers = new LateAnswers({
+      ctx,
+      bridge: options.bridge,
+      startedAt: new Date(),
+      apply: async (agentId, taskId, context, event) => {
+        const agent = await ctx.registry.resolve(agentId);
+        if (agent) await this.for(agent.record).late(taskId, context, event);
+      },
+    });
+  }
 
   get activeTasks(): number {
     return this.running.size;
@@ -74,19 +96,35 @@ export class AgentEndpoints {
 
   /** Stops waiting for every ACP answer (the requests themselves stay persisted at the gateway). */
   close(): void {
+    this.lateAnswers.close();
     for (const task of this.running.values()) task.controller.abort();
     this.running.clear();
   }
 
   #create(record: AgentRecord): AgentEndpoint {
-    const store = new WatchedTaskStore((taskId) => {
+    const durable = new KvTaskStore(this.#tasks, record.agentId, () => this.options.bridge.installId());
+    const store = new WatchedTaskStore(durable, (taskId, context) => {
       const running = this.running.get(taskId);
-      if (!running) return;
-      this.running.delete(taskId);
-      running.controller.abort();
-      running.cancelAtTarget();
+      if (running) {
+        this.running.delete(taskId);
+        running.controller.abort();
+        running.cancelAtTarget();
+        return;
+      }
+      // Sent by an earlier run or another gateway: tell the target through this caller's bridge agent.
+      this.lateAnswers.forget(taskId);
+      const caller = context.user?.userName ?? "anonymous";
+      void this.options.bridge
+        .agentFor(caller, this.options.selfUrl())
+        .then((agent) => agent.notify(record.agentId, { taskId }, { method: A2aAcpMethods.cancel }))
+        .catch((err: unknown) =>
+          this.ctx.logger.warn(
+            { err: (err as Error).message, taskId },
+            "A2A: telling the agent of a cancel failed",
+          ),
+        );
     });
-    const pushes = new InMemoryPushNotificationStore();
+    const pushes = new KvPushNotificationStore(this.ctx.broker, record.agentId);
     const sender = new DefaultPushNotificationSender(pushes, { timeout: this.options.pushTimeoutMs });
     const late = async (taskId: string, context: ServerCallContext, event: AgentExecutionEvent) => {
       if (isTerminal(await store.load(taskId, context))) return;
@@ -116,6 +154,7 @@ export class AgentEndpoints {
     return {
       transport: new JsonRpcTransportHandler(handler),
       legacy: new LegacyJsonRpcTransportHandler(handler),
+      late,
     };
   }
 }

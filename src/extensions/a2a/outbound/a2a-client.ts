@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { A2A_VERSION, causeOf } from "./card.js";
+import { fromLegacyResult, legacyMethod, toLegacyParams } from "./legacy.js";
 
 /**
  * A small A2A 1.0 JSON-RPC client for the outbound bridge: `SendMessage`, `SendStreamingMessage`
@@ -114,10 +115,24 @@ const RpcAnswer = z.union([
 const RESPONSE_LIMIT = 8 * 1024 * 1024;
 
 export class A2AClient {
+  private readonly headers: Record<string, string>;
+  private readonly legacy: boolean;
+  private readonly timeoutMs: number;
+
   constructor(
     readonly endpoint: string,
-    private readonly timeoutMs = 10 * 60_000,
-  ) {}
+    options: {
+      /** Credentials' headers, sent on every call. */
+      headers?: Record<string, string>;
+      /** An A2A 0.3 agent: 0.3 method names and shapes on the wire (legacy.ts). */
+      legacy?: boolean;
+      timeoutMs?: number;
+    } = {},
+  ) {
+    this.headers = options.headers ?? {};
+    this.legacy = options.legacy ?? false;
+    this.timeoutMs = options.timeoutMs ?? 10 * 60_000;
+  }
 
   /** `returnImmediately`: answer with the task as soon as it exists instead of when it is over. */
   async sendMessage(
@@ -179,7 +194,8 @@ export class A2AClient {
           } catch {
             throw new A2AFailure("bad-response", "SendStreamingMessage sent an event that is not JSON");
           }
-          yield this.check(StreamEvent, this.unwrap(parsed, "SendStreamingMessage"), "SendStreamingMessage");
+          const event = this.fromWire("SendStreamingMessage", this.unwrap(parsed, "SendStreamingMessage"));
+          yield this.check(StreamEvent, event, "SendStreamingMessage");
         }
       }
     } catch (err) {
@@ -190,7 +206,11 @@ export class A2AClient {
 
   private async call(method: string, params: unknown, signal?: AbortSignal): Promise<unknown> {
     const response = await this.post(method, params, signal, "application/json");
-    return this.unwrap(await this.readJson(response, method), method);
+    return this.fromWire(method, this.unwrap(await this.readJson(response, method), method));
+  }
+
+  private fromWire(method: string, result: unknown): unknown {
+    return this.legacy ? fromLegacyResult(method, result) : result;
   }
 
   private async post(method: string, params: unknown, signal: AbortSignal | undefined, accept: string) {
@@ -199,8 +219,18 @@ export class A2AClient {
     try {
       response = await fetch(this.endpoint, {
         method: "POST",
-        headers: { "content-type": "application/json", accept, "A2A-Version": A2A_VERSION },
-        body: JSON.stringify({ jsonrpc: "2.0", id: randomUUID(), method, params }),
+        headers: {
+          ...this.headers,
+          "content-type": "application/json",
+          accept,
+          ...(!this.legacy && { "A2A-Version": A2A_VERSION }),
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: randomUUID(),
+          method: this.legacy ? legacyMethod(method) : method,
+          params: this.legacy ? toLegacyParams(method, params as Record<string, unknown>) : params,
+        }),
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
         redirect: "error",
       });
@@ -216,6 +246,17 @@ export class A2AClient {
       throw new A2AFailure(
         "unreachable",
         `the A2A agent at ${this.endpoint} answered HTTP ${response.status} to ${method}`,
+      );
+    }
+    if (response.status === 401 || response.status === 403) {
+      await response.body?.cancel();
+      const given = Object.keys(this.headers);
+      throw new A2AFailure(
+        "remote-error",
+        `the A2A agent at ${this.endpoint} answered HTTP ${response.status} to ${method}: ` +
+          (given.length > 0
+            ? `it refused the bridge's credentials (${given.join(", ")}); register it again with the right ones`
+            : "it needs credentials; register it again with --header or --bearer-env"),
       );
     }
     return response;

@@ -18,9 +18,18 @@ import {
   verifyEnvelope,
 } from "../../../protocol/index.js";
 import type { OutboundAgentRecord } from "../../../wire/a2a-outbound.js";
+import type { SecretBox } from "../../../gateway/secrets.js";
 import type { BridgeIdentity } from "../bridge-identity.js";
+
+/** The bridge key of this gateway: made (and sealed) at the first registration made here. */
+export interface BridgeKey {
+  /** The key, when this gateway has one; it serves only the agents registered with it. */
+  readonly current: BridgeIdentity | undefined;
+  ensure(): Promise<BridgeIdentity>;
+}
 import { A2AClient } from "./a2a-client.js";
 import { A2AMethods } from "./convert.js";
+import { CredentialStore } from "./credentials.js";
 import { Exchanges } from "./exchanges.js";
 import { registerOutbound } from "./registration.js";
 import { TaskLinks } from "./tasks.js";
@@ -61,6 +70,7 @@ const LAYERS = [0, 1];
  */
 export class OutboundBridge {
   private readonly records: KvBucket<OutboundAgentRecord>;
+  private readonly credentials: CredentialStore;
   private readonly served = new Map<string, Served>();
   private readonly handlers = new Set<Promise<void>>();
   /** Deliveries being processed, by message id. */
@@ -71,10 +81,12 @@ export class OutboundBridge {
 
   constructor(
     private readonly deps: BridgeDeps,
-    private readonly identity: BridgeIdentity,
+    private readonly key: BridgeKey,
+    secrets: SecretBox,
     options: OutboundBridgeOptions = {},
   ) {
     this.records = deps.broker.kv<OutboundAgentRecord>("a2a-outbound");
+    this.credentials = new CredentialStore(deps.broker, secrets);
     this.exchanges = new Exchanges(new TaskLinks(deps.broker), deps.logger, {
       attempts: options.attempts ?? 3,
       retryDelayMs: options.retryDelayMs ?? 1000,
@@ -96,7 +108,9 @@ export class OutboundBridge {
   }
 
   async register(input: unknown): Promise<OutboundAgentRecord> {
-    const record = await registerOutbound(input, this.deps.registry, this.identity);
+    const { record, headers } = await registerOutbound(input, this.deps.registry, await this.key.ensure());
+    if (Object.keys(headers).length > 0) await this.credentials.save(record.agentId, headers);
+    else await this.credentials.delete(record.agentId);
     await this.records.put(record.agentId, record);
     await this.serve(record);
     this.deps.logger.info({ agent: record.agentId, endpoint: record.endpoint }, "A2A agent registered");
@@ -119,6 +133,7 @@ export class OutboundBridge {
     await this.get(agentId);
     await this.deps.registry.revoke(agentId);
     await this.records.delete(agentId);
+    await this.credentials.delete(agentId);
     await this.stopServing(agentId);
   }
 
@@ -133,8 +148,8 @@ export class OutboundBridge {
 
   private async serve(record: OutboundAgentRecord): Promise<void> {
     // Only the gateway holding the registered key can sign for it.
-    if (this.closed || this.served.has(record.agentId) || record.bridgeKey !== this.identity.signing.x)
-      return;
+    const identity = this.key.current;
+    if (this.closed || this.served.has(record.agentId) || record.bridgeKey !== identity?.signing.x) return;
     const sender: SenderIdentity = {
       agentId: record.agentId,
       principalId: record.principalId,
@@ -143,8 +158,8 @@ export class OutboundBridge {
     const served: Served = {
       record,
       sender,
-      signer: this.identity.signerFor(record.agentId),
-      client: new A2AClient(record.endpoint),
+      signer: identity.signerFor(record.agentId),
+      client: new A2AClient(record.endpoint, { legacy: record.protocolVersion !== undefined }),
       handshakes: new Handshakes({
         self: sender,
         announce: {
@@ -157,12 +172,17 @@ export class OutboundBridge {
     };
     this.served.set(record.agentId, served);
     try {
+      if (record.credentials)
+        served.client = new A2AClient(record.endpoint, {
+          headers: await this.credentials.load(record.agentId),
+          legacy: record.protocolVersion !== undefined,
+        });
       served.inbox = await this.deps.broker.openInbox(record.agentId);
     } catch (err) {
       this.served.delete(record.agentId);
       this.deps.logger.error(
         { agent: record.agentId, err: (err as Error).message },
-        "A2A bridge cannot open the inbox",
+        "A2A bridge cannot serve the agent (its credentials or its inbox)",
       );
       return;
     }

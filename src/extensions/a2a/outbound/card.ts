@@ -1,3 +1,5 @@
+import { AgentCard } from "@a2a-js/sdk";
+import { isLegacyAgentCard, parseLegacyAgentCard } from "@a2a-js/sdk/compat/v0_3/client";
 import { z } from "zod";
 import { AcpError } from "../../../protocol/index.js";
 
@@ -47,21 +49,21 @@ export type A2ACardSignature = z.infer<typeof CardSignature>;
 export const A2A_VERSION = "1.0";
 export const CARD_PATH = "/.well-known/agent-card.json";
 
-/** The JSON-RPC endpoint the bridge calls: the card's JSONRPC interface for A2A 1.0. */
-export function jsonRpcEndpoint(card: A2AAgentCard): string {
-  const found = card.supportedInterfaces.find(
-    (i) =>
-      i.protocolBinding.toUpperCase() === "JSONRPC" && (i.protocolVersion ?? A2A_VERSION) === A2A_VERSION,
-  );
+/** The JSON-RPC endpoint the bridge calls: the card's JSONRPC interface for A2A 1.0, else for 0.3. */
+export function jsonRpcEndpoint(card: A2AAgentCard): { url: string; protocolVersion: string } {
+  const jsonRpc = card.supportedInterfaces.filter((i) => i.protocolBinding.toUpperCase() === "JSONRPC");
+  const found =
+    jsonRpc.find((i) => (i.protocolVersion ?? A2A_VERSION) === A2A_VERSION) ??
+    jsonRpc.find((i) => /^0\.3(\.|$)/.test(i.protocolVersion ?? ""));
   if (!found) {
     const offered = card.supportedInterfaces.map((i) => `${i.protocolBinding} ${i.protocolVersion ?? "?"}`);
     throw new AcpError(
       "CapabilityMissing",
-      `the agent card offers no JSONRPC interface for A2A ${A2A_VERSION} (it offers: ${offered.join(", ")})`,
+      `the agent card offers no JSONRPC interface for A2A ${A2A_VERSION} or 0.3 (it offers: ${offered.join(", ")})`,
       { problems: [{ path: "/supportedInterfaces", message: `no JSONRPC ${A2A_VERSION} interface` }] },
     );
   }
-  return found.url;
+  return { url: found.url, protocolVersion: found.protocolVersion ?? A2A_VERSION };
 }
 
 /** `https://host/x` → `https://host/x/.well-known/agent-card.json`; a URL ending in `.json` is the card itself. */
@@ -93,13 +95,16 @@ export interface FetchedCard {
 }
 
 /** Fetches and validates an agent card; every failure is an AcpError naming the URL or the field. */
-export async function fetchAgentCard(url: string, timeoutMs = 10_000): Promise<FetchedCard> {
+export async function fetchAgentCard(
+  url: string,
+  options: { headers?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<FetchedCard> {
   const cardUrl = cardUrlOf(url);
   let response: Response;
   try {
     response = await fetch(cardUrl, {
-      headers: { accept: "application/json", "A2A-Version": A2A_VERSION },
-      signal: AbortSignal.timeout(timeoutMs),
+      headers: { ...options.headers, accept: "application/json", "A2A-Version": A2A_VERSION },
+      signal: AbortSignal.timeout(options.timeoutMs ?? 10_000),
       redirect: "error",
     });
   } catch (err) {
@@ -108,6 +113,19 @@ export async function fetchAgentCard(url: string, timeoutMs = 10_000): Promise<F
     });
   }
   const text = await response.text();
+  if (response.status === 401 || response.status === 403) {
+    const given = Object.keys(options.headers ?? {});
+    throw new AcpError(
+      "InvalidParams",
+      `the agent card at ${cardUrl} answered HTTP ${response.status}: ` +
+        (given.length > 0
+          ? `the A2A agent refused the credentials given (${given.join(", ")})`
+          : "the A2A agent needs credentials: give them with --header or --bearer-env (credentials in the body)"),
+      {
+        problems: [{ path: given.length > 0 ? "/credentials" : "/url", message: `HTTP ${response.status}` }],
+      },
+    );
+  }
   if (!response.ok) {
     throw new AcpError("InvalidParams", `the agent card at ${cardUrl} answered HTTP ${response.status}`, {
       problems: [{ path: "/url", message: `HTTP ${response.status}` }],
@@ -126,7 +144,33 @@ export async function fetchAgentCard(url: string, timeoutMs = 10_000): Promise<F
       problems: [{ path: "/url", message: "not JSON" }],
     });
   }
-  return { card: parseAgentCard(raw, cardUrl.href), raw: raw as Record<string, unknown>, url: cardUrl.href };
+  // An A2A 0.3 card (`url`, `preferredTransport`) is read as the 1.0 card it stands for.
+  const card = isLegacyAgentCard(raw)
+    ? parseAgentCard(AgentCard.toJSON(parseLegacyAgentCard(checkLegacyCard(raw, cardUrl.href))), cardUrl.href)
+    : parseAgentCard(raw, cardUrl.href);
+  return { card, raw: raw as Record<string, unknown>, url: cardUrl.href };
+}
+
+/** The 0.3 members the translation relies on, named as the 0.3 card names them. */
+const LegacyCard = z.looseObject({
+  name: z.string().min(1, "must not be empty"),
+  url: z.url("must be an absolute URL"),
+  protocolVersion: z.string().regex(/^0\.3(\.|$)/, "must be an A2A 0.3 version"),
+  preferredTransport: z.string().optional(),
+});
+
+function checkLegacyCard(raw: unknown, source: string): unknown {
+  const parsed = LegacyCard.safeParse(raw);
+  if (parsed.success) return raw;
+  const problems = parsed.error.issues.map((i) => ({
+    path: `/card/${i.path.join("/")}`,
+    message: i.message,
+  }));
+  throw new AcpError(
+    "InvalidParams",
+    `the agent card at ${source} is not a valid A2A 0.3 card: ${problems[0]?.path} ${problems[0]?.message}`,
+    { problems },
+  );
 }
 
 export function parseAgentCard(raw: unknown, source: string): A2AAgentCard {

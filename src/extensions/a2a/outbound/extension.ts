@@ -1,17 +1,21 @@
 import { AcpError } from "../../../protocol/index.js";
 import type { GatewayContext, GatewayExtension } from "../../../gateway/extension.js";
-import { loadBridgeIdentity } from "../bridge-identity.js";
-import { OutboundBridge, type OutboundBridgeOptions } from "./bridge.js";
+import type { SecretKeeper } from "../../../gateway/secrets.js";
+import { type BridgeIdentity, loadBridgeIdentity } from "../bridge-identity.js";
+import { type BridgeKey, OutboundBridge, type OutboundBridgeOptions } from "./bridge.js";
 import { outboundRoutes } from "./routes.js";
 
 export interface A2AOutboundOptions extends OutboundBridgeOptions {
   /** Where the bridge key lives (`<gateway data>/a2a-bridge`). */
   keyDir: string;
+  /** Seals the bridge key and the agents' credentials at rest (the custody key; `secretKeeper()`). */
+  secrets: SecretKeeper;
 }
 
 /**
  * The gateway glue of the outbound A2A bridge (the only file that knows the extension interface):
- * mounts the admin routes, then on start loads the bridge key and serves the registered A2A agents.
+ * mounts the admin routes, then on start loads the bridge key (sealed with the custody key) and serves
+ * the registered A2A agents.
  * Nothing is reachable until an admin registers an A2A agent, so it is mounted by default.
  */
 export function a2aOutboundExtension(options: A2AOutboundOptions): GatewayExtension {
@@ -29,7 +33,34 @@ export function a2aOutboundExtension(options: A2AOutboundOptions): GatewayExtens
     },
     async start() {
       if (!ctx) throw new Error("a2a-outbound: start before routes");
-      const created = new OutboundBridge(ctx, await loadBridgeIdentity(options.keyDir), options);
+      const context = ctx;
+      const box = await options.secrets.open(context.broker);
+      const loaded = await loadBridgeIdentity(options.keyDir, box, { create: false });
+      if (loaded?.migrated)
+        context.logger.info(
+          { dir: options.keyDir },
+          "A2A bridge key sealed with the custody key (was in the clear)",
+        );
+      let current: BridgeIdentity | undefined = loaded?.identity;
+      let making: Promise<BridgeIdentity> | undefined;
+      // Made at the first registration, not at start: a gateway that registers nothing needs no KEK.
+      const key: BridgeKey = {
+        get current() {
+          return current;
+        },
+        ensure() {
+          if (current) return Promise.resolve(current);
+          making ??= loadBridgeIdentity(options.keyDir, box, { create: true }).then((made) => {
+            current = (made as NonNullable<typeof made>).identity;
+            return current;
+          });
+          return making.catch((err: unknown) => {
+            making = undefined;
+            throw err;
+          });
+        },
+      };
+      const created = new OutboundBridge(ctx, key, box, options);
       await created.start();
       bridge = created;
     },

@@ -5,7 +5,8 @@ import { AcpError, AgentId, PrincipalId } from "../../../protocol/index.js";
 
 import type { OutboundAgentRecord } from "../../../wire/a2a-outbound.js";
 import type { BridgeIdentity } from "../bridge-identity.js";
-import { fetchAgentCard, jsonRpcEndpoint } from "./card.js";
+import { A2A_VERSION, fetchAgentCard, jsonRpcEndpoint } from "./card.js";
+import { Credentials, credentialHeaders } from "./credentials.js";
 import { verifyCardSignatures } from "./card-signature.js";
 
 export const RegisterOutboundRequest = z.strictObject({
@@ -14,6 +15,8 @@ export const RegisterOutboundRequest = z.strictObject({
   principalId: PrincipalId.optional(),
   /** Public JWKs the card must be signed with (pinned keys); else a signed card's `jku` on its own origin. */
   cardKeys: z.array(z.record(z.string(), z.unknown())).min(1).optional(),
+  /** For an agent whose card declares security: headers and/or a bearer token (sealed at rest). */
+  credentials: Credentials.optional(),
 });
 export type RegisterOutboundRequest = z.infer<typeof RegisterOutboundRequest>;
 
@@ -28,15 +31,16 @@ export function defaultAgentId(name: string): string {
 }
 
 /**
- * Fetches, validates and verifies the card, then registers the agent id in the gateway's registry
- * with the bridge key (so ACP agents find it, verify its signatures and handshake it like any agent).
+ * Fetches (with the credentials given), validates and verifies the card, then registers the agent id
+ * in the gateway's registry with the bridge key (so ACP agents find it, verify its signatures and
+ * handshake it like any agent). Returns the record and the credentials' headers, to be sealed.
  */
 export async function registerOutbound(
   input: unknown,
   registry: Registry,
   identity: BridgeIdentity,
   now = new Date(),
-): Promise<OutboundAgentRecord> {
+): Promise<{ record: OutboundAgentRecord; headers: Record<string, string> }> {
   const parsed = RegisterOutboundRequest.safeParse(input);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((i) => ({ path: `/${i.path.join("/")}`, message: i.message }));
@@ -49,7 +53,8 @@ export async function registerOutbound(
     );
   }
   const request = parsed.data;
-  const fetched = await fetchAgentCard(request.url);
+  const headers = request.credentials ? credentialHeaders(request.credentials) : {};
+  const fetched = await fetchAgentCard(request.url, { headers });
   const endpoint = jsonRpcEndpoint(fetched.card);
   const signature = await verifyCardSignatures(fetched.raw, fetched.card.signatures ?? [], {
     cardUrl: fetched.url,
@@ -73,16 +78,19 @@ export async function registerOutbound(
       { problems: [{ path: "/agentId", message: "already registered" }] },
     );
   }
-  return {
+  const record: OutboundAgentRecord = {
     agentId,
     principalId,
     name: fetched.card.name,
     cardUrl: fetched.url,
-    endpoint,
+    endpoint: endpoint.url,
+    ...(endpoint.protocolVersion !== A2A_VERSION && { protocolVersion: endpoint.protocolVersion }),
     streaming: fetched.card.capabilities?.streaming === true,
     skills,
     signature,
     bridgeKey: identity.signing.x,
+    ...(Object.keys(headers).length > 0 && { credentials: Object.keys(headers) }),
     registeredAt: now.toISOString(),
   };
+  return { record, headers };
 }

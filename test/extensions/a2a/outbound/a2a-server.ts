@@ -176,6 +176,13 @@ export async function startA2AServer(
     port?: number;
     /** Served at `/.well-known/jwks.json` (card signature keys). */
     jwks?: unknown;
+    /** Headers every request (card included) must carry, else HTTP 401 (an agent that needs credentials). */
+    requireHeaders?: Record<string, string>;
+    /**
+     * An A2A 0.3 agent: the SDK's own 0.3 compatibility layer serves a 0.3 card (`url`,
+     * `preferredTransport`) and answers `message/send`…, whatever A2A-Version a client sends.
+     */
+    legacy?: boolean;
   } = {},
 ): Promise<TestA2AServer> {
   const app = express();
@@ -185,6 +192,29 @@ export async function startA2AServer(
   const { port } = server.address() as AddressInfo;
   const url = `http://127.0.0.1:${port}`;
   const base = testCard(`${url}/a2a/jsonrpc`, options.streaming ?? false);
+  if (options.legacy) {
+    base.supportedInterfaces = [
+      { url: `${url}/a2a/jsonrpc`, protocolBinding: "JSONRPC", tenant: "", protocolVersion: "0.3" },
+    ];
+    // A 0.3 agent knows no A2A-Version header: every request is a 0.3 one, and its card has no
+    // 1.0 members (the SDK adds `supportedInterfaces` for 1.0 clients).
+    app.use((req, res, next) => {
+      delete req.headers["a2a-version"];
+      if (req.path === "/.well-known/agent-card.json") {
+        const send = res.send.bind(res);
+        res.send = (body: unknown) => {
+          const card = JSON.parse(Buffer.isBuffer(body) ? body.toString() : String(body)) as Record<
+            string,
+            unknown
+          >;
+          delete card.supportedInterfaces;
+          return send(JSON.stringify(card));
+        };
+      }
+      next();
+    });
+  }
+  const legacyCompat = { enabled: options.legacy ?? false };
   const card = options.card ? await options.card(base) : base;
   const received: string[] = [];
   const handler = new DefaultRequestHandler(
@@ -192,6 +222,13 @@ export async function startA2AServer(
     new InMemoryTaskStore(),
     new TestExecutor(options.behaviour ?? "echo-task", received),
   );
+  const required = Object.entries(options.requireHeaders ?? {});
+  if (required.length > 0) {
+    app.use((req, res, next) => {
+      if (required.every(([name, value]) => req.get(name) === value)) next();
+      else res.status(401).json({ error: "unauthorized" });
+    });
+  }
   if (options.jwks !== undefined)
     app.get("/.well-known/jwks.json", (_req, res) => void res.json(options.jwks));
   if (options.rawCard) {
@@ -200,11 +237,11 @@ export async function startA2AServer(
       res.json(raw);
     });
   } else {
-    app.use("/.well-known/agent-card.json", agentCardHandler({ agentCardProvider: handler }));
+    app.use("/.well-known/agent-card.json", agentCardHandler({ agentCardProvider: handler, legacyCompat }));
   }
   app.use(
     "/a2a/jsonrpc",
-    jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }),
+    jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication, legacyCompat }),
   );
   return {
     url,

@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { a2aOutboundExtension } from "../../../../src/extensions/a2a/outbound/extension.js";
+import { secretKeeper } from "../../../../src/extensions/custody/sealing.js";
 import { AcpError } from "../../../../src/protocol/index.js";
 import { agentFor } from "../../../client/fixtures.js";
 import { startTestGateway } from "../../../helpers/gateway.js";
@@ -73,7 +74,12 @@ describe("ACP agents calling A2A agents through the bridge", () => {
     await bed.gw.close();
     const again = await startTestGateway({
       dataDir,
-      extensions: [a2aOutboundExtension({ keyDir: join(dataDir, "a2a-bridge") })],
+      extensions: [
+        a2aOutboundExtension({
+          keyDir: join(dataDir, "a2a-bridge"),
+          secrets: secretKeeper({ data: dataDir }),
+        }),
+      ],
     });
     bed.cleanup(() => again.close());
     const bob = await again.register("bob", "principal-bob");

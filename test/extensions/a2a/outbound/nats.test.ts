@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { expect, it } from "vitest";
 import { a2aOutboundExtension } from "../../../../src/extensions/a2a/outbound/extension.js";
+import { secretKeeper } from "../../../../src/extensions/custody/sealing.js";
 import { agentFor } from "../../../client/fixtures.js";
 import { ADMIN_TOKEN, api, startTestGateway } from "../../../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../../../helpers/nats.js";
@@ -21,7 +22,12 @@ describeWithNats("A2A out on NATS JetStream", () => {
       startTestGateway({
         natsUrl: server.url,
         dataDir: join(dir, name),
-        extensions: [a2aOutboundExtension({ keyDir: join(dir, name, "a2a-bridge") })],
+        extensions: [
+          a2aOutboundExtension({
+            keyDir: join(dir, name, "a2a-bridge"),
+            secrets: secretKeeper({ data: join(dir, name) }),
+          }),
+        ],
       });
     const one = await startOne("one");
     const two = await startOne("two");

@@ -2,6 +2,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach } from "vitest";
 import type { AcpAgent } from "../../../../src/client/index.js";
 import { a2aOutboundExtension } from "../../../../src/extensions/a2a/outbound/extension.js";
+import { secretKeeper } from "../../../../src/extensions/custody/sealing.js";
 import { A2A_REMOTE_AGENTS_PATH as OUTBOUND_PATH } from "../../../../src/wire/a2a-outbound.js";
 import type { GatewayOptions } from "../../../../src/gateway/index.js";
 import { agentFor } from "../../../client/fixtures.js";
@@ -31,7 +32,12 @@ export function useOutboundBed(gatewayOptions: Partial<GatewayOptions> = {}): Ou
       ...gatewayOptions,
       dataDir: join(bed.dir, "data"),
       extensions: [
-        a2aOutboundExtension({ keyDir: join(bed.dir, "data", "a2a-bridge"), attempts: 2, retryDelayMs: 50 }),
+        a2aOutboundExtension({
+          keyDir: join(bed.dir, "data", "a2a-bridge"),
+          secrets: secretKeeper({ data: join(bed.dir, "data") }),
+          attempts: 2,
+          retryDelayMs: 50,
+        }),
       ],
     });
     cleanups.push(() => bed.gw.close());

@@ -1,0 +1,30 @@
+/**
+ * Secrets the gateway keeps at rest (custodial agent keys, the A2A bridge key, credentials for
+ * external agents) are sealed with AES-256-GCM under one key-encryption key. The custody extension
+ * owns that key (`ACP_CUSTODY_KEY`, else `<data>/custody.key`); the composition root hands the
+ * keeper to every extension that stores secrets, so there is one key and one way to seal.
+ */
+import type { Broker } from "../broker/index.js";
+
+export interface SealedSecret {
+  v: 1;
+  alg: "A256GCM";
+  iv: string;
+  tag: string;
+  ciphertext: string;
+}
+
+export interface SecretBox {
+  /** Seals `plain`; `label` is bound to it (additional data), so a sealed value cannot pose as another. */
+  seal(plain: string, label: string): Promise<SealedSecret>;
+  /** Opens a sealed value; throws (naming `label`) when the key is another or the value was altered. */
+  open(sealed: SealedSecret, label: string): Promise<string>;
+}
+
+export interface SecretKeeper {
+  /**
+   * The box for this broker's gateway. Refuses (throws) when secrets are stored and the configured
+   * key is missing or not theirs. The key itself is created only when the first secret is sealed.
+   */
+  open(broker: Broker): Promise<SecretBox>;
+}

@@ -1,0 +1,149 @@
+/**
+ * A2A agents that need credentials: given at registration (REST body, CLI flags), sealed at rest,
+ * sent on the card fetch and every call, never returned; clear errors for missing, refused or
+ * malformed credentials.
+ */
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { credentialsOf } from "../../../../src/cli/commands/agent-a2a.js";
+import { CliError } from "../../../../src/cli/io.js";
+import { agentFor } from "../../../client/fixtures.js";
+import { runAcp } from "../../../helpers/cli.js";
+import { ADMIN_TOKEN, api, startTestGateway } from "../../../helpers/gateway.js";
+import { useTmpDir } from "../../../helpers/tmp.js";
+import { startA2AServer } from "./a2a-server.js";
+import { useOutboundBed } from "./testbed.js";
+
+const SECRET = "k3y-0f-the-a2a-agent-5ecret";
+const tmp = useTmpDir("acp-a2a-cred-");
+
+const errorOf = (json: Record<string, unknown>) =>
+  json.error as { message: string; data: { problems: { path: string }[] } };
+
+/** Every file under `dir`, as bytes: a sealed secret appears in none of them. */
+function filesContaining(dir: string, needle: string): string[] {
+  const found: string[] = [];
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) found.push(...filesContaining(path, needle));
+    else if (readFileSync(path).includes(needle)) found.push(path);
+  }
+  return found;
+}
+
+describe("A2A out: agents that need credentials", () => {
+  const bed = useOutboundBed();
+
+  it("sends an API key header on the card fetch and every call, and never shows it", async () => {
+    const server = await bed.a2a({ requireHeaders: { "X-API-Key": SECRET } });
+    const missing = await bed.addA2A({ url: server.url, agentId: "locked" });
+    expect(missing.status).toBe(400);
+    expect(errorOf(missing.json).message).toMatch(
+      /answered HTTP 401: the A2A agent needs credentials: give them with --header/,
+    );
+
+    const wrong = await bed.addA2A({
+      url: server.url,
+      agentId: "locked",
+      credentials: { headers: { "X-API-Key": "not-it" } },
+    });
+    expect(wrong.status).toBe(400);
+    expect(errorOf(wrong.json).message).toMatch(/refused the credentials given \(X-API-Key\)/);
+    expect(JSON.stringify(wrong.json)).not.toContain("not-it");
+
+    const added = await bed.addA2A({
+      url: server.url,
+      agentId: "locked",
+      credentials: { headers: { "X-API-Key": SECRET } },
+    });
+    expect(added.status, JSON.stringify(added.json)).toBe(201);
+    expect(added.json.credentials).toEqual(["X-API-Key"]);
+    const listed = await api(bed.gw.url, "/api/v1/a2a/remote-agents", {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
+    expect(JSON.stringify([added.json, listed.json])).not.toContain(SECRET);
+
+    const alice = await bed.caller();
+    expect(await alice.request("locked", { text: "open up" })).toMatchObject({
+      a2a: { state: "completed" },
+    });
+    expect(filesContaining(bed.gw.dataDir, SECRET)).toEqual([]);
+  });
+
+  it("refuses malformed credentials, naming the field and never the value", async () => {
+    const server = await bed.a2a();
+    const cases: [Record<string, unknown>, string][] = [
+      [{ headers: { "Bad Name": "v" } }, "/credentials/headers/Bad Name"],
+      [{ headers: { "X-Key": "line\r\nInjected: yes" } }, "/credentials/headers/X-Key"],
+      [{ headers: { "Content-Type": "text/plain" } }, "/credentials/headers/Content-Type"],
+      [{ bearer: "has spaces in it" }, "/credentials/bearer"],
+      [{ bearer: "tok", headers: { authorization: "Bearer other" } }, "/credentials/bearer"],
+      [{}, "/credentials"],
+    ];
+    for (const [credentials, path] of cases) {
+      const refused = await bed.addA2A({ url: server.url, credentials });
+      expect(refused.status, path).toBe(400);
+      const problems = errorOf(refused.json).data.problems;
+      expect(problems.map((p) => p.path)).toContain(path);
+      expect(JSON.stringify(refused.json)).not.toMatch(/Injected|has spaces|Bearer other/);
+    }
+  });
+});
+
+describe("A2A out: a bearer token across a restart, and the CLI flags", () => {
+  it("a token from --bearer-env is sealed, and still sent after the gateway restarts", async () => {
+    const data = join(tmp(), "data");
+    const server = await startA2AServer({ requireHeaders: { authorization: `Bearer ${SECRET}` } });
+    let gw = await startTestGateway({ dataDir: data });
+    try {
+      const added = await runAcp(
+        ["agent", "add-a2a", server.url, "--id", "bearer", "--bearer-env", "A2A_TOKEN"],
+        { env: { ACP_GATEWAY: gw.url, ACP_ADMIN_TOKEN: ADMIN_TOKEN, A2A_TOKEN: SECRET } },
+      );
+      expect(added.stderr).toBe("");
+      expect(added.stdout).toContain("sends     Authorization (sealed at the gateway)");
+      expect(added.stdout).not.toContain(SECRET);
+      await gw.close();
+      gw = await startTestGateway({ dataDir: data });
+      const test = await gw.register("alice", "principal-alice");
+      const alice = agentFor(gw, test, join(data, "..", "alice"));
+      await alice.connect();
+      try {
+        expect(await alice.request("bearer", { text: "after restart" })).toMatchObject({
+          a2a: { state: "completed" },
+        });
+      } finally {
+        await alice.close();
+      }
+      expect(filesContaining(data, SECRET)).toEqual([]);
+    } finally {
+      await gw.close();
+      await server.close();
+    }
+  });
+
+  it("names a bad --header and an unset --bearer-env without echoing values", () => {
+    const message = (f: () => unknown) => {
+      try {
+        f();
+      } catch (err) {
+        expect(err).toBeInstanceOf(CliError);
+        return (err as Error).message;
+      }
+      throw new Error("expected a CliError");
+    };
+    expect(message(() => credentialsOf(["X-API-Key secret-value"], undefined))).toBe(
+      '--header (the 1st): expected "Name: value", e.g. --header "X-API-Key: …"',
+    );
+    expect(message(() => credentialsOf(["A: 1", "A: 2"], undefined))).toBe("--header A: given twice");
+    expect(message(() => credentialsOf([], "NO_SUCH_VAR", {}))).toBe(
+      "--bearer-env NO_SUCH_VAR: the environment variable NO_SUCH_VAR is not set (or empty)",
+    );
+    expect(credentialsOf(["X-API-Key: v1"], "T", { T: " tok " })).toEqual({
+      headers: { "X-API-Key": "v1" },
+      bearer: "tok",
+    });
+    expect(credentialsOf([], undefined)).toBeUndefined();
+  });
+});
