@@ -81,10 +81,16 @@ export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promis
       ...(audited ? { auditRoot: join(data, "mcp-audit") } : {}),
       ...(dashboard?.sessionsRoot ? { coordinationRoot: dashboard.sessionsRoot } : {}),
     });
+  // One key-encryption key seals every secret the gateway keeps at rest (src/gateway/secrets.ts).
+  const secrets = secretKeeper({ data, ...(custody?.key !== undefined ? { key: custody.key } : {}) });
   // Publishes only agents registered with the capability `a2a`: inert until one opts in.
   const a2aInbound =
     given("a2a-inbound") ??
-    a2aInboundExtension({ dataDir: data, ...(audited ? { auditRoot: join(data, "a2a-audit") } : {}) });
+    a2aInboundExtension({
+      dataDir: data,
+      secrets,
+      ...(audited ? { auditRoot: join(data, "a2a-audit") } : {}),
+    });
   // Built before anything is opened: a malformed webhook URL stops start-up with nothing to clean up.
   const dashboardExt = dashboardExtension({
     ...dashboard,
@@ -99,7 +105,6 @@ export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promis
       ? undefined
       : custodyExtension({ data, ...(custody?.key !== undefined ? { key: custody.key } : {}) }));
   // ACP agents calling A2A agents: inert until an admin registers one (docs/a2a.md).
-  const secrets = secretKeeper({ data, ...(custody?.key !== undefined ? { key: custody.key } : {}) });
   const a2aOutbound =
     given("a2a-outbound") ?? a2aOutboundExtension({ keyDir: join(data, "a2a-bridge"), secrets });
   const defaults = [

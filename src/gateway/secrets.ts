@@ -4,15 +4,18 @@
  * owns that key (`ACP_CUSTODY_KEY`, else `<data>/custody.key`); the composition root hands the
  * keeper to every extension that stores secrets, so there is one key and one way to seal.
  */
+import { z } from "zod";
 import type { Broker } from "../broker/index.js";
 
-export interface SealedSecret {
-  v: 1;
-  alg: "A256GCM";
-  iv: string;
-  tag: string;
-  ciphertext: string;
-}
+/** A sealed value as stored (base64url fields); parse stored files with this schema. */
+export const SealedSecretSchema = z.object({
+  v: z.literal(1),
+  alg: z.literal("A256GCM"),
+  iv: z.string(),
+  tag: z.string(),
+  ciphertext: z.string(),
+});
+export type SealedSecret = z.infer<typeof SealedSecretSchema>;
 
 export interface SecretBox {
   /** Seals `plain`; `label` is bound to it (additional data), so a sealed value cannot pose as another. */

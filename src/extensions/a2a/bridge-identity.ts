@@ -2,7 +2,7 @@ import { generateKeyPairSync } from "node:crypto";
 import { chmod, mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import type { SecretBox } from "../../gateway/secrets.js";
+import { SealedSecretSchema, type SecretBox } from "../../gateway/secrets.js";
 import {
   canonicalize,
   type Ed25519PublicJwk,
@@ -35,13 +35,7 @@ type PlainKey = z.infer<typeof PlainKey>;
 
 const SealedKeyFile = z.object({
   acpBridgeKey: z.literal(1),
-  sealed: z.object({
-    v: z.literal(1),
-    alg: z.literal("A256GCM"),
-    iv: z.string(),
-    tag: z.string(),
-    ciphertext: z.string(),
-  }),
+  sealed: SealedSecretSchema,
 });
 
 const FILE = "bridge-key.json";

@@ -20,8 +20,8 @@ import type { AgentConnection, ConnectionEvents } from "../../client/connection.
 import type { GatewayContext } from "../../gateway/context.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
 import type { AcceptedMessage } from "../../gateway/relay.js";
+import { AcpError, type EnvelopeHeaders, headersOf, type VerifiedEnvelope } from "../../protocol/index.js";
 import type { SubmitResponse } from "../../wire/api.js";
-import { AcpError, headersOf, type EnvelopeHeaders, type VerifiedEnvelope } from "../../protocol/index.js";
 
 /** Deliveries handed out before the agent acknowledges (as the WebSocket hub allows). */
 const MAX_IN_FLIGHT = 256;

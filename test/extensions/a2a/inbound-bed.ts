@@ -19,6 +19,7 @@ import {
   type A2aInboundOptions,
   a2aInboundExtension,
 } from "../../../src/extensions/a2a/inbound/extension.js";
+import { secretKeeper } from "../../../src/extensions/custody/sealing.js";
 import { agentFor } from "../../client/fixtures.js";
 import { startTestGateway, type TestAgent, type TestGateway } from "../../helpers/gateway.js";
 import { useTmpDir } from "../../helpers/tmp.js";
@@ -44,6 +45,7 @@ export function useA2aGateway(options: A2aInboundOptions = {}): A2aBed {
     const data = join(bed.dir, "data");
     bed.a2a = a2aInboundExtension({
       dataDir: data,
+      secrets: secretKeeper({ data }),
       auditRoot: join(bed.dir, "a2a-audit"),
       allowPrivatePushUrls: true,
       requestTimeoutMs: 20_000,

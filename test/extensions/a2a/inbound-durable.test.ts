@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 /**
  * A2A task records outlive the gateway: tasks, push configs and late answers across a real restart
  * (embedded broker, same data dir), and across two gateways on one NATS, with the unmodified SDK client.
@@ -14,8 +15,8 @@ import {
   JsonRpcTransportFactory,
 } from "@a2a-js/sdk/client";
 import { describe, expect, it } from "vitest";
-import type { AcpAgent } from "../../../src/client/index.js";
 import { openBroker } from "../../../src/broker/index.js";
+import type { AcpAgent } from "../../../src/client/index.js";
 import {
   PUSH_BUCKET,
   type StoredTask,
@@ -24,6 +25,7 @@ import {
   TASK_RETENTION_MS,
 } from "../../../src/extensions/a2a/inbound/durable-stores.js";
 import { a2aInboundExtension } from "../../../src/extensions/a2a/inbound/extension.js";
+import { secretKeeper } from "../../../src/extensions/custody/sealing.js";
 import { agentFor } from "../../client/fixtures.js";
 import { startTestGateway, type TestAgent, type TestGateway } from "../../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../../helpers/nats.js";
@@ -91,7 +93,13 @@ describe("A2A task records across a gateway restart (embedded broker)", () => {
       startTestGateway({
         dataDir: data,
         port,
-        extensions: [a2aInboundExtension({ dataDir: data, allowPrivatePushUrls: true })],
+        extensions: [
+          a2aInboundExtension({
+            dataDir: data,
+            secrets: secretKeeper({ data }),
+            allowPrivatePushUrls: true,
+          }),
+        ],
       });
     let gw = await start();
     const receiver = await pushReceiver();
@@ -189,7 +197,11 @@ describe("A2A task records: a request not sent before the restart", () => {
     const data = join(dir, "data");
     const port = await freePort();
     const start = () =>
-      startTestGateway({ dataDir: data, port, extensions: [a2aInboundExtension({ dataDir: data })] });
+      startTestGateway({
+        dataDir: data,
+        port,
+        extensions: [a2aInboundExtension({ dataDir: data, secrets: secretKeeper({ data }) })],
+      });
     let gw = await start();
     try {
       await gw.register("helper", "p-helper", { capabilities: ["a2a"] });
@@ -253,18 +265,32 @@ describeWithNats("A2A task records on NATS JetStream", () => {
     const dir = tmp();
     const nats = await startNats();
     const port = await freePort();
+    // Secrets sealed by one gateway of a cluster open at any other: one custody key for both.
+    const sharedKey = randomBytes(32).toString("base64url");
     const startOne = () =>
       startTestGateway({
         natsUrl: nats.url,
         dataDir: join(dir, "one"),
+        custody: { key: sharedKey },
         port,
-        extensions: [a2aInboundExtension({ dataDir: join(dir, "one") })],
+        extensions: [
+          a2aInboundExtension({
+            dataDir: join(dir, "one"),
+            secrets: secretKeeper({ data: join(dir, "one"), key: sharedKey }),
+          }),
+        ],
       });
     let one = await startOne();
     const two = await startTestGateway({
       natsUrl: nats.url,
       dataDir: join(dir, "two"),
-      extensions: [a2aInboundExtension({ dataDir: join(dir, "two") })],
+      custody: { key: sharedKey },
+      extensions: [
+        a2aInboundExtension({
+          dataDir: join(dir, "two"),
+          secrets: secretKeeper({ data: join(dir, "two"), key: sharedKey }),
+        }),
+      ],
     });
     let agent: AcpAgent | undefined;
     try {

@@ -1,10 +1,14 @@
+import { readdir, readFile, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { type Task, TaskState } from "@a2a-js/sdk";
 import { ClientFactory } from "@a2a-js/sdk/client";
 import { describe, expect, it } from "vitest";
 import type { InboundContext } from "../../../src/client/index.js";
 import { a2aInboundExtension } from "../../../src/extensions/a2a/inbound/extension.js";
+import { CUSTODY_KEY_FILE, parseKek } from "../../../src/extensions/custody/kek.js";
+import { secretKeeper, unseal } from "../../../src/extensions/custody/sealing.js";
+import type { SealedSecret } from "../../../src/gateway/secrets.js";
 import { agentFor } from "../../client/fixtures.js";
 import { runAcp } from "../../helpers/cli.js";
 import { startTestGateway, type TestGateway } from "../../helpers/gateway.js";
@@ -23,13 +27,35 @@ function freePort(): Promise<number> {
   });
 }
 
-describe("A2A bridge identities across a gateway restart", () => {
-  it("reuses the stored bridge identity: same agent, no second handshake", async () => {
+/** The bridge identity file a gateway keeps under `data` (there is one caller in these tests). */
+async function bridgeFile(data: string): Promise<string> {
+  const dir = join(data, "a2a-bridge");
+  const names = (await readdir(dir)).filter((n) => /^a2a-[0-9a-f]{8}-[0-9a-f]{16}\.json$/.test(n));
+  expect(names).toHaveLength(1);
+  return join(dir, names[0] ?? "");
+}
+
+/** Opens a sealed bridge identity file the way the gateway does, with the data directory's custody key. */
+async function unsealedBridgeFile(data: string, file: string): Promise<string> {
+  const kek = parseKek(await readFile(join(data, CUSTODY_KEY_FILE), "utf8"), "custody.key");
+  const { sealed } = JSON.parse(await readFile(file, "utf8")) as { sealed: SealedSecret };
+  return unseal(kek, sealed, `acp-a2a-bridge-agent:v1:${basename(file, ".json")}`);
+}
+
+describe.each([
+  { stored: "sealed" },
+  { stored: "in the clear (as written before bridge identities were sealed)" },
+])("A2A bridge identities across a gateway restart, stored $stored", ({ stored }) => {
+  it("reuses the stored bridge identity: same agent, no second handshake; the file is sealed", async () => {
     const dir = tmp();
     const data = join(dir, "data");
     const port = await freePort();
     const start = () =>
-      startTestGateway({ dataDir: data, port, extensions: [a2aInboundExtension({ dataDir: data })] });
+      startTestGateway({
+        dataDir: data,
+        port,
+        extensions: [a2aInboundExtension({ dataDir: data, secrets: secretKeeper({ data }) })],
+      });
     let gw: TestGateway = await start();
     const helper = await gw.register("helper", "p-helper", { capabilities: ["a2a"] });
     const caller = await gw.register("alice-client", "p-alice");
@@ -53,6 +79,19 @@ describe("A2A bridge identities across a gateway restart", () => {
     try {
       expect((await send("one")).status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
       await gw.gateway.close();
+      const file = await bridgeFile(data);
+      const plain = await unsealedBridgeFile(data, file);
+      const { identity, apiKey } = JSON.parse(plain) as {
+        identity: { signing: { d: string } };
+        apiKey: string;
+      };
+      if (stored === "sealed") {
+        const text = await readFile(file, "utf8");
+        expect(text).not.toContain(identity.signing.d);
+        expect(text).not.toContain(apiKey);
+      } else {
+        await writeFile(file, plain, { mode: 0o600 });
+      }
       gw = await start();
       await until(
         () => agent.connected,
@@ -63,6 +102,11 @@ describe("A2A bridge identities across a gateway restart", () => {
       expect(seen).toHaveLength(2);
       expect(seen[1]?.from).toBe(seen[0]?.from);
       expect(handshakes).toBe(1);
+      // A file in the clear was sealed in place: same identity, no secret left readable.
+      const after = await readFile(file, "utf8");
+      expect(after).not.toContain(identity.signing.d);
+      expect(after).not.toContain(apiKey);
+      expect(await unsealedBridgeFile(data, file)).toBe(plain);
     } finally {
       await agent.close();
       await gw.close();

@@ -3,6 +3,7 @@ import { type Task, TaskState } from "@a2a-js/sdk";
 import { ClientFactory } from "@a2a-js/sdk/client";
 import { expect, it } from "vitest";
 import { a2aInboundExtension } from "../../../src/extensions/a2a/inbound/extension.js";
+import { secretKeeper } from "../../../src/extensions/custody/sealing.js";
 import { agentFor } from "../../client/fixtures.js";
 import { startTestGateway } from "../../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../../helpers/nats.js";
@@ -21,7 +22,7 @@ describeWithNats("A2A bridge on NATS JetStream", () => {
     const gw = await startTestGateway({
       natsUrl: nats.url,
       dataDir: data,
-      extensions: [a2aInboundExtension({ dataDir: data })],
+      extensions: [a2aInboundExtension({ dataDir: data, secrets: secretKeeper({ data }) })],
     });
     const helper = await gw.register("helper", "p-helper", { capabilities: ["a2a"] });
     const caller = await gw.register("alice-client", "p-alice");

@@ -5,17 +5,19 @@
  * know that principal treats it as an unknown principal (trust calibration, docs/a2a.md).
  *
  * With a data directory, each bridge identity and its API key live in
- * `<data>/a2a-bridge/<agent-id>.json` (mode 0600, like any key file) and its completed handshakes
+ * `<data>/a2a-bridge/<agent-id>.json` (mode 0600, sealed with the gateway's key-encryption key like
+ * every secret it keeps at rest; a file in the clear is sealed in place) and its completed handshakes
  * in `<data>/a2a-bridge/state/`, so a restarted gateway reuses them: the handshake happens once.
  * Without one they live in memory and the agents are revoked when the gateway closes.
  */
 import { createHash, randomBytes } from "node:crypto";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { chmod, mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import { basename, join } from "node:path";
 import { z } from "zod";
 import { AcpAgent } from "../../../client/agent.js";
 import type { InboundContext, InboundMessage } from "../../../client/types.js";
 import type { GatewayContext } from "../../../gateway/context.js";
+import { SealedSecretSchema, type SecretBox, type SecretKeeper } from "../../../gateway/secrets.js";
 import { generateIdentity, PrivateIdentity, publicIdentity } from "../../../protocol/index.js";
 import { InProcessConnection } from "../in-process-connection.js";
 
@@ -25,6 +27,8 @@ export const CLIENT_PRINCIPAL_PREFIX = "a2a-client:";
 export interface BridgeIdentityOptions {
   /** Where identities and handshakes persist; omitted: memory only (revoked on close). */
   dataDir?: string;
+  /** Seals the identities kept under `dataDir` (required with it). */
+  secrets?: SecretKeeper;
   /** Audit log root of the bridge agents (`<root>/<agent-id>/`); omitted: none. */
   auditRoot?: string;
   /** Longest a bridged request may wait for its answer (an offline target's included). */
@@ -37,6 +41,7 @@ export interface BridgeIdentityOptions {
 
 const StoredBridge = z.object({ identity: PrivateIdentity, apiKey: z.string().min(1) });
 type StoredBridge = z.infer<typeof StoredBridge>;
+const SealedBridgeFile = z.object({ acpBridgeAgent: z.literal(1), sealed: SealedSecretSchema });
 
 export class BridgeIdentities {
   readonly #agents = new Map<string, Promise<AcpAgent>>();
@@ -44,10 +49,16 @@ export class BridgeIdentities {
   #install: Promise<string> | undefined;
   #closed = false;
 
+  #box: Promise<SecretBox> | undefined;
+
   constructor(
     private readonly ctx: GatewayContext,
     private readonly options: BridgeIdentityOptions,
-  ) {}
+  ) {
+    if (options.dataDir !== undefined && options.secrets === undefined) {
+      throw new Error("A2A bridge identities kept in a data directory need a secret keeper to seal them");
+    }
+  }
 
   /** The connected bridge agent that signs for `caller`; registered, connected once, then reused. */
   agentFor(caller: string, selfUrl: string): Promise<AcpAgent> {
@@ -114,7 +125,7 @@ export class BridgeIdentities {
     const agentId = `a2a-${install}-${digest}`;
     const file = this.options.dataDir && join(this.options.dataDir, "a2a-bridge", `${agentId}.json`);
     if (file) {
-      const stored = await readStored(file);
+      const stored = await this.#readStored(file);
       // Still the registered key (the broker's registry may have been reset while the file stayed).
       const registered = stored && (await this.ctx.registry.resolve(agentId));
       if (stored && registered?.record.signing.x === stored.identity.signing.x) return stored;
@@ -132,8 +143,69 @@ export class BridgeIdentities {
       protocolVersions: ["1.0.0"],
     });
     this.#registered.add(agentId);
-    if (file) await writeFile(file, `${JSON.stringify({ identity, apiKey })}\n`, { mode: 0o600 });
+    if (file) await this.#writeSealed(file, { identity, apiKey });
     return { identity, apiKey };
+  }
+
+  #secretBox(): Promise<SecretBox> {
+    const secrets = this.options.secrets;
+    if (!secrets) return Promise.reject(new Error("no secret keeper for A2A bridge identities"));
+    this.#box ??= secrets.open(this.ctx.broker);
+    return this.#box;
+  }
+
+  /** Written aside, then renamed over: a crash leaves the old file or the new one, never half of one. */
+  async #writeSealed(file: string, stored: StoredBridge): Promise<void> {
+    const sealed = await (await this.#secretBox()).seal(
+      JSON.stringify(stored),
+      labelOf(stored.identity.agentId),
+    );
+    const aside = `${file}.sealing`;
+    await writeFile(aside, `${JSON.stringify({ acpBridgeAgent: 1, sealed })}\n`, { mode: 0o600 });
+    await chmod(aside, 0o600);
+    await rename(aside, file);
+  }
+
+  /** The stored identity, opened; one kept in the clear (before they were sealed) is sealed in place. */
+  async #readStored(file: string): Promise<StoredBridge | undefined> {
+    const text = await readFile(file, "utf8").catch((err: NodeJS.ErrnoException) => {
+      if (err.code === "ENOENT") return undefined;
+      throw new Error(`${file}: cannot read the A2A bridge identity (${err.message})`);
+    });
+    if (text === undefined) return undefined;
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch (err) {
+      throw new Error(`${file}: the A2A bridge identity is not JSON (${(err as Error).message})`);
+    }
+    const plain = StoredBridge.safeParse(json);
+    if (plain.success) {
+      await this.#writeSealed(file, plain.data);
+      return plain.data;
+    }
+    const sealed = SealedBridgeFile.safeParse(json);
+    if (!sealed.success) {
+      const issue = sealed.error.issues[0];
+      throw new Error(
+        `${file}: not a sealed A2A bridge identity (field ${issue?.path.join(".") || "(root)"}: ${issue?.message})`,
+      );
+    }
+    const agentId = basename(file, ".json");
+    let opened: string;
+    try {
+      opened = await (await this.#secretBox()).open(sealed.data.sealed, labelOf(agentId));
+    } catch (err) {
+      throw new Error(
+        `${file}: the A2A bridge identity does not open with this gateway's custody key; start the ` +
+          `gateway with the key it was sealed with (${(err as Error).message})`,
+      );
+    }
+    const stored = StoredBridge.safeParse(JSON.parse(opened));
+    if (!stored.success || stored.data.identity.agentId !== agentId) {
+      throw new Error(`${file}: the sealed A2A bridge identity is not ${agentId}'s`);
+    }
+    return stored.data;
   }
 
   /** A random id per data directory (or per start without one): bridge ids never collide between gateways. */
@@ -157,11 +229,7 @@ export class BridgeIdentities {
   }
 }
 
-async function readStored(file: string): Promise<StoredBridge | undefined> {
-  const text = await readFile(file, "utf8").catch(() => undefined);
-  if (text === undefined) return undefined;
-  const parsed = StoredBridge.safeParse(JSON.parse(text));
-  if (!parsed.success)
-    throw new Error(`${file}: not an A2A bridge identity (${parsed.error.issues[0]?.message})`);
-  return parsed.data;
+/** Bound to each sealed identity: one agent's sealed file does not open as another's. */
+function labelOf(agentId: string): string {
+  return `acp-a2a-bridge-agent:v1:${agentId}`;
 }

@@ -15,11 +15,12 @@ import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import { JsonRpcTransportHandler, ServerCallContext } from "@a2a-js/sdk/server";
 import { authenticate, type GatewayContext } from "../../../gateway/context.js";
 import type { GatewayExtension } from "../../../gateway/extension.js";
+import type { SecretKeeper } from "../../../gateway/secrets.js";
 import { type Router, readJsonBody, selfUrlOf, sendJson } from "../../../http/server.js";
 import { AcpError } from "../../../protocol/index.js";
-import { BridgeIdentities } from "./bridge-identities.js";
-import { type A2aCall, A2aErrorCode, A2aRpcError, checkA2aCall, isLegacyMethod } from "../wire.js";
 import { A2A_BASE_PATH } from "../../../wire/a2a.js";
+import { type A2aCall, A2aErrorCode, A2aRpcError, checkA2aCall, isLegacyMethod } from "../wire.js";
+import { BridgeIdentities } from "./bridge-identities.js";
 import { agentCardOf, isPublished } from "./card.js";
 import { A2aCaller } from "./durable-stores.js";
 import { A2aAcpMethods, statusEvent } from "./executor.js";
@@ -28,6 +29,8 @@ import { AgentEndpoints } from "./handlers.js";
 export interface A2aInboundOptions {
   /** Where bridge identities persist (`<data>/a2a-bridge/`); omitted: memory only. */
   dataDir?: string;
+  /** Seals the bridge identities kept under `dataDir` (required with it; `secretKeeper()` of acp-kit/server). */
+  secrets?: SecretKeeper;
   /** Audit log root of the bridge agents; omitted: none (the relay's audit still records every message). */
   auditRoot?: string;
   /** Longest an A2A task waits for the ACP agent's answer, an offline agent's included. Default 1 hour. */
@@ -66,6 +69,7 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
       };
       bridge = new BridgeIdentities(ctx, {
         ...(options.dataDir !== undefined && { dataDir: options.dataDir }),
+        ...(options.secrets !== undefined && { secrets: options.secrets }),
         ...(options.auditRoot !== undefined && { auditRoot: options.auditRoot }),
         requestTimeoutMs: options.requestTimeoutMs ?? 3_600_000,
         onNotification: progress,

@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import type { Broker, Delivery, Inbox, KvBucket, Unsubscribe } from "../../../broker/index.js";
 import type { Registry } from "../../../gateway/registry.js";
 import type { Relay } from "../../../gateway/relay.js";
+import type { SecretBox } from "../../../gateway/secrets.js";
 import { Handshakes } from "../../../handshake/index.js";
 import { TrustLedger } from "../../../identity/index.js";
 import {
@@ -18,7 +19,6 @@ import {
   verifyEnvelope,
 } from "../../../protocol/index.js";
 import type { OutboundAgentRecord } from "../../../wire/a2a-outbound.js";
-import type { SecretBox } from "../../../gateway/secrets.js";
 import type { BridgeIdentity } from "../bridge-identity.js";
 
 /** The bridge key of this gateway: made (and sealed) at the first registration made here. */
@@ -27,6 +27,7 @@ export interface BridgeKey {
   readonly current: BridgeIdentity | undefined;
   ensure(): Promise<BridgeIdentity>;
 }
+
 import { A2AClient } from "./a2a-client.js";
 import { A2AMethods } from "./convert.js";
 import { CredentialStore } from "./credentials.js";

@@ -1,6 +1,6 @@
-import { AcpError } from "../../../protocol/index.js";
 import type { GatewayContext, GatewayExtension } from "../../../gateway/extension.js";
 import type { SecretKeeper } from "../../../gateway/secrets.js";
+import { AcpError } from "../../../protocol/index.js";
 import { type BridgeIdentity, loadBridgeIdentity } from "../bridge-identity.js";
 import { type BridgeKey, OutboundBridge, type OutboundBridgeOptions } from "./bridge.js";
 import { outboundRoutes } from "./routes.js";

@@ -6,8 +6,8 @@ import { AcpError, AgentId, PrincipalId } from "../../../protocol/index.js";
 import type { OutboundAgentRecord } from "../../../wire/a2a-outbound.js";
 import type { BridgeIdentity } from "../bridge-identity.js";
 import { A2A_VERSION, fetchAgentCard, jsonRpcEndpoint } from "./card.js";
-import { Credentials, credentialHeaders } from "./credentials.js";
 import { verifyCardSignatures } from "./card-signature.js";
+import { Credentials, credentialHeaders } from "./credentials.js";
 
 export const RegisterOutboundRequest = z.strictObject({
   url: z.string().min(1, "give the A2A agent's URL or its agent card URL"),

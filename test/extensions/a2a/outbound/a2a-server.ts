@@ -7,8 +7,8 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type AgentCard, Role, TaskState } from "@a2a-js/sdk";
 import {
-  type AgentExecutor,
   AgentEvent,
+  type AgentExecutor,
   DefaultRequestHandler,
   type ExecutionEventBus,
   InMemoryTaskStore,
