@@ -70,6 +70,32 @@ describeWithNats("NATS broker operations", () => {
     }
   });
 
+  it("brings an existing consumer to the inbox's config when it opens again, keeping what was acknowledged", async () => {
+    const server = await startNats();
+    const gatewayA = await open({ servers: server.url }, 5_000);
+    const [first, second] = [message("alice", "bob"), message("alice", "bob")];
+    await gatewayA.submit(first);
+    await gatewayA.submit(second);
+    const inbox = await gatewayA.openInbox("bob", { maxInFlight: 1 });
+    expect(await reader(inbox).next()).toMatchObject({ id: first.id, attempt: 1 });
+    await gatewayA.ack("bob", first.id);
+    await inbox.close();
+    // Another gateway with another ack wait and in-flight limit opens the same consumer.
+    const gatewayB = await open({ servers: server.url }, 7_000);
+    const again = reader(await gatewayB.openInbox("bob", { maxInFlight: 4 }));
+    expect(await again.next()).toMatchObject({ id: second.id, attempt: 1 });
+    await again.expectNone(300);
+    const nc = await connect({ servers: server.url });
+    try {
+      const consumer = (await (await jetstreamManager(nc)).consumers.info(INBOX_STREAM, consumerName("bob")))
+        .config;
+      expect(consumer.max_ack_pending).toBe(4);
+      expect(consumer.backoff?.[0]).toBe(7_000 * NS);
+    } finally {
+      await nc.close();
+    }
+  });
+
   it("relays between two gateways: submitted at B, delivered at A, acknowledged at B", async () => {
     const server = await startNats();
     const gatewayA = await open({ servers: server.url }, 400);
