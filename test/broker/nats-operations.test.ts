@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
+import type { Socket } from "node:net";
 import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
@@ -94,6 +95,22 @@ describeWithNats("NATS broker operations", () => {
     } finally {
       await nc.close();
     }
+  });
+
+  it("holds what one turn publishes until the turn ends, then sends it in one write", async () => {
+    const server = await startNats();
+    const broker = await open({ servers: server.url });
+    const socket = (broker as unknown as { nc: { protocol: { transport: { socket: Socket } } } }).nc.protocol
+      .transport.socket;
+    const submits = Array.from({ length: 10 }, () => broker.submit(message("alice", "bob")));
+    // The client hands its buffer to the socket at a microtask checkpoint; the socket keeps it.
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(socket.writableCorked).toBe(1);
+    expect(socket.writableLength).toBeGreaterThan(10 * 100);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(socket.writableCorked).toBe(0);
+    expect((await Promise.all(submits)).map((result) => result.status)).toEqual(Array(10).fill("queued"));
   });
 
   it("relays between two gateways: submitted at B, delivered at A, acknowledged at B", async () => {

@@ -345,6 +345,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
   private settleDelivery(agentId: string, id: string, ackSubject: string | undefined, verb: string): void {
     // No need to wait for the server (ackAck): the status is already settled, so if this ack were
     // lost the redelivery would be acknowledged silently by the inbox.
+    this.publisher.turnWrites.hold();
     const live = this.inboxes.get(agentId)?.take(id);
     if (live) {
       if (verb === "+ACK") live.ack();
