@@ -96,15 +96,29 @@ export function signedRequest(
   };
 }
 
-/** An agent's WebSocket, resolved once the gateway has sent `ready`. */
-export function openSocket(wsUrl: string, apiKey: string): Promise<WebSocket> {
+/**
+ * An agent's WebSocket, resolved once the gateway has sent `ready`. `onFrame` gets every frame after
+ * `ready` from the start: deliveries queued for the agent can arrive in the same read as `ready`, and
+ * ws emits all of a read's frames at once, before a listener added after this resolves could see them.
+ */
+export function openSocket(
+  wsUrl: string,
+  apiKey: string,
+  onFrame?: (text: string, ws: WebSocket) => void,
+): Promise<WebSocket> {
   const ws = new WebSocket(wsUrl, { headers: { "x-api-key": apiKey }, perMessageDeflate: false });
   return new Promise((resolve, reject) => {
+    let ready = false;
     ws.once("error", reject);
-    ws.on("message", function awaitReady(data) {
-      const frame = JSON.parse(data.toString()) as ServerFrame;
+    ws.on("message", (data) => {
+      const text = data.toString();
+      if (ready) {
+        onFrame?.(text, ws);
+        return;
+      }
+      const frame = JSON.parse(text) as ServerFrame;
       if (frame.type === "ready") {
-        ws.off("message", awaitReady);
+        ready = true;
         ws.off("error", reject);
         resolve(ws);
       } else if (frame.type === "error") {

@@ -78,9 +78,10 @@ export class Fleet {
   ): Promise<Fleet> {
     const fleet = new Fleet(agents, body);
     await forEachLimited(agents, 64, async (agent, i) => {
-      const ws = await openSocket(wsUrls[i % wsUrls.length]!, agent.apiKey);
-      ws.on("message", (data) => fleet.onFrame(i, ws, data.toString()));
-      fleet.sockets[i] = ws;
+      // The handler is in place before `ready`: the handshake's deliveries may come with it.
+      fleet.sockets[i] = await openSocket(wsUrls[i % wsUrls.length]!, agent.apiKey, (text, ws) =>
+        fleet.onFrame(i, ws, text),
+      );
     });
     return fleet;
   }

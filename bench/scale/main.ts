@@ -58,7 +58,7 @@ interface ScaleResult {
   configuration: string;
   agents: number;
   gateways: number;
-  setupSeconds: { register: number; handshake: number; connect: number };
+  setupSeconds: { register: number; handshake: number; connect: number; queuedDelivered: number };
   rssIdleMb: number[];
   rssPerIdleAgentKb: number;
   offeredPerSecond: number;
@@ -154,15 +154,16 @@ async function measure(config: Configuration): Promise<ScaleResult> {
     await sleep(1000);
     const rssBefore = gateways.map((g) => rssKbOf(g.child.pid ?? 0));
     const body = requestBody(agents[0]!, agents[1]!.sender.agentId, ENVELOPE_BYTES);
-    const [fleet, connect] = await timed("connect every agent", async () => {
-      const connected = await Fleet.connect(
+    const [fleet, connect] = await timed("connect every agent", () =>
+      Fleet.connect(
         agents,
         gateways.map((g) => g.wsUrl),
         body,
-      );
-      await untilHandshakesDelivered(connected);
-      return connected;
-    });
+      ),
+    );
+    const [, queuedDelivered] = await timed("deliver the handshakes queued before connecting", () =>
+      untilHandshakesDelivered(fleet),
+    );
     await sleep(3000);
     const rssIdle = gateways.map((g) => rssKbOf(g.child.pid ?? 0));
     const rssPerIdleAgentKb = rssIdle.reduce((sum, kb, g) => sum + kb - (rssBefore[g] ?? 0), 0) / AGENTS;
@@ -204,7 +205,7 @@ async function measure(config: Configuration): Promise<ScaleResult> {
       configuration: config.label,
       agents: AGENTS,
       gateways: config.gateways,
-      setupSeconds: { register, handshake, connect },
+      setupSeconds: { register, handshake, connect, queuedDelivered },
       rssIdleMb: rssIdle.map((kb) => Math.round(kb / 1024)),
       rssPerIdleAgentKb: Math.round(rssPerIdleAgentKb * 10) / 10,
       offeredPerSecond: AGENTS * RATE,

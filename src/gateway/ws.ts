@@ -149,13 +149,21 @@ class Session {
       this.ws.close(1008, "a custodial agent has no socket: it works through the MCP endpoint");
       return;
     }
+    let inbox: Inbox;
     try {
-      this.inbox = await this.deps.broker.openInbox(this.agentId, { maxInFlight: this.options.maxInFlight });
+      inbox = await this.deps.broker.openInbox(this.agentId, { maxInFlight: this.options.maxInFlight });
     } catch (err) {
       this.deps.logger.warn({ agent: this.agentId, err: (err as Error).message }, "cannot open inbox");
       this.ws.close(1011, "inbox unavailable");
       return;
     }
+    if (this.stopped) {
+      // The socket went while the inbox was opening: nobody would read it, and left open it would
+      // keep the agent's next connection from opening its own.
+      await inbox.close().catch(() => undefined);
+      return;
+    }
+    this.inbox = inbox;
     await this.deps.presence.connected(this.agentId).catch(() => undefined);
     this.deps.metrics.count("acp_ws_connections_total");
     this.send({

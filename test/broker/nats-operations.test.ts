@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
+import type { Socket } from "node:net";
 import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
@@ -68,6 +69,48 @@ describeWithNats("NATS broker operations", () => {
     } finally {
       await nc.close();
     }
+  });
+
+  it("brings an existing consumer to the inbox's config when it opens again, keeping what was acknowledged", async () => {
+    const server = await startNats();
+    const gatewayA = await open({ servers: server.url }, 5_000);
+    const [first, second] = [message("alice", "bob"), message("alice", "bob")];
+    await gatewayA.submit(first);
+    await gatewayA.submit(second);
+    const inbox = await gatewayA.openInbox("bob", { maxInFlight: 1 });
+    expect(await reader(inbox).next()).toMatchObject({ id: first.id, attempt: 1 });
+    await gatewayA.ack("bob", first.id);
+    await inbox.close();
+    // Another gateway with another ack wait and in-flight limit opens the same consumer.
+    const gatewayB = await open({ servers: server.url }, 7_000);
+    const again = reader(await gatewayB.openInbox("bob", { maxInFlight: 4 }));
+    expect(await again.next()).toMatchObject({ id: second.id, attempt: 1 });
+    await again.expectNone(300);
+    const nc = await connect({ servers: server.url });
+    try {
+      const consumer = (await (await jetstreamManager(nc)).consumers.info(INBOX_STREAM, consumerName("bob")))
+        .config;
+      expect(consumer.max_ack_pending).toBe(4);
+      expect(consumer.backoff?.[0]).toBe(7_000 * NS);
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it("holds what one turn publishes until the turn ends, then sends it in one write", async () => {
+    const server = await startNats();
+    const broker = await open({ servers: server.url });
+    const socket = (broker as unknown as { nc: { protocol: { transport: { socket: Socket } } } }).nc.protocol
+      .transport.socket;
+    const submits = Array.from({ length: 10 }, () => broker.submit(message("alice", "bob")));
+    // The client hands its buffer to the socket at a microtask checkpoint; the socket keeps it.
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(socket.writableCorked).toBe(1);
+    expect(socket.writableLength).toBeGreaterThan(10 * 100);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(socket.writableCorked).toBe(0);
+    expect((await Promise.all(submits)).map((result) => result.status)).toEqual(Array(10).fill("queued"));
   });
 
   it("relays between two gateways: submitted at B, delivered at A, acknowledged at B", async () => {

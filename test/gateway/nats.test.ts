@@ -1,12 +1,28 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { describe, expect, it } from "vitest";
+import WebSocket from "ws";
 import { INBOX_STREAM } from "../../src/broker/index.js";
 import { buildNotification, ErrorCode, signMessage } from "../../src/protocol/index.js";
 import { api, FrameClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { describeWithNats, startNatsServer, useNatsServer } from "../helpers/nats.js";
 import { gatewaySuite, handshake, receive } from "./suite.js";
 import { gatewayLimitsSuite } from "./suite-limits.js";
+
+/** Connects until the gateway says `ready`: the first tries may meet the previous socket's inbox still closing. */
+async function eventuallyConnected(wsUrl: string, apiKey: string): Promise<FrameClient> {
+  const deadline = Date.now() + 5_000;
+  for (;;) {
+    const ws = await FrameClient.connect(wsUrl, apiKey);
+    try {
+      await ws.next("ready");
+      return ws;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
 
 /** A gateway on its own fresh nats-server; closing it stops both. */
 async function gatewayOnNats(options: Record<string, unknown> = {}): Promise<TestGateway> {
@@ -90,6 +106,51 @@ describeWithNats("gateway on NATS JetStream", () => {
         await gw.close();
       }
     }, 60_000);
+
+    it("closes an inbox that finished opening after its socket went, so the agent can connect again", async () => {
+      const server = await nats();
+      const gw = await startTestGateway({ natsUrl: server.url });
+      try {
+        const alpha = await gw.register("agent-alpha");
+        const beta = await gw.register("agent-beta");
+        // Nothing queued for beta yet (a delivery would end the forgotten inbox's loop and close it).
+        // Consumer set-up on a busy NATS can take seconds; held here until the socket is gone.
+        const broker = gw.gateway.broker;
+        const openInbox = broker.openInbox.bind(broker);
+        let release: () => void = () => undefined;
+        const released = new Promise<void>((resolve) => {
+          release = resolve;
+        });
+        let opening: () => void = () => undefined;
+        const opened = new Promise<void>((resolve) => {
+          opening = resolve;
+        });
+        broker.openInbox = async (...args) => {
+          opening();
+          await released;
+          return openInbox(...args);
+        };
+        const early = new WebSocket(gw.gateway.wsUrl, { headers: { "x-api-key": beta.apiKey } });
+        await new Promise((resolve) => early.once("open", resolve));
+        await opened;
+        await new Promise<void>((resolve) => {
+          early.once("close", () => resolve());
+          early.close();
+        });
+        release();
+        broker.openInbox = openInbox;
+        // Before the fix the inbox stayed open, unread, until a message came: no connection got ready.
+        const ws = await eventuallyConnected(gw.gateway.wsUrl, beta.apiKey);
+        await handshake(gw, alpha, beta);
+        const body = signMessage(buildNotification(alpha.sender, "agent-beta", { n: 1 }), alpha.signer);
+        expect((await api(gw.url, "/api/v1/messages", { apiKey: alpha.apiKey, body })).status).toBe(202);
+        const frame = await ws.next("new_message", (f) => f.method === "agent.notification");
+        expect(frame.envelope).toEqual(body);
+        await ws.close();
+      } finally {
+        await gw.close();
+      }
+    });
 
     it("answers a resubmission 503, not Replay, while the stored envelope cannot be read back", async () => {
       const server = await nats();

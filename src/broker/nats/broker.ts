@@ -1,4 +1,6 @@
 import {
+  type ConsumerInfo,
+  JetStreamApiError,
   type JetStreamClient,
   type JetStreamManager,
   type JsMsg,
@@ -65,6 +67,8 @@ import { checkEnvelopeSize, maxEnvelopeBytes, storeMessage } from "./submission.
  */
 /** How long `close` lets the connection drain before closing it outright. */
 const DRAIN_TIMEOUT_MS = 2_000;
+/** JetStream: "consumer already exists" (a create whose config differs from the existing one's). */
+const CONSUMER_EXISTS = 10148;
 
 export class NatsBroker implements Broker, NatsInboxHost {
   readonly kind = "nats" as const;
@@ -161,14 +165,8 @@ export class NatsBroker implements Broker, NatsInboxHost {
       }
       this.opening.add(agentId);
       try {
-        const config = inboxConsumerConfig(agentId, this.policy, maxInFlight);
-        const name = consumerName(agentId);
-        try {
-          await this.jsm.consumers.update(INBOX_STREAM, name, config);
-        } catch {
-          await this.jsm.consumers.add(INBOX_STREAM, config);
-        }
-        const consumer = await this.js.consumers.get(INBOX_STREAM, name);
+        const info = await this.inboxConsumer(agentId, maxInFlight);
+        const consumer = this.js.consumers.getConsumerFromInfo(info);
         const messages = await consumer.consume({ max_messages: maxInFlight });
         const inbox = new NatsInbox(agentId, messages, this);
         this.inboxes.set(agentId, inbox);
@@ -177,6 +175,23 @@ export class NatsBroker implements Broker, NatsInboxHost {
         this.opening.delete(agentId);
       }
     });
+  }
+
+  /**
+   * The agent's durable consumer, created or brought to this config, in one request in the usual
+   * case: a create with the config the consumer already has returns it as it is (nats-server 2.9
+   * also updates it in place). A newer server refuses a create whose config differs (for example
+   * another `maxInFlight`): then it is updated, keeping its delivery state. The answer is all the
+   * pull consumer needs, so no separate look-up follows.
+   */
+  private async inboxConsumer(agentId: string, maxInFlight: number): Promise<ConsumerInfo> {
+    const config = inboxConsumerConfig(agentId, this.policy, maxInFlight);
+    try {
+      return await this.jsm.consumers.add(INBOX_STREAM, config);
+    } catch (error) {
+      if (!(error instanceof JetStreamApiError) || error.code !== CONSUMER_EXISTS) throw error;
+      return this.jsm.consumers.update(INBOX_STREAM, consumerName(agentId), config);
+    }
   }
 
   ack(agentId: string, id: string): Promise<MessageRecord> {
@@ -330,6 +345,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
   private settleDelivery(agentId: string, id: string, ackSubject: string | undefined, verb: string): void {
     // No need to wait for the server (ackAck): the status is already settled, so if this ack were
     // lost the redelivery would be acknowledged silently by the inbox.
+    this.publisher.turnWrites.hold();
     const live = this.inboxes.get(agentId)?.take(id);
     if (live) {
       if (verb === "+ACK") live.ack();

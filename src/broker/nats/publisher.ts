@@ -8,6 +8,7 @@ import {
 } from "@nats-io/transport-node";
 import { BrokerError } from "../errors.js";
 import { WriteFailures } from "../write-failures.js";
+import { TurnWrites } from "./connection.js";
 
 /** A stream's answer to a stored publish. */
 export interface PubAck {
@@ -55,8 +56,11 @@ export class StreamPublisher {
   private readonly decoder = new TextDecoder();
   private lastToken = 0;
   private timer: NodeJS.Timeout | null = null;
+  /** Every publish of a turn leaves in one socket write (acks and pulls made in that turn too). */
+  readonly turnWrites: TurnWrites;
 
   constructor(private readonly nc: NatsConnection) {
+    this.turnWrites = new TurnWrites(nc);
     this.prefix = createInbox();
     this.subscription = nc.subscribe(`${this.prefix}.*`, {
       callback: (error, msg) => {
@@ -71,6 +75,7 @@ export class StreamPublisher {
     const token = this.lastToken;
     return new Promise<PubAck>((resolve, reject) => {
       try {
+        this.turnWrites.hold();
         this.nc.publish(subject, data, { reply: `${this.prefix}.${token}`, ...(headers ? { headers } : {}) });
       } catch (error) {
         reject(error);
