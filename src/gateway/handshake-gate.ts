@@ -21,7 +21,10 @@ type PairState = Record<string, Side>;
  */
 export class HandshakeGate {
   private readonly bucket: KvBucket<PairState>;
-  private readonly cache = new Map<string, PairState | null>();
+  /** Complete pairs only: an incomplete one is read again, so it cannot stick once completed elsewhere. */
+  private readonly cache = new Map<string, PairState>();
+  /** Counts the watch's changes, so a read that a change overtook is not cached. */
+  private changesSeen = 0;
   private unwatch: Unsubscribe | undefined;
 
   constructor(broker: Broker) {
@@ -29,7 +32,10 @@ export class HandshakeGate {
   }
 
   async start(): Promise<void> {
-    this.unwatch = await this.bucket.watch((change) => this.cache.delete(change.key));
+    this.unwatch = await this.bucket.watch((change) => {
+      this.changesSeen++;
+      this.cache.delete(change.key);
+    });
   }
 
   stop(): void {
@@ -72,7 +78,7 @@ export class HandshakeGate {
       try {
         if (entry) await this.bucket.update(key, state, entry.revision);
         else await this.bucket.create(key, state);
-        this.cache.set(key, state);
+        if (isComplete(state, from, headers["recipient-id"])) this.cache.set(key, state);
         return;
       } catch (err) {
         const code = (err as { code?: string }).code;
@@ -93,14 +99,17 @@ export class HandshakeGate {
     const key = pairKey(from, to);
     let state = this.cache.get(key);
     if (state === undefined) {
-      state = (await this.bucket.get(key))?.value ?? null;
-      this.cache.set(key, state);
+      const changesBefore = this.changesSeen;
+      state = (await this.bucket.get(key))?.value;
+      // Another gateway may complete the pair at any moment (its write reaches us by the watch):
+      // only a complete state read with no change in between is kept.
+      if (state && isComplete(state, from, to) && this.changesSeen === changesBefore)
+        this.cache.set(key, state);
     }
     const mine = state?.[from];
-    const theirs = state?.[to];
-    const complete = mine?.announced && mine.capabilities && theirs?.announced && theirs.capabilities;
+    const complete = state !== undefined && isComplete(state, from, to);
     if (isResponse && mine?.announced && mine.kid === kid) return;
-    if (!complete) {
+    if (!complete || !mine) {
       throw new AcpError(
         "HandshakeRequired",
         `complete the four-step handshake between ${from} and ${to} first`,
@@ -122,6 +131,11 @@ export class HandshakeGate {
       );
     }
   }
+}
+
+function isComplete(state: PairState, a: string, b: string): boolean {
+  const [one, other] = [state[a], state[b]];
+  return Boolean(one?.announced && one.capabilities && other?.announced && other.capabilities);
 }
 
 const sortedKey = (layers: readonly number[]) => [...layers].sort((a, b) => a - b).join(",");

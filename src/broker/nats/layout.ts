@@ -74,10 +74,19 @@ export function userBucket(name: string): string {
 export function bucketOptions(
   bucket: string,
   replicas: number,
-): { history: number; replicas: number; republish: { src: string; dest: string } } {
+): {
+  history: number;
+  replicas: number;
+  allow_direct: boolean;
+  republish: { src: string; dest: string };
+} {
   return {
     history: 1,
     replicas,
+    // A direct get may be answered by a follower that has not applied the latest write yet. With
+    // replicas, reads go to the leader, so a gateway sees what another one just wrote (a pair's
+    // handshake, a status): read-your-writes across gateways. One replica has no follower to lag.
+    allow_direct: replicas === 1,
     republish: { src: `$KV.${bucket}.>`, dest: `${CHANGES_PREFIX}.${bucket}.>` },
   };
 }

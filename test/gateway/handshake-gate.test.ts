@@ -1,0 +1,102 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { EmbeddedBroker } from "../../src/broker/embedded/broker.js";
+import type { Broker, KvBucket } from "../../src/broker/index.js";
+import { HandshakeGate } from "../../src/gateway/handshake-gate.js";
+import type { EnvelopeHeaders } from "../../src/protocol/index.js";
+import { deferred } from "../client/fixtures.js";
+import { useTmpDir } from "../helpers/tmp.js";
+
+/**
+ * The gate's cache of pair states, with two gates on one broker standing for two gateways on one
+ * NATS. The race needs a read that a concurrent write overtakes; the broker cannot be made that
+ * slow for real, so one read is held back (the store, the watch and the writes stay real).
+ */
+const headers = (from: string, to: string) =>
+  ({ "agent-id": from, "recipient-id": to, "skill-layers-loaded": [1] }) as unknown as EnvelopeHeaders;
+
+/** The broker, with `get` on the handshakes bucket held after reading until `release` resolves. */
+function withHeldRead(broker: Broker, release: Promise<void>, held: () => void): Broker {
+  return new Proxy(broker, {
+    get(target, prop, receiver) {
+      if (prop !== "kv") return Reflect.get(target, prop, receiver);
+      return (name: string) => {
+        const bucket = target.kv(name) as KvBucket;
+        let holdNext = true;
+        return new Proxy(bucket, {
+          get(b, p, r) {
+            if (p !== "get") return Reflect.get(b, p, r);
+            return async (key: string) => {
+              const entry = await b.get(key);
+              if (holdNext) {
+                holdNext = false;
+                held();
+                await release;
+              }
+              return entry;
+            };
+          },
+        });
+      };
+    },
+  });
+}
+
+describe("HandshakeGate", () => {
+  const tmp = useTmpDir("acp-gate-");
+  const brokers: Broker[] = [];
+  afterEach(async () => {
+    for (const b of brokers.splice(0)) await b.close();
+  });
+
+  it("a pair completed at another gateway while a read was under way is not refused afterwards", async () => {
+    const broker = EmbeddedBroker.open({ data: tmp() });
+    brokers.push(broker);
+    const release = deferred();
+    const readHeld = deferred();
+    const slow = new HandshakeGate(withHeldRead(broker, release.promise, () => readHeld.resolve()));
+    const other = new HandshakeGate(broker);
+    await slow.start();
+    await other.start();
+    try {
+      // This gateway reads the pair before it is complete; the read comes back late…
+      const first = slow.require(headers("alice", "bob"), "alice#k");
+      await readHeld.promise;
+      // …after the other gateway relayed the whole handshake.
+      await other.observe("agent.announce", headers("alice", "bob"), "alice#k");
+      await other.observe("agent.announce", headers("bob", "alice"), "bob#k");
+      await other.observe("agent.capabilities", headers("alice", "bob"), "alice#k");
+      await other.observe("agent.capabilities", headers("bob", "alice"), "bob#k");
+      await new Promise((resolve) => setTimeout(resolve, 50)); // the watch has told this gateway
+      release.resolve();
+      await expect(first).rejects.toMatchObject({ reason: "HandshakeRequired" });
+      // What it read was already out of date: it must not be kept.
+      await expect(slow.require(headers("alice", "bob"), "alice#k")).resolves.toBeUndefined();
+    } finally {
+      slow.stop();
+      other.stop();
+    }
+  });
+
+  it("a refused pair is read again, so completing it elsewhere lets the next message through", async () => {
+    const broker = EmbeddedBroker.open({ data: tmp() });
+    brokers.push(broker);
+    const here = new HandshakeGate(broker);
+    const there = new HandshakeGate(broker);
+    await here.start();
+    await there.start();
+    try {
+      await expect(here.require(headers("alice", "bob"), "alice#k")).rejects.toMatchObject({
+        reason: "HandshakeRequired",
+      });
+      await there.observe("agent.announce", headers("alice", "bob"), "alice#k");
+      await there.observe("agent.announce", headers("bob", "alice"), "bob#k");
+      await there.observe("agent.capabilities", headers("alice", "bob"), "alice#k");
+      await there.observe("agent.capabilities", headers("bob", "alice"), "bob#k");
+      await expect(here.require(headers("alice", "bob"), "alice#k")).resolves.toBeUndefined();
+      await expect(here.require(headers("bob", "alice"), "bob#k")).resolves.toBeUndefined();
+    } finally {
+      here.stop();
+      there.stop();
+    }
+  });
+});
