@@ -10,7 +10,6 @@ import {
   parseMessageText,
   ReplayGuard,
   validateMessage,
-  verifyMessageSignatureAsync,
 } from "../protocol/index.js";
 import type { HandshakeGate } from "./handshake-gate.js";
 import { brokerToAcp, refuseDeepNesting } from "../http/server.js";
@@ -19,6 +18,7 @@ import type { RateLimiter } from "./rate-limit.js";
 import { negotiateVersion } from "../wire/versions.js";
 import type { Registry, ResolvedAgent } from "./registry.js";
 import { type RelayAudit, relayedEntryFor } from "./relay-audit.js";
+import { SignatureVerifier } from "./signature-verifier.js";
 import type { SubmitResponse } from "../wire/api.js";
 
 export interface RelayOptions {
@@ -62,6 +62,8 @@ export class Relay {
    */
   private readonly senderLanes = new SerialByKey();
   private readonly acceptedListeners = new Set<AcceptedListener>();
+  /** The Ed25519 verifies, batched per turn on a thread of their own. */
+  private readonly verifier = new SignatureVerifier();
 
   constructor(
     private readonly broker: Broker,
@@ -104,6 +106,11 @@ export class Relay {
     return { id: result.id, status: result.status, duplicate: result.duplicate };
   }
 
+  /** Lets the signature verifies under way finish and stops their thread. */
+  close(): Promise<void> {
+    return this.verifier.close();
+  }
+
   /**
    * Calls `listener` for each message this relay accepts (the dashboard's live feed takes its
    * summary from here instead of reading the envelope back). Returns the unsubscribe function.
@@ -115,7 +122,7 @@ export class Relay {
 
   /**
    * The checks that need nothing but the envelope and its sender, in the pipeline's order; the
-   * signature's Ed25519 verify is started here (off the event loop) and awaited in `routeAndStore`.
+   * signature's Ed25519 verify is started here (batched onto the verify thread) and awaited in `routeAndStore`.
    */
   private checkSigned(sender: ResolvedAgent, input: string | object, size: number): SignedSubmit {
     if (size > this.options.maxEnvelopeBytes) {
@@ -142,7 +149,7 @@ export class Relay {
         },
       );
     }
-    const verified = verifyMessageSignatureAsync(message, (agentId, signedBy) =>
+    const verified = this.verifier.verify(message, (agentId, signedBy) =>
       agentId === sender.record.agentId && signedBy === sender.kid ? sender.key : undefined,
     );
     // Awaited later, in the sender's lane; until then a refusal must not count as unhandled.
