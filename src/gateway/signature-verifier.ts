@@ -171,7 +171,9 @@ export class SignatureVerifier {
 
   private thread(): Worker {
     if (this.worker) return this.worker;
-    const worker = new Worker(VERIFY_THREAD, { eval: true });
+    // No inherited execArgv: a parent started with `--input-type=module -e` would make the
+    // source an ES module, where `require` does not exist.
+    const worker = new Worker(VERIFY_THREAD, { eval: true, execArgv: [] });
     worker.on("message", ({ batch, results }: { batch: number; results: Uint8Array }) =>
       this.settle(batch, results),
     );
