@@ -35,12 +35,13 @@ export interface AuditLogOptions {
  * An agent's append-only audit log: `<root>/<agent>/YYYY-MM.jsonl`, a hash chain across months.
  *
  * One process owns an agent's log (a lock file enforces it). Within that process appends are queued,
- * so concurrent callers get consecutive `seq`s. The month file is a single-writer `AppendLog`: each
- * entry is one write of one whole line, an incomplete line left by a crash is moved aside on the
- * next `open`, and a failed write is cut back (or the log stops: reopen it).
+ * so concurrent callers get consecutive `seq`s. The month file is a single-writer `AppendLog`: the
+ * entries of a batch are one append of whole lines, an incomplete line left by a crash is moved aside
+ * on the next `open`, and a failed write is cut back (or the log stops: reopen it).
  */
 export class AuditLog {
-  private queue: Promise<unknown> = Promise.resolve();
+  private queue: Promise<void> = Promise.resolve();
+  private pending: PendingAppend[] = [];
   private file: AppendLog | undefined;
   private failure: Error | undefined;
   private closed = false;
@@ -94,16 +95,23 @@ export class AuditLog {
     return { ...this.chainHead };
   }
 
-  /** Validates, stamps (`seq`, `ts`, `prev`, `hash`) and appends one entry; resolves once written. */
+  /**
+   * Validates, stamps (`seq`, `ts`, `prev`, `hash`) and appends one entry; resolves once written.
+   * Entries appended in the same turn of the event loop, or while an earlier write is under way, are
+   * sealed in order when their batch is written and leave in one append (one write, one fdatasync).
+   * They are sealed only then, so a failed write never leaves a later entry chained to a missing one.
+   */
   append(input: AuditEntryInput): Promise<AuditEntry> {
     if (this.closed) return Promise.reject(new AuditLogError(`audit log ${this.dir} is closed`));
     const parsed = AuditEntryInputSchema.safeParse(input);
     if (!parsed.success) {
       return Promise.reject(new AuditLogError(`invalid audit entry: ${describeIssues(parsed.error)}`));
     }
-    const written = this.queue.then(() => this.write(parsed.data));
-    this.queue = written.catch(() => undefined);
-    return written;
+    return new Promise<AuditEntry>((resolve, reject) => {
+      this.pending.push({ input: parsed.data, resolve, reject });
+      // The first entry of a batch queues its write; the write takes whatever is pending by then.
+      if (this.pending.length === 1) this.queue = this.queue.then(() => this.writePending());
+    });
   }
 
   /** Refuses new appends, lets the queued ones finish, then closes the file and releases the writer lock. */
@@ -116,31 +124,56 @@ export class AuditLog {
     await releaseWriterLock(this.lockPath);
   }
 
-  private async write(input: AuditEntryInput): Promise<AuditEntry> {
-    if (this.failure) {
-      throw new AuditLogError(
-        `audit log ${this.dir} is unusable after a failed write (${this.failure.message}); reopen it`,
-      );
-    }
-    const now = this.clock();
-    // Never go back to an older file, even if the clock steps back across a month boundary.
-    const month = this.month !== undefined && this.month > monthOf(now) ? this.month : monthOf(now);
-    if (month !== this.month || this.file === undefined) await this.switchTo(month);
-    const entry = sealEntry(input, {
-      seq: this.chainHead.seq + 1,
-      ts: now.toISOString(),
-      prev: this.chainHead.hash,
-    });
-    const file = this.file as AppendLog;
+  /** Seals and writes the pending entries in order, one append per month file they fall in; never rejects. */
+  private async writePending(): Promise<void> {
+    const batch = this.pending;
+    this.pending = [];
+    let sealed: SealedAppend[] = [];
+    let next = 0;
     try {
-      await file.append(`${JSON.stringify(entry)}\n`);
+      if (this.failure) {
+        throw new AuditLogError(
+          `audit log ${this.dir} is unusable after a failed write (${this.failure.message}); reopen it`,
+        );
+      }
+      for (; next < batch.length; next++) {
+        const item = batch[next]!;
+        const now = this.clock();
+        // Never go back to an older file, even if the clock steps back across a month boundary.
+        const month = this.month !== undefined && this.month > monthOf(now) ? this.month : monthOf(now);
+        if (month !== this.month || this.file === undefined) {
+          await this.writeSealed(sealed);
+          sealed = [];
+          await this.switchTo(month);
+        }
+        const last = sealed.at(-1)?.entry ?? this.chainHead;
+        const entry = sealEntry(item.input, { seq: last.seq + 1, ts: now.toISOString(), prev: last.hash });
+        sealed.push({ entry, line: `${JSON.stringify(entry)}\n`, settle: item });
+      }
+      await this.writeSealed(sealed);
     } catch (err) {
-      // The line was cut back unless the file is now unusable; then so is the chain.
+      // What was sealed but not written, and what was not sealed yet, fails together.
+      for (const { settle } of sealed) settle.reject(err);
+      for (const item of batch.slice(next)) item.reject(err);
+    }
+  }
+
+  /** One append of consecutive entries to the current file; the chain head moves only once they are written. */
+  private async writeSealed(sealed: SealedAppend[]): Promise<void> {
+    if (sealed.length === 0) return;
+    const file = this.file as AppendLog;
+    const text = sealed.length === 1 ? sealed[0]!.line : sealed.map((s) => s.line).join("");
+    try {
+      await file.append(text);
+    } catch (err) {
+      // The lines were cut back unless the file is now unusable; then so is the chain.
       this.failure = file.unusable;
       throw err;
     }
-    this.chainHead = { seq: entry.seq, hash: entry.hash };
-    return entry;
+    const last = sealed.at(-1)!.entry;
+    this.chainHead = { seq: last.seq, hash: last.hash };
+    for (const { entry, settle } of sealed) settle.resolve(entry);
+    sealed.length = 0;
   }
 
   private async switchTo(month: string): Promise<void> {
@@ -152,6 +185,18 @@ export class AuditLog {
     });
     this.month = month;
   }
+}
+
+interface PendingAppend {
+  input: AuditEntryInput;
+  resolve: (entry: AuditEntry) => void;
+  reject: (error: unknown) => void;
+}
+
+interface SealedAppend {
+  entry: AuditEntry;
+  line: string;
+  settle: PendingAppend;
 }
 
 /** The chain's head: the last entry of the newest non-empty month file, checked before we build on it. */

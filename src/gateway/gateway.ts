@@ -247,6 +247,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   /** What `close` releases after the server stopped, also on a failed start-up. */
   const release = async () => {
     await hub.close();
+    await relay.close();
     for (const extension of extensions) await extension.close?.();
     registry.stop();
     gate.stop();

@@ -1,6 +1,7 @@
 import type { AuditEntryInput } from "../audit/index.js";
 import type { Broker, MessageKind as BrokerKind, SubmitResult } from "../broker/index.js";
 import { SerialByKey } from "../broker/serial-by-key.js";
+import { brokerToAcp, refuseDeepNesting } from "../http/server.js";
 import {
   AcpError,
   type AcpMessage,
@@ -11,16 +12,15 @@ import {
   ReplayGuard,
   signatureKeyId,
   validateMessage,
-  verifyMessageSignatureAsync,
 } from "../protocol/index.js";
+import type { SubmitResponse } from "../wire/api.js";
+import { negotiateVersion } from "../wire/versions.js";
 import type { HandshakeGate } from "./handshake-gate.js";
-import { brokerToAcp, refuseDeepNesting } from "../http/server.js";
 import type { Metrics } from "./metrics.js";
 import type { RateLimiter } from "./rate-limit.js";
-import { negotiateVersion } from "../wire/versions.js";
 import type { Registry, ResolvedAgent } from "./registry.js";
 import { type RelayAudit, relayedEntryFor } from "./relay-audit.js";
-import type { SubmitResponse } from "../wire/api.js";
+import { SignatureVerifier } from "./signature-verifier.js";
 
 export interface RelayOptions {
   maxEnvelopeBytes: number;
@@ -83,6 +83,8 @@ export class Relay {
    */
   private readonly senderLanes = new SerialByKey();
   private readonly acceptedListeners = new Set<AcceptedListener>();
+  /** The Ed25519 verifies, batched per turn on a thread of their own. */
+  private readonly verifier = new SignatureVerifier();
 
   constructor(
     private readonly broker: Broker,
@@ -135,6 +137,11 @@ export class Relay {
     return { id: result.id, status: result.status, duplicate: result.duplicate };
   }
 
+  /** Lets the signature verifies under way finish and stops their thread. */
+  close(): Promise<void> {
+    return this.verifier.close();
+  }
+
   /**
    * Calls `listener` for each message this relay accepts (the dashboard's live feed takes its
    * summary from here instead of reading the envelope back). Returns the unsubscribe function.
@@ -146,7 +153,7 @@ export class Relay {
 
   /**
    * The checks that need nothing but the envelope and its sender, in the pipeline's order; the
-   * signature's Ed25519 verify is started here (off the event loop) and awaited in `routeAndStore`.
+   * signature's Ed25519 verify is started here (batched onto the verify thread) and awaited in `routeAndStore`.
    */
   private checkSigned(
     sender: ResolvedAgent,
@@ -181,7 +188,7 @@ export class Relay {
     const signedHere = options.signedHere === true && signatureKeyId(message) === sender.kid;
     const verified = signedHere
       ? Promise.resolve(sender.kid)
-      : verifyMessageSignatureAsync(message, (agentId, signedBy) =>
+      : this.verifier.verify(message, (agentId, signedBy) =>
           agentId === sender.record.agentId && signedBy === sender.kid ? sender.key : undefined,
         );
     // Awaited later, in the sender's lane; until then a refusal must not count as unhandled.

@@ -199,7 +199,8 @@ class Session {
   }
 
   /**
-   * Frames sent in one turn of the event loop leave in one write (one syscall) instead of one each.
+   * Frames sent in one turn of the event loop (deliveries and answers: the submits a commit batch
+   * settles are answered together) leave in one write (one syscall) instead of one each.
    * (nextTick would uncork before the inbox's next promise resolves, batching nothing.)
    */
   private corkUntilNextTurn(): void {
@@ -293,8 +294,11 @@ class Session {
     }
   }
 
+  /** Answers (`submitted`, errors) of one turn leave together with that turn's deliveries. */
   private send(frame: ServerFrame): void {
-    if (this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(frame));
+    if (this.ws.readyState !== WebSocket.OPEN) return;
+    this.corkUntilNextTurn();
+    this.ws.send(JSON.stringify(frame));
   }
 }
 

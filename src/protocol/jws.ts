@@ -91,8 +91,8 @@ export type KeyResolver = (agentId: string, kid: string) => KeyObject | undefine
  * Returns the key id that signed it.
  */
 export function verifyMessageSignature(message: AcpMessage, resolveKey: KeyResolver): string {
-  const check = prepareVerification(message, resolveKey);
-  if (!edVerify(null, check.data, check.key, check.sig)) throw mismatch();
+  const check = prepareSignatureCheck(message, resolveKey);
+  if (!edVerify(null, check.data, check.key, check.sig)) throw signatureMismatch();
   return check.kid;
 }
 
@@ -102,22 +102,23 @@ export function verifyMessageSignature(message: AcpMessage, resolveKey: KeyResol
  * Errors found before the verify (no signature, unknown key…) reject the same way.
  */
 export function verifyMessageSignatureAsync(message: AcpMessage, resolveKey: KeyResolver): Promise<string> {
-  let check: Verification;
+  let check: SignatureCheck;
   try {
-    check = prepareVerification(message, resolveKey);
+    check = prepareSignatureCheck(message, resolveKey);
   } catch (err) {
     return Promise.reject(err);
   }
   return new Promise((resolve, reject) => {
     edVerify(null, check.data, check.key, check.sig, (err, ok) => {
       if (err) reject(err);
-      else if (!ok) reject(mismatch());
+      else if (!ok) reject(signatureMismatch());
       else resolve(check.kid);
     });
   });
 }
 
-interface Verification {
+/** A message's signature, checked up to the Ed25519 verify itself: verify `sig` over `data` with `key`. */
+export interface SignatureCheck {
   kid: string;
   key: KeyObject;
   data: Buffer;
@@ -132,8 +133,11 @@ export function signatureKeyId(message: AcpMessage): string {
   return decodeProtectedHeader((signature as string).slice(0, separator)).kid;
 }
 
-/** Everything but the Ed25519 verify: the JWS form, the signer's key, the signed bytes. */
-function prepareVerification(message: AcpMessage, resolveKey: KeyResolver): Verification {
+/**
+ * Everything but the Ed25519 verify: the JWS form, the signer's key, the signed bytes. For a caller
+ * that runs the verify elsewhere (the gateway's verify thread); a false verify is `signatureMismatch()`.
+ */
+export function prepareSignatureCheck(message: AcpMessage, resolveKey: KeyResolver): SignatureCheck {
   const signature = (message as { signature?: unknown }).signature;
   if (typeof signature !== "string") {
     throw new AcpError("SignatureMissing", "the message carries no signature", {
@@ -166,7 +170,7 @@ function prepareVerification(message: AcpMessage, resolveKey: KeyResolver): Veri
   return { kid, key, sig, data: signedBytes(protectedB64, message) };
 }
 
-function mismatch(): AcpError {
+export function signatureMismatch(): AcpError {
   return invalid("the signature does not match the message (tampered, re-routed, or signed by another key)");
 }
 

@@ -1,7 +1,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import { appendFileSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import {
   AuditEntrySchema,
   AuditLog,
@@ -12,6 +12,7 @@ import {
   readAudit,
   verifyAudit,
 } from "../../src/audit/index.js";
+import { AppendLog } from "../../src/jsonl/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { appendRequests, manualClock, readLinesOf, seedRequest } from "./fixtures.js";
 
@@ -118,6 +119,32 @@ describe("AuditLog: append, read, rotation", () => {
     expect(entries.map((e) => e.channel)).toEqual(Array.from({ length: 200 }, (_, i) => `ch-${i}`));
     const verification = await verifyAudit(join(root, "agent-alpha"));
     expect(verification).toMatchObject({ ok: true, entries: 200 });
+  });
+
+  it("writes the entries appended in one turn with one append, and the next turn's with another", async () => {
+    const root = tmp();
+    const { log } = await openLog(root);
+    const message = seedRequest();
+    const appends = vi.spyOn(AppendLog.prototype, "append");
+    try {
+      const turn = (from: number) =>
+        Promise.all(
+          Array.from({ length: 16 }, (_, i) =>
+            log.append(auditEntryFor(message, { direction: "sent", channel: `ch-${from + i}` })),
+          ),
+        );
+      const first = await turn(0);
+      const second = await turn(16);
+      expect(appends).toHaveBeenCalledTimes(2);
+      expect([...first, ...second].map((e) => e.seq)).toEqual(Array.from({ length: 32 }, (_, i) => i + 1));
+    } finally {
+      appends.mockRestore();
+    }
+    const lines = readLinesOf(join(root, "agent-alpha", "2026-01.jsonl"));
+    expect(lines.map((line) => (JSON.parse(line) as { channel: string }).channel)).toEqual(
+      Array.from({ length: 32 }, (_, i) => `ch-${i}`),
+    );
+    expect(await verifyAudit(join(root, "agent-alpha"))).toMatchObject({ ok: true, entries: 32 });
   });
 
   it("files the entries of one batch by their own time when the batch crosses a month boundary", async () => {

@@ -1,0 +1,106 @@
+import { describe, expect, it } from "vitest";
+import { SignatureVerifier } from "../../src/gateway/signature-verifier.js";
+import {
+  type AcpError,
+  type AcpMessage,
+  buildRequest,
+  createSigner,
+  ErrorCode,
+  signMessage,
+  verifyMessageSignature,
+} from "../../src/protocol/index.js";
+import {
+  alpha,
+  alphaSigner,
+  beta,
+  betaSigner,
+  fixedIdentity,
+  keyRing,
+  mutated,
+  senderOf,
+} from "../protocol/fixtures.js";
+
+const ring = keyRing(alpha, beta);
+const NOW = new Date("2026-02-14T14:30:00Z");
+const signedRequest = (n: number, from = alpha, signer = alphaSigner) =>
+  signMessage(
+    buildRequest(
+      senderOf(from),
+      "agent-beta",
+      { action: "get-availability", n },
+      { now: NOW, messageId: `msg-${n}` },
+    ),
+    signer,
+  );
+
+type Outcome = { kid: string } | { code: number; message: string };
+
+async function outcome(run: () => string | Promise<string>): Promise<Outcome> {
+  try {
+    return { kid: await run() };
+  } catch (err) {
+    return { code: (err as AcpError).code, message: (err as AcpError).message };
+  }
+}
+
+describe("SignatureVerifier (the gateway's verify thread)", () => {
+  const signed = signedRequest(1);
+  const other = fixedIdentity("agent-alpha", "principal-a", "alpha-second-key");
+  const cases: AcpMessage[] = [
+    signed,
+    mutated(signed, (m) => (m.params.body.action = "changed")),
+    { ...signed, signature: `${alphaSigner.protectedB64}..${Buffer.alloc(64, 7).toString("base64url")}` },
+    signMessage(signedRequest(2), createSigner(other)),
+    signedRequest(3, alpha, betaSigner),
+    { ...signed, signature: undefined } as unknown as AcpMessage,
+    signedRequest(4, beta, betaSigner),
+  ];
+
+  it("gives the synchronous verify's answers, asked one turn at a time and all in one batch", async () => {
+    const verifier = new SignatureVerifier();
+    try {
+      const expected = await Promise.all(cases.map((m) => outcome(() => verifyMessageSignature(m, ring))));
+      expect(expected.map((o) => ("kid" in o ? o.kid : o.code))).toEqual([
+        alphaSigner.kid,
+        ErrorCode.SignatureInvalid,
+        ErrorCode.SignatureInvalid,
+        ErrorCode.UnknownKey,
+        ErrorCode.SignatureInvalid,
+        ErrorCode.SignatureMissing,
+        betaSigner.kid,
+      ]);
+      const oneByOne: Outcome[] = [];
+      for (const message of cases) oneByOne.push(await outcome(() => verifier.verify(message, ring)));
+      expect(oneByOne).toEqual(expected);
+      const batched = await Promise.all(cases.map((m) => outcome(() => verifier.verify(m, ring))));
+      expect(batched).toEqual(expected);
+    } finally {
+      await verifier.close();
+    }
+  });
+
+  it("keeps each answer with its own message in a large batch of good and tampered signatures", async () => {
+    const verifier = new SignatureVerifier();
+    try {
+      const messages = Array.from({ length: 300 }, (_, i) => {
+        const message = i % 3 === 1 ? signedRequest(i, beta, betaSigner) : signedRequest(i);
+        return i % 7 === 3 ? mutated(message, (m) => (m.params.body.n = -1)) : message;
+      });
+      const answers = await Promise.all(messages.map((m) => outcome(() => verifier.verify(m, ring))));
+      const expected = messages.map((_, i) =>
+        i % 7 === 3 ? ErrorCode.SignatureInvalid : i % 3 === 1 ? betaSigner.kid : alphaSigner.kid,
+      );
+      expect(answers.map((o) => ("kid" in o ? o.kid : o.code))).toEqual(expected);
+    } finally {
+      await verifier.close();
+    }
+  });
+
+  it("close lets the verifies under way finish, then refuses new ones", async () => {
+    const verifier = new SignatureVerifier();
+    const underWay = Array.from({ length: 20 }, (_, i) => verifier.verify(signedRequest(i), ring));
+    await verifier.close();
+    expect(await Promise.all(underWay)).toEqual(Array(20).fill(alphaSigner.kid));
+    await expect(verifier.verify(signed, ring)).rejects.toThrow("the signature verifier is closed");
+  });
+});
