@@ -5,10 +5,10 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { accessSync, constants, mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { afterEach, describe, it } from "vitest";
+import { freePort } from "./ports.js";
 
 export interface NatsServerOptions {
   user?: string;
@@ -65,19 +65,6 @@ export function describeWithNats(name: string, body: () => void): void {
     console.warn(`\n  NOTE: skipping "${name}": ${MISSING}\n`);
     describe.skip(name, body);
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
-      );
-    });
-  });
 }
 
 function launch(binary: string, args: string[]): Promise<ChildProcess> {

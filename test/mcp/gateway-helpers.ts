@@ -4,13 +4,13 @@ import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { afterEach, beforeEach } from "vitest";
 import type { AcpAgent } from "../../src/client/index.js";
+import { AgentsClient, streamableHttpClientTransport } from "../../src/mcp/index.js";
 import {
   collabExtension,
   type McpEndpointExtension,
   type McpEndpointOptions,
   mcpEndpointExtension,
 } from "../../src/server.js";
-import { AgentsClient, streamableHttpClientTransport } from "../../src/mcp/index.js";
 import { agentFor } from "../client/fixtures.js";
 import { startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";

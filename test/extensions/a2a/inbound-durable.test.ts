@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
  * (embedded broker, same data dir), and across two gateways on one NATS, with the unmodified SDK client.
  */
 import { createServer as createHttpServer } from "node:http";
-import { type AddressInfo, createServer } from "node:net";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { ListTasksRequest, type Task, TaskState } from "@a2a-js/sdk";
 import {
@@ -29,20 +29,12 @@ import { secretKeeper } from "../../../src/extensions/custody/sealing.js";
 import { agentFor } from "../../client/fixtures.js";
 import { startTestGateway, type TestAgent, type TestGateway } from "../../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../../helpers/nats.js";
+import { freePort } from "../../helpers/ports.js";
 import { useTmpDir } from "../../helpers/tmp.js";
 import { until } from "../../helpers/until.js";
 import { sendRequest } from "./inbound-bed.js";
 
 const tmp = useTmpDir("acp-a2a-durable-");
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** A push receiver on loopback; `bodies` are the raw JSON bodies received. */
 async function pushReceiver(): Promise<{ url: string; bodies: string[]; close(): Promise<void> }> {

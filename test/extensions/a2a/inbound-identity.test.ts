@@ -1,5 +1,4 @@
 import { readdir, readFile, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { basename, join } from "node:path";
 import { type Task, TaskState } from "@a2a-js/sdk";
 import { ClientFactory } from "@a2a-js/sdk/client";
@@ -12,20 +11,12 @@ import type { SealedSecret } from "../../../src/gateway/secrets.js";
 import { agentFor } from "../../client/fixtures.js";
 import { runAcp } from "../../helpers/cli.js";
 import { startTestGateway, type TestGateway } from "../../helpers/gateway.js";
+import { freePort } from "../../helpers/ports.js";
 import { useTmpDir } from "../../helpers/tmp.js";
 import { until } from "../../helpers/until.js";
 import { sendRequest } from "./inbound-bed.js";
 
 const tmp = useTmpDir("acp-a2a-restart-");
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** The bridge identity file a gateway keeps under `data` (there is one caller in these tests). */
 async function bridgeFile(data: string): Promise<string> {

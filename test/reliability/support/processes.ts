@@ -6,11 +6,13 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import type { DefaultGatewayOptions } from "../../../src/server.js";
 import { CLI_PATH } from "../../helpers/cli.js";
 import { ADMIN_TOKEN } from "../../helpers/gateway.js";
+import { freePort } from "../../helpers/ports.js";
+
+export { freePort };
 
 const GATEWAY_MODULE = fileURLToPath(new URL("../../../dist/server.js", import.meta.url));
 
@@ -43,19 +45,6 @@ const running = new Set<ChildProcess>();
 process.once("exit", () => {
   for (const child of running) child.kill("SIGKILL");
 });
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
-      );
-    });
-  });
-}
 
 export function exited(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
