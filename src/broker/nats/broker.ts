@@ -223,7 +223,11 @@ export class NatsBroker implements Broker, NatsInboxHost {
       const now = Date.now();
       const record = buildRecord(current.value, this.policy, now);
       if (record.expiredAt !== undefined) return { ...record, envelope: null };
-      const stored = await this.jsm.direct.getMessage(INBOX_STREAM, { seq: current.value.seq });
+      // With replicas a direct get may be answered by a follower that has not stored it yet: ask the leader.
+      const stored =
+        this.replicas > 1
+          ? await this.jsm.streams.getMessage(INBOX_STREAM, { seq: current.value.seq })
+          : await this.jsm.direct.getMessage(INBOX_STREAM, { seq: current.value.seq });
       return { ...record, envelope: stored ? stored.string() : null };
     });
   }
