@@ -6,12 +6,12 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AckPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { type Broker, type Delivery, openBroker } from "../../src/broker/index.js";
+import { freePort } from "../gateway/processes.js";
 
 const IN_FLIGHT = 64;
 const PAIRS = 8;
@@ -153,18 +153,6 @@ async function runBareJetStream(url: string, total: number): Promise<Result> {
   await Promise.all(loops);
   await nc.close();
   return result;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
-      );
-    });
-  });
 }
 
 async function startNatsServer(storeDir: string): Promise<{ url: string; child: ChildProcess } | null> {
