@@ -7,7 +7,7 @@
  * another's tasks. Values are the A2A 1.0 JSON of the SDK's objects.
  */
 import { randomUUID } from "node:crypto";
-import { Task, TaskPushNotificationConfig } from "@a2a-js/sdk";
+import { Task, TaskPushNotificationConfig, type TaskState } from "@a2a-js/sdk";
 import {
   InMemoryTaskStore,
   type PushNotificationStore,
@@ -16,8 +16,15 @@ import {
   type TaskStore,
   type User,
 } from "@a2a-js/sdk/server";
-import type { Broker, KvBucket } from "../../../broker/index.js";
+import {
+  type Broker,
+  BrokerError,
+  isBrokerError,
+  type KvBucket,
+  type KvEntry,
+} from "../../../broker/index.js";
 import { isTerminal } from "./executor.js";
+import { WatchedReads } from "./watched-reads.js";
 
 export const TASK_BUCKET = "a2a-inbound-tasks";
 export const PUSH_BUCKET = "a2a-inbound-push";
@@ -62,46 +69,114 @@ const part = (text: string) => `_${Buffer.from(text).toString("base64url")}`;
 const scopeKey = (agentId: string, context: ServerCallContext) =>
   `${part(agentId)}/${part(context.tenant ?? "")}/${part(ownerOf(context))}`;
 
+/** A task record as this gateway last read or wrote it, its task as JSON text (nobody can change it in place). */
+interface CachedTask {
+  revision: number;
+  taskJson: string;
+  origin: string;
+  /** Its state when that is final (COMPLETED, FAILED, CANCELED, REJECTED). */
+  finalState: TaskState | undefined;
+}
+
+function cachedOf(entry: KvEntry<StoredTask> | null): CachedTask | null {
+  if (!entry) return null;
+  const task = Task.fromJSON(entry.value.task as Task);
+  return {
+    revision: entry.revision,
+    taskJson: JSON.stringify(entry.value.task),
+    origin: entry.value.origin,
+    finalState: isTerminal(task) ? task.status?.state : undefined,
+  };
+}
+
+/** How many task records (and push config lists) a gateway keeps in memory. */
+const CACHED_RECORDS = 10_000;
+/** Compare-and-set attempts of one save before it gives up (each lost one re-reads the record). */
+const SAVE_ATTEMPTS = 5;
+
+/** The task bucket, with its reads cached, shared by every published agent's store. */
+export class TaskRecords {
+  readonly bucket: KvBucket<StoredTask>;
+  readonly #reads: WatchedReads<CachedTask | null>;
+
+  constructor(broker: Broker) {
+    this.bucket = broker.kv<StoredTask>(TASK_BUCKET);
+    this.#reads = new WatchedReads<CachedTask | null>(this.bucket, {
+      max: CACHED_RECORDS,
+      includes: (cached, revision) => cached !== null && cached.revision >= revision,
+    });
+  }
+
+  read(key: string): Promise<CachedTask | null> {
+    return this.#reads.read(key, async () => cachedOf(await this.bucket.get(key)));
+  }
+
+  /** Writes `value` if the record is still `previous` (none: still absent); false if it changed. */
+  async write(key: string, value: StoredTask, previous: CachedTask | null): Promise<boolean> {
+    try {
+      const revision = previous
+        ? await this.bucket.update(key, value, previous.revision)
+        : await this.bucket.create(key, value);
+      this.#reads.remember(key, cachedOf({ key, value, revision }));
+      return true;
+    } catch (err) {
+      if (!isBrokerError(err, "conflict") && !isBrokerError(err, "exists")) throw err;
+      this.#reads.forget(key);
+      return false;
+    }
+  }
+
+  close(): void {
+    this.#reads.close();
+  }
+}
+
 export class KvTaskStore implements TaskStore {
   constructor(
-    private readonly bucket: KvBucket<StoredTask>,
+    private readonly records: TaskRecords,
     private readonly agentId: string,
     private readonly origin: () => Promise<string>,
   ) {}
 
-  static bucket(broker: Broker): KvBucket<StoredTask> {
-    return broker.kv<StoredTask>(TASK_BUCKET);
+  private keyOf(taskId: string, context: ServerCallContext): string {
+    return `${scopeKey(this.agentId, context)}/${part(taskId)}`;
   }
 
   async save(task: Task, context: ServerCallContext): Promise<void> {
-    const key = `${scopeKey(this.agentId, context)}/${part(task.id)}`;
-    const previous = (await this.bucket.get(key))?.value;
-    // A final state is final: a late answer (or another gateway) never overwrites a cancel.
-    if (previous && isTerminal(Task.fromJSON(previous.task as Task))) {
-      const before = Task.fromJSON(previous.task as Task).status?.state;
-      if (before !== task.status?.state) return;
+    const key = this.keyOf(task.id, context);
+    for (let attempt = 1; ; attempt += 1) {
+      const previous = await this.records.read(key);
+      // A final state is final: a late answer (or another gateway) never overwrites a cancel.
+      if (previous?.finalState !== undefined && previous.finalState !== task.status?.state) return;
+      const value: StoredTask = {
+        agentId: this.agentId,
+        tenant: context.tenant ?? "",
+        owner: ownerOf(context),
+        origin: previous?.origin ?? (await this.origin()),
+        task: Task.toJSON(task),
+        savedAt: new Date().toISOString(),
+      };
+      if (await this.records.write(key, value, previous)) return;
+      if (attempt === SAVE_ATTEMPTS) {
+        throw new BrokerError("conflict", `A2A task ${task.id} kept changing while it was saved`, {
+          field: "taskId",
+        });
+      }
     }
-    await this.bucket.put(key, {
-      agentId: this.agentId,
-      tenant: context.tenant ?? "",
-      owner: ownerOf(context),
-      origin: previous?.origin ?? (await this.origin()),
-      task: Task.toJSON(task),
-      savedAt: new Date().toISOString(),
-    });
   }
 
   async load(taskId: string, context: ServerCallContext): Promise<Task | undefined> {
-    const entry = await this.bucket.get(`${scopeKey(this.agentId, context)}/${part(taskId)}`);
-    return entry ? Task.fromJSON(entry.value.task as Task) : undefined;
+    const cached = await this.records.read(this.keyOf(taskId, context));
+    return cached ? Task.fromJSON(JSON.parse(cached.taskJson) as Task) : undefined;
   }
 
   /** The SDK's own filtering and paging, over the caller's stored tasks. */
   async list(...[params, context]: Parameters<TaskStore["list"]>): ReturnType<TaskStore["list"]> {
     const page = new InMemoryTaskStore();
     const prefix = `${scopeKey(this.agentId, context)}/`;
-    for (const key of await this.bucket.keys(prefix)) {
-      const entry = await this.bucket.get(key);
+    const { bucket } = this.records;
+    for (const key of await bucket.keys(prefix)) {
+      const entry = await bucket.get(key);
       if (entry) await page.save(Task.fromJSON(entry.value.task as Task), context);
     }
     return page.list(params, context);
@@ -116,7 +191,7 @@ export const TASK_RETENTION_MS = 7 * 24 * 3600_000;
  * push configs, and returns the unfinished ones (across every published agent).
  */
 export async function sweepTasks(broker: Broker, expireBefore: Date): Promise<StoredTask[]> {
-  const tasks = KvTaskStore.bucket(broker);
+  const tasks = broker.kv<StoredTask>(TASK_BUCKET);
   const pushes = broker.kv<StoredPush>(PUSH_BUCKET);
   const unfinished: StoredTask[] = [];
   for (const key of await tasks.keys()) {
@@ -131,15 +206,30 @@ export async function sweepTasks(broker: Broker, expireBefore: Date): Promise<St
   return unfinished;
 }
 
-export class KvPushNotificationStore implements PushNotificationStore {
-  private readonly bucket: KvBucket<StoredPush>;
+/** The push config bucket, with each task's list of configs cached, shared by every published agent. */
+export class PushConfigs {
+  readonly bucket: KvBucket<StoredPush>;
+  /** Per task (key prefix `…/<task>/`): its configs as JSON text. */
+  readonly lists: WatchedReads<string>;
 
-  constructor(
-    broker: Broker,
-    private readonly agentId: string,
-  ) {
+  constructor(broker: Broker) {
     this.bucket = broker.kv<StoredPush>(PUSH_BUCKET);
+    this.lists = new WatchedReads<string>(this.bucket, {
+      max: CACHED_RECORDS,
+      entryOf: (key) => key.slice(0, key.lastIndexOf("/") + 1),
+    });
   }
+
+  close(): void {
+    this.lists.close();
+  }
+}
+
+export class KvPushNotificationStore implements PushNotificationStore {
+  constructor(
+    private readonly pushes: PushConfigs,
+    private readonly agentId: string,
+  ) {}
 
   private prefix(taskId: string, context: ServerCallContext): string {
     return `${scopeKey(this.agentId, context)}/${part(taskId)}/`;
@@ -148,31 +238,42 @@ export class KvPushNotificationStore implements PushNotificationStore {
   async save(taskId: string, context: ServerCallContext, config: TaskPushNotificationConfig): Promise<void> {
     // The SDK reads the assigned id back from the object it passed (PushNotificationStore's contract).
     if (!config.id) config.id = randomUUID();
-    await this.bucket.put(`${this.prefix(taskId, context)}${part(config.id)}`, {
+    const prefix = this.prefix(taskId, context);
+    await this.pushes.bucket.put(`${prefix}${part(config.id)}`, {
       config: TaskPushNotificationConfig.toJSON(config),
       wireVersion: context.requestedVersion || "0.3",
     });
+    this.pushes.lists.forget(prefix);
   }
 
   async load(taskId: string, context: ServerCallContext): Promise<TaskPushNotificationConfig[]> {
     return (await this.loadWithMetadata(taskId, context)).map((stored) => stored.config);
   }
 
+  /** Asked at every event of every task (to push it): usually an empty list, from memory. */
   async loadWithMetadata(
     taskId: string,
     context: ServerCallContext,
   ): Promise<StoredPushNotificationConfig[]> {
-    const found: StoredPushNotificationConfig[] = [];
-    for (const key of await this.bucket.keys(this.prefix(taskId, context))) {
-      const entry = await this.bucket.get(key);
-      if (!entry) continue;
-      const config = TaskPushNotificationConfig.fromJSON(entry.value.config as TaskPushNotificationConfig);
-      found.push({ config, wireVersion: entry.value.wireVersion });
-    }
-    return found;
+    const prefix = this.prefix(taskId, context);
+    const { bucket, lists } = this.pushes;
+    const json = await lists.read(prefix, async () => {
+      const stored: StoredPush[] = [];
+      for (const key of await bucket.keys(prefix)) {
+        const entry = await bucket.get(key);
+        if (entry) stored.push(entry.value);
+      }
+      return JSON.stringify(stored);
+    });
+    return (JSON.parse(json) as StoredPush[]).map((stored) => ({
+      config: TaskPushNotificationConfig.fromJSON(stored.config as TaskPushNotificationConfig),
+      wireVersion: stored.wireVersion,
+    }));
   }
 
   async delete(taskId: string, context: ServerCallContext, configId = taskId): Promise<void> {
-    await this.bucket.delete(`${this.prefix(taskId, context)}${part(configId)}`);
+    const prefix = this.prefix(taskId, context);
+    await this.pushes.bucket.delete(`${prefix}${part(configId)}`);
+    this.pushes.lists.forget(prefix);
   }
 }

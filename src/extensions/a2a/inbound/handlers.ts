@@ -14,12 +14,11 @@ import {
   type ServerCallContext,
   type TaskStore,
 } from "@a2a-js/sdk/server";
-import type { KvBucket } from "../../../broker/index.js";
 import type { GatewayContext } from "../../../gateway/context.js";
 import type { AgentRecord } from "../../../gateway/registry.js";
 import type { BridgeIdentities } from "./bridge-identities.js";
 import { agentCardOf } from "./card.js";
-import { KvPushNotificationStore, KvTaskStore, type StoredTask } from "./durable-stores.js";
+import { KvPushNotificationStore, KvTaskStore, PushConfigs, TaskRecords } from "./durable-stores.js";
 import { A2aAcpMethods, AcpTaskExecutor, isTerminal, type RunningTask } from "./executor.js";
 import { LateAnswers } from "./late-answers.js";
 
@@ -63,13 +62,16 @@ export class AgentEndpoints {
   readonly running = new Map<string, RunningTask>();
   readonly lateAnswers: LateAnswers;
   readonly #endpoints = new Map<string, AgentEndpoint>();
-  readonly #tasks: KvBucket<StoredTask>;
+  /** Shared by every agent's stores: one cache and one watch per bucket. */
+  readonly #tasks: TaskRecords;
+  readonly #pushes: PushConfigs;
 
   constructor(
     private readonly ctx: GatewayContext,
     private readonly options: EndpointOptions,
   ) {
-    this.#tasks = KvTaskStore.bucket(ctx.broker);
+    this.#tasks = new TaskRecords(ctx.broker);
+    this.#pushes = new PushConfigs(ctx.broker);
     this.lateAnswers = new LateAnswers({
       ctx,
       bridge: options.bridge,
@@ -97,6 +99,8 @@ export class AgentEndpoints {
   /** Stops waiting for every ACP answer (the requests themselves stay persisted at the gateway). */
   close(): void {
     this.lateAnswers.close();
+    this.#tasks.close();
+    this.#pushes.close();
     for (const task of this.running.values()) task.controller.abort();
     this.running.clear();
   }
@@ -124,7 +128,7 @@ export class AgentEndpoints {
           ),
         );
     });
-    const pushes = new KvPushNotificationStore(this.ctx.broker, record.agentId);
+    const pushes = new KvPushNotificationStore(this.#pushes, record.agentId);
     const sender = new DefaultPushNotificationSender(pushes, { timeout: this.options.pushTimeoutMs });
     const late = async (taskId: string, context: ServerCallContext, event: AgentExecutionEvent) => {
       if (isTerminal(await store.load(taskId, context))) return;

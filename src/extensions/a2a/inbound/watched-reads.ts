@@ -1,0 +1,117 @@
+/**
+ * Reads of one KV bucket kept in memory, for the A2A task records and push configs. The SDK's
+ * request handler reloads a task from its store at every event of a call (about 8 reads and 4 push
+ * config scans per SendMessage), and reading the broker each time was the bridge's largest cost.
+ *
+ * Writes still go to the broker first; callers `remember` what they wrote. A change made anywhere
+ * else (another gateway on the same NATS, the retention sweep) reaches this cache through the
+ * bucket's watch and drops the entry, and a read that such a change overtook is not kept, so a
+ * cached value is never older than the last change this gateway was told of. Between a change on
+ * another gateway and its watch event a read here can still be stale: callers that must not act on
+ * a stale value write with a compare-and-set on the revision they read.
+ */
+import type { KvBucket, KvChange, Unsubscribe } from "../../../broker/index.js";
+
+export interface WatchedReadsOptions<V> {
+  /** Most entries kept; the least recently used go first. */
+  max: number;
+  /** The cache entry a changed bucket key belongs to (default: the key itself). */
+  entryOf?(changedKey: string): string;
+  /** True when the cached value already includes the change at `revision` (our own write). */
+  includes?(cached: V, revision: number): boolean;
+}
+
+export class WatchedReads<V> {
+  readonly #values = new Map<string, V>();
+  /** Keys being read from the broker, and whether a change arrived meanwhile. */
+  readonly #reading = new Map<string, { readers: number; overtaken: boolean }>();
+  #watching: Promise<Unsubscribe | undefined> | undefined;
+  /** The watch is live: changes made from now on reach `#changed`. */
+  #live = false;
+  #closed = false;
+
+  constructor(
+    private readonly bucket: KvBucket<unknown>,
+    private readonly options: WatchedReadsOptions<V>,
+  ) {}
+
+  get size(): number {
+    return this.#values.size;
+  }
+
+  /** The cached value of `key`, or `load()`'s (kept unless a change overtook it). */
+  async read(key: string, load: () => Promise<V>): Promise<V> {
+    // Without a live watch nothing is cached: a value could go stale unseen.
+    if (!(await this.#watch())) return load();
+    if (this.#values.has(key)) {
+      const value = this.#values.get(key) as V;
+      this.#touch(key, value);
+      return value;
+    }
+    let reading = this.#reading.get(key);
+    if (!reading) {
+      reading = { readers: 0, overtaken: false };
+      this.#reading.set(key, reading);
+    }
+    reading.readers += 1;
+    try {
+      const value = await load();
+      if (!reading.overtaken && !this.#closed) this.#touch(key, value);
+      return value;
+    } finally {
+      reading.readers -= 1;
+      if (reading.readers === 0) this.#reading.delete(key);
+    }
+  }
+
+  /** Keeps what this gateway has just written (only while the watch is live). */
+  remember(key: string, value: V): void {
+    if (this.#live && !this.#closed) this.#touch(key, value);
+  }
+
+  forget(key: string): void {
+    this.#values.delete(key);
+    const reading = this.#reading.get(key);
+    if (reading) reading.overtaken = true;
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#live = false;
+    this.#values.clear();
+    void this.#watching?.then((unwatch) => unwatch?.());
+  }
+
+  #changed(change: KvChange<unknown>): void {
+    const key = this.options.entryOf?.(change.key) ?? change.key;
+    const cached = this.#values.get(key);
+    if (cached !== undefined && this.options.includes?.(cached, change.revision)) return;
+    this.forget(key);
+  }
+
+  #watch(): Promise<Unsubscribe | undefined> {
+    this.#watching ??= this.bucket
+      .watch((change) => this.#changed(change))
+      .then(
+        (unwatch) => {
+          this.#live = true;
+          return unwatch;
+        },
+        () => {
+          // Tried again on the next read; until then every read goes to the broker.
+          this.#watching = undefined;
+          return undefined;
+        },
+      );
+    return this.#watching;
+  }
+
+  #touch(key: string, value: V): void {
+    this.#values.delete(key);
+    this.#values.set(key, value);
+    if (this.#values.size > this.options.max) {
+      const oldest = this.#values.keys().next().value as string;
+      this.#values.delete(oldest);
+    }
+  }
+}
