@@ -3,9 +3,13 @@ import type { AddressInfo } from "node:net";
 import { type Task, TaskState } from "@a2a-js/sdk";
 import { describe, expect, it } from "vitest";
 import { a2aInboundExtension } from "../../../src/extensions/a2a/inbound/extension.js";
+import { filesContaining } from "../../helpers/files.js";
 import { startTestGateway } from "../../helpers/gateway.js";
 import { until } from "../../helpers/until.js";
 import { rawCall, sendRequest, useA2aGateway } from "./inbound-bed.js";
+
+/** A push notification token: the gateway stores it sealed. */
+const PUSH_TOKEN = "push-token-of-alice-7c1e94";
 
 const badRequest = (json: Record<string, unknown>) =>
   (
@@ -177,7 +181,7 @@ describe("A2A bridge: an ACP agent that is offline", () => {
       id: "hook-1",
       taskId: queued.id,
       url: pushUrl,
-      token: "secret-token",
+      token: PUSH_TOKEN,
       authentication: undefined,
     });
     expect(config.url).toBe(pushUrl);
@@ -186,7 +190,7 @@ describe("A2A bridge: an ACP agent that is offline", () => {
       taskId: queued.id,
       id: "hook-1",
     });
-    expect(stored).toMatchObject({ url: pushUrl, token: "secret-token" });
+    expect(stored).toMatchObject({ url: pushUrl, token: PUSH_TOKEN });
 
     // The agent comes online: the queued request reaches it, and its answer completes the task.
     const agent = await bed.connect(test, "helper");
@@ -203,6 +207,8 @@ describe("A2A bridge: an ACP agent that is offline", () => {
       (bodies) => bodies.some((b) => b.includes("TASK_STATE_COMPLETED")),
       "a push with the completed status",
     );
-    expect(pushes.every((p) => p.auth === "secret-token")).toBe(true);
+    expect(pushes.every((p) => p.auth === PUSH_TOKEN)).toBe(true);
+    // The webhook got its token; the gateway's files hold it only sealed.
+    expect(filesContaining(bed.dir, PUSH_TOKEN)).toEqual([]);
   });
 });

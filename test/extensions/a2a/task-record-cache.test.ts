@@ -2,7 +2,8 @@
  * The A2A task records and push configs are read from memory once this gateway has read or written
  * them, and stay correct when another gateway (a second cache on the same broker) changes them:
  * its changes drop our entries through the bucket's watch, and a save from a stale entry never
- * overwrites a final state (compare-and-set on the revision read). Both brokers, real stores.
+ * overwrites a final state (compare-and-set on the revision read). Both brokers, real stores. Push
+ * configs' secrets are sealed at rest.
  */
 import { join } from "node:path";
 import { Task, TaskPushNotificationConfig, TaskState } from "@a2a-js/sdk";
@@ -18,6 +19,7 @@ import {
   TaskRecords,
 } from "../../../src/extensions/a2a/inbound/durable-stores.js";
 import { WatchedReads } from "../../../src/extensions/a2a/inbound/watched-reads.js";
+import { secretKeeper } from "../../../src/extensions/custody/sealing.js";
 import { describeWithNats, useNatsServer } from "../../helpers/nats.js";
 import { useTmpDir } from "../../helpers/tmp.js";
 import { until } from "../../helpers/until.js";
@@ -224,5 +226,54 @@ describeWithNats("A2A task record cache (NATS JetStream, two gateways)", () => {
       await two.close();
     });
     return [one, two];
+  });
+});
+
+describe("A2A push configs at rest", () => {
+  it("seals a config's token and credentials; opens them, and configs stored in the clear, for the SDK", async () => {
+    const data = join(tmp(), "data");
+    const broker = await openBroker({ data });
+    const pushes = new PushConfigs(broker, secretKeeper({ data }));
+    try {
+      const store = new KvPushNotificationStore(pushes, "helper");
+      await store.save(
+        "task-1",
+        context,
+        TaskPushNotificationConfig.fromJSON({
+          taskId: "task-1",
+          id: "hook-1",
+          url: "https://example.org/hook",
+          token: "tok-3141",
+          authentication: { scheme: "Bearer", credentials: "cred-2718" },
+        }),
+      );
+      const [key] = await pushes.bucket.keys();
+      const raw = JSON.stringify((await pushes.bucket.get(key as string))?.value);
+      expect(raw).not.toContain("tok-3141");
+      expect(raw).not.toContain("cred-2718");
+      const [loaded] = await store.load("task-1", context);
+      expect(loaded).toMatchObject({ token: "tok-3141", authentication: { credentials: "cred-2718" } });
+
+      // A sealed secret moved to another config's key does not open there.
+      const moved = `${(key as string).slice(0, -1)}X`;
+      await pushes.bucket.put(moved, (await pushes.bucket.get(key as string))!.value);
+      await expect(store.load("task-1", context)).rejects.toThrow();
+      await pushes.bucket.delete(moved);
+
+      // Saved by an earlier version, in the clear: still served.
+      await pushes.bucket.put(`${(key as string).slice(0, (key as string).lastIndexOf("/") + 1)}_old`, {
+        config: { taskId: "task-1", id: "old", url: "https://example.org/old", token: "plain" },
+        wireVersion: "1.0",
+      });
+      await until(
+        () => store.load("task-1", context),
+        (configs) => configs.length === 2,
+        "both configs are listed",
+      );
+      expect((await store.load("task-1", context)).map((c) => c.token).sort()).toEqual(["plain", "tok-3141"]);
+    } finally {
+      pushes.close();
+      await broker.close();
+    }
   });
 });

@@ -24,6 +24,7 @@ import {
   type KvEntry,
 } from "../../../broker/index.js";
 import { isTerminal } from "./executor.js";
+import type { SealedSecret, SecretBox, SecretKeeper } from "../../../gateway/secrets.js";
 import { WatchedReads } from "./watched-reads.js";
 
 export const TASK_BUCKET = "a2a-inbound-tasks";
@@ -41,9 +42,15 @@ export interface StoredTask {
 }
 
 interface StoredPush {
+  /** The config as A2A JSON; with `sealed`, its token and credentials are blanked here. */
   config: unknown;
   wireVersion: string;
+  /** The config's secrets, sealed with the gateway's key (configs saved before had none). */
+  sealed?: { token?: SealedSecret; credentials?: SealedSecret };
 }
+
+/** Binds a sealed push secret to its config's key and field, so it cannot be moved to another. */
+const pushLabel = (key: string, field: "token" | "credentials") => `acp-a2a-push:v1:${key}:${field}`;
 
 /** The authenticated A2A caller, as the SDK's owner scoping sees it. */
 export class A2aCaller implements User {
@@ -206,13 +213,21 @@ export async function sweepTasks(broker: Broker, expireBefore: Date): Promise<St
   return unfinished;
 }
 
-/** The push config bucket, with each task's list of configs cached, shared by every published agent. */
+/**
+ * The push config bucket, with each task's list of configs cached, shared by every published agent.
+ * A config's token and authentication credentials are secrets the gateway presents to the client's
+ * webhook: with a secret keeper they are sealed at rest, like every other secret the gateway keeps.
+ */
 export class PushConfigs {
   readonly bucket: KvBucket<StoredPush>;
-  /** Per task (key prefix `…/<task>/`): its configs as JSON text. */
+  /** Per task (key prefix `…/<task>/`): its stored configs as JSON text. */
   readonly lists: WatchedReads<string>;
+  #box: Promise<SecretBox> | undefined;
 
-  constructor(broker: Broker) {
+  constructor(
+    private readonly broker: Broker,
+    private readonly secrets?: SecretKeeper,
+  ) {
     this.bucket = broker.kv<StoredPush>(PUSH_BUCKET);
     this.lists = new WatchedReads<string>(this.bucket, {
       max: CACHED_RECORDS,
@@ -220,8 +235,57 @@ export class PushConfigs {
     });
   }
 
+  /** The stored form of `config` under `key`: its secrets sealed when there is a keeper. */
+  async seal(key: string, config: TaskPushNotificationConfig, wireVersion: string): Promise<StoredPush> {
+    const json = TaskPushNotificationConfig.toJSON(config) as {
+      token?: string;
+      authentication?: { credentials?: string };
+    };
+    if (!this.secrets || (!json.token && !json.authentication?.credentials))
+      return { config: json, wireVersion };
+    const box = await this.#openBox();
+    const sealed: NonNullable<StoredPush["sealed"]> = {};
+    if (json.token) {
+      sealed.token = await box.seal(json.token, pushLabel(key, "token"));
+      json.token = "";
+    }
+    if (json.authentication?.credentials) {
+      sealed.credentials = await box.seal(json.authentication.credentials, pushLabel(key, "credentials"));
+      json.authentication.credentials = "";
+    }
+    return { config: json, wireVersion, sealed };
+  }
+
+  /** The config as the SDK sees it, its secrets opened. */
+  async open(key: string, stored: StoredPush): Promise<TaskPushNotificationConfig> {
+    const json = structuredClone(stored.config) as {
+      token?: string;
+      authentication?: { credentials?: string };
+    };
+    if (stored.sealed) {
+      const box = await this.#openBox();
+      if (stored.sealed.token) json.token = await box.open(stored.sealed.token, pushLabel(key, "token"));
+      if (stored.sealed.credentials && json.authentication) {
+        json.authentication.credentials = await box.open(
+          stored.sealed.credentials,
+          pushLabel(key, "credentials"),
+        );
+      }
+    }
+    return TaskPushNotificationConfig.fromJSON(json);
+  }
+
   close(): void {
     this.lists.close();
+  }
+
+  #openBox(): Promise<SecretBox> {
+    if (!this.secrets)
+      return Promise.reject(
+        new Error("A2A push config secrets are sealed, and this gateway has no secret keeper"),
+      );
+    this.#box ??= this.secrets.open(this.broker);
+    return this.#box;
   }
 }
 
@@ -239,10 +303,8 @@ export class KvPushNotificationStore implements PushNotificationStore {
     // The SDK reads the assigned id back from the object it passed (PushNotificationStore's contract).
     if (!config.id) config.id = randomUUID();
     const prefix = this.prefix(taskId, context);
-    await this.pushes.bucket.put(`${prefix}${part(config.id)}`, {
-      config: TaskPushNotificationConfig.toJSON(config),
-      wireVersion: context.requestedVersion || "0.3",
-    });
+    const key = `${prefix}${part(config.id)}`;
+    await this.pushes.bucket.put(key, await this.pushes.seal(key, config, context.requestedVersion || "0.3"));
     this.pushes.lists.forget(prefix);
   }
 
@@ -258,17 +320,20 @@ export class KvPushNotificationStore implements PushNotificationStore {
     const prefix = this.prefix(taskId, context);
     const { bucket, lists } = this.pushes;
     const json = await lists.read(prefix, async () => {
-      const stored: StoredPush[] = [];
+      const stored: [string, StoredPush][] = [];
       for (const key of await bucket.keys(prefix)) {
         const entry = await bucket.get(key);
-        if (entry) stored.push(entry.value);
+        if (entry) stored.push([key, entry.value]);
       }
       return JSON.stringify(stored);
     });
-    return (JSON.parse(json) as StoredPush[]).map((stored) => ({
-      config: TaskPushNotificationConfig.fromJSON(stored.config as TaskPushNotificationConfig),
-      wireVersion: stored.wireVersion,
-    }));
+    const stored = JSON.parse(json) as [string, StoredPush][];
+    return Promise.all(
+      stored.map(async ([key, push]) => ({
+        config: await this.pushes.open(key, push),
+        wireVersion: push.wireVersion,
+      })),
+    );
   }
 
   async delete(taskId: string, context: ServerCallContext, configId = taskId): Promise<void> {

@@ -29,7 +29,10 @@ import { AgentEndpoints } from "./handlers.js";
 export interface A2aInboundOptions {
   /** Where bridge identities persist (`<data>/a2a-bridge/`); omitted: memory only. */
   dataDir?: string;
-  /** Seals the bridge identities kept under `dataDir` (required with it; `secretKeeper()` of acp-kit/server). */
+  /**
+   * Seals the bridge identities kept under `dataDir` (required with it; `secretKeeper()` of
+   * acp-kit/server) and the tokens and credentials of push notification configs.
+   */
   secrets?: SecretKeeper;
   /** Audit log root of the bridge agents; omitted: none (the relay's audit still records every message). */
   auditRoot?: string;
@@ -85,6 +88,7 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
         selfUrl: () => selfUrl ?? "http://127.0.0.1",
         requestTimeoutMs: options.requestTimeoutMs ?? 3_600_000,
         pushTimeoutMs: options.pushTimeoutMs ?? 5_000,
+        ...(options.secrets !== undefined && { secrets: options.secrets }),
       });
       endpoints = open;
 

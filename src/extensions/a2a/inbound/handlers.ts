@@ -16,6 +16,7 @@ import {
 } from "@a2a-js/sdk/server";
 import type { GatewayContext } from "../../../gateway/context.js";
 import type { AgentRecord } from "../../../gateway/registry.js";
+import type { SecretKeeper } from "../../../gateway/secrets.js";
 import type { BridgeIdentities } from "./bridge-identities.js";
 import { agentCardOf } from "./card.js";
 import { KvPushNotificationStore, KvTaskStore, PushConfigs, TaskRecords } from "./durable-stores.js";
@@ -34,6 +35,8 @@ export interface EndpointOptions {
   selfUrl(): string;
   requestTimeoutMs: number;
   pushTimeoutMs: number;
+  /** Seals push configs' tokens and credentials at rest (without it they are stored as given). */
+  secrets?: SecretKeeper;
 }
 
 /** Tells `onCanceled` when a task is stored CANCELED, however it got there (live bus or not). */
@@ -71,7 +74,7 @@ export class AgentEndpoints {
     private readonly options: EndpointOptions,
   ) {
     this.#tasks = new TaskRecords(ctx.broker);
-    this.#pushes = new PushConfigs(ctx.broker);
+    this.#pushes = new PushConfigs(ctx.broker, options.secrets);
     this.lateAnswers = new LateAnswers({
       ctx,
       bridge: options.bridge,

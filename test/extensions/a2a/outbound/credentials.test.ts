@@ -3,13 +3,13 @@
  * sent on the card fetch and every call, never returned; clear errors for missing, refused or
  * malformed credentials.
  */
-import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { credentialsOf } from "../../../../src/cli/commands/agent-a2a.js";
 import { CliError } from "../../../../src/cli/io.js";
 import { agentFor } from "../../../client/fixtures.js";
 import { runAcp } from "../../../helpers/cli.js";
+import { filesContaining } from "../../../helpers/files.js";
 import { ADMIN_TOKEN, api, startTestGateway } from "../../../helpers/gateway.js";
 import { useTmpDir } from "../../../helpers/tmp.js";
 import { startA2AServer } from "./a2a-server.js";
@@ -20,17 +20,6 @@ const tmp = useTmpDir("acp-a2a-cred-");
 
 const errorOf = (json: Record<string, unknown>) =>
   json.error as { message: string; data: { problems: { path: string }[] } };
-
-/** Every file under `dir`, as bytes: a sealed secret appears in none of them. */
-function filesContaining(dir: string, needle: string): string[] {
-  const found: string[] = [];
-  for (const name of readdirSync(dir)) {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) found.push(...filesContaining(path, needle));
-    else if (readFileSync(path).includes(needle)) found.push(path);
-  }
-  return found;
-}
 
 describe("A2A out: agents that need credentials", () => {
   const bed = useOutboundBed();
