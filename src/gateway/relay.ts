@@ -203,6 +203,16 @@ export class Relay {
   ): Promise<{ message: AcpMessage; stored: Promise<SubmitResult>; entry: AuditEntryInput }> {
     const kid = await verified;
     const from = headers["agent-id"];
+    // The sender was resolved when its connection authenticated: a revocation (or a new signing
+    // key) since then, here or at another gateway, stops its submissions at once (cached lookup).
+    const current = await this.registry.resolve(sender.record.agentId);
+    if (current?.kid !== sender.kid) {
+      throw new AcpError(
+        "Unauthorized",
+        `agent ${sender.record.agentId} was revoked (or its signing key replaced) after this connection signed in`,
+        { problems: [{ path: pathOf(message, "agent-id"), message: "no longer a live registered agent" }] },
+      );
+    }
     this.freshness.checkTimestamp(headers.timestamp, pathOf(message, "").slice(0, -1));
     const to = headers["recipient-id"];
     const recipient = await this.registry.resolve(to);

@@ -1,5 +1,5 @@
 import { afterEach, expect, it } from "vitest";
-import { buildAnnounce, buildNotification, ErrorCode } from "../../src/protocol/index.js";
+import { buildAnnounce, buildNotification, ErrorCode, signMessage } from "../../src/protocol/index.js";
 import { api, FrameClient, type TestGateway } from "../helpers/gateway.js";
 import { errorOf, type GatewayFactory, handshake, receive, submit } from "./suite.js";
 
@@ -137,6 +137,31 @@ export function gatewayLimitsSuite(makeGateway: GatewayFactory): void {
     });
     expect(revoked.status).toBe(200);
     expect((await api(gw.url, "/api/v1/agents", { apiKey: fresh })).status).toBe(401);
+  });
+
+  it("refuses submissions on a WebSocket opened before its agent was revoked", async () => {
+    const gw = await open({});
+    const alpha = await gw.register("agent-alpha");
+    const beta = await gw.register("agent-beta");
+    await handshake(gw, alpha, beta);
+    const ws = await FrameClient.connect(gw.gateway.wsUrl, alpha.apiKey);
+    const envelope = (n: number) =>
+      signMessage(buildNotification(alpha.sender, "agent-beta", { n }), alpha.signer);
+    ws.send({ type: "submit", ref: "before", envelope: envelope(1) });
+    expect(await ws.next("submitted", (f) => f.ref === "before")).toMatchObject({ duplicate: false });
+    const revoked = await api(gw.url, "/api/v1/agents/agent-alpha/revoke", {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.adminToken}` },
+    });
+    expect(revoked.status).toBe(200);
+    ws.send({ type: "submit", ref: "after", envelope: envelope(2) });
+    const refused = await ws.next("error", (f) => f.ref === "after");
+    expect(refused.error).toMatchObject({
+      code: ErrorCode.Unauthorized,
+      message: expect.stringContaining("agent-alpha was revoked"),
+      data: { problems: [{ path: "/params/headers/agent-id" }] },
+    });
+    await ws.close();
   });
 
   it("serves health and Prometheus metrics", async () => {
