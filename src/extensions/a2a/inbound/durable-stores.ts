@@ -16,13 +16,9 @@ import {
   type TaskStore,
   type User,
 } from "@a2a-js/sdk/server";
-import {
-  type Broker,
-  BrokerError,
-  isBrokerError,
-  type KvBucket,
-  type KvEntry,
-} from "../../../broker/index.js";
+// The error classes from their own module: the broker index would load both broker drivers.
+import { BrokerError, isBrokerError } from "../../../broker/errors.js";
+import type { Broker, KvBucket, KvEntry } from "../../../broker/index.js";
 import { isTerminal } from "./executor.js";
 import type { SealedSecret, SecretBox, SecretKeeper } from "../../../gateway/secrets.js";
 import { WatchedReads } from "./watched-reads.js";
