@@ -134,12 +134,10 @@ function cacheSuite(open: () => Promise<[Broker, Broker]>) {
       const [key] = await one.bucket.keys();
       const seen = await one.read(key as string);
       const current = await two.read(key as string);
-      expect(
-        await two.write(key as string, { ...(await two.bucket.get(key as string))!.value }, current),
-      ).toBe(true);
-      expect(await one.write(key as string, { ...(await one.bucket.get(key as string))!.value }, seen)).toBe(
-        false,
-      );
+      const working = task(TaskState.TASK_STATE_WORKING);
+      const stored = (await two.bucket.get(key as string))!.value;
+      expect(await two.write(key as string, working, stored, current)).toBe(true);
+      expect(await one.write(key as string, working, stored, seen)).toBe(false);
       expect((await one.read(key as string))?.revision).toBeGreaterThan(seen?.revision ?? 0);
     } finally {
       one.close();

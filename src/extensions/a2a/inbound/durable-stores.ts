@@ -81,14 +81,14 @@ interface CachedTask {
   finalState: TaskState | undefined;
 }
 
-function cachedOf(entry: KvEntry<StoredTask> | null): CachedTask | null {
+function cachedOf(entry: KvEntry<StoredTask> | null, task?: Task): CachedTask | null {
   if (!entry) return null;
-  const task = Task.fromJSON(entry.value.task as Task);
+  const parsed = task ?? Task.fromJSON(entry.value.task as Task);
   return {
     revision: entry.revision,
     taskJson: JSON.stringify(entry.value.task),
     origin: entry.value.origin,
-    finalState: isTerminal(task) ? task.status?.state : undefined,
+    finalState: isTerminal(parsed) ? parsed.status?.state : undefined,
   };
 }
 
@@ -114,13 +114,13 @@ export class TaskRecords {
     return this.#reads.read(key, async () => cachedOf(await this.bucket.get(key)));
   }
 
-  /** Writes `value` if the record is still `previous` (none: still absent); false if it changed. */
-  async write(key: string, value: StoredTask, previous: CachedTask | null): Promise<boolean> {
+  /** Writes `value` (of `task`) if the record is still `previous` (none: still absent); false if it changed. */
+  async write(key: string, task: Task, value: StoredTask, previous: CachedTask | null): Promise<boolean> {
     try {
       const revision = previous
         ? await this.bucket.update(key, value, previous.revision)
         : await this.bucket.create(key, value);
-      this.#reads.remember(key, cachedOf({ key, value, revision }));
+      this.#reads.remember(key, cachedOf({ key, value, revision }, task));
       return true;
     } catch (err) {
       if (!isBrokerError(err, "conflict") && !isBrokerError(err, "exists")) throw err;
@@ -159,7 +159,7 @@ export class KvTaskStore implements TaskStore {
         task: Task.toJSON(task),
         savedAt: new Date().toISOString(),
       };
-      if (await this.records.write(key, value, previous)) return;
+      if (await this.records.write(key, task, value, previous)) return;
       if (attempt === SAVE_ATTEMPTS) {
         throw new BrokerError("conflict", `A2A task ${task.id} kept changing while it was saved`, {
           field: "taskId",
