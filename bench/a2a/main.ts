@@ -13,6 +13,10 @@
  * third; the load generator (64 concurrent callers) runs here. "Server CPU" is the gateway's CPU
  * per call against the echo server's; the ACP agent's CPU per call is measured in the same run
  * and printed beside it, not added. Issue 13's target: the bridge costs at most 2× a direct call.
+ *
+ * A third row, "acp", is the bridge's ACP half alone, measured in the same run: an AcpAgent in this
+ * process sends the same text as a signed `agent.request` to the same target through the same
+ * gateway (WebSocket) and awaits its response. Bridge minus that row is what the A2A side costs.
  */
 import { type ChildProcess, fork } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -34,14 +38,14 @@ import { generateIdentity, type PrivateIdentity, publicIdentity } from "../../sr
 import { cpuSecondsOf, forkPeerServer, stopChild } from "../gateway/processes.js";
 import { hotSpots } from "../gateway/profile.js";
 
-type Target = "a2a-echo" | "bridge";
+type Target = "a2a-echo" | "bridge" | "acp";
 
 const CONCURRENCY = 64;
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2) * 1000;
 const MEASURE_MS = Number(process.env.BENCH_SECONDS ?? 5) * 1000;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-/** BENCH_ONLY=bridge (or a2a-echo): measure one side only, e.g. to compare two builds of the bridge. */
-const ONLY = process.env.BENCH_ONLY?.split(",") ?? ["a2a-echo", "bridge"];
+/** BENCH_ONLY=bridge (or a2a-echo, acp, comma-separated): measure some rows only, e.g. to compare two builds of the bridge. */
+const ONLY = process.env.BENCH_ONLY?.split(",") ?? ["a2a-echo", "bridge", "acp"];
 const ADMIN = "bench-admin-token-0123456789";
 const TEXT = "x".repeat(700);
 /** BENCH_A2A_PROFILE=1: the gateway's process runs with --cpu-prof; its hot spots are printed at the end. */
@@ -61,6 +65,8 @@ interface GatewayReady {
   callerKey: string;
   /** The target ACP agent's identity and key, for the agent's process. */
   target: { identity: PrivateIdentity; apiKey: string };
+  /** The ACP agent of the "acp" row (in the load generator). */
+  requester: { identity: PrivateIdentity; apiKey: string };
 }
 
 async function serveGateway(): Promise<void> {
@@ -84,11 +90,13 @@ async function serveGateway(): Promise<void> {
   };
   const target = await register("echo", ["a2a", "echo"]);
   const caller = await register("a2a-caller", []);
+  const requester = await register("acp-caller", []);
   const ready: GatewayReady = {
     url: gateway.url,
     a2aUrl: `${gateway.url}/a2a/echo/`,
     callerKey: caller.apiKey,
     target,
+    requester,
   };
   process.send?.(ready);
   onStop(async () => {
@@ -177,7 +185,9 @@ interface Measurement {
 }
 
 interface Servers {
-  client: Client;
+  /** One call; resolves to the text that came back. */
+  call(): Promise<string | undefined>;
+  close(): Promise<void>;
   /** The process whose CPU is the server's: the echo server, or the gateway. */
   server: ChildProcess;
   /** The target ACP agent's process (bridge only). */
@@ -187,14 +197,29 @@ interface Servers {
 async function start(target: Target): Promise<Servers> {
   if (target === "a2a-echo") {
     const peer = await forkPeerServer("a2a-echo", {});
-    return { server: peer.child, client: await clientFor(peer.url) };
+    return a2aServers(peer.child, await clientFor(peer.url));
   }
   const gateway = forkServer("gateway", PROFILE_DIR ? ["--cpu-prof", "--cpu-prof-dir", PROFILE_DIR] : []);
   const ready = await firstMessage<GatewayReady>(gateway, "the gateway");
   const agent = forkServer("agent", []);
   agent.send(ready);
   await firstMessage(agent, "the ACP agent");
-  return { server: gateway, agent, client: await clientFor(ready.a2aUrl, ready.callerKey) };
+  if (target === "bridge") {
+    return { ...a2aServers(gateway, await clientFor(ready.a2aUrl, ready.callerKey)), agent };
+  }
+  // No audit or state here: the load generator's own costs are not measured, only kept small.
+  const requester = new AcpAgent({ gateway: ready.url, ...ready.requester, audit: false, state: false });
+  await requester.connect();
+  return {
+    server: gateway,
+    agent,
+    call: async () => (await requester.request("echo", { text: TEXT })).text as string | undefined,
+    close: () => requester.close(),
+  };
+}
+
+function a2aServers(server: ChildProcess, client: Client): Omit<Servers, "agent"> {
+  return { server, call: async () => echoedText(await client.sendMessage(request())), close: async () => {} };
 }
 
 function forkServer(role: "gateway" | "agent", execArgv: string[]): ChildProcess {
@@ -216,7 +241,7 @@ async function stopServer(child: ChildProcess): Promise<void> {
 }
 
 async function measure(target: Target): Promise<Measurement> {
-  const { server, agent, client } = await start(target);
+  const { server, agent, call, close } = await start(target);
   try {
     let recording = false;
     let stopped = false;
@@ -224,9 +249,8 @@ async function measure(target: Target): Promise<Measurement> {
     const worker = async () => {
       while (!stopped) {
         const started = performance.now();
-        const result = await client.sendMessage(request());
-        if (echoedText(result) !== TEXT)
-          throw new Error(`bad answer: ${JSON.stringify(result).slice(0, 300)}`);
+        const text = await call();
+        if (text !== TEXT) throw new Error(`bad answer: ${String(text).slice(0, 300)}`);
         if (recording && !stopped) latencies.push(performance.now() - started);
       }
     };
@@ -254,6 +278,7 @@ async function measure(target: Target): Promise<Measurement> {
       ...(agent && { agentCpuMicrosPerCall: ((agentCpuAfter - agentCpuBefore) * 1e6) / latencies.length }),
     };
   } finally {
+    await close();
     if (agent) {
       await stopServer(agent);
       await stopServer(server);
@@ -271,14 +296,15 @@ async function main(): Promise<void> {
   const label: Record<Target, string> = {
     "a2a-echo": "A2A SDK echo server, direct (express + DefaultRequestHandler)",
     bridge: "gateway A2A bridge → ACP agent (signed, persisted, audited)",
+    acp: "ACP agent → gateway → ACP agent, WebSocket (the bridge's ACP half)",
   };
   console.log(
     `A2A SendMessage over JSON-RPC/HTTP (127.0.0.1), the A2A SDK client, ${CONCURRENCY} concurrent callers, ` +
       `${MEASURE_MS / 1000} s per run, median of ${ROUNDS} rounds (order alternates)\n` +
       "server CPU: the gateway's process vs the echo server's; the target ACP agent runs in its own process\n",
   );
-  const results: Record<Target, Measurement[]> = { "a2a-echo": [], bridge: [] };
-  const targets = (["a2a-echo", "bridge"] as const).filter((target) => ONLY.includes(target));
+  const results: Record<Target, Measurement[]> = { "a2a-echo": [], bridge: [], acp: [] };
+  const targets = (["a2a-echo", "bridge", "acp"] as const).filter((target) => ONLY.includes(target));
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? targets : [...targets].reverse();
     for (const target of order) results[target].push(await measure(target));
@@ -298,7 +324,7 @@ async function main(): Promise<void> {
     p50: median(target, (m) => m.p50) ?? 0,
     p99: median(target, (m) => m.p99) ?? 0,
     cpuMicrosPerCall: median(target, (m) => m.cpuMicrosPerCall) ?? 0,
-    ...(target === "bridge" && { agentCpuMicrosPerCall: median(target, (m) => m.agentCpuMicrosPerCall) }),
+    ...(target !== "a2a-echo" && { agentCpuMicrosPerCall: median(target, (m) => m.agentCpuMicrosPerCall) }),
   });
   const rows = [
     ["server", "round trips/s", "p50 ms", "p99 ms", "server CPU µs/call", "ACP agent CPU µs/call"],
@@ -320,7 +346,8 @@ async function main(): Promise<void> {
       row.map((cell, i) => (i >= 1 ? cell.padStart(widths[i] ?? 0) : cell.padEnd(widths[i] ?? 0))).join("  "),
     );
   }
-  if (targets.length === 2) {
+  const has = (target: Target) => targets.includes(target as never);
+  if (has("a2a-echo") && has("bridge")) {
     const direct = summary("a2a-echo");
     const bridged = summary("bridge");
     console.log(
@@ -328,6 +355,16 @@ async function main(): Promise<void> {
         `${(bridged.cpuMicrosPerCall / direct.cpuMicrosPerCall).toFixed(2)}× the server CPU per call ` +
         "(issue 13's target: cost ≤ 2×)",
     );
+    if (has("acp")) {
+      const acpHalf = summary("acp").cpuMicrosPerCall;
+      const a2aHalf = bridged.cpuMicrosPerCall - acpHalf;
+      console.log(
+        `the bridge's ACP half (two signed messages relayed): ${Math.round(acpHalf)} µs, ` +
+          `${(acpHalf / direct.cpuMicrosPerCall).toFixed(2)}× the echo; its A2A half (HTTP, the SDK's task ` +
+          `lifecycle, task records, the bridge agent): ${Math.round(a2aHalf)} µs, ` +
+          `${(a2aHalf / direct.cpuMicrosPerCall).toFixed(2)}× the echo`,
+      );
+    }
   }
   if (PROFILE_DIR) {
     const { areas, functions } = hotSpots(PROFILE_DIR, fileURLToPath(new URL("../..", import.meta.url)), 20);
