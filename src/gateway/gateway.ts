@@ -250,6 +250,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     await relay.close();
     for (const extension of extensions) await extension.close?.();
     registry.stop();
+    presence.close();
     gate.stop();
     principals.stop();
     await audit?.close();

@@ -1,4 +1,5 @@
 import type { Broker, KvBucket } from "../broker/index.js";
+import { WatchedReads } from "../broker/watched-reads.js";
 import type { Presence, PresenceUpdate } from "../wire/api.js";
 
 /** What is stored per agent (bucket `presence`); `state` here is what the agent chose. */
@@ -24,6 +25,8 @@ const DEFAULT: Omit<StoredPresence, "lastSeen"> = {
 export class PresenceTracker {
   private readonly bucket: KvBucket<StoredPresence>;
   private readonly lastWrite = new Map<string, number>();
+  /** What `get` reads: changes (heartbeats, connects, any gateway's) drop an agent's entry. */
+  private readonly reads: WatchedReads<StoredPresence | null>;
 
   constructor(
     broker: Broker,
@@ -31,6 +34,7 @@ export class PresenceTracker {
     private readonly now: () => number = Date.now,
   ) {
     this.bucket = broker.kv<StoredPresence>("presence");
+    this.reads = new WatchedReads<StoredPresence | null>(this.bucket, { max: 10_000 });
   }
 
   get staleAfterMs(): number {
@@ -57,8 +61,17 @@ export class PresenceTracker {
   }
 
   async get(agentId: string): Promise<Presence> {
-    const stored = (await this.bucket.get(agentId))?.value;
-    return this.effective(stored);
+    const stored = await this.reads.read(
+      agentId,
+      async () => (await this.bucket.get(agentId))?.value ?? null,
+    );
+    // A copy: the cached record is shared by every later read.
+    return this.effective(stored === null ? undefined : structuredClone(stored));
+  }
+
+  /** Stops following changes (the gateway is closing). */
+  close(): void {
+    this.reads.close();
   }
 
   effective(stored: StoredPresence | undefined): Presence {

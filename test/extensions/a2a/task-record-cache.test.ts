@@ -18,7 +18,7 @@ import {
   TASK_BUCKET,
   TaskRecords,
 } from "../../../src/extensions/a2a/inbound/durable-stores.js";
-import { WatchedReads } from "../../../src/extensions/a2a/inbound/watched-reads.js";
+import { WatchedReads } from "../../../src/broker/watched-reads.js";
 import { secretKeeper } from "../../../src/extensions/custody/sealing.js";
 import { describeWithNats, useNatsServer } from "../../helpers/nats.js";
 import { useTmpDir } from "../../helpers/tmp.js";
@@ -98,6 +98,33 @@ function cacheSuite(open: () => Promise<[Broker, Broker]>) {
       expect(readsAfterSaves).toBe(1);
     } finally {
       records.close();
+    }
+  });
+
+  it("reads nothing for a task the SDK just made, and still never overwrites a stored final state", async () => {
+    const [brokerOne, brokerTwo] = await open();
+    const counting = countingReads(brokerOne);
+    const records = new TaskRecords(counting.broker);
+    const other = new TaskRecords(brokerTwo);
+    try {
+      const store = new KvTaskStore(records, "helper", async () => "install-1");
+      await records.read("earlier-call"); // the cache follows the bucket from its first read on
+      const before = counting.gets();
+      store.isNew("task-1", context);
+      expect(await store.load("task-1", context)).toBeUndefined();
+      await store.save(task(TaskState.TASK_STATE_SUBMITTED), context);
+      expect(counting.gets()).toBe(before);
+
+      // Wrongly told "new" while another gateway has the task, final: the create is refused, re-read.
+      const elsewhere = new KvTaskStore(other, "helper", async () => "install-2");
+      const tenantTwo = new ServerCallContext({ user: new A2aCaller("alice"), tenant: "t2" });
+      await elsewhere.save(task(TaskState.TASK_STATE_CANCELED), tenantTwo);
+      store.isNew("task-1", tenantTwo);
+      await store.save(task(TaskState.TASK_STATE_COMPLETED), tenantTwo);
+      expect((await elsewhere.load("task-1", tenantTwo))?.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+    } finally {
+      records.close();
+      other.close();
     }
   });
 

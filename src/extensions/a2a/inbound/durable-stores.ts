@@ -21,7 +21,7 @@ import { BrokerError, isBrokerError } from "../../../broker/errors.js";
 import type { Broker, KvBucket, KvEntry } from "../../../broker/index.js";
 import { isTerminal } from "./executor.js";
 import type { SealedSecret, SecretBox, SecretKeeper } from "../../../gateway/secrets.js";
-import { WatchedReads } from "./watched-reads.js";
+import { WatchedReads } from "../../../broker/watched-reads.js";
 
 export const TASK_BUCKET = "a2a-inbound-tasks";
 export const PUSH_BUCKET = "a2a-inbound-push";
@@ -129,6 +129,11 @@ export class TaskRecords {
     }
   }
 
+  /** `key` has no record yet (a task the SDK just made): its first load needs no read. */
+  rememberAbsent(key: string): void {
+    this.#reads.remember(key, null);
+  }
+
   close(): void {
     this.#reads.close();
   }
@@ -143,6 +148,14 @@ export class KvTaskStore implements TaskStore {
 
   private keyOf(taskId: string, context: ServerCallContext): string {
     return `${scopeKey(this.agentId, context)}/${part(taskId)}`;
+  }
+
+  /**
+   * The SDK just made this task (a message without a task id gets a new random one), so nothing is
+   * stored under it yet. Should something be, the first save's compare-and-set finds it and re-reads.
+   */
+  isNew(taskId: string, context: ServerCallContext): void {
+    this.records.rememberAbsent(this.keyOf(taskId, context));
   }
 
   async save(task: Task, context: ServerCallContext): Promise<void> {

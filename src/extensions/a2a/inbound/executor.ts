@@ -57,6 +57,8 @@ export interface ExecutorDeps {
   running: Map<string, RunningTask>;
   /** Persists (and pushes) an event of a task whose executor already returned. */
   late(taskId: string, context: ServerCallContext, event: AgentExecutionEvent): Promise<void>;
+  /** The SDK made this task for this call: there is no stored record of it yet. */
+  isNew(taskId: string, context: ServerCallContext): void;
   requestTimeoutMs: number;
   onError(err: unknown, taskId: string): void;
 }
@@ -69,6 +71,7 @@ export class AcpTaskExecutor implements AgentExecutor {
     const { taskId, contextId } = rc;
     const caller = rc.context.user?.userName ?? "anonymous";
     const say = (state: TaskState, text?: string) => statusEvent(taskId, contextId, state, text);
+    if (!rc.task) this.deps.isNew(taskId, rc.context);
     bus.publish(
       AgentEvent.task({
         id: taskId,

@@ -145,6 +145,7 @@ export class AgentEndpoints {
       selfUrl: this.options.selfUrl,
       running: this.running,
       late,
+      isNew: (taskId, context) => durable.isNew(taskId, context),
       requestTimeoutMs: this.options.requestTimeoutMs,
       onError: (err, taskId) =>
         this.ctx.logger.warn({ err: (err as Error).message, taskId }, "A2A task update failed"),

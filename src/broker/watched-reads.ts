@@ -1,7 +1,8 @@
 /**
- * Reads of one KV bucket kept in memory, for the A2A task records and push configs. The SDK's
- * request handler reloads a task from its store at every event of a call (about 8 reads and 4 push
- * config scans per SendMessage), and reading the broker each time was the bridge's largest cost.
+ * Reads of one KV bucket kept in memory, for state read far more often than it changes: presence
+ * (read at every A2A call), the A2A task records and push configs (the A2A SDK's request handler
+ * reloads a task from its store at every event of a call). A KV read costs tens of microseconds
+ * even on the embedded broker (a SQLite read and a JSON parse) and a network round trip on NATS.
  *
  * Writes still go to the broker first; callers `remember` what they wrote. A change made anywhere
  * else (another gateway on the same NATS, the retention sweep) reaches this cache through the
@@ -10,7 +11,7 @@
  * another gateway and its watch event a read here can still be stale: callers that must not act on
  * a stale value write with a compare-and-set on the revision they read.
  */
-import type { KvBucket, KvChange, Unsubscribe } from "../../../broker/index.js";
+import type { KvBucket, KvChange, Unsubscribe } from "./types.js";
 
 export interface WatchedReadsOptions<V> {
   /** Most entries kept; the least recently used go first. */
