@@ -4,7 +4,6 @@
  * `new_message` frame off its WebSocket and acknowledges it. Both talk to the gateway's wire
  * contract directly (no SDK) so the client process spends as little CPU as possible.
  */
-import { randomUUID } from "node:crypto";
 import WebSocket from "ws";
 import type { ServerFrame } from "../../src/gateway/index.js";
 import {
@@ -13,6 +12,7 @@ import {
   buildRequest,
   createSigner,
   generateIdentity,
+  newMessageId,
   publicIdentity,
   type SenderIdentity,
   type Signer,
@@ -89,7 +89,7 @@ export function signedRequest(
   to: string,
   body: Record<string, unknown>,
 ): { id: string; text: string } {
-  const id = randomUUID();
+  const id = newMessageId();
   return {
     id,
     text: JSON.stringify(signMessage(buildRequest(from.sender, to, body, { messageId: id }), from.signer)),

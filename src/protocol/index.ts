@@ -5,6 +5,7 @@ export * from "./errors.js";
 export * from "./jws.js";
 export * from "./keys.js";
 export * from "./message.js";
+export * from "./message-id.js";
 export * from "./replay.js";
 export * from "./schemas.js";
 export * from "./validate.js";

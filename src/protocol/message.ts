@@ -1,5 +1,5 @@
-import { randomUUID } from "node:crypto";
 import type { AcpError } from "./errors.js";
+import { newMessageId } from "./message-id.js";
 import type {
   AnnounceBody,
   CapabilitiesBody,
@@ -42,7 +42,7 @@ export function buildHeaders(
     "message-type": type,
     "trust-layer-version": sender.trustLayerVersion ?? TRUST_LAYER_VERSION,
     "skill-layers-loaded": [...sender.layers],
-    "message-id": options.messageId ?? randomUUID(),
+    "message-id": options.messageId ?? newMessageId(),
     "recipient-id": recipientId,
   };
 }
