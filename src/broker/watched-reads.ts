@@ -20,10 +20,20 @@ export interface WatchedReadsOptions<V> {
   entryOf?(changedKey: string): string;
   /** True when the cached value already includes the change at `revision` (our own write). */
   includes?(cached: V, revision: number): boolean;
+  /**
+   * Longest an entry is used before it is read again (default 60 s). The watch keeps entries
+   * current; this bounds the damage should a watch ever end without a word.
+   */
+  maxAgeMs?: number;
+  /** The clock (tests). */
+  now?(): number;
 }
 
+const DEFAULT_MAX_AGE_MS = 60_000;
+
 export class WatchedReads<V> {
-  readonly #values = new Map<string, V>();
+  /** Values and when they were read or written (ms). */
+  readonly #values = new Map<string, { value: V; at: number }>();
   /** Keys being read from the broker, and whether a change arrived meanwhile. */
   readonly #reading = new Map<string, { readers: number; overtaken: boolean }>();
   #watching: Promise<Unsubscribe | undefined> | undefined;
@@ -44,10 +54,10 @@ export class WatchedReads<V> {
   async read(key: string, load: () => Promise<V>): Promise<V> {
     // Without a live watch nothing is cached: a value could go stale unseen.
     if (!(await this.#watch())) return load();
-    if (this.#values.has(key)) {
-      const value = this.#values.get(key) as V;
-      this.#touch(key, value);
-      return value;
+    const cached = this.#values.get(key);
+    if (cached && this.#now() - cached.at <= (this.options.maxAgeMs ?? DEFAULT_MAX_AGE_MS)) {
+      this.#touch(key, cached.value, cached.at);
+      return cached.value;
     }
     let reading = this.#reading.get(key);
     if (!reading) {
@@ -56,8 +66,9 @@ export class WatchedReads<V> {
     }
     reading.readers += 1;
     try {
+      const at = this.#now();
       const value = await load();
-      if (!reading.overtaken && !this.#closed) this.#touch(key, value);
+      if (!reading.overtaken && !this.#closed) this.#touch(key, value, at);
       return value;
     } finally {
       reading.readers -= 1;
@@ -67,7 +78,7 @@ export class WatchedReads<V> {
 
   /** Keeps what this gateway has just written (only while the watch is live). */
   remember(key: string, value: V): void {
-    if (this.#live && !this.#closed) this.#touch(key, value);
+    if (this.#live && !this.#closed) this.#touch(key, value, this.#now());
   }
 
   forget(key: string): void {
@@ -86,7 +97,7 @@ export class WatchedReads<V> {
   #changed(change: KvChange<unknown>): void {
     const key = this.options.entryOf?.(change.key) ?? change.key;
     const cached = this.#values.get(key);
-    if (cached !== undefined && this.options.includes?.(cached, change.revision)) return;
+    if (cached !== undefined && this.options.includes?.(cached.value, change.revision)) return;
     this.forget(key);
   }
 
@@ -107,9 +118,13 @@ export class WatchedReads<V> {
     return this.#watching;
   }
 
-  #touch(key: string, value: V): void {
+  #now(): number {
+    return this.options.now?.() ?? Date.now();
+  }
+
+  #touch(key: string, value: V, at: number): void {
     this.#values.delete(key);
-    this.#values.set(key, value);
+    this.#values.set(key, { value, at });
     if (this.#values.size > this.options.max) {
       const oldest = this.#values.keys().next().value as string;
       this.#values.delete(oldest);

@@ -10,6 +10,7 @@ import { Task, TaskPushNotificationConfig, TaskState } from "@a2a-js/sdk";
 import { ServerCallContext } from "@a2a-js/sdk/server";
 import { describe, expect, it, onTestFinished } from "vitest";
 import { type Broker, type KvBucket, openBroker } from "../../../src/broker/index.js";
+import { WatchedReads } from "../../../src/broker/watched-reads.js";
 import {
   A2aCaller,
   KvPushNotificationStore,
@@ -18,7 +19,6 @@ import {
   TASK_BUCKET,
   TaskRecords,
 } from "../../../src/extensions/a2a/inbound/durable-stores.js";
-import { WatchedReads } from "../../../src/broker/watched-reads.js";
 import { secretKeeper } from "../../../src/extensions/custody/sealing.js";
 import { describeWithNats, useNatsServer } from "../../helpers/nats.js";
 import { useTmpDir } from "../../helpers/tmp.js";
@@ -199,6 +199,34 @@ function cacheSuite(open: () => Promise<[Broker, Broker]>) {
       );
     } finally {
       gateways.close();
+    }
+  });
+
+  it("reads an entry again once it is older than maxAgeMs", async () => {
+    const [broker] = await open();
+    const bucket = broker.kv<string>("cache-age");
+    await bucket.put("k", "v");
+    let clock = 1_000_000;
+    const reads = new WatchedReads<string | undefined>(bucket, {
+      max: 10,
+      maxAgeMs: 5_000,
+      now: () => clock,
+    });
+    try {
+      let loads = 0;
+      const load = async () => {
+        loads += 1;
+        return (await bucket.get("k"))?.value;
+      };
+      await reads.read("k", load);
+      clock += 5_000;
+      await reads.read("k", load);
+      expect(loads).toBe(1);
+      clock += 1;
+      await reads.read("k", load);
+      expect(loads).toBe(2);
+    } finally {
+      reads.close();
     }
   });
 
