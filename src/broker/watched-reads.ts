@@ -50,6 +50,11 @@ export class WatchedReads<V> {
     return this.#values.size;
   }
 
+  /** Starts following the bucket now (otherwise at the first read); rejects if the watch cannot start. */
+  async start(): Promise<void> {
+    if (!(await this.#watch())) throw new Error(`cannot watch KV bucket ${this.bucket.name}`);
+  }
+
   /** The cached value of `key`, or `load()`'s (kept unless a change overtook it). */
   async read(key: string, load: () => Promise<V>): Promise<V> {
     // Without a live watch nothing is cached: a value could go stale unseen.

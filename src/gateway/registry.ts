@@ -1,5 +1,6 @@
 import type { KeyObject } from "node:crypto";
-import type { Broker, KvBucket, Unsubscribe } from "../broker/index.js";
+import type { Broker, KvBucket } from "../broker/index.js";
+import { WatchedReads } from "../broker/watched-reads.js";
 import {
   AcpError,
   type Ed25519PublicJwk,
@@ -8,8 +9,8 @@ import {
   type PrivateIdentity,
   type X25519PublicJwk,
 } from "../protocol/index.js";
-import { hashSecret, newApiKey } from "./auth.js";
 import { RegisterAgentRequest } from "../wire/api.js";
+import { hashSecret, newApiKey } from "./auth.js";
 
 type ParsedRegistration = ReturnType<typeof RegisterAgentRequest.parse>;
 
@@ -47,32 +48,39 @@ export interface ResolvedAgent {
   key: KeyObject;
 }
 
+/** Agents (and API keys) a gateway keeps resolved in memory; the least recently used go first. */
+const CACHED_AGENTS = 100_000;
+
 /**
  * The agent registry over the broker's KV (so every gateway on one NATS shares it). Lookups on the
- * hot path are served from memory; a KV watch keeps the cache true when another gateway registers,
- * rotates or revokes.
+ * hot path are served from memory (`WatchedReads`): a KV watch keeps the cache true when another
+ * gateway registers, rotates or revokes, a lookup that such a change overtook is not kept, and a
+ * failed read is not cached.
  */
 export class Registry {
   private readonly agents: KvBucket<AgentRecord>;
   private readonly apiKeys: KvBucket<{ agentId: string }>;
-  private readonly byId = new Map<string, ResolvedAgent | null>();
-  private readonly byKeyHash = new Map<string, string | null>();
-  private unwatch: Unsubscribe[] = [];
+  /** Resolved agents (null: none or revoked) and API key hashes' agents, kept current by watches. */
+  private readonly byId: WatchedReads<ResolvedAgent | null>;
+  private readonly byKeyHash: WatchedReads<string | null>;
   /** Set by the composition root when the gateway offers custodial keys. */
   custodian: Custodian | undefined;
 
   constructor(broker: Broker) {
     this.agents = broker.kv<AgentRecord>("agents");
     this.apiKeys = broker.kv<{ agentId: string }>("apikeys");
+    this.byId = new WatchedReads(this.agents, { max: CACHED_AGENTS });
+    this.byKeyHash = new WatchedReads(this.apiKeys, { max: CACHED_AGENTS });
   }
 
   async start(): Promise<void> {
-    this.unwatch.push(await this.agents.watch((change) => this.byId.delete(change.key)));
-    this.unwatch.push(await this.apiKeys.watch((change) => this.byKeyHash.delete(change.key)));
+    await this.byId.start();
+    await this.byKeyHash.start();
   }
 
   stop(): void {
-    for (const unwatch of this.unwatch.splice(0)) unwatch();
+    this.byId.close();
+    this.byKeyHash.close();
   }
 
   /** Registers an agent; returns its API key, shown only this once (and never a private key). */
@@ -169,8 +177,8 @@ export class Registry {
     await this.agents.update(agentId, record, entry.revision);
     await this.apiKeys.put(record.apiKeyHash, { agentId });
     await this.apiKeys.delete(entry.value.apiKeyHash);
-    this.byId.delete(agentId);
-    this.byKeyHash.delete(entry.value.apiKeyHash);
+    this.byId.forget(agentId);
+    this.byKeyHash.forget(entry.value.apiKeyHash);
     return { agentId, apiKey };
   }
 
@@ -183,8 +191,8 @@ export class Registry {
     await this.apiKeys.delete(entry.value.apiKeyHash);
     // Nobody may sign for a revoked agent again: the key the gateway held for it is destroyed.
     if (entry.value.custodial) await this.custodian?.discard(agentId);
-    this.byId.delete(agentId);
-    this.byKeyHash.delete(entry.value.apiKeyHash);
+    this.byId.forget(agentId);
+    this.byKeyHash.forget(entry.value.apiKeyHash);
     return { agentId, revokedAt };
   }
 
@@ -195,11 +203,10 @@ export class Registry {
 
   /** As `authenticate`, for a caller that already hashed the key (one hash per request). */
   async authenticateHash(hash: string): Promise<ResolvedAgent | undefined> {
-    let agentId = this.byKeyHash.get(hash);
-    if (agentId === undefined) {
-      agentId = (await this.apiKeys.get(hash))?.value.agentId ?? null;
-      this.byKeyHash.set(hash, agentId);
-    }
+    const agentId = await this.byKeyHash.read(
+      hash,
+      async () => (await this.apiKeys.get(hash))?.value.agentId ?? null,
+    );
     if (agentId === null) return undefined;
     const agent = await this.resolve(agentId);
     return agent && agent.record.apiKeyHash === hash ? agent : undefined;
@@ -207,16 +214,18 @@ export class Registry {
 
   /** A live (not revoked) agent with its imported signing key, cached. */
   async resolve(agentId: string): Promise<ResolvedAgent | undefined> {
-    const cached = this.byId.get(agentId);
-    if (cached !== undefined) return cached ?? undefined;
-    const entry = await this.agents.get(agentId).catch(() => null);
-    const record = entry?.value;
-    const resolved =
-      record && !record.revokedAt
-        ? { record, kid: keyId(record.agentId, record.signing), key: importPublicKey(record.signing) }
-        : null;
-    this.byId.set(agentId, resolved);
-    return resolved ?? undefined;
+    try {
+      const resolved = await this.byId.read(agentId, async () => {
+        const record = (await this.agents.get(agentId))?.value;
+        return record && !record.revokedAt
+          ? { record, kid: keyId(record.agentId, record.signing), key: importPublicKey(record.signing) }
+          : null;
+      });
+      return resolved ?? undefined;
+    } catch {
+      // The store failed: unknown for this call, and nothing cached (the next call asks again).
+      return undefined;
+    }
   }
 
   /** Every record, revoked ones included (for listings). */
