@@ -32,8 +32,8 @@ export interface WatchedReadsOptions<V> {
 const DEFAULT_MAX_AGE_MS = 60_000;
 
 export class WatchedReads<V> {
-  /** Values and when they were read or written (ms). */
-  readonly #values = new Map<string, { value: V; at: number }>();
+  /** Values, when they were read or written, and when last moved to the recently used end (ms). */
+  readonly #values = new Map<string, { value: V; at: number; used: number }>();
   /** Keys being read from the broker, and whether a change arrived meanwhile. */
   readonly #reading = new Map<string, { readers: number; overtaken: boolean }>();
   #watching: Promise<Unsubscribe | undefined> | undefined;
@@ -58,10 +58,16 @@ export class WatchedReads<V> {
   /** The cached value of `key`, or `load()`'s (kept unless a change overtook it). */
   async read(key: string, load: () => Promise<V>): Promise<V> {
     // Without a live watch nothing is cached: a value could go stale unseen.
-    if (!(await this.#watch())) return load();
+    if (!this.#live && !(await this.#watch())) return load();
     const cached = this.#values.get(key);
-    if (cached && this.#now() - cached.at <= (this.options.maxAgeMs ?? DEFAULT_MAX_AGE_MS)) {
-      this.#touch(key, cached.value, cached.at);
+    const now = this.#now();
+    if (cached && now - cached.at <= (this.options.maxAgeMs ?? DEFAULT_MAX_AGE_MS)) {
+      // Least recently used, to the second: moving an entry on every hit cost more than the read.
+      if (now - cached.used > 1_000) {
+        cached.used = now;
+        this.#values.delete(key);
+        this.#values.set(key, cached);
+      }
       return cached.value;
     }
     let reading = this.#reading.get(key);
@@ -129,7 +135,7 @@ export class WatchedReads<V> {
 
   #touch(key: string, value: V, at: number): void {
     this.#values.delete(key);
-    this.#values.set(key, { value, at });
+    this.#values.set(key, { value, at, used: at });
     if (this.#values.size > this.options.max) {
       const oldest = this.#values.keys().next().value as string;
       this.#values.delete(oldest);
