@@ -265,9 +265,10 @@ export class PushConfigs {
     return { config: json, wireVersion, sealed };
   }
 
-  /** The config as the SDK sees it, its secrets opened. */
+  /** The config as the SDK sees it, its secrets opened (changes `stored`: pass a fresh copy). */
   async open(key: string, stored: StoredPush): Promise<TaskPushNotificationConfig> {
-    const json = structuredClone(stored.config) as {
+    // Each load parses the cached text anew, so `stored` is this call's own copy.
+    const json = stored.config as {
       token?: string;
       authentication?: { credentials?: string };
     };
