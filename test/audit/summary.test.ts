@@ -115,6 +115,24 @@ describe("summarize", () => {
     expect(summarize(withSummary, { summary: "   " })).toBe("Shared the agenda");
   });
 
+  it("makes one line of any whitespace, in the given summary and in field values", () => {
+    for (const [given, expected] of [
+      [" leading", "leading"],
+      ["trailing ", "trailing"],
+      ["two  spaces", "two spaces"],
+      ["no\u00a0break", "no break"],
+      ["line\u2028separator", "line separator"],
+      ["ideographic\u3000space", "ideographic space"],
+      ["bell\u0007char", "bell char"],
+      ["already clean", "already clean"],
+    ] as const) {
+      expect(summarize(seedRequest(), { summary: given })).toBe(expected);
+    }
+    expect(summarize(notification("agent.notification", { detail: "a\u00a0 b", short: "eyJ.x" }))).toBe(
+      "agent-alpha sent a notification (detail: a b, short: [redacted]).",
+    );
+  });
+
   it("redacts fields and words that look like secrets", () => {
     const message = notification("agent.notification", {
       api_key: "hunter2",

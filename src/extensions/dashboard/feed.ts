@@ -71,11 +71,19 @@ type EntryLike = Pick<
   | "summary"
 >;
 
-/** A feed item from a relay audit entry (or the entry built for a live message). */
-export function feedItemOf(entry: EntryLike, at: string): FeedItem | undefined {
+/**
+ * A feed item from a relay audit entry (or the entry built for a live message). Built with every
+ * field in one order, optional ones undefined (JSON leaves them out), so all items share one shape:
+ * the live feed makes one per message and varying shapes made every access to them slow.
+ */
+export function feedItemOf(
+  entry: EntryLike,
+  at: string,
+  messageId: string | undefined = entry.messageId,
+): FeedItem | undefined {
   // An orchestrator's command-layer entry is not a relayed message.
   if (entry.type === "command") return undefined;
-  const id = entry.messageId ?? (entry.id === null ? undefined : String(entry.id));
+  const id = messageId ?? (entry.id === null ? undefined : String(entry.id));
   if (id === undefined) return undefined;
   const encrypted = entry.encrypted === true;
   return {
@@ -87,9 +95,11 @@ export function feedItemOf(entry: EntryLike, at: string): FeedItem | undefined {
     method: entry.method,
     summary: encrypted ? encryptedSummary(entry.from.agent, entry.to.agent) : entry.summary,
     encrypted,
-    ...(entry.custodial ? { custodial: true as const } : {}),
-    ...(entry.step ? { step: entry.step } : {}),
-    ...(entry.error && !encrypted ? { error: entry.error } : {}),
+    custodial: entry.custodial ? true : undefined,
+    step: entry.step || undefined,
+    error: entry.error && !encrypted ? entry.error : undefined,
+    status: undefined,
+    retryCount: undefined,
   };
 }
 
@@ -117,7 +127,7 @@ export function feedItemOfMessage(
     }
   }
   const item =
-    (entry && feedItemOf({ ...entry, messageId: record.id }, record.queuedAt)) ??
+    (entry && feedItemOf(entry, record.queuedAt, record.id)) ??
     ({
       id: record.id,
       at: record.queuedAt,
@@ -143,8 +153,12 @@ export class LiveFeed {
   private readonly relayedEntries = new Map<string, EntryLike>();
   private unsubscribe: Unsubscribe | undefined;
   private unsubscribeAccepted: Unsubscribe | undefined;
-  /** Events are handled one after another, so a status never overtakes the item it updates. */
-  private chain: Promise<void> = Promise.resolve();
+  /**
+   * Events are handled one after another, so a status never overtakes the item it updates. Most are
+   * handled at once; one that must read the store back (a message another gateway relayed) starts
+   * this chain, and events behind it wait in it until it is done.
+   */
+  private chain: Promise<void> | undefined;
 
   constructor(
     private readonly broker: Broker,
@@ -169,9 +183,7 @@ export class LiveFeed {
       };
       stored.then((result) => result.duplicate && forget(), forget);
     });
-    this.unsubscribe = await this.broker.events((event) => {
-      this.chain = this.chain.then(() => this.handle(event)).catch(this.onError);
-    });
+    this.unsubscribe = await this.broker.events((event) => this.enqueue(event));
   }
 
   async stop(): Promise<void> {
@@ -179,7 +191,7 @@ export class LiveFeed {
     this.unsubscribeAccepted = undefined;
     this.unsubscribe?.();
     this.unsubscribe = undefined;
-    await this.chain;
+    await this.settled();
     this.listeners.clear();
   }
 
@@ -194,46 +206,82 @@ export class LiveFeed {
   }
 
   /** Everything queued so far has been turned into events (for tests and orderly shutdown). */
-  settled(): Promise<void> {
-    return this.chain;
+  async settled(): Promise<void> {
+    while (this.chain) await this.chain;
   }
 
-  private async handle(event: BrokerEvent): Promise<void> {
+  private enqueue(event: BrokerEvent): void {
+    if (this.chain) {
+      this.chain = this.untilDone(this.chain.then(() => this.handle(event)));
+      return;
+    }
+    try {
+      const pending = this.handle(event);
+      if (pending) this.chain = this.untilDone(pending);
+    } catch (err) {
+      this.onError(err);
+    }
+  }
+
+  /** The chain while `pending` runs: it ends (back to handling at once) when nothing follows it. */
+  private untilDone(pending: Promise<void>): Promise<void> {
+    const chain: Promise<void> = pending.catch(this.onError).then(() => {
+      if (this.chain === chain) this.chain = undefined;
+    });
+    return chain;
+  }
+
+  /** Handles `event` now, or returns the promise of the store read it needs first. */
+  private handle(event: BrokerEvent): Promise<void> | undefined {
     if (event.type === "kv") {
       this.emit({ type: "kv", bucket: event.bucket, key: event.key, op: event.op, value: event.value });
-      return;
+      return undefined;
     }
     const record = event.message;
     const known = this.recentById.get(record.id);
     if (!known && record.status === "queued" && record.retryCount === 0) {
-      const item = await this.newItem(record);
-      this.remember(item);
-      this.emit({ type: "summary", item });
-      return;
+      const relayed = this.relayedItem(record);
+      if (relayed) return this.add(relayed);
+      return this.readBack(record).then((item) => this.add(item));
     }
     if (known) {
       known.status = record.status;
       known.retryCount = record.retryCount;
     }
-    this.emit({
-      type: "status",
-      id: record.id,
-      from: record.from,
-      to: record.to,
-      status: record.status,
-      retryCount: record.retryCount,
-    });
+    if (this.listeners.size > 0)
+      this.emit({
+        type: "status",
+        id: record.id,
+        from: record.from,
+        to: record.to,
+        status: record.status,
+        retryCount: record.retryCount,
+      });
+    return undefined;
   }
 
-  /**
-   * A message accepted by this gateway was summarised once already by its relay. Otherwise (another
-   * gateway on the same NATS, or an entry dropped for room) the stored envelope is read back.
-   */
-  private async newItem(record: MessageRecord): Promise<FeedItem> {
+  private add(item: FeedItem): undefined {
+    this.remember(item);
+    // A copy: listeners may handle it later, and later status events change the kept item.
+    if (this.listeners.size > 0) this.emit({ type: "summary", item: { ...item } });
+    return undefined;
+  }
+
+  /** A message accepted by this gateway was summarised once already, by its relay. */
+  private relayedItem(record: MessageRecord): FeedItem | undefined {
     const entry = this.relayedEntries.get(record.id);
+    if (!entry) return undefined;
     this.relayedEntries.delete(record.id);
-    const relayed = entry && feedItemOf({ ...entry, messageId: record.id }, record.queuedAt);
-    if (relayed) return { ...relayed, status: record.status, retryCount: record.retryCount };
+    const item = feedItemOf(entry, record.queuedAt, record.id);
+    if (item) {
+      item.status = record.status;
+      item.retryCount = record.retryCount;
+    }
+    return item;
+  }
+
+  /** Another gateway on the same NATS relayed it (or its entry was dropped for room): read it back. */
+  private async readBack(record: MessageRecord): Promise<FeedItem> {
     const [stored, fromPrincipal, toPrincipal] = await Promise.all([
       this.broker.get(record.id),
       this.principalOf(record.from),
