@@ -1,4 +1,5 @@
-import type { Broker, KvBucket, Unsubscribe } from "../broker/index.js";
+import type { Broker, KvBucket } from "../broker/index.js";
+import { WatchedReads } from "../broker/watched-reads.js";
 import { AcpError, type EnvelopeHeaders } from "../protocol/index.js";
 
 /** One side of a pair's handshake, as the gateway saw it relayed. */
@@ -12,6 +13,9 @@ interface Side {
 
 type PairState = Record<string, Side>;
 
+/** Complete pairs kept in memory (least recently used dropped first); the rest are read again. */
+const CACHED_PAIRS = 100_000;
+
 /**
  * The gateway's view of each pair's four-step handshake (bucket `handshakes`, key `<a>.<b>` with
  * a < b), built from the announce and capabilities messages it relays. Substantive messages between
@@ -21,25 +25,27 @@ type PairState = Record<string, Side>;
  */
 export class HandshakeGate {
   private readonly bucket: KvBucket<PairState>;
-  /** Complete pairs only: an incomplete one is read again, so it cannot stick once completed elsewhere. */
-  private readonly cache = new Map<string, PairState>();
-  /** Counts the watch's changes, so a read that a change overtook is not cached. */
-  private changesSeen = 0;
-  private unwatch: Unsubscribe | undefined;
+  /**
+   * Complete pairs only: an incomplete one is read again, so it cannot stick once completed
+   * elsewhere. The bucket's watch drops a pair changed anywhere (another gateway on the same NATS
+   * too), a read overtaken by such a change is not kept, and an entry is re-read once a minute old.
+   */
+  private readonly pairs: WatchedReads<PairState | undefined>;
 
-  constructor(broker: Broker) {
+  constructor(broker: Broker, options: { now?: () => number } = {}) {
     this.bucket = broker.kv<PairState>("handshakes");
-  }
-
-  async start(): Promise<void> {
-    this.unwatch = await this.bucket.watch((change) => {
-      this.changesSeen++;
-      this.cache.delete(change.key);
+    this.pairs = new WatchedReads<PairState | undefined>(this.bucket, {
+      max: CACHED_PAIRS,
+      ...(options.now ? { now: options.now } : {}),
     });
   }
 
+  start(): Promise<void> {
+    return this.pairs.start();
+  }
+
   stop(): void {
-    this.unwatch?.();
+    this.pairs.close();
   }
 
   /** Records an announce or capabilities message being relayed from `headers.agent-id`. */
@@ -78,7 +84,8 @@ export class HandshakeGate {
       try {
         if (entry) await this.bucket.update(key, state, entry.revision);
         else await this.bucket.create(key, state);
-        if (isComplete(state, from, headers["recipient-id"])) this.cache.set(key, state);
+        if (isComplete(state, from, headers["recipient-id"])) this.pairs.remember(key, state);
+        else this.pairs.forget(key);
         return;
       } catch (err) {
         const code = (err as { code?: string }).code;
@@ -97,17 +104,11 @@ export class HandshakeGate {
     const from = headers["agent-id"];
     const to = headers["recipient-id"];
     const key = pairKey(from, to);
-    let state = this.cache.get(key);
-    if (state === undefined) {
-      const changesBefore = this.changesSeen;
-      state = (await this.bucket.get(key))?.value;
-      // Another gateway may complete the pair at any moment (its write reaches us by the watch):
-      // only a complete state read with no change in between is kept.
-      if (state && isComplete(state, from, to) && this.changesSeen === changesBefore)
-        this.cache.set(key, state);
-    }
-    const mine = state?.[from];
+    const state = await this.pairs.read(key, async () => (await this.bucket.get(key))?.value);
     const complete = state !== undefined && isComplete(state, from, to);
+    // Another gateway may complete the pair at any moment: an incomplete state is read again.
+    if (!complete) this.pairs.forget(key);
+    const mine = state?.[from];
     if (isResponse && mine?.announced && mine.kid === kid) return;
     if (!complete || !mine) {
       throw new AcpError(
@@ -121,7 +122,7 @@ export class HandshakeGate {
     const sameLayers = sortedKey(headers["skill-layers-loaded"]) === sortedKey(mine.layers);
     if (mine.kid !== kid || !sameLayers) {
       await this.bucket.delete(key);
-      this.cache.delete(key);
+      this.pairs.forget(key);
       throw new AcpError(
         "HandshakeRequired",
         mine.kid !== kid

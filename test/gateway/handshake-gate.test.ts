@@ -41,6 +41,29 @@ function withHeldRead(broker: Broker, release: Promise<void>, held: () => void):
   });
 }
 
+/** The broker, with the handshakes bucket's watch started but silent: a watch that ended unnoticed. */
+function withSilentWatch(broker: Broker): Broker {
+  return new Proxy(broker, {
+    get(target, prop, receiver) {
+      if (prop !== "kv") return Reflect.get(target, prop, receiver);
+      return (name: string) =>
+        new Proxy(target.kv(name) as KvBucket, {
+          get(b, p, r) {
+            if (p !== "watch") return Reflect.get(b, p, r);
+            return async () => () => undefined;
+          },
+        });
+    },
+  });
+}
+
+async function completeHandshake(gate: HandshakeGate): Promise<void> {
+  await gate.observe("agent.announce", headers("alice", "bob"), "alice#k");
+  await gate.observe("agent.announce", headers("bob", "alice"), "bob#k");
+  await gate.observe("agent.capabilities", headers("alice", "bob"), "alice#k");
+  await gate.observe("agent.capabilities", headers("bob", "alice"), "bob#k");
+}
+
 describe("HandshakeGate", () => {
   const tmp = useTmpDir("acp-gate-");
   const brokers: Broker[] = [];
@@ -97,6 +120,36 @@ describe("HandshakeGate", () => {
     } finally {
       here.stop();
       there.stop();
+    }
+  });
+
+  it("never keeps an incomplete pair, and reads a complete one again once it is a minute old", async () => {
+    const broker = EmbeddedBroker.open({ data: tmp() });
+    brokers.push(broker);
+    let now = Date.now();
+    // This gateway hears nothing from the watch; the other writes to the same bucket.
+    const deaf = new HandshakeGate(withSilentWatch(broker), { now: () => now });
+    const other = new HandshakeGate(broker);
+    await deaf.start();
+    await other.start();
+    try {
+      await expect(deaf.require(headers("alice", "bob"), "alice#k")).rejects.toMatchObject({
+        reason: "HandshakeRequired",
+      });
+      await completeHandshake(other);
+      // The refusal was not kept: the completed pair is read again.
+      await expect(deaf.require(headers("alice", "bob"), "alice#k")).resolves.toBeUndefined();
+      // Reset elsewhere (a re-announce), unheard here: the cached pair is used for up to a minute…
+      await other.observe("agent.announce", headers("bob", "alice"), "bob#k");
+      await expect(deaf.require(headers("alice", "bob"), "alice#k")).resolves.toBeUndefined();
+      // …then read again.
+      now += 61_000;
+      await expect(deaf.require(headers("alice", "bob"), "alice#k")).rejects.toMatchObject({
+        reason: "HandshakeRequired",
+      });
+    } finally {
+      deaf.stop();
+      other.stop();
     }
   });
 });
