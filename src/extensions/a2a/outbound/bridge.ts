@@ -59,6 +59,11 @@ export interface Served {
   handshakes: Handshakes;
   inbox?: Inbox;
   pump?: Promise<void>;
+  /**
+   * The relay verified a submission signed by `signer` in full: later ones are passed as
+   * `signedHere` (signed in this process with the registered key), so it skips the Ed25519 verify.
+   */
+  keyProven?: boolean;
 }
 
 const LAYERS = [0, 1];
@@ -336,7 +341,9 @@ export class OutboundBridge {
       const self = await this.deps.registry.resolve(served.record.agentId);
       if (!self) throw new AcpError("UnknownRecipient", `${served.record.agentId} is no longer registered`);
       try {
-        await this.deps.relay.submit(self, signed, Buffer.byteLength(signed));
+        const signedHere = served.keyProven === true;
+        await this.deps.relay.submit(self, signed, Buffer.byteLength(signed), { signedHere });
+        served.keyProven = true;
         return;
       } catch (err) {
         const retry =

@@ -64,6 +64,27 @@ describe("ACP agents calling A2A agents through the bridge", () => {
     expect(sent.every((e) => e.to.agent === "alice")).toBe(true);
   });
 
+  it("has the relay verify the bridge's first signature in full, then skip re-verifying its own", async () => {
+    const server = await bed.a2a({ behaviour: "echo-task" });
+    await bed.addA2A({ url: server.url });
+    const fromBridge: { method: string; verifiedKid: string | undefined }[] = [];
+    const stop = bed.gw.gateway.context.relay.onAccepted(({ entry, verifiedKid }) => {
+      if (entry.from.agent === "a2a-echo-agent") fromBridge.push({ method: entry.type, verifiedKid });
+    });
+    try {
+      const alice = await bed.caller();
+      await alice.request("a2a-echo-agent", { text: "one" });
+      await alice.request("a2a-echo-agent", { text: "two" });
+    } finally {
+      stop();
+    }
+    // The handshake's first message was verified against the bridge key; the rest were signed here.
+    expect(fromBridge.length).toBeGreaterThanOrEqual(4);
+    expect(fromBridge[0]?.verifiedKid).toMatch(/.+/);
+    expect(fromBridge.slice(1).map((m) => m.verifiedKid)).toEqual(fromBridge.slice(1).map(() => undefined));
+    expect(fromBridge.filter((m) => m.method === "response")).toHaveLength(2);
+  });
+
   it("keeps serving registered A2A agents after a gateway restart", async () => {
     const server = await bed.a2a({ behaviour: "echo-task" });
     await bed.addA2A({ url: server.url, agentId: "echo" });
