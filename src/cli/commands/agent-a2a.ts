@@ -15,6 +15,7 @@ type AddFlags = GatewayFlags & {
   principal?: string;
   cardKey: string[];
   header: string[];
+  headerEnv: string[];
   bearerEnv?: string;
 };
 
@@ -41,37 +42,45 @@ async function readCardKeys(file: string): Promise<Record<string, unknown>[]> {
 }
 
 /**
- * `--header "Name: value"` (repeatable) and `--bearer-env VAR` as the registration's credentials.
- * Errors never repeat a value: it may be a secret.
+ * `--header "Name: value"`, `--header-env "Name: VAR"` (both repeatable) and `--bearer-env VAR` as
+ * the registration's credentials. The `-env` forms read the value from the environment, so it is
+ * not in the process list. Errors never repeat a value: it may be a secret.
  */
 export function credentialsOf(
-  headers: string[],
-  bearerEnv: string | undefined,
+  flags: { header?: string[]; headerEnv?: string[]; bearerEnv?: string | undefined },
   env: NodeJS.ProcessEnv = process.env,
 ): { headers?: Record<string, string>; bearer?: string } | undefined {
   const given: Record<string, string> = {};
-  for (const [i, header] of headers.entries()) {
-    const colon = header.indexOf(":");
-    const name = colon === -1 ? "" : header.slice(0, colon).trim();
-    const value = colon === -1 ? "" : header.slice(colon + 1).trim();
-    if (name === "" || value === "")
-      throw new CliError(
-        `--header (the ${ordinal(i + 1)}): expected "Name: value", e.g. --header "X-API-Key: …"`,
-      );
-    if (name in given) throw new CliError(`--header ${name}: given twice`);
-    given[name] = value;
-  }
-  let bearer: string | undefined;
-  if (bearerEnv !== undefined) {
-    bearer = env[bearerEnv];
-    if (bearer === undefined || bearer.trim() === "")
-      throw new CliError(
-        `--bearer-env ${bearerEnv}: the environment variable ${bearerEnv} is not set (or empty)`,
-      );
-    bearer = bearer.trim();
-  }
-  if (headers.length === 0 && bearer === undefined) return undefined;
-  return { ...(headers.length > 0 && { headers: given }), ...(bearer !== undefined && { bearer }) };
+  const add = (flag: "--header" | "--header-env", i: number, text: string) => {
+    const colon = text.indexOf(":");
+    const name = colon === -1 ? "" : text.slice(0, colon).trim();
+    const after = colon === -1 ? "" : text.slice(colon + 1).trim();
+    if (name === "" || after === "") {
+      const example = flag === "--header" ? '"X-API-Key: …"' : '"X-API-Key: BILLING_KEY"';
+      const shape = flag === "--header" ? '"Name: value"' : '"Name: VARIABLE"';
+      throw new CliError(`${flag} (the ${ordinal(i + 1)}): expected ${shape}, e.g. ${flag} ${example}`);
+    }
+    if (name in given) throw new CliError(`${flag} ${name}: given twice`);
+    given[name] = flag === "--header" ? after : fromEnv(`${flag} ${name}`, after, env);
+  };
+  const headers = flags.header ?? [];
+  const headerEnvs = flags.headerEnv ?? [];
+  for (const [i, header] of headers.entries()) add("--header", i, header);
+  for (const [i, header] of headerEnvs.entries()) add("--header-env", i, header);
+  const bearer =
+    flags.bearerEnv === undefined
+      ? undefined
+      : fromEnv(`--bearer-env ${flags.bearerEnv}`, flags.bearerEnv, env);
+  const named = headers.length + headerEnvs.length > 0;
+  if (!named && bearer === undefined) return undefined;
+  return { ...(named && { headers: given }), ...(bearer !== undefined && { bearer }) };
+}
+
+function fromEnv(flag: string, variable: string, env: NodeJS.ProcessEnv): string {
+  const value = env[variable]?.trim();
+  if (value === undefined || value === "")
+    throw new CliError(`${flag}: the environment variable ${variable} is not set (or empty)`);
+  return value;
 }
 
 const ordinal = (n: number) => `${n}${n === 1 ? "st" : n === 2 ? "nd" : n === 3 ? "rd" : "th"}`;
@@ -95,10 +104,16 @@ export function registerA2ACommands(agent: Command): void {
       collect,
       [],
     )
+    .option(
+      "--header-env <name: var>",
+      "like --header, with the value read from this environment variable (kept out of the process list; repeatable)",
+      collect,
+      [],
+    )
     .option("--bearer-env <var>", "send the token in this environment variable as Authorization: Bearer")
     .action((url: string, flags: AddFlags) =>
       run(flags, async () => {
-        const credentials = credentialsOf(flags.header, flags.bearerEnv);
+        const credentials = credentialsOf(flags);
         const cardKeys = (await Promise.all(flags.cardKey.map(readCardKeys))).flat();
         const gateway = gatewayOf(flags);
         const record = (await requestGatewayJson(gateway, "POST", OUTBOUND_PATH, {

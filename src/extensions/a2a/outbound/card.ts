@@ -120,7 +120,7 @@ export async function fetchAgentCard(
       `the agent card at ${cardUrl} answered HTTP ${response.status}: ` +
         (given.length > 0
           ? `the A2A agent refused the credentials given (${given.join(", ")})`
-          : "the A2A agent needs credentials: give them with --header or --bearer-env (credentials in the body)"),
+          : "the A2A agent needs credentials: give them with --header-env, --bearer-env or --header (credentials in the body)"),
       {
         problems: [{ path: given.length > 0 ? "/credentials" : "/url", message: `HTTP ${response.status}` }],
       },

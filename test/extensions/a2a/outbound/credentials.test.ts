@@ -29,7 +29,7 @@ describe("A2A out: agents that need credentials", () => {
     const missing = await bed.addA2A({ url: server.url, agentId: "locked" });
     expect(missing.status).toBe(400);
     expect(errorOf(missing.json).message).toMatch(
-      /answered HTTP 401: the A2A agent needs credentials: give them with --header/,
+      /answered HTTP 401: the A2A agent needs credentials: give them with --header-env, --bearer-env or --header/,
     );
 
     const wrong = await bed.addA2A({
@@ -81,18 +81,41 @@ describe("A2A out: agents that need credentials", () => {
 });
 
 describe("A2A out: a bearer token across a restart, and the CLI flags", () => {
-  it("a token from --bearer-env is sealed, and still sent after the gateway restarts", async () => {
+  it("a token from --bearer-env and a header from --header-env are sealed, and still sent after a restart", async () => {
     const data = join(tmp(), "data");
-    const server = await startA2AServer({ requireHeaders: { authorization: `Bearer ${SECRET}` } });
+    const orgSecret = "org-secret-5f1c2a9e7d";
+    const server = await startA2AServer({
+      requireHeaders: { authorization: `Bearer ${SECRET}`, "x-org-key": orgSecret },
+    });
     let gw = await startTestGateway({ dataDir: data });
     try {
       const added = await runAcp(
-        ["agent", "add-a2a", server.url, "--id", "bearer", "--bearer-env", "A2A_TOKEN"],
-        { env: { ACP_GATEWAY: gw.url, ACP_ADMIN_TOKEN: ADMIN_TOKEN, A2A_TOKEN: SECRET } },
+        [
+          "agent",
+          "add-a2a",
+          server.url,
+          "--id",
+          "bearer",
+          "--bearer-env",
+          "A2A_TOKEN",
+          "--header-env",
+          "X-Org-Key: A2A_ORG_KEY",
+        ],
+        {
+          env: {
+            ACP_GATEWAY: gw.url,
+            ACP_ADMIN_TOKEN: ADMIN_TOKEN,
+            A2A_TOKEN: SECRET,
+            A2A_ORG_KEY: orgSecret,
+          },
+        },
       );
       expect(added.stderr).toBe("");
-      expect(added.stdout).toContain("sends     Authorization (sealed at the gateway)");
+      expect(added.stdout).toMatch(
+        /sends {5}(Authorization, X-Org-Key|X-Org-Key, Authorization) \(sealed at the gateway\)/,
+      );
       expect(added.stdout).not.toContain(SECRET);
+      expect(added.stdout).not.toContain(orgSecret);
       await gw.close();
       gw = await startTestGateway({ dataDir: data });
       const test = await gw.register("alice", "principal-alice");
@@ -106,13 +129,14 @@ describe("A2A out: a bearer token across a restart, and the CLI flags", () => {
         await alice.close();
       }
       expect(filesContaining(data, SECRET)).toEqual([]);
+      expect(filesContaining(data, orgSecret)).toEqual([]);
     } finally {
       await gw.close();
       await server.close();
     }
   });
 
-  it("names a bad --header and an unset --bearer-env without echoing values", () => {
+  it("names a bad --header, --header-env or --bearer-env without echoing values", () => {
     const message = (f: () => unknown) => {
       try {
         f();
@@ -122,17 +146,31 @@ describe("A2A out: a bearer token across a restart, and the CLI flags", () => {
       }
       throw new Error("expected a CliError");
     };
-    expect(message(() => credentialsOf(["X-API-Key secret-value"], undefined))).toBe(
+    expect(message(() => credentialsOf({ header: ["X-API-Key secret-value"] }))).toBe(
       '--header (the 1st): expected "Name: value", e.g. --header "X-API-Key: …"',
     );
-    expect(message(() => credentialsOf(["A: 1", "A: 2"], undefined))).toBe("--header A: given twice");
-    expect(message(() => credentialsOf([], "NO_SUCH_VAR", {}))).toBe(
+    expect(message(() => credentialsOf({ header: ["A: 1", "A: 2"] }))).toBe("--header A: given twice");
+    expect(message(() => credentialsOf({ bearerEnv: "NO_SUCH_VAR" }, {}))).toBe(
       "--bearer-env NO_SUCH_VAR: the environment variable NO_SUCH_VAR is not set (or empty)",
     );
-    expect(credentialsOf(["X-API-Key: v1"], "T", { T: " tok " })).toEqual({
-      headers: { "X-API-Key": "v1" },
-      bearer: "tok",
-    });
-    expect(credentialsOf([], undefined)).toBeUndefined();
+    expect(message(() => credentialsOf({ headerEnv: ["X-Key: NO_SUCH_VAR"] }, {}))).toBe(
+      "--header-env X-Key: the environment variable NO_SUCH_VAR is not set (or empty)",
+    );
+    expect(message(() => credentialsOf({ headerEnv: ["X-Key"] }, {}))).toBe(
+      '--header-env (the 1st): expected "Name: VARIABLE", e.g. --header-env "X-API-Key: BILLING_KEY"',
+    );
+    expect(
+      message(() => credentialsOf({ header: ["X-Key: v"], headerEnv: ["X-Key: K"] }, { K: "secret" })),
+    ).toBe("--header-env X-Key: given twice");
+    expect(
+      credentialsOf(
+        { header: ["X-API-Key: v1"], headerEnv: ["X-Org: ORG"], bearerEnv: "T" },
+        {
+          T: " tok ",
+          ORG: "acme",
+        },
+      ),
+    ).toEqual({ headers: { "X-API-Key": "v1", "X-Org": "acme" }, bearer: "tok" });
+    expect(credentialsOf({})).toBeUndefined();
   });
 });
