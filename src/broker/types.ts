@@ -257,6 +257,13 @@ export interface NatsConnectionOptions {
   replicas?: number;
   /** Connection name shown by the server (`nats server report connections`). */
   name?: string;
+  /**
+   * Most submissions this gateway has in JetStream at once (stored writes not yet acknowledged);
+   * more wait their turn in arrival order. Status writes and acks are never held. Default 1,000.
+   */
+  maxPendingSubmits?: number;
+  /** How long a submission waits for its turn before it is refused as `unavailable`. Default 5,000 ms. */
+  submitStallMs?: number;
 }
 
 export interface NatsBrokerOptions extends CommonBrokerOptions {

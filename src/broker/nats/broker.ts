@@ -60,6 +60,7 @@ import { listMessages } from "./listing.js";
 import { StreamPublisher } from "./publisher.js";
 import { type StatusDoc, StatusStore } from "./status-store.js";
 import { checkEnvelopeSize, maxEnvelopeBytes, storeMessage } from "./submission.js";
+import { DEFAULT_MAX_PENDING_SUBMITS, DEFAULT_SUBMIT_STALL_MS, SubmitAdmission } from "./submit-admission.js";
 
 /**
  * The broker on NATS JetStream. Every gateway process connected to the same NATS shares the
@@ -81,6 +82,10 @@ export class NatsBroker implements Broker, NatsInboxHost {
 
   static async open(options: NatsBrokerOptions): Promise<NatsBroker> {
     const policy = resolvePolicy(options);
+    const admission = new SubmitAdmission(
+      options.nats.maxPendingSubmits ?? DEFAULT_MAX_PENDING_SUBMITS,
+      options.nats.submitStallMs ?? DEFAULT_SUBMIT_STALL_MS,
+    );
     const replicas = options.nats.replicas ?? 1;
     if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) {
       throw new BrokerError("invalid_argument", "nats.replicas must be an integer from 1 to 5", {
@@ -106,6 +111,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
         new StatusStore(statusKv, publisher),
         policy,
         replicas,
+        admission,
         warner(options, "acp broker (nats)"),
       );
     } catch (error) {
@@ -125,6 +131,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
     readonly statuses: StatusStore,
     readonly policy: BrokerPolicy,
     private readonly replicas: number,
+    private readonly admission: SubmitAdmission,
     readonly warn: Warn,
   ) {
     this.changes = new ChangeFeed(nc, policy, warn);
@@ -141,8 +148,8 @@ export class NatsBroker implements Broker, NatsInboxHost {
       checkSubmit(input);
       checkEnvelopeSize(input.envelope, this.nc.info?.max_payload);
       // The inbox's status write for this id waits for the record written here (see StatusStore.lock).
-      return this.statuses.lock(input.id, () =>
-        storeMessage(this.publisher, this.statuses, this.policy, input),
+      return this.admission.run(() =>
+        this.statuses.lock(input.id, () => storeMessage(this.publisher, this.statuses, this.policy, input)),
       );
     });
   }
@@ -263,6 +270,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.admission.close();
     await Promise.all([...this.inboxes.values()].map((inbox) => inbox.close()));
     this.changes.stop();
     // A drain waits for the server's answer; with NATS unreachable it would hang ~20 s and then
