@@ -30,6 +30,7 @@ import { RelayAudit } from "./relay-audit.js";
 import { agentRoutes } from "./routes/agents.js";
 import { messageRoutes } from "./routes/messages.js";
 import { WS_PATH } from "../wire/api.js";
+import { DEFAULT_MAX_SUBMITS_IN_PROGRESS } from "./submit-intake.js";
 import { WsHub } from "./ws.js";
 
 export interface GatewayOptions {
@@ -52,6 +53,12 @@ export interface GatewayOptions {
   delivery?: DeliveryOptions;
   retentionMs?: number;
   heartbeatMs?: number;
+  /**
+   * WebSocket submissions in progress (received, not yet answered) gateway-wide past which a
+   * connection that submits is not read until they halve (backpressure when the broker falls
+   * behind). Default 2,048.
+   */
+  maxSubmitsInProgress?: number;
   /** Allowed clock skew of message timestamps, ms (default 5 minutes). */
   skewMs?: number;
   /** Keep the relay audit log under `<data>/relay-audit` (default true). */
@@ -176,6 +183,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       maxEnvelopeBytes,
       authTimeoutMs: 10_000,
       gatewayId,
+      maxSubmitsInProgress: options.maxSubmitsInProgress ?? DEFAULT_MAX_SUBMITS_IN_PROGRESS,
     },
   );
 

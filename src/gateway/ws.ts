@@ -10,6 +10,7 @@ import type { Metrics } from "./metrics.js";
 import type { PresenceTracker } from "./presence.js";
 import type { Registry, ResolvedAgent } from "./registry.js";
 import type { Relay } from "./relay.js";
+import { SubmitIntake } from "./submit-intake.js";
 import { ClientFrame, type ServerFrame } from "../wire/api.js";
 
 export interface WsOptions {
@@ -18,6 +19,8 @@ export interface WsOptions {
   maxEnvelopeBytes: number;
   authTimeoutMs: number;
   gatewayId: string;
+  /** WebSocket submissions in progress gateway-wide past which submitting connections are not read (SubmitIntake). */
+  maxSubmitsInProgress: number;
 }
 
 /** Close codes (RFC 6455 private range) so clients can tell why they were closed. */
@@ -36,6 +39,7 @@ export const CloseCode = {
 export class WsHub {
   private readonly server: WebSocketServer;
   private readonly sessions = new Map<string, Session>();
+  private readonly intake: SubmitIntake;
 
   constructor(
     private readonly deps: {
@@ -49,6 +53,9 @@ export class WsHub {
     private readonly options: WsOptions,
   ) {
     this.server = new WebSocketServer({ noServer: true, maxPayload: options.maxEnvelopeBytes * 2 + 4096 });
+    this.intake = new SubmitIntake(options.maxSubmitsInProgress, () =>
+      deps.metrics.count("acp_ws_intake_paused_total"),
+    );
   }
 
   get connectionCount(): number {
@@ -83,7 +90,8 @@ export class WsHub {
     const previous = this.sessions.get(agentId);
     if (previous) await previous.stop(CloseCode.Replaced, "replaced by a newer connection");
     if (ws.readyState !== WebSocket.OPEN) return;
-    const session = new Session(ws, agent, this.deps, this.options, () => {
+    const session = new Session(ws, agent, { ...this.deps, intake: this.intake }, this.options, () => {
+      this.intake.forget(ws);
       if (this.sessions.get(agentId) === session) this.sessions.delete(agentId);
     });
     this.sessions.set(agentId, session);
@@ -130,6 +138,7 @@ class Session {
       presence: PresenceTracker;
       metrics: Metrics;
       logger: Logger;
+      intake: SubmitIntake;
     },
     private readonly options: WsOptions,
     private readonly onEnd: () => void,
@@ -262,11 +271,14 @@ class Session {
   private async handle(frame: ClientFrame, size: number): Promise<void> {
     switch (frame.type) {
       case "submit":
+        this.deps.intake.begin(this.ws);
         try {
           const result = await this.deps.relay.submit(this.agent, frame.envelope, size);
           this.send({ type: "submitted", ref: frame.ref, ...result });
         } catch (err) {
           this.send({ type: "error", ref: frame.ref, error: toErrorObject(brokerToAcp(err)) });
+        } finally {
+          this.deps.intake.end();
         }
         return;
       case "acknowledge":
