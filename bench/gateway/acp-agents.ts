@@ -30,12 +30,18 @@ export interface BenchAgent {
   apiKey: string;
 }
 
+/** A set-up request unanswered this long fails the run, naming it, instead of hanging it. */
+const SETUP_REQUEST_TIMEOUT_MS = 30_000;
+
 export async function registerAgent(gatewayUrl: string, agentId: string): Promise<BenchAgent> {
   const identity = generateIdentity(agentId, `principal-of-${agentId}`);
   const res = await fetch(`${gatewayUrl}/api/v1/agents`, {
     method: "POST",
     headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
     body: JSON.stringify(publicIdentity(identity)),
+    signal: AbortSignal.timeout(SETUP_REQUEST_TIMEOUT_MS),
+  }).catch((error: Error) => {
+    throw new Error(`registering ${agentId}: ${error.message}`);
   });
   if (res.status !== 201) throw new Error(`registering ${agentId}: HTTP ${res.status} ${await res.text()}`);
   const { apiKey } = (await res.json()) as { apiKey: string };
@@ -60,6 +66,7 @@ export async function handshake(gatewayUrl: string, a: BenchAgent, b: BenchAgent
       method: "POST",
       headers: { "x-api-key": from.apiKey, "content-type": "application/json" },
       body: JSON.stringify(signMessage(message, from.signer)),
+      signal: AbortSignal.timeout(SETUP_REQUEST_TIMEOUT_MS),
     });
     if (res.status !== 202)
       throw new Error(`handshake step ${message.method}: HTTP ${res.status} ${await res.text()}`);

@@ -7,7 +7,7 @@ import { type ChildProcess, fork, spawn } from "node:child_process";
 import { accessSync, constants, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { delimiter, dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** The CLI compiled alongside this benchmark (.bench-build/src/cli/main.js), so it is never stale. */
@@ -118,8 +118,11 @@ export async function spawnGateway(options: {
   dataDir: string;
   natsUrl?: string;
   profileDir?: string;
+  /** SIGUSR2 makes the gateway collect its garbage (see `collectGarbage`). */
+  collectGarbageOnSignal?: boolean;
 }): Promise<GatewayProcess> {
   const nodeArgs = options.profileDir ? ["--cpu-prof", "--cpu-prof-dir", options.profileDir] : [];
+  if (options.collectGarbageOnSignal) nodeArgs.push("--expose-gc", "--import", COLLECT_GARBAGE_PRELOAD);
   const args = [CLI_PATH, "gateway", "--port", "0", "--data", options.dataDir, "--rate-limit", "1000000000"];
   if (options.natsUrl) args.push("--nats", options.natsUrl);
   const child = track(
@@ -134,6 +137,17 @@ export async function spawnGateway(options: {
   child.stdout?.resume();
   child.stderr?.on("data", (chunk: Buffer) => process.stderr.write(`[gateway] ${chunk.toString()}`));
   return { child, url, wsUrl: `${url.replace(/^http/, "ws")}/api/v1/ws` };
+}
+
+const COLLECT_GARBAGE_PRELOAD = pathToFileURL(join(here, "collect-garbage-on-signal.js")).href;
+
+/**
+ * A full garbage collection in a gateway spawned with `collectGarbageOnSignal`, then a pause for it
+ * to finish and return freed pages, so an RSS read after it counts what is live, not what is garbage.
+ */
+export async function collectGarbage(gateway: GatewayProcess): Promise<void> {
+  gateway.child.kill("SIGUSR2");
+  await new Promise((resolve) => setTimeout(resolve, 1000));
 }
 
 /** Debian installs nats-server in /usr/sbin, which is not on every user's PATH. */

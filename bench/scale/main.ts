@@ -1,10 +1,11 @@
 /**
  * `npm run bench -- scale` (issue 15): many connected agents on one gateway. N agents (default
  * 5,000) are registered in pairs, each pair handshaken through the gateway, and each agent holds
- * its own WebSocket. Measured: the gateway's RSS per idle connected agent (RSS with all N connected
- * and idle, minus RSS before they connected, over N), then each agent sends one signed request per
- * second to its peer (open loop, spread evenly over the second) and the peer acknowledges it: the
- * delivery rate and latency (submit sent → `new_message` received by the peer, p50/p99).
+ * its own WebSocket. Measured: the gateway's RSS per idle connected agent (the gateway is restarted
+ * on the same data after the handshakes; RSS with all N connected and idle, minus RSS before they
+ * connected, over N, each read after a full garbage collection), then each agent sends one signed
+ * request per second to its peer (open loop, spread evenly over the second) and the peer
+ * acknowledges it: the delivery rate and latency (submit sent → `new_message` received by the peer, p50/p99).
  *
  * Configurations: the embedded broker (one gateway); NATS with one gateway; NATS with two gateways
  * sharing the agents (agent i on gateway i mod 2, so every message crosses from one to the other).
@@ -23,6 +24,7 @@ import { fileURLToPath } from "node:url";
 import { requestBody } from "../gateway/acp-agents.js";
 import { percentile, sleep } from "../gateway/load.js";
 import {
+  collectGarbage,
   cpuSecondsOf,
   findNatsServer,
   type GatewayProcess,
@@ -137,21 +139,29 @@ async function measure(config: Configuration): Promise<ScaleResult> {
       if (!binary) throw new Error("nats-server is not installed (apt-get install nats-server)");
       nats = await startNatsServer(binary, join(scratch, "nats"));
     }
-    for (let g = 0; g < config.gateways; g++) {
-      const profileDir = PROFILE ? join(resultsDir, `scale-profile-${config.key}`) : undefined;
-      if (profileDir) rmSync(profileDir, { recursive: true, force: true });
-      gateways.push(
-        await spawnGateway({
-          dataDir: join(scratch, `data-${g}`),
-          ...(nats ? { natsUrl: nats.url } : {}),
-          ...(profileDir ? { profileDir } : {}),
-        }),
-      );
-    }
-    const first = gateways[0]!;
-    const [agents, register] = await timed("register", () => registerFleet(first.url, AGENTS));
-    const [, handshake] = await timed("handshake every pair", () => handshakePairs(first.url, agents));
+    const startGateways = async (profile: boolean) => {
+      for (let g = 0; g < config.gateways; g++) {
+        const profileDir = profile ? join(resultsDir, `scale-profile-${config.key}`) : undefined;
+        if (profileDir && g === 0) rmSync(profileDir, { recursive: true, force: true });
+        gateways.push(
+          await spawnGateway({
+            dataDir: join(scratch, `data-${g}`),
+            ...(nats ? { natsUrl: nats.url } : {}),
+            ...(profileDir ? { profileDir } : {}),
+            collectGarbageOnSignal: true,
+          }),
+        );
+      }
+    };
+    await startGateways(false);
+    const [agents, register] = await timed("register", () => registerFleet(gateways[0]!.url, AGENTS));
+    const [, handshake] = await timed("handshake every pair", () => handshakePairs(gateways[0]!.url, agents));
+    // Restarted on the same data, so the "before" RSS is a fresh process's and not the high-water
+    // mark of registering and handshaking (V8 keeps pages it grew into even after collecting them).
+    for (const g of gateways.splice(0)) await stopChild(g.child);
+    await timed("restart the gateways on the same data", () => startGateways(PROFILE));
     await sleep(1000);
+    await Promise.all(gateways.map(collectGarbage));
     const rssBefore = gateways.map((g) => rssKbOf(g.child.pid ?? 0));
     const body = requestBody(agents[0]!, agents[1]!.sender.agentId, ENVELOPE_BYTES);
     const [fleet, connect] = await timed("connect every agent", () =>
@@ -164,7 +174,8 @@ async function measure(config: Configuration): Promise<ScaleResult> {
     const [, queuedDelivered] = await timed("deliver the handshakes queued before connecting", () =>
       untilHandshakesDelivered(fleet),
     );
-    await sleep(3000);
+    await sleep(2000);
+    await Promise.all(gateways.map(collectGarbage));
     const rssIdle = gateways.map((g) => rssKbOf(g.child.pid ?? 0));
     const rssPerIdleAgentKb = rssIdle.reduce((sum, kb, g) => sum + kb - (rssBefore[g] ?? 0), 0) / AGENTS;
     progress(`idle: RSS ${rssIdle.map((kb) => `${Math.round(kb / 1024)} MB`).join(" + ")}`);
@@ -270,7 +281,7 @@ for (const r of results) {
   );
 }
 console.log(
-  "\nKB/idle agent = (gateway RSS with every agent connected and idle − RSS before they connected) / agents, " +
+  "\nKB/idle agent = (gateway RSS with every agent connected and idle − RSS before they connected, each read after a full garbage collection in the gateway) / agents, " +
     "summed over the gateways. Latency = submit sent → new_message received by the peer, over the messages " +
     "sent in the window and delivered within 30 s after it. skipped = sends not made because that agent " +
     "already had 8 submits unanswered; undelivered = sent in the window, not delivered 30 s after it " +
