@@ -52,7 +52,7 @@ describe("kill -9 of the gateway mid-stream (embedded broker)", () => {
     const missing = await recipient.waitFor(stream.acknowledged, 60_000);
     // Anything the restarted gateway still redelivers would arrive now: give it a moment.
     await sleep(2_000);
-    const view = await settledGatewayView(second.url, pair.recipientAgent);
+    const view = await settledGatewayView(second.url, pair.recipientAgent, faultAt);
     const figures = deliveryFigures(stream.sent, stream.acknowledged, recipient.deliveries);
     recordFigures("kill-gateway-embedded", {
       ...figures,

@@ -63,7 +63,7 @@ describeWithNats("3-node NATS cluster, replicas 3", () => {
     const newLeader = await cluster.streamLeader("ACP_INBOX");
     const missing = await recipient.waitFor(stream.acknowledged, 90_000);
     await sleep(2_000);
-    const view = await settledGatewayView(proxy.url, pair.recipientAgent);
+    const view = await settledGatewayView(proxy.url, pair.recipientAgent, faultAt);
     const figures = deliveryFigures(stream.sent, stream.acknowledged, recipient.deliveries);
     recordFigures("nats-cluster-node-killed", {
       ...figures,

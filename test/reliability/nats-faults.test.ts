@@ -61,7 +61,7 @@ describeWithNats("NATS faults mid-stream", () => {
     await running;
     const missing = await recipient.waitFor(stream.acknowledged, 60_000);
     await sleep(2_000);
-    const view = await settledGatewayView(survivor.url, pair.recipientAgent);
+    const view = await settledGatewayView(survivor.url, pair.recipientAgent, faultAt);
     const figures = deliveryFigures(stream.sent, stream.acknowledged, recipient.deliveries);
     recordFigures("nats-gateway-killed", {
       ...figures,
@@ -110,7 +110,7 @@ describeWithNats("NATS faults mid-stream", () => {
     await running;
     const missing = await recipient.waitFor(stream.acknowledged, 60_000);
     await sleep(2_000);
-    const view = await settledGatewayView(gateway.url, pair.recipientAgent);
+    const view = await settledGatewayView(gateway.url, pair.recipientAgent, faultAt);
     const figures = deliveryFigures(stream.sent, stream.acknowledged, recipient.deliveries);
     recordFigures("nats-server-restarted", {
       ...figures,

@@ -127,10 +127,19 @@ export async function gatewayIdOf(wsUrl: string, agent: TestAgent): Promise<stri
   return ready.gateway;
 }
 
-/** The gateway's view once every acknowledgement has landed (waits up to 10 s for stragglers). */
-export async function settledGatewayView(url: string, recipient: TestAgent) {
+/** The gateway's default ack wait (`delivery.ackWaitMs`), which the reliability gateways keep. */
+const ACK_WAIT_MS = 30_000;
+
+/**
+ * The gateway's view once every acknowledgement has landed. A message handed out just before a fault
+ * and not acknowledged to the gateway that died is redelivered only when its ack wait ends, up to
+ * 30 s after the fault: so with `faultAt` this waits until then (and 5 s more) for the view to
+ * settle; without it, up to 10 s for stragglers. A fast run used to look before those redeliveries.
+ */
+export async function settledGatewayView(url: string, recipient: TestAgent, faultAt?: number) {
+  const deadline = Math.max(Date.now() + 10_000, (faultAt ?? 0) + ACK_WAIT_MS + 5_000);
   let view = await gatewayView(url, recipient);
-  for (let i = 0; i < 50 && view.unsettled > 0; i++) {
+  while (view.unsettled > 0 && Date.now() < deadline) {
     await sleep(200);
     view = await gatewayView(url, recipient);
   }
