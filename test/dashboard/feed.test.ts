@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { checkSignature } from "../../src/extensions/dashboard/detail.js";
 import type { FeedItem, MessageDetail, VolumeBucket } from "../../src/extensions/dashboard/index.js";
 import { LiveFeed } from "../../src/extensions/dashboard/index.js";
@@ -127,6 +127,33 @@ describe("the summary feed", () => {
       expect(text).not.toContain("secret_plan");
     }
   });
+  it("lists messages stored in the same millisecond newest first, in the order they were stored", async () => {
+    const c = await cast();
+    await aliceAsksBob(c);
+    const alice = c.agents.get("alice-scheduler")!;
+    // The broker's clock stands still, so both messages are stored (queued) in the same millisecond.
+    const clock = vi.spyOn(Date, "now").mockReturnValue(Date.now());
+    let sent: string[];
+    try {
+      sent = [
+        (await alice.notify("bob-scheduler", { n: 1 })).id,
+        (await alice.notify("bob-scheduler", { n: 2 })).id,
+      ];
+    } finally {
+      clock.mockRestore();
+    }
+    const shown = async () =>
+      items((await dashboard(c.gw, c.gw.adminToken, "/feed?type=notification&limit=100")).json);
+    let feed: FeedItem[] = [];
+    await eventually(async () => {
+      feed = await shown();
+      return sent.every((id) => feed.some((item) => item.id === id));
+    }, "both notifications are in the feed");
+    const listed = feed.filter((item) => sent.includes(item.id));
+    expect(listed[0]!.at).toBe(listed[1]!.at);
+    expect(listed.map((item) => item.id)).toEqual([...sent].reverse());
+  });
+
   it("summarises a message accepted here once, exactly as reading it back would", async () => {
     const c = await cast();
     const { broker, registry, relay } = c.gw.gateway.context;

@@ -122,11 +122,19 @@ export class FeedHistory {
       if (newest.length >= query.limit * 2) newest.splice(0, newest.length - query.limit);
     });
     const byId = new Map(newest.map((item) => [item.id, item]));
+    // Live items go last, in the live feed's order (the order they were stored), replacing their
+    // audit copies: messages stored in the same millisecond then read newest first, as live.
     for (const item of this.live.recent()) {
-      if (scope.seesExchange(item.from.agent, item.to.agent) && matchesQuery(item, query))
+      if (scope.seesExchange(item.from.agent, item.to.agent) && matchesQuery(item, query)) {
+        byId.delete(item.id);
         byId.set(item.id, { ...item });
+      }
     }
-    const page = [...byId.values()].sort((a, b) => b.at.localeCompare(a.at)).slice(0, query.limit);
+    // Reversed, then a stable sort by time: equal times keep newest-added first.
+    const page = [...byId.values()]
+      .reverse()
+      .sort((a, b) => b.at.localeCompare(a.at))
+      .slice(0, query.limit);
     await Promise.all(
       page.map(async (item) => {
         if (item.status !== undefined) return;
