@@ -5,7 +5,8 @@
  * on the same data after the handshakes; RSS with all N connected and idle, minus RSS before they
  * connected, over N, each read after a full garbage collection), then each agent sends one signed
  * request per second to its peer (open loop, spread evenly over the second) and the peer
- * acknowledges it: the delivery rate and latency (submit sent → `new_message` received by the peer, p50/p99).
+ * acknowledges it: the delivery rate and latency (submit sent → `new_message` received by the
+ * peer, p50/p99).
  *
  * Configurations: the embedded broker (one gateway); NATS with one gateway; NATS with two gateways
  * sharing the agents (agent i on gateway i mod 2, so every message crosses from one to the other).

@@ -127,6 +127,7 @@ describe("the summary feed", () => {
       expect(text).not.toContain("secret_plan");
     }
   });
+
   it("lists messages stored in the same millisecond newest first, in the order they were stored", async () => {
     const c = await cast();
     await aliceAsksBob(c);
