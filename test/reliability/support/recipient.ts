@@ -3,6 +3,7 @@
  * reconnects, duplicate suppression by message id) whose notification handler counts every
  * message it is handed. A count above 1 for an id is a duplicate reaching the application.
  */
+import { resolvePolicy } from "../../../src/broker/policy.js";
 import { AcpAgent } from "../../../src/client/index.js";
 import { FrameClient, registerTestAgent, type TestAgent } from "../../helpers/gateway.js";
 import { sleep } from "./processes.js";
@@ -128,7 +129,7 @@ export async function gatewayIdOf(wsUrl: string, agent: TestAgent): Promise<stri
 }
 
 /** The gateway's default ack wait (`delivery.ackWaitMs`), which the reliability gateways keep. */
-const ACK_WAIT_MS = 30_000;
+const ACK_WAIT_MS = resolvePolicy({}).ackWaitMs;
 
 /**
  * The gateway's view once every acknowledgement has landed. A message handed out just before a fault
