@@ -1,4 +1,5 @@
-import { describe, expect, it } from "vitest";
+import { Worker } from "node:worker_threads";
+import { describe, expect, it, vi } from "vitest";
 import { SignatureVerifier } from "../../src/gateway/signature-verifier.js";
 import {
   type AcpError,
@@ -92,6 +93,27 @@ describe("SignatureVerifier (the gateway's verify thread)", () => {
       );
       expect(answers.map((o) => ("kid" in o ? o.kid : o.code))).toEqual(expected);
     } finally {
+      await verifier.close();
+    }
+  });
+
+  it("sends a batch to the verify thread once it holds 8 verifies, the rest at the end of the turn", async () => {
+    const verifier = new SignatureVerifier();
+    const posted = vi.spyOn(Worker.prototype, "postMessage");
+    try {
+      const messages = Array.from({ length: 20 }, (_, i) =>
+        i === 9 ? mutated(signedRequest(i), (m) => (m.params.body.n = -1)) : signedRequest(i),
+      );
+      const answers = messages.map((m) => outcome(() => verifier.verify(m, ring)));
+      // Still in the turn that asked: two full batches have left, the last four wait for its end.
+      const sizes = () =>
+        posted.mock.calls.map(([data]) => (data as { offsets: number[] }).offsets.length / 4);
+      expect(sizes()).toEqual([8, 8]);
+      const kids = (await Promise.all(answers)).map((o) => ("kid" in o ? o.kid : o.code));
+      expect(sizes()).toEqual([8, 8, 4]);
+      expect(kids).toEqual(messages.map((_, i) => (i === 9 ? ErrorCode.SignatureInvalid : alphaSigner.kid)));
+    } finally {
+      posted.mockRestore();
       await verifier.close();
     }
   });
