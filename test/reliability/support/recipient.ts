@@ -134,7 +134,7 @@ const ACK_WAIT_MS = resolvePolicy({}).ackWaitMs;
 /**
  * The gateway's view once every acknowledgement has landed. A message handed out just before a fault
  * and not acknowledged to the gateway that died is redelivered only when its ack wait ends, up to
- * 30 s after the fault: so with `faultAt` this waits until then (and 5 s more) for the view to
+ * one ack wait after the fault: so with `faultAt` this waits until then (and 5 s more) for the view to
  * settle; without it, up to 10 s for stragglers. A fast run used to look before those redeliveries.
  */
 export async function settledGatewayView(url: string, recipient: TestAgent, faultAt?: number) {
