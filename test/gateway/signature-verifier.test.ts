@@ -118,6 +118,25 @@ describe("SignatureVerifier (the gateway's verify thread)", () => {
     }
   });
 
+  it("verifies one asked for alone in its turn on the event loop, answered by the turn's end", async () => {
+    const verifier = new SignatureVerifier();
+    const posted = vi.spyOn(Worker.prototype, "postMessage");
+    try {
+      for (const message of [signedRequest(1), mutated(signedRequest(2), (m) => (m.params.body.n = -1))]) {
+        let answer: Outcome | undefined;
+        void outcome(() => verifier.verify(message, ring)).then((o) => (answer = o));
+        // The verifier's end-of-turn flush was scheduled first, so it has run when this one does;
+        // a verify handed to another thread could not have answered yet.
+        await new Promise((resolve) => setImmediate(resolve));
+        expect(answer).toEqual(await outcome(() => verifyMessageSignature(message, ring)));
+      }
+      expect(posted).not.toHaveBeenCalled();
+    } finally {
+      posted.mockRestore();
+      await verifier.close();
+    }
+  });
+
   it("close lets the verifies under way finish, then refuses new ones", async () => {
     const verifier = new SignatureVerifier();
     const underWay = Array.from({ length: 20 }, (_, i) => verifier.verify(signedRequest(i), ring));
