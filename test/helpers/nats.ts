@@ -112,13 +112,29 @@ export async function startNatsServer(
 ): Promise<NatsServer & { dispose(): Promise<void> }> {
   if (!natsServerPath) throw new Error(MISSING);
   const binary = natsServerPath;
-  const port = await freePort();
   const storeDir = mkdtempSync(join(tmpdir(), "acp-nats-"));
-  const args = ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir];
-  if (options.user !== undefined) args.push("--user", options.user, "--pass", options.pass ?? "");
-  if (options.token !== undefined) args.push("--auth", options.token);
-  if (options.tls) args.push("--tls", "--tlscert", options.tls.certFile, "--tlskey", options.tls.keyFile);
-  let child = await launch(binary, args);
+  const argsFor = (port: number) => {
+    const args = ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir];
+    if (options.user !== undefined) args.push("--user", options.user, "--pass", options.pass ?? "");
+    if (options.token !== undefined) args.push("--auth", options.token);
+    if (options.tls) args.push("--tls", "--tlscert", options.tls.certFile, "--tlskey", options.tls.keyFile);
+    return args;
+  };
+  // The port is picked free and bound a moment later; in between, another test's outgoing
+  // connection can take it as its source port. Such a start is retried on a fresh port.
+  let port = await freePort();
+  let args = argsFor(port);
+  let child: ChildProcess;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      child = await launch(binary, args);
+      break;
+    } catch (error) {
+      if (attempt >= 3 || !String(error).includes("address already in use")) throw error;
+      port = await freePort();
+      args = argsFor(port);
+    }
+  }
   running.add(child);
   const stop = async (signal: "SIGTERM" | "SIGKILL" = "SIGTERM") => {
     await stopChild(child, signal);

@@ -85,9 +85,23 @@ async function json(url: string): Promise<Record<string, unknown> | undefined> {
   }
 }
 
+/**
+ * Ports are picked free and bound a moment later by nats-server; in between, any outgoing
+ * connection on the machine (another test's, or one node dialling another) can take one as its
+ * ephemeral source port. A start that fails that way is retried on fresh ports.
+ */
 export async function startNatsCluster(size = 3): Promise<NatsCluster> {
   if (!natsServerPath) throw new Error("nats-server is not installed");
-  const binary = natsServerPath;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnFreePorts(natsServerPath, size);
+    } catch (error) {
+      if (attempt >= 3 || !String(error).includes("address already in use")) throw error;
+    }
+  }
+}
+
+async function startOnFreePorts(binary: string, size: number): Promise<NatsCluster> {
   const root = mkdtempSync(join(tmpdir(), "acp-nats-cluster-"));
   const ports: Array<{ client: number; monitor: number; cluster: number }> = [];
   for (let i = 0; i < size; i++) {
@@ -133,7 +147,10 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
     rmSync(root, { recursive: true, force: true });
   };
   try {
-    await Promise.all(nodes.map((node) => node.start()));
+    // Every start settles before a failure is thrown, so dispose also stops the nodes that started.
+    const starts = await Promise.allSettled(nodes.map((node) => node.start()));
+    const failed = starts.find((start) => start.status === "rejected");
+    if (failed) throw failed.reason;
     // JetStream serves only once the meta group has a leader that every node knows.
     for (let i = 0; i < 150; i++) {
       const views = await Promise.all(nodes.map((node) => json(`${node.monitorUrl}/jsz`)));
