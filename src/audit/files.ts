@@ -35,7 +35,12 @@ export function agentDir(root: string | undefined, agent: string): string {
 
 /** `YYYY-MM` of a date, in UTC. */
 export function monthOf(date: Date): string {
-  return date.toISOString().slice(0, 7);
+  return monthOfIso(date.toISOString());
+}
+
+/** `YYYY-MM` of an ISO 8601 UTC timestamp (`Date.prototype.toISOString`'s form). */
+export function monthOfIso(ts: string): string {
+  return ts.slice(0, 7);
 }
 
 export function monthFileName(month: string): string {

@@ -18,7 +18,7 @@ import {
   agentDir,
   listMonthFiles,
   monthFileName,
-  monthOf,
+  monthOfIso,
 } from "./files.js";
 
 export interface AuditLogOptions {
@@ -138,16 +138,17 @@ export class AuditLog {
       }
       for (; next < batch.length; next++) {
         const item = batch[next]!;
-        const now = this.clock();
+        const ts = this.clock().toISOString();
         // Never go back to an older file, even if the clock steps back across a month boundary.
-        const month = this.month !== undefined && this.month > monthOf(now) ? this.month : monthOf(now);
+        const nowMonth = monthOfIso(ts);
+        const month = this.month !== undefined && this.month > nowMonth ? this.month : nowMonth;
         if (month !== this.month || this.file === undefined) {
           await this.writeSealed(sealed);
           sealed = [];
           await this.switchTo(month);
         }
         const last = sealed.at(-1)?.entry ?? this.chainHead;
-        const entry = sealEntry(item.input, { seq: last.seq + 1, ts: now.toISOString(), prev: last.hash });
+        const entry = sealEntry(item.input, { seq: last.seq + 1, ts, prev: last.hash });
         sealed.push({ entry, line: `${JSON.stringify(entry)}\n`, settle: item });
       }
       await this.writeSealed(sealed);

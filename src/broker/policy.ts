@@ -103,6 +103,19 @@ export function maxDeliveriesDetail(attempts: number): string {
   return `not acknowledged after ${attempts} deliveries`;
 }
 
+/**
+ * A message's times are formatted again for each of its status records, and messages committed
+ * together share theirs: a lookup here costs ~40 ns against ~400 for formatting.
+ */
+const recentIsoTimes = new Map<number, string>();
+
+/** Epoch milliseconds as an ISO 8601 UTC timestamp. */
 export function isoTime(ms: number): string {
-  return new Date(ms).toISOString();
+  let text = recentIsoTimes.get(ms);
+  if (text === undefined) {
+    if (recentIsoTimes.size >= 1024) recentIsoTimes.clear();
+    text = new Date(ms).toISOString();
+    recentIsoTimes.set(ms, text);
+  }
+  return text;
 }
