@@ -8,7 +8,7 @@ import { accessSync, constants, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { afterEach, describe, it } from "vitest";
-import { freePort } from "./ports.js";
+import { freePort, retryOnPortClash } from "./ports.js";
 
 export interface NatsServerOptions {
   user?: string;
@@ -113,28 +113,16 @@ export async function startNatsServer(
   if (!natsServerPath) throw new Error(MISSING);
   const binary = natsServerPath;
   const storeDir = mkdtempSync(join(tmpdir(), "acp-nats-"));
-  const argsFor = (port: number) => {
-    const args = ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir];
+  let port = 0;
+  let args: string[] = [];
+  let child = await retryOnPortClash(async () => {
+    port = await freePort();
+    args = ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir];
     if (options.user !== undefined) args.push("--user", options.user, "--pass", options.pass ?? "");
     if (options.token !== undefined) args.push("--auth", options.token);
     if (options.tls) args.push("--tls", "--tlscert", options.tls.certFile, "--tlskey", options.tls.keyFile);
-    return args;
-  };
-  // The port is picked free and bound a moment later; in between, another test's outgoing
-  // connection can take it as its source port. Such a start is retried on a fresh port.
-  let port = await freePort();
-  let args = argsFor(port);
-  let child: ChildProcess;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      child = await launch(binary, args);
-      break;
-    } catch (error) {
-      if (attempt >= 3 || !String(error).includes("address already in use")) throw error;
-      port = await freePort();
-      args = argsFor(port);
-    }
-  }
+    return launch(binary, args);
+  });
   running.add(child);
   const stop = async (signal: "SIGTERM" | "SIGKILL" = "SIGTERM") => {
     await stopChild(child, signal);

@@ -7,6 +7,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { natsServerPath } from "../../helpers/nats.js";
+import { retryOnPortClash } from "../../helpers/ports.js";
 import type { LaunchOptions } from "./processes.js";
 import { exited, freePort, sleep } from "./processes.js";
 
@@ -85,20 +86,10 @@ async function json(url: string): Promise<Record<string, unknown> | undefined> {
   }
 }
 
-/**
- * Ports are picked free and bound a moment later by nats-server; in between, any outgoing
- * connection on the machine (another test's, or one node dialling another) can take one as its
- * ephemeral source port. A start that fails that way is retried on fresh ports.
- */
 export async function startNatsCluster(size = 3): Promise<NatsCluster> {
-  if (!natsServerPath) throw new Error("nats-server is not installed");
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await startOnFreePorts(natsServerPath, size);
-    } catch (error) {
-      if (attempt >= 3 || !String(error).includes("address already in use")) throw error;
-    }
-  }
+  const binary = natsServerPath;
+  if (!binary) throw new Error("nats-server is not installed");
+  return retryOnPortClash(() => startOnFreePorts(binary, size));
 }
 
 async function startOnFreePorts(binary: string, size: number): Promise<NatsCluster> {
