@@ -1,35 +1,33 @@
 import { describe, expect, it } from "vitest";
 import { retryOnPortClash } from "./ports.js";
 
+/** A start that fails with `message` until its attempt number `succeedsAt` (never, if undefined). */
+function failingStart(message: string, succeedsAt?: number) {
+  const counter = { attempts: 0 };
+  const start = async () => {
+    counter.attempts++;
+    if (counter.attempts !== succeedsAt) throw new Error(message);
+    return "ready";
+  };
+  return { start, counter };
+}
+
+const PORT_TAKEN = "listen tcp 127.0.0.1:40001: bind: address already in use";
+
 describe("retryOnPortClash (test servers on ports picked free)", () => {
   it("starts again after a port was taken, up to three attempts in all", async () => {
-    let attempts = 0;
-    const started = await retryOnPortClash(async () => {
-      attempts++;
-      if (attempts < 3)
-        throw new Error(`listen tcp 127.0.0.1:${40_000 + attempts}: bind: address already in use`);
-      return "ready";
-    });
-    expect([started, attempts]).toEqual(["ready", 3]);
+    const third = failingStart(PORT_TAKEN, 3);
+    expect(await retryOnPortClash(third.start)).toBe("ready");
+    expect(third.counter.attempts).toBe(3);
 
-    attempts = 0;
-    await expect(
-      retryOnPortClash(async () => {
-        attempts++;
-        throw new Error("bind: address already in use");
-      }),
-    ).rejects.toThrow("address already in use");
-    expect(attempts).toBe(3);
+    const never = failingStart(PORT_TAKEN);
+    await expect(retryOnPortClash(never.start)).rejects.toThrow("address already in use");
+    expect(never.counter.attempts).toBe(3);
   });
 
   it("gives any other failure at once", async () => {
-    let attempts = 0;
-    await expect(
-      retryOnPortClash(async () => {
-        attempts++;
-        throw new Error("nats-server did not become ready");
-      }),
-    ).rejects.toThrow("did not become ready");
-    expect(attempts).toBe(1);
+    const other = failingStart("nats-server did not become ready", 2);
+    await expect(retryOnPortClash(other.start)).rejects.toThrow("did not become ready");
+    expect(other.counter.attempts).toBe(1);
   });
 });
