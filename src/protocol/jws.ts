@@ -98,7 +98,8 @@ export function verifyMessageSignature(message: AcpMessage, resolveKey: KeyResol
 
 /**
  * The same checks as `verifyMessageSignature`; the Ed25519 verify itself runs on libuv's thread pool,
- * so a server keeps its event loop for other work and uses the machine's other cores (the gateway).
+ * so a server keeps its event loop for other work and uses the machine's other cores. (The gateway
+ * batches its verifies on a thread of its own instead: `SignatureVerifier`.)
  * Errors found before the verify (no signature, unknown key…) reject the same way.
  */
 export function verifyMessageSignatureAsync(message: AcpMessage, resolveKey: KeyResolver): Promise<string> {
