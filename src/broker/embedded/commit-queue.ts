@@ -14,7 +14,9 @@ interface QueuedWrite {
 /**
  * Group commit: writes queued during one turn of the event loop run in a single transaction on the
  * next `setImmediate`, and each caller's promise resolves only after that transaction committed.
- * Durability per write is unchanged; the fsync/WAL cost is shared by the whole batch.
+ * Durability per write is unchanged; the fsync/WAL cost is shared by the whole batch. Deferred
+ * writes, which nobody waits for, are held back up to `DEFERRED_WRITE_DELAY_MS`, or until a read
+ * or `close` flushes them.
  *
  * An op may throw a BrokerError (a precondition failed) before it writes anything: only that op's
  * promise rejects and the rest of the batch commits. Any other error aborts the whole batch.
@@ -22,9 +24,19 @@ interface QueuedWrite {
  * Every batch is a write, so the queue is where failed writes (disk full…) are seen: `failures`
  * holds the current run of them for `health()`, until a batch that changed rows commits.
  */
+/**
+ * How long a deferred write (delivery bookkeeping) may wait for a commit. A delivery's write is
+ * skipped when the ack comes first, and the ack usually comes within milliseconds; so most
+ * deliveries under load cost no write and no commit of their own. Losing a deferred write in a
+ * crash costs one more delivery after the restart, as before.
+ */
+export const DEFERRED_WRITE_DELAY_MS = 30;
+
 export class CommitQueue {
   readonly failures = new WriteFailures();
   private queue: QueuedWrite[] = [];
+  private deferred: QueuedWrite[] = [];
+  private deferredTimer: NodeJS.Timeout | null = null;
   private scheduled: NodeJS.Immediate | null = null;
   private closed = false;
   private readonly totalChanges: Database.Statement<[], { n: number }>;
@@ -50,20 +62,39 @@ export class CommitQueue {
     });
   }
 
-  /** A write nobody waits for (delivery bookkeeping); a failure is reported as a warning. */
+  /**
+   * A write nobody waits for (delivery bookkeeping), committed within `DEFERRED_WRITE_DELAY_MS` or at
+   * the next `flush`; `op` runs then, so it writes the state as it is then. A failure is a warning.
+   */
   defer<T>(op: () => T, afterCommit?: (result: T) => void): void {
     if (this.closed) return;
-    this.queue.push({
+    const write: QueuedWrite = {
       op,
       afterCommit: afterCommit as ((result: unknown) => void) | undefined,
       resolve: undefined,
       reject: (error) => this.warn(`deferred write failed: ${String(error)}`),
-    });
-    this.schedule();
+    };
+    this.deferred.push(write);
+    this.deferredTimer ??= setTimeout(() => {
+      this.deferredTimer = null;
+      this.flush();
+    }, DEFERRED_WRITE_DELAY_MS);
   }
 
-  /** Commits everything queued so far, now. */
+  /** Commits everything queued so far, deferred writes included, now. */
   flush(): void {
+    if (this.deferredTimer) {
+      clearTimeout(this.deferredTimer);
+      this.deferredTimer = null;
+    }
+    if (this.deferred.length > 0) {
+      this.queue.push(...this.deferred);
+      this.deferred = [];
+    }
+    this.commitDue();
+  }
+
+  private commitDue(): void {
     if (this.scheduled) {
       clearImmediate(this.scheduled);
       this.scheduled = null;
@@ -85,7 +116,7 @@ export class CommitQueue {
     if (this.scheduled) return;
     this.scheduled = setImmediate(() => {
       this.scheduled = null;
-      this.flush();
+      this.commitDue();
     });
   }
 

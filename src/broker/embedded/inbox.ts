@@ -177,9 +177,9 @@ export class EmbeddedInbox implements Inbox {
     row.status = "delivered";
     row.delivered_at ??= now;
     row.next_attempt_at = now + wait;
-    // Written with the next batch, from the row as it is then: if an ack came first, the ack's own
-    // write records the delivery and this one is skipped. Losing it in a crash only means one more
-    // delivery after the restart.
+    // Written within DEFERRED_WRITE_DELAY_MS, from the row as it is then: if the ack came first, the
+    // ack's own write records the delivery and this one is skipped. Losing it in a crash only means
+    // one more delivery after the restart.
     this.host.commits.defer(() => row.status === "delivered" && this.host.table.markDelivered(row));
     this.host.statusChanged(row);
     this.track(row, wait, true);
