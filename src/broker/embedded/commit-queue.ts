@@ -12,6 +12,14 @@ interface QueuedWrite {
 }
 
 /**
+ * How long a deferred write (delivery bookkeeping) may wait for a commit. A delivery's write is
+ * skipped when the ack comes first, and the ack usually comes within milliseconds; so most
+ * deliveries under load cost no write and no commit of their own. Losing a deferred write in a
+ * crash costs one more delivery after the restart.
+ */
+export const DEFERRED_WRITE_DELAY_MS = 30;
+
+/**
  * Group commit: writes queued during one turn of the event loop run in a single transaction on the
  * next `setImmediate`, and each caller's promise resolves only after that transaction committed.
  * Durability per write is unchanged; the fsync/WAL cost is shared by the whole batch. Deferred
@@ -24,14 +32,6 @@ interface QueuedWrite {
  * Every batch is a write, so the queue is where failed writes (disk full…) are seen: `failures`
  * holds the current run of them for `health()`, until a batch that changed rows commits.
  */
-/**
- * How long a deferred write (delivery bookkeeping) may wait for a commit. A delivery's write is
- * skipped when the ack comes first, and the ack usually comes within milliseconds; so most
- * deliveries under load cost no write and no commit of their own. Losing a deferred write in a
- * crash costs one more delivery after the restart, as before.
- */
-export const DEFERRED_WRITE_DELAY_MS = 30;
-
 export class CommitQueue {
   readonly failures = new WriteFailures();
   private queue: QueuedWrite[] = [];
