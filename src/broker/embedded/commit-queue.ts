@@ -68,13 +68,12 @@ export class CommitQueue {
    */
   defer<T>(op: () => T, afterCommit?: (result: T) => void): void {
     if (this.closed) return;
-    const write: QueuedWrite = {
+    this.deferred.push({
       op,
       afterCommit: afterCommit as ((result: unknown) => void) | undefined,
       resolve: undefined,
       reject: (error) => this.warn(`deferred write failed: ${String(error)}`),
-    };
-    this.deferred.push(write);
+    });
     this.deferredTimer ??= setTimeout(() => {
       this.deferredTimer = null;
       this.flush();
