@@ -54,8 +54,7 @@ export class ChangeFeed {
     const bucket = match?.[1];
     const key = match?.[2];
     if (!bucket || !key) return;
-    const operation = msg.headers?.get("KV-Operation") ?? "";
-    const deleted = operation === "DEL" || operation === "PURGE";
+    const deleted = isDeleteMarker(msg);
     try {
       if (bucket === STATUS_BUCKET) {
         if (deleted) return;
@@ -74,4 +73,16 @@ export class ChangeFeed {
       this.warn(`unreadable change on ${msg.subject}: ${String(error)}`);
     }
   }
+}
+
+/**
+ * A KV delete or purge: a marker without a value, its operation in a header. Every stored value is
+ * JSON, never empty, so only an empty message needs its headers decoded: nats.js decodes them on
+ * first use, and every republished write carries four, which was half of this feed's cost per
+ * status write.
+ */
+function isDeleteMarker(msg: Msg): boolean {
+  if (msg.data.length > 0) return false;
+  const operation = msg.headers?.get("KV-Operation") ?? "";
+  return operation === "DEL" || operation === "PURGE";
 }
