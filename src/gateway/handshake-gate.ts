@@ -119,7 +119,7 @@ export class HandshakeGate {
         },
       );
     }
-    const sameLayers = sortedKey(headers["skill-layers-loaded"]) === sortedKey(mine.layers);
+    const sameLayers = sameLayerSet(headers["skill-layers-loaded"], mine.layers);
     if (mine.kid !== kid || !sameLayers) {
       await this.bucket.delete(key);
       this.pairs.forget(key);
@@ -140,6 +140,15 @@ function isComplete(state: PairState, a: string, b: string): boolean {
 }
 
 const sortedKey = (layers: readonly number[]) => [...layers].sort((a, b) => a - b).join(",");
+
+/** The same layers in any order. Checked on every message: the usual case (same order) allocates nothing. */
+function sameLayerSet(declared: readonly number[], handshaken: readonly number[]): boolean {
+  if (declared.length !== handshaken.length) return false;
+  for (let i = 0; i < declared.length; i++) {
+    if (declared[i] !== handshaken[i]) return sortedKey(declared) === sortedKey(handshaken);
+  }
+  return true;
+}
 
 function pairKey(a: string, b: string): string {
   return a < b ? `${a}.${b}` : `${b}.${a}`;

@@ -152,4 +152,23 @@ describe("HandshakeGate", () => {
       other.stop();
     }
   });
+  it("accepts the handshaken layers in any order, and refuses a different set or count", async () => {
+    const broker = EmbeddedBroker.open({ data: tmp() });
+    brokers.push(broker);
+    const gate = new HandshakeGate(broker);
+    const alice = (layers: number[]) =>
+      ({ ...headers("alice", "bob"), "skill-layers-loaded": layers }) as unknown as EnvelopeHeaders;
+    const handshakeWith = async (layers: number[]) => {
+      await gate.observe("agent.announce", alice(layers), "alice#k");
+      await gate.observe("agent.announce", headers("bob", "alice"), "bob#k");
+      await gate.observe("agent.capabilities", alice(layers), "alice#k");
+      await gate.observe("agent.capabilities", headers("bob", "alice"), "bob#k");
+    };
+    await handshakeWith([0, 2, 1]);
+    await expect(gate.require(alice([0, 2, 1]), "alice#k")).resolves.toBeUndefined();
+    await expect(gate.require(alice([1, 0, 2]), "alice#k")).resolves.toBeUndefined();
+    await expect(gate.require(alice([0, 1, 3]), "alice#k")).rejects.toThrow(/declared skill layers changed/);
+    await handshakeWith([0, 2, 1]);
+    await expect(gate.require(alice([0, 1]), "alice#k")).rejects.toThrow(/declared skill layers changed/);
+  });
 });
