@@ -9,8 +9,8 @@ import {
   appendRequests,
   manualClock,
   readLinesOf,
-  seedRequest,
-  seedResponse,
+  exampleRequest,
+  exampleResponse,
   threeMonthLog,
   writeLinesTo,
 } from "./fixtures.js";
@@ -28,7 +28,7 @@ async function exchangeLog(root: string): Promise<void> {
   await appendRequests(log, 1);
   clock.set("2026-02-14T14:30:05Z");
   await log.append(
-    auditEntryFor(seedResponse("req-1"), {
+    auditEntryFor(exampleResponse("req-1"), {
       direction: "received",
       channel: "c",
       self: { principal: "principal-a" },
@@ -36,8 +36,8 @@ async function exchangeLog(root: string): Promise<void> {
   );
   clock.set("2026-03-01T08:00:00Z");
   const encrypted = {
-    ...seedRequest("req-2"),
-    params: { ...seedRequest().params, body: { jwe: "a.b.c.d.e" } },
+    ...exampleRequest("req-2"),
+    params: { ...exampleRequest().params, body: { jwe: "a.b.c.d.e" } },
   };
   await log.append(
     auditEntryFor(encrypted, { direction: "sent", channel: "c", summary: "\u001b[31mred\u001b[0m" }),
@@ -249,12 +249,12 @@ describe("acp audit tail", () => {
     expect(stdout.trimEnd().split("\n")).toHaveLength(1);
 
     await log.append(
-      auditEntryFor(seedRequest("req-live"), { direction: "sent", channel: "c", summary: "Live one" }),
+      auditEntryFor(exampleRequest("req-live"), { direction: "sent", channel: "c", summary: "Live one" }),
     );
     await waitFor("Live one");
     clock.set("2026-02-01T00:00:30Z");
     await log.append(
-      auditEntryFor(seedRequest("req-feb"), { direction: "sent", channel: "c", summary: "Next month" }),
+      auditEntryFor(exampleRequest("req-feb"), { direction: "sent", channel: "c", summary: "Next month" }),
     );
     await waitFor("Next month");
     await log.close();

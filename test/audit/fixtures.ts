@@ -20,8 +20,8 @@ export function headers(agent: string, principal: string, type: string, extra: R
   };
 }
 
-/** The seed's request (section 8), addressed to agent-beta. */
-export function seedRequest(id = "req-7f3a-4b2c-9d1e") {
+/** The ACP core protocol's example request, addressed to agent-beta. */
+export function exampleRequest(id = "req-7f3a-4b2c-9d1e") {
   return {
     jsonrpc: "2.0",
     method: "agent.request",
@@ -36,8 +36,8 @@ export function seedRequest(id = "req-7f3a-4b2c-9d1e") {
   };
 }
 
-/** The seed's response (section 8). */
-export function seedResponse(id = "req-7f3a-4b2c-9d1e") {
+/** The ACP core protocol's example response. */
+export function exampleResponse(id = "req-7f3a-4b2c-9d1e") {
   return {
     jsonrpc: "2.0",
     result: {
@@ -54,7 +54,7 @@ export async function appendRequests(log: AuditLog, count: number, firstId = 1):
   for (let i = 0; i < count; i++) {
     written.push(
       await log.append(
-        auditEntryFor(seedRequest(`req-${firstId + i}`), {
+        auditEntryFor(exampleRequest(`req-${firstId + i}`), {
           direction: "sent",
           channel: "nats:agent.agent-beta.inbox",
           peer: { principal: "principal-b" },

@@ -14,7 +14,7 @@ import {
 } from "../../src/audit/index.js";
 import { AppendLog } from "../../src/jsonl/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { appendRequests, manualClock, readLinesOf, seedRequest } from "./fixtures.js";
+import { appendRequests, manualClock, readLinesOf, exampleRequest } from "./fixtures.js";
 
 const tmp = useTmpDir("acp-audit-");
 const opened: AuditLog[] = [];
@@ -35,7 +35,7 @@ async function collect(root: string) {
 }
 
 describe("AuditLog: append, read, rotation", () => {
-  it("appends JSONL entries with the seed's fields and a hash chain starting at the genesis hash", async () => {
+  it("appends JSONL entries with the core protocol's fields and a hash chain starting at the genesis hash", async () => {
     const root = tmp();
     const { log } = await openLog(root);
     const [first, second] = await appendRequests(log, 2);
@@ -109,7 +109,7 @@ describe("AuditLog: append, read, rotation", () => {
   it("serialises concurrent appends from one process into consecutive seqs and whole lines", async () => {
     const root = tmp();
     const { log } = await openLog(root);
-    const message = seedRequest();
+    const message = exampleRequest();
     const entries = await Promise.all(
       Array.from({ length: 200 }, (_, i) =>
         log.append(auditEntryFor(message, { direction: "sent", channel: `ch-${i}` })),
@@ -124,7 +124,7 @@ describe("AuditLog: append, read, rotation", () => {
   it("writes the entries appended in one turn with one append, and the next turn's with another", async () => {
     const root = tmp();
     const { log } = await openLog(root);
-    const message = seedRequest();
+    const message = exampleRequest();
     const appends = vi.spyOn(AppendLog.prototype, "append");
     try {
       const turn = (from: number) =>
@@ -157,7 +157,7 @@ describe("AuditLog: append, read, rotation", () => {
       clock: () => new Date(times[Math.min(call++, times.length - 1)]!),
     });
     opened.push(log);
-    const message = seedRequest();
+    const message = exampleRequest();
     // Appended in one turn: written together, but each entry keeps its own time and month file.
     const entries = await Promise.all(
       [0, 1, 2, 3].map((i) => log.append(auditEntryFor(message, { direction: "sent", channel: `ch-${i}` }))),
@@ -214,7 +214,7 @@ describe("AuditLog: rejections", () => {
   it("rejects an entry naming each wrong field, and writes nothing", async () => {
     const root = tmp();
     const { log } = await openLog(root);
-    const good = auditEntryFor(seedRequest(), { direction: "sent", channel: "nats:x" });
+    const good = auditEntryFor(exampleRequest(), { direction: "sent", channel: "nats:x" });
     await expect(log.append({ ...good, direction: "sideways" as "sent", channel: "" })).rejects.toThrow(
       /direction: .*; channel: must not be empty/,
     );
@@ -281,7 +281,7 @@ describe("AuditLog: rejections", () => {
   it("finishes appends queued before close and rejects those after it", async () => {
     const root = tmp();
     const { log } = await openLog(root);
-    const entry = auditEntryFor(seedRequest(), { direction: "sent", channel: "c" });
+    const entry = auditEntryFor(exampleRequest(), { direction: "sent", channel: "c" });
     const queued = Promise.all([log.append(entry), log.append(entry), log.append(entry)]);
     await log.close();
     expect((await queued).map((e) => e.seq)).toEqual([1, 2, 3]);

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { AuditLog, type AuditRecord, auditEntryFor, followAudit, readAudit } from "../../src/audit/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { appendRequests, manualClock, seedResponse, threeMonthLog } from "./fixtures.js";
+import { appendRequests, manualClock, exampleResponse, threeMonthLog } from "./fixtures.js";
 
 const tmp = useTmpDir("acp-audit-query-");
 
@@ -20,7 +20,7 @@ async function conversation(root: string): Promise<void> {
   await appendRequests(log, 1);
   clock.set("2026-02-02T10:00:00Z");
   await log.append(
-    auditEntryFor(seedResponse("req-1"), {
+    auditEntryFor(exampleResponse("req-1"), {
       direction: "received",
       channel: "nats:agent.agent-alpha.inbox",
       self: { principal: "principal-a" },
@@ -28,7 +28,7 @@ async function conversation(root: string): Promise<void> {
   );
   clock.set("2026-03-03T10:00:00Z");
   await log.append({
-    ...auditEntryFor(seedResponse("req-x"), { direction: "received", channel: "c" }),
+    ...auditEntryFor(exampleResponse("req-x"), { direction: "received", channel: "c" }),
     from: { agent: "agent-gamma", principal: "principal-c" },
   });
   await log.close();
@@ -185,7 +185,7 @@ describe("followAudit", () => {
     })();
     const log = await AuditLog.open({ agent: "agent-alpha", root });
     await appendRequests(log, 2);
-    await log.append(auditEntryFor(seedResponse("req-2"), { direction: "received", channel: "c" }));
+    await log.append(auditEntryFor(exampleResponse("req-2"), { direction: "received", channel: "c" }));
     await following;
     await log.close();
     expect(seen).toEqual(["req-2"]);

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { AuditEntryInputSchema, AuditEntrySchema, auditEntryFor, summarize } from "../../src/audit/index.js";
-import { headers, seedRequest, seedResponse } from "./fixtures.js";
+import { headers, exampleRequest, exampleResponse } from "./fixtures.js";
 
 const isWellFormed = (s: string): boolean => (s as string & { isWellFormed(): boolean }).isWellFormed();
 
@@ -18,21 +18,21 @@ function notification(method: string, body: Record<string, unknown>, extra: Reco
 
 describe("summarize", () => {
   it("describes a request with an action and its parameters", () => {
-    expect(summarize(seedRequest())).toBe(
+    expect(summarize(exampleRequest())).toBe(
       "agent-alpha requested get-availability (date_range: 2026-02-17/2026-02-21, duration_minutes: 60).",
     );
   });
 
   it("describes a request without an action by its fields", () => {
     const message = {
-      ...seedRequest(),
-      params: { ...seedRequest().params, body: { question: "Lunch?", urgent: true } },
+      ...exampleRequest(),
+      params: { ...exampleRequest().params, body: { question: "Lunch?", urgent: true } },
     };
     expect(summarize(message)).toBe("agent-alpha sent a request (question: Lunch?, urgent: true).");
   });
 
   it("describes a response with the request it answers", () => {
-    expect(summarize(seedResponse())).toBe(
+    expect(summarize(exampleResponse())).toBe(
       "agent-beta responded to req-7f3a-4b2c-9d1e with available_slots: 2026-02-18T10:00:00Z, 2026-02-19T14:00:00Z, 2026-02-20T09:00:00Z.",
     );
   });
@@ -42,7 +42,7 @@ describe("summarize", () => {
     expect(summarize(error)).toBe("Error response to req-9: -32001 handshake required.");
   });
 
-  it("describes the seed's announce", () => {
+  it("describes the core protocol's example announce", () => {
     const announce = notification("agent.announce", {
       capabilities: ["calendar-management", "document-retrieval"],
       purpose: "Coordinate scheduling between principals",
@@ -96,11 +96,14 @@ describe("summarize", () => {
   });
 
   it("says only that an encrypted exchange happened, ignoring any given summary", () => {
-    const encrypted = { ...seedRequest(), params: { ...seedRequest().params, body: { jwe: JWE } } };
+    const encrypted = { ...exampleRequest(), params: { ...exampleRequest().params, body: { jwe: JWE } } };
     const summary = summarize(encrypted, { summary: "Asked about the medical appointment" });
     expect(summary).toBe("agent-alpha sent an end-to-end encrypted request; the payload is not shown.");
     for (const part of JWE.split(".")) expect(summary).not.toContain(part);
-    const response = { ...seedResponse("req-5"), result: { ...seedResponse().result, body: { jwe: JWE } } };
+    const response = {
+      ...exampleResponse("req-5"),
+      result: { ...exampleResponse().result, body: { jwe: JWE } },
+    };
     expect(summarize(response)).toBe(
       "agent-beta sent an end-to-end encrypted response in reply to req-5; the payload is not shown.",
     );
@@ -108,7 +111,7 @@ describe("summarize", () => {
 
   it("uses the sender's summary, given as an option or in the body, cleaned up", () => {
     expect(
-      summarize(seedRequest(), { summary: "  Requested available meeting\ttimes\n for next week " }),
+      summarize(exampleRequest(), { summary: "  Requested available meeting\ttimes\n for next week " }),
     ).toBe("Requested available meeting times for next week");
     const withSummary = notification("agent.notification", { summary: "Shared the agenda", agenda: ["a"] });
     expect(summarize(withSummary)).toBe("Shared the agenda");
@@ -126,7 +129,7 @@ describe("summarize", () => {
       ["bell\u0007char", "bell char"],
       ["already clean", "already clean"],
     ] as const) {
-      expect(summarize(seedRequest(), { summary: given })).toBe(expected);
+      expect(summarize(exampleRequest(), { summary: given })).toBe(expected);
     }
     expect(summarize(notification("agent.notification", { detail: "a\u00a0 b", short: "eyJ.x" }))).toBe(
       "agent-alpha sent a notification (detail: a b, short: [redacted]).",
@@ -145,7 +148,7 @@ describe("summarize", () => {
     expect(summary).toBe(
       "agent-alpha sent a notification (api_key: [redacted], password: [redacted], token: [redacted], session: [redacted] (+1 more)).",
     );
-    expect(summarize(seedRequest(), { summary: "Sent key sk-live_0123456789abcdef to beta" })).toBe(
+    expect(summarize(exampleRequest(), { summary: "Sent key sk-live_0123456789abcdef to beta" })).toBe(
       "Sent key [redacted] to beta",
     );
   });
@@ -156,13 +159,13 @@ describe("summarize", () => {
     expect(summary.length).toBeLessThanOrEqual(240);
     expect(summary).toContain("detail: xxxxxxxx");
     expect(summary).toContain("…");
-    expect(summarize(seedRequest(), { summary: "y".repeat(1000) })).toHaveLength(240);
+    expect(summarize(exampleRequest(), { summary: "y".repeat(1000) })).toHaveLength(240);
   });
 
   it("never splits a surrogate pair and replaces lone surrogates", () => {
-    const summary = summarize(seedRequest(), { summary: `${"😀".repeat(300)}` });
+    const summary = summarize(exampleRequest(), { summary: `${"😀".repeat(300)}` });
     expect(isWellFormed(summary)).toBe(true);
-    expect(summarize(seedRequest(), { summary: "bad \ud800 half" })).toBe("bad \ufffd half");
+    expect(summarize(exampleRequest(), { summary: "bad \ud800 half" })).toBe("bad \ufffd half");
   });
 
   it("copes with things that are not ACP messages", () => {
@@ -174,14 +177,14 @@ describe("summarize", () => {
     fc.assert(
       fc.property(fc.jsonValue(), fc.option(fc.string()), (body, given) => {
         const message = {
-          ...seedRequest(),
-          params: { ...seedRequest().params, body: { jwe: JWE, other: body } },
+          ...exampleRequest(),
+          params: { ...exampleRequest().params, body: { jwe: JWE, other: body } },
         };
         const encrypted = summarize(message, given === null ? {} : { summary: given });
         expect(encrypted).not.toContain(JWE.slice(0, 20));
         expect(encrypted).toContain("encrypted");
         const plain = summarize(
-          { ...seedRequest(), params: { ...seedRequest().params, body: { data: body } } },
+          { ...exampleRequest(), params: { ...exampleRequest().params, body: { data: body } } },
           {
             summary: given ?? undefined,
           },
@@ -200,10 +203,10 @@ describe("auditEntryFor", () => {
   it("builds a sent request's entry with the peer's principal", () => {
     const entry = auditEntryFor(
       {
-        ...seedRequest(),
+        ...exampleRequest(),
         params: {
-          ...seedRequest().params,
-          headers: { ...seedRequest().params.headers, "message-id": "msg-0001-abcd" },
+          ...exampleRequest().params,
+          headers: { ...exampleRequest().params.headers, "message-id": "msg-0001-abcd" },
         },
       },
       { direction: "sent", channel: "nats:agent.agent-beta.inbox", peer: { principal: "principal-b" } },
@@ -225,7 +228,7 @@ describe("auditEntryFor", () => {
 
   it("builds a received response's entry with the local principal", () => {
     expect(
-      auditEntryFor(seedResponse(), {
+      auditEntryFor(exampleResponse(), {
         direction: "received",
         channel: "nats:agent.agent-alpha.inbox",
         self: { agent: "agent-alpha", principal: "principal-a" },
@@ -294,7 +297,7 @@ describe("auditEntryFor", () => {
   });
 
   it("marks an encrypted message and an error response", () => {
-    const encrypted = { ...seedRequest(), params: { ...seedRequest().params, body: { jwe: JWE } } };
+    const encrypted = { ...exampleRequest(), params: { ...exampleRequest().params, body: { jwe: JWE } } };
     const entry = auditEntryFor(encrypted, { direction: "sent", channel: "c" });
     expect(entry.encrypted).toBe(true);
     expect(JSON.stringify(entry)).not.toContain(JWE.split(".")[3]);
@@ -339,8 +342,8 @@ describe("auditEntryFor", () => {
 });
 
 describe("AuditEntrySchema", () => {
-  it("accepts the seed's example entry once chained", () => {
-    const seedEntry = {
+  it("accepts the core protocol's example entry once chained", () => {
+    const exampleEntry = {
       ts: "2026-02-14T12:05:00Z",
       direction: "sent",
       from: { agent: "agent-alpha", principal: "principal-a" },
@@ -353,9 +356,9 @@ describe("AuditEntrySchema", () => {
       discord_summary: true,
     };
     expect(
-      AuditEntrySchema.safeParse({ ...seedEntry, seq: 1, prev: "0".repeat(64), hash: "a".repeat(64) })
+      AuditEntrySchema.safeParse({ ...exampleEntry, seq: 1, prev: "0".repeat(64), hash: "a".repeat(64) })
         .success,
     ).toBe(true);
-    expect(AuditEntrySchema.safeParse(seedEntry).success).toBe(false);
+    expect(AuditEntrySchema.safeParse(exampleEntry).success).toBe(false);
   });
 });

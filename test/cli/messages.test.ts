@@ -5,11 +5,11 @@ import { writeIdentityFile } from "../../src/identity/index.js";
 import { keyId, publicIdentity, verifyEnvelope } from "../../src/protocol/index.js";
 import { runAcp } from "../helpers/cli.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { alpha, beta, keyRing, seedRequest, seedResponse } from "../protocol/fixtures.js";
+import { alpha, beta, keyRing, exampleRequest, exampleResponse } from "../protocol/fixtures.js";
 
 const tmp = useTmpDir("acp-cli-messages-");
 
-/** A directory with alpha's and beta's key files, alpha's public identity, and the seed's request. */
+/** A directory with alpha's and beta's key files, alpha's public identity, and the core protocol's example request. */
 async function workspace() {
   const dir = tmp();
   const files = {
@@ -22,30 +22,30 @@ async function workspace() {
   await writeIdentityFile(files.alphaKey, alpha);
   await writeIdentityFile(files.betaKey, beta);
   writeFileSync(files.alphaPublic, JSON.stringify(publicIdentity(alpha)));
-  writeFileSync(files.request, JSON.stringify(seedRequest(), null, 2));
+  writeFileSync(files.request, JSON.stringify(exampleRequest(), null, 2));
   return files;
 }
 
-/** The seed's request, stamped now so that --fresh accepts it. */
+/** The core protocol's example request, stamped now so that --fresh accepts it. */
 function freshRequest() {
-  const request = seedRequest();
+  const request = exampleRequest();
   request.params.headers.timestamp = new Date().toISOString();
   return JSON.stringify(request);
 }
 
 describe("acp validate", () => {
-  it("exits 0 for the seed's request and response, from a file or stdin", async () => {
+  it("exits 0 for the core protocol's example request and response, from a file or stdin", async () => {
     const { request } = await workspace();
     const fromFile = await runAcp(["validate", request]);
     expect(fromFile).toMatchObject({ code: 0, stdout: `${request}: valid request from agent-alpha\n` });
-    const fromStdin = await runAcp(["validate", "-"], { input: JSON.stringify(seedResponse()) });
+    const fromStdin = await runAcp(["validate", "-"], { input: JSON.stringify(exampleResponse()) });
     expect(fromStdin).toMatchObject({ code: 0, stdout: "<stdin>: valid response from agent-beta\n" });
-    const json = await runAcp(["validate", "--json"], { input: JSON.stringify(seedRequest()) });
+    const json = await runAcp(["validate", "--json"], { input: JSON.stringify(exampleRequest()) });
     expect(JSON.parse(json.stdout)).toEqual({ valid: true, kind: "request", from: "agent-alpha" });
   });
 
   it("exits 1 with the JSON-RPC error object on stdout and the first problem on stderr", async () => {
-    const broken = seedRequest();
+    const broken = exampleRequest();
     delete broken.params.headers.timestamp;
     const result = await runAcp(["validate"], { input: JSON.stringify(broken) });
     expect(result.code).toBe(1);
@@ -75,7 +75,7 @@ describe("acp validate", () => {
   });
 
   it("--envelope requires the signature and routing headers", async () => {
-    const result = await runAcp(["validate", "--envelope"], { input: JSON.stringify(seedRequest()) });
+    const result = await runAcp(["validate", "--envelope"], { input: JSON.stringify(exampleRequest()) });
     expect(result.code).toBe(1);
     expect(JSON.parse(result.stdout).data.problems.map((p: { path: string }) => p.path)).toEqual([
       "/params/headers/message-id",
@@ -94,7 +94,7 @@ describe("acp sign", () => {
       "recipient-id": "agent-beta",
       "message-id": expect.stringMatching(/^[0-9a-f-]{36}$/),
     });
-    expect(signed.params.body).toEqual(seedRequest().params.body);
+    expect(signed.params.body).toEqual(exampleRequest().params.body);
     expect(verifyEnvelope(signed, { resolveKey: keyRing(alpha) }).headers["agent-id"]).toBe("agent-alpha");
     const compact = await runAcp(["sign", "--key", alphaKey, "--to", "agent-beta", "--compact", request]);
     expect(compact.stdout.trim().split("\n")).toHaveLength(1);
@@ -102,7 +102,7 @@ describe("acp sign", () => {
 
   it("keeps the routing headers a message already has", async () => {
     const { alphaKey } = await workspace();
-    const routed = seedRequest();
+    const routed = exampleRequest();
     routed.params.headers["recipient-id"] = "agent-gamma";
     routed.params.headers["message-id"] = "msg-0000-fixed";
     const result = await runAcp(["sign", "--key", alphaKey], { input: JSON.stringify(routed) });
@@ -134,14 +134,14 @@ describe("acp sign", () => {
   it("refuses an invalid message with its JSON-RPC error, and a bad key file by field", async () => {
     const { alphaKey, dir } = await workspace();
     const invalid = await runAcp(["sign", "--key", alphaKey, "--to", "agent-beta"], {
-      input: JSON.stringify({ ...seedRequest(), id: undefined }),
+      input: JSON.stringify({ ...exampleRequest(), id: undefined }),
     });
     expect(invalid.code).toBe(1);
     expect(JSON.parse(invalid.stdout).data.problems[0].path).toBe("/id");
     const badKey = join(dir, "bad.key.json");
     writeFileSync(badKey, JSON.stringify({ ...alpha, signing: { ...alpha.signing, d: "x" } }));
     const result = await runAcp(["sign", "--key", badKey, "--to", "agent-beta"], {
-      input: JSON.stringify(seedRequest()),
+      input: JSON.stringify(exampleRequest()),
     });
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(
@@ -153,7 +153,7 @@ describe("acp sign", () => {
 describe("acp verify", () => {
   async function signedText(
     files: Awaited<ReturnType<typeof workspace>>,
-    input = JSON.stringify(seedRequest()),
+    input = JSON.stringify(exampleRequest()),
   ) {
     const result = await runAcp(["sign", "--key", files.alphaKey, "--to", "agent-beta", "--compact"], {
       input,

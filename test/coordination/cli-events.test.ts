@@ -7,7 +7,7 @@ import { acpSession, startAcpSession } from "./helpers.js";
 describe("acp session log / events / timeline / counts", { timeout: 120_000 }, () => {
   const tmp = useTmpDir();
 
-  it("logs every event type and filters them the way the seed's jq recipes do", async () => {
+  it("logs every event type and filters them the way the coordination protocol's jq recipes do", async () => {
     const root = tmp();
     const { id } = await Session.create({ root });
     const env = { ACP_SESSION_ID: id };

@@ -28,7 +28,7 @@ async function rejection(promise: Promise<unknown>): Promise<CoordinationError> 
 describe("coordination.json written by hand", () => {
   const tmp = useTmpDir();
 
-  it("reads the seed's own example", async () => {
+  it("reads the coordination protocol's own example", async () => {
     const session = await Session.create({ root: tmp() });
     const agents = `    "security-analyzer": {
       "status": "completed",

@@ -9,7 +9,7 @@ const ID = "a1b2c3d4-e5f6-7890-abcd-ef1234567890";
 describe("Session", () => {
   const tmp = useTmpDir();
 
-  it("creates the seed's layout and opens it again by id or from the environment", async () => {
+  it("creates the coordination protocol's layout and opens it again by id or from the environment", async () => {
     const root = tmp();
     const session = await Session.create({ root, projectType: "web_app", projectPath: "/src/app" });
     expect(session.id).toMatch(/^[0-9a-f-]{36}$/);
@@ -22,11 +22,11 @@ describe("Session", () => {
       agents: {},
     });
     expect((await Session.open({ root, id: session.id })).paths.dir).toBe(session.paths.dir);
-    const fromSeedVariable = await Session.fromEnvironment({
+    const fromCoordinationVariable = await Session.fromEnvironment({
       env: { ACP_CONTEXT_DIR: root, CLAUDE_SESSION_ID: session.id },
     });
-    expect(fromSeedVariable.id).toBe(session.id);
-    // ACP_SESSION_ID wins over the seed's variable; --session wins over both.
+    expect(fromCoordinationVariable.id).toBe(session.id);
+    // ACP_SESSION_ID wins over the coordination protocol's variable; --session wins over both.
     await expect(
       Session.fromEnvironment({
         env: { ACP_CONTEXT_DIR: root, ACP_SESSION_ID: ID, CLAUDE_SESSION_ID: session.id },
@@ -56,7 +56,7 @@ describe("Session", () => {
     await expect(Session.fromEnvironment({ env: {} })).rejects.toThrow(/no session given/);
   });
 
-  it("applies the seed's status rules when updating an agent", async () => {
+  it("applies the coordination protocol's status rules when updating an agent", async () => {
     const session = await Session.create({ root: tmp() });
     const waiting = await session.updateAgent("gen", {
       status: "waiting",

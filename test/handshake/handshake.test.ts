@@ -145,7 +145,7 @@ describe("the four-step handshake between two agents", () => {
     expect(a.handshakes.get("agent-beta").trust?.level).toBe("baseline");
   });
 
-  it("walks the steps in the seed's order and reports each one", () => {
+  it("walks the steps in the core protocol's order and reports each one", () => {
     const { a, b } = establishedPair();
     const steps = (events: HandshakeEvent[]) => events.map((e) => `${e.step}:${e.direction}`);
     expect(steps(a.events)).toEqual([

@@ -7,7 +7,7 @@ const basis = (knownPrincipal: boolean, sharedContext: boolean, layers: number[]
   layers,
 });
 
-describe("initial trust from the seed's four bases", () => {
+describe("initial trust from the core protocol's four bases", () => {
   it.each([
     ["unknown principal: baseline", basis(false, false, [0]), 0.3, "baseline", 0.6],
     [

@@ -10,7 +10,7 @@ import {
   splitIntoDeltas,
 } from "../../src/mcp/index.js";
 
-describe("combineDelta: every example of seed 001", () => {
+describe("combineDelta: every example of the MCP agents capability", () => {
   it("different types cannot be combined: 1 + ['hello'] is an error", () => {
     expect(() => combineDelta(1, ["hello"])).toThrow(DeltaCombineError);
   });
@@ -58,14 +58,14 @@ describe("combineDelta: every example of seed 001", () => {
   it('[] + ["general", "Kenobi"] => ["general", "Kenobi"]', () => {
     expect(combineDelta([], ["general", "Kenobi"])).toEqual(["general", "Kenobi"]);
   });
-  it("the seed's progress example: deltas of {text} build the text", () => {
+  it("the MCP agents capability's progress example: deltas of {text} build the text", () => {
     expect(combineDeltas([{ text: "Howd" }, { text: "y back" }, { text: " at ya!" }])).toEqual({
       text: "Howdy back at ya!",
     });
   });
 });
 
-describe("combineDelta: errors and the choices the seed leaves open", () => {
+describe("combineDelta: errors and the choices the MCP agents capability leaves open", () => {
   it("a type mismatch names both types and the JSON path", () => {
     const attempt = () => combineDelta({ a: { b: ["x", 1] } }, { a: { b: [null, "y"], c: 1 }, d: "z" });
     expect(attempt).not.toThrow();

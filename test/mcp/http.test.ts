@@ -101,7 +101,7 @@ describe("the agents capability over Streamable HTTP", () => {
     expect(deltas.reduce<JsonValue | undefined>((acc, d) => combineDelta(acc, d), undefined)).toEqual(output);
   });
 
-  it("a stock SDK client with its own progressToken gets the seed's deltas and standard progress", async () => {
+  it("a stock SDK client with its own progressToken gets the agents capability's deltas and standard progress", async () => {
     const stock = await (await startHost(testAgents())).stockClient();
     const deltas: JsonValue[] = [];
     const progress: unknown[] = [];

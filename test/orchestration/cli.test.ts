@@ -64,7 +64,7 @@ describe("acp command … (the real binary against a real gateway)", { timeout: 
       ACP_ADMIN_TOKEN: gw.adminToken,
       ACP_APPROVALS_STORE: "",
     };
-    // No acp.yaml in the working directory: the seed's defaults (approval_threshold high).
+    // No acp.yaml in the working directory: the command layer's defaults (approval_threshold high).
   });
   afterEach(async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);

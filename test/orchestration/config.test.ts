@@ -14,8 +14,8 @@ import { useTmpDir } from "../helpers/tmp.js";
 
 const tmp = useTmpDir("acp-config-");
 
-/** The seed's configuration, verbatim. */
-const SEED_YAML = `acp:
+/** The command layer's example configuration, verbatim. */
+const EXAMPLE_YAML = `acp:
   version: "2.0"
 
   timeouts:
@@ -50,9 +50,9 @@ function errorOf(fn: () => unknown): ConfigError {
 }
 
 describe("acp.yaml", () => {
-  it("loads the seed's configuration, and its values are the defaults", async () => {
+  it("loads the command layer's example configuration, and its values are the defaults", async () => {
     const file = join(tmp(), "acp.yaml");
-    writeFileSync(file, SEED_YAML);
+    writeFileSync(file, EXAMPLE_YAML);
     const config = await loadConfig(file);
     expect(config).toEqual(defaultConfig());
     expect(config).toMatchObject({
@@ -73,19 +73,21 @@ describe("acp.yaml", () => {
 
   it("an unknown key is an error naming the file, line and key path", () => {
     const err = errorOf(() =>
-      parseConfig(SEED_YAML.replace("max_parallel: 5", "max_paralel: 5"), "conf/acp.yaml"),
+      parseConfig(EXAMPLE_YAML.replace("max_parallel: 5", "max_paralel: 5"), "conf/acp.yaml"),
     );
     expect(err.message).toBe("conf/acp.yaml:22: acp.performance.max_paralel: unknown key");
     expect(err.problems).toEqual([{ path: "acp.performance.max_paralel", line: 22, message: "unknown key" }]);
   });
 
   it("a wrong type is an error naming the key", () => {
-    const err = errorOf(() => parseConfig(SEED_YAML.replace("default: 30000", 'default: "30s"'), "acp.yaml"));
+    const err = errorOf(() =>
+      parseConfig(EXAMPLE_YAML.replace("default: 30000", 'default: "30s"'), "acp.yaml"),
+    );
     expect(err.message).toMatch(
       /^acp\.yaml:5: acp\.timeouts\.default: must be a whole number of milliseconds/,
     );
     const threshold = errorOf(() =>
-      parseConfig(SEED_YAML.replace("approval_threshold: high", "approval_threshold: urgent")),
+      parseConfig(EXAMPLE_YAML.replace("approval_threshold: high", "approval_threshold: urgent")),
     );
     expect(threshold.message).toContain(
       "acp.security.approval_threshold: must be one of low, medium, high, critical, none",

@@ -80,7 +80,7 @@ describe("retry with exponential backoff (fake timers)", () => {
     expect(calls).toBe(2);
   });
 
-  it("never retries a failure that is not recoverable (the seed's sample did)", async () => {
+  it("never retries a failure that is not recoverable (the command layer's sample code did)", async () => {
     const { orch } = orchestrator({ retry: { max_attempts: 5 } });
     const refusing = recording(() => {
       throw new CommandError("user_error", "bad parameter", { recoverable: true });
@@ -221,7 +221,7 @@ describe("fallback agents", () => {
     expect(audit.commands()[1]?.messageId).toBe(response.commandId);
   });
 
-  it("skips a fallback that lacks the command's permissions (the seed's sample did not check)", async () => {
+  it("skips a fallback that lacks the command's permissions (the command layer's sample code did not check)", async () => {
     const { orch } = orchestrator({ retry: { max_attempts: 1 } });
     const unprivileged = recording();
     const privileged = recording(() => ({ data: "done by privileged" }));

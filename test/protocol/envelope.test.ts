@@ -18,7 +18,7 @@ import {
   betaSigner,
   keyRing,
   mutated,
-  seedRequest,
+  exampleRequest,
   senderOf,
 } from "./fixtures.js";
 
@@ -27,7 +27,7 @@ const SENT_AT = Date.parse("2026-02-14T14:30:00Z");
 const clockAt = (ms: number) => () => ms;
 
 function signedRequest(options: { at?: number; messageId?: string; to?: string } = {}) {
-  const request = buildRequest(senderOf(alpha), options.to ?? "agent-beta", seedRequest().params.body, {
+  const request = buildRequest(senderOf(alpha), options.to ?? "agent-beta", exampleRequest().params.body, {
     now: new Date(options.at ?? SENT_AT),
     messageId: options.messageId ?? "9b2f1d3e-0c4a-4e8b-a1f2-3c4d5e6f7a8b",
   });
@@ -67,7 +67,7 @@ describe("verifyEnvelope: the receive pipeline", () => {
     expect(acpErrorOf(() => verifyEnvelope(unsigned, { resolveKey: ring })).code).toBe(
       ErrorCode.SignatureMissing,
     );
-    const unrouted = signMessage(seedRequest(), alphaSigner);
+    const unrouted = signMessage(exampleRequest(), alphaSigner);
     const err = acpErrorOf(() => verifyEnvelope(unrouted, { resolveKey: ring }));
     expect(err.code).toBe(ErrorCode.InvalidParams);
     expect(err.data.problems?.map((p) => p.path)).toEqual([

@@ -11,8 +11,8 @@ import {
   type SenderIdentity,
 } from "../../src/protocol/index.js";
 
-/** The seed's own examples (seed 000, sections 3.1 and 8), verbatim. */
-export function seedAnnounce() {
+/** The ACP core protocol's own examples (its announce, request and response), verbatim. */
+export function exampleAnnounce() {
   return {
     jsonrpc: "2.0",
     method: "agent.announce",
@@ -35,7 +35,7 @@ export function seedAnnounce() {
   };
 }
 
-export function seedRequest() {
+export function exampleRequest() {
   return {
     jsonrpc: "2.0",
     method: "agent.request",
@@ -59,7 +59,7 @@ export function seedRequest() {
   };
 }
 
-export function seedResponse() {
+export function exampleResponse() {
   return {
     jsonrpc: "2.0",
     result: {
@@ -81,7 +81,7 @@ export function seedResponse() {
   };
 }
 
-/** A handoff in the seed's terms: what is completed, what remains, and the context. */
+/** A handoff in the core protocol's terms: what is completed, what remains, and the context. */
 export function sampleHandoff() {
   return {
     jsonrpc: "2.0",

@@ -11,9 +11,9 @@ import {
   mutated,
   problemPaths,
   sampleHandoff,
-  seedAnnounce,
-  seedRequest,
-  seedResponse,
+  exampleAnnounce,
+  exampleRequest,
+  exampleResponse,
 } from "./fixtures.js";
 
 type Json = Record<string, unknown>;
@@ -33,11 +33,11 @@ function expectRejected(input: unknown, code: number, path: string, options = {}
   return err;
 }
 
-describe("the seed's own examples", () => {
+describe("the core protocol's own examples", () => {
   it.each([
-    ["announce (section 3.1)", seedAnnounce(), "notification", "agent-alpha"],
-    ["request (section 8)", seedRequest(), "request", "agent-alpha"],
-    ["response (section 8)", seedResponse(), "response", "agent-beta"],
+    ["announce (section 3.1)", exampleAnnounce(), "notification", "agent-alpha"],
+    ["request (section 8)", exampleRequest(), "request", "agent-alpha"],
+    ["response (section 8)", exampleResponse(), "response", "agent-beta"],
     ["a handoff with completed, remaining and context", sampleHandoff(), "handoff", "agent-alpha"],
   ])("%s validates", (_name, message, kind, from) => {
     const valid = validateMessage(message);
@@ -46,7 +46,7 @@ describe("the seed's own examples", () => {
   });
 
   it("returns the very object it checked (no copy, no stripped members)", () => {
-    const request = { ...seedRequest(), extension: { x: 1 } };
+    const request = { ...exampleRequest(), extension: { x: 1 } };
     expect(validateMessage(request)).toBe(request);
   });
 });
@@ -63,7 +63,7 @@ const SIX_HEADERS = [
 describe("missing headers are rejected before any processing (-32602)", () => {
   it.each(SIX_HEADERS)("request without %s", (name) => {
     const err = expectRejected(
-      mutated(seedRequest(), (m) => delete headersOfMethod(m)[name]),
+      mutated(exampleRequest(), (m) => delete headersOfMethod(m)[name]),
       ErrorCode.InvalidParams,
       `/params/headers/${name}`,
     );
@@ -72,7 +72,7 @@ describe("missing headers are rejected before any processing (-32602)", () => {
 
   it.each(SIX_HEADERS)("response without %s", (name) => {
     expectRejected(
-      mutated(seedResponse(), (m) => delete m.result.headers[name]),
+      mutated(exampleResponse(), (m) => delete m.result.headers[name]),
       ErrorCode.InvalidParams,
       `/result/headers/${name}`,
     );
@@ -80,7 +80,7 @@ describe("missing headers are rejected before any processing (-32602)", () => {
 
   it.each(SIX_HEADERS)("announce without %s", (name) => {
     expectRejected(
-      mutated(seedAnnounce(), (m) => delete m.params.headers[name]),
+      mutated(exampleAnnounce(), (m) => delete m.params.headers[name]),
       ErrorCode.InvalidParams,
       `/params/headers/${name}`,
     );
@@ -88,7 +88,7 @@ describe("missing headers are rejected before any processing (-32602)", () => {
 
   it("lists every problem at once, each with its own pointer", () => {
     const err = expectRejected(
-      mutated(seedRequest(), (m) => {
+      mutated(exampleRequest(), (m) => {
         delete m.params.headers["agent-id"];
         m.params.headers.timestamp = "yesterday";
       }),
@@ -100,7 +100,7 @@ describe("missing headers are rejected before any processing (-32602)", () => {
 
   it("a message without headers at all", () => {
     expectRejected(
-      mutated(seedRequest(), (m) => delete (m.params as Partial<Json>).headers),
+      mutated(exampleRequest(), (m) => delete (m.params as Partial<Json>).headers),
       ErrorCode.InvalidParams,
       "/params/headers",
     );
@@ -108,7 +108,7 @@ describe("missing headers are rejected before any processing (-32602)", () => {
 
   it("headers that are not an object", () => {
     expectRejected(
-      mutated(seedRequest(), (m) => ((m.params as Json).headers = ["agent-alpha"])),
+      mutated(exampleRequest(), (m) => ((m.params as Json).headers = ["agent-alpha"])),
       ErrorCode.InvalidParams,
       "/params/headers",
     );
@@ -141,14 +141,14 @@ describe("malformed headers are rejected (-32602), naming the header", () => {
     ["recipient-id", "agent.beta", ""],
   ])("%s = %j", (name, value, suffix) => {
     expectRejected(
-      mutated(seedRequest(), (m) => (m.params.headers[name] = value)),
+      mutated(exampleRequest(), (m) => (m.params.headers[name] = value)),
       ErrorCode.InvalidParams,
       `/params/headers/${name}${suffix}`,
     );
   });
 
   it("accepts an offset timestamp, fractional seconds, a pre-release version and unknown extra headers", () => {
-    const message = mutated(seedRequest(), (m) => {
+    const message = mutated(exampleRequest(), (m) => {
       m.params.headers.timestamp = "2026-02-14T15:30:00.123+01:00";
       m.params.headers["trust-layer-version"] = "1.1.0-rc.1";
       m.params.headers["x-trace"] = "abc";
@@ -161,11 +161,11 @@ describe("malformed headers are rejected (-32602), naming the header", () => {
 describe("id rules (-32600 at /id)", () => {
   it("a notification with an id", () => {
     const notification = {
-      ...seedRequest(),
+      ...exampleRequest(),
       method: "agent.notification",
       params: {
-        ...seedRequest().params,
-        headers: { ...seedRequest().params.headers, "message-type": "notification" },
+        ...exampleRequest().params,
+        headers: { ...exampleRequest().params.headers, "message-type": "notification" },
       },
     };
     const err = expectRejected(notification, ErrorCode.InvalidRequest, "/id");
@@ -175,12 +175,12 @@ describe("id rules (-32600 at /id)", () => {
   });
 
   it.each(["agent.announce", "agent.capabilities"])("%s with an id", (method) => {
-    expectRejected({ ...seedAnnounce(), method, id: "x-1" }, ErrorCode.InvalidRequest, "/id");
+    expectRejected({ ...exampleAnnounce(), method, id: "x-1" }, ErrorCode.InvalidRequest, "/id");
   });
 
   it("a request without an id", () => {
     const err = expectRejected(
-      mutated(seedRequest(), (m) => delete (m as Partial<Json>).id),
+      mutated(exampleRequest(), (m) => delete (m as Partial<Json>).id),
       ErrorCode.InvalidRequest,
       "/id",
     );
@@ -197,7 +197,7 @@ describe("id rules (-32600 at /id)", () => {
 
   it("a response without an id (it must reference the request's id)", () => {
     const err = expectRejected(
-      mutated(seedResponse(), (m) => delete (m as Partial<Json>).id),
+      mutated(exampleResponse(), (m) => delete (m as Partial<Json>).id),
       ErrorCode.InvalidRequest,
       "/id",
     );
@@ -211,12 +211,12 @@ describe("id rules (-32600 at /id)", () => {
     ["a fraction", 1.5],
     ["an object", { id: 1 }],
   ])("a request whose id is %s", (_name, id) => {
-    expectRejected({ ...seedRequest(), id }, ErrorCode.InvalidRequest, "/id");
+    expectRejected({ ...exampleRequest(), id }, ErrorCode.InvalidRequest, "/id");
   });
 
   it("accepts integer ids", () => {
-    expect(() => validateMessage({ ...seedRequest(), id: 7 })).not.toThrow();
-    expect(() => validateMessage({ ...seedResponse(), id: 7 })).not.toThrow();
+    expect(() => validateMessage({ ...exampleRequest(), id: 7 })).not.toThrow();
+    expect(() => validateMessage({ ...exampleResponse(), id: 7 })).not.toThrow();
   });
 });
 
@@ -263,14 +263,14 @@ describe("handoff bodies must say what is completed, what remains, and the conte
 describe("handshake message bodies (-32602)", () => {
   it.each(["capabilities", "purpose"])("an announce without %s", (part) => {
     expectRejected(
-      mutated(seedAnnounce(), (m) => delete m.params.body[part]),
+      mutated(exampleAnnounce(), (m) => delete m.params.body[part]),
       ErrorCode.InvalidParams,
       `/params/body/${part}`,
     );
   });
 
   it.each(["tools", "domains", "limits", "requests"])("a capabilities message without %s", (part) => {
-    const capabilities = mutated(seedAnnounce(), (m) => {
+    const capabilities = mutated(exampleAnnounce(), (m) => {
       m.method = "agent.capabilities";
       m.params.body = {
         tools: ["calendar"],
@@ -290,11 +290,11 @@ describe("handshake message bodies (-32602)", () => {
 
 describe("message-type must agree with the message (-32602)", () => {
   it.each<[string, () => Json, string, string]>([
-    ["a request declaring notification", seedRequest, "notification", "/params/headers/message-type"],
-    ["a request declaring handoff", seedRequest, "handoff", "/params/headers/message-type"],
+    ["a request declaring notification", exampleRequest, "notification", "/params/headers/message-type"],
+    ["a request declaring handoff", exampleRequest, "handoff", "/params/headers/message-type"],
     ["a handoff declaring request", sampleHandoff, "request", "/params/headers/message-type"],
-    ["an announce declaring request", seedAnnounce, "request", "/params/headers/message-type"],
-    ["a response declaring request", seedResponse, "request", "/result/headers/message-type"],
+    ["an announce declaring request", exampleAnnounce, "request", "/params/headers/message-type"],
+    ["a response declaring request", exampleResponse, "request", "/result/headers/message-type"],
   ])("%s", (_name, make, declared, path) => {
     const message = make();
     const headers =
@@ -305,7 +305,7 @@ describe("message-type must agree with the message (-32602)", () => {
   });
 
   it("an extension method is a request with an id and a notification without", () => {
-    const command = { ...seedRequest(), method: "agent.command" };
+    const command = { ...exampleRequest(), method: "agent.command" };
     expect(messageKind(validateMessage(command))).toBe("request");
     expectRejected(
       mutated(command as Json, (m) => delete m.id),
@@ -317,7 +317,7 @@ describe("message-type must agree with the message (-32602)", () => {
 
 describe("JSON-RPC structure (-32600 / -32700)", () => {
   it.each<[string, unknown]>([
-    ["an array", [seedRequest()]],
+    ["an array", [exampleRequest()]],
     ["a string", "agent.request"],
     ["a number", 42],
     ["null", null],
@@ -343,13 +343,13 @@ describe("JSON-RPC structure (-32600 / -32700)", () => {
     ["it has none of method, result or error", (m) => delete m.method, ""],
     ["the signature is not a detached JWS", (m) => (m.signature = "abc"), "/signature"],
   ])("%s", (_name, change, path) => {
-    expectRejected(mutated(seedRequest() as Json, change), ErrorCode.InvalidRequest, path);
+    expectRejected(mutated(exampleRequest() as Json, change), ErrorCode.InvalidRequest, path);
   });
 });
 
 describe("relayed envelopes ({envelope: true})", () => {
   const routed = () =>
-    mutated(seedRequest(), (m) => {
+    mutated(exampleRequest(), (m) => {
       m.params.headers["message-id"] = "550e8400-e29b-41d4-a716-446655440000";
       m.params.headers["recipient-id"] = "agent-beta";
       (m as Json).signature = "eyJhbGciOiJFZERTQSJ9..c2ln";

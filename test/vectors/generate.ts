@@ -30,9 +30,9 @@ import {
 import {
   fixedIdentity,
   sampleHandoff,
-  seedAnnounce,
-  seedRequest,
-  seedResponse,
+  exampleAnnounce,
+  exampleRequest,
+  exampleResponse,
 } from "../protocol/fixtures.js";
 
 type Json = Record<string, unknown>;
@@ -98,15 +98,15 @@ const routed = <M extends { params: { headers: Json } }>(message: M, messageId: 
 };
 
 function signaturesVector() {
-  const request = buildRequest(alphaSender, "agent-beta", seedRequest().params.body, {
+  const request = buildRequest(alphaSender, "agent-beta", exampleRequest().params.body, {
     now: SENT,
     messageId: "req-7f3a-4b2c-9d1e",
   });
-  const response = buildResponse(betaSender, request, seedResponse().result.body, {
+  const response = buildResponse(betaSender, request, exampleResponse().result.body, {
     now: new Date(SENT.getTime() + 5000),
     messageId: "resp-5c1d-4e2f-8a9b",
   });
-  const announce = routed(seedAnnounce(), "ann-1a2b-3c4d-5e6f", "agent-beta");
+  const announce = routed(exampleAnnounce(), "ann-1a2b-3c4d-5e6f", "agent-beta");
   const handoff = routed(sampleHandoff(), "handoff-0001", "agent-beta");
   const notification = buildNotification(
     alphaSender,
@@ -132,18 +132,23 @@ function signaturesVector() {
       "signature = protectedB64 + '..' + signatureB64; signingInput = protectedB64 + '.' + payloadB64; " +
       "payloadB64 = BASE64URL(UTF-8(canonical)); canonical = RFC 8785 JCS of the message without 'signature'.",
     cases: [
-      signatureCase("request", "agent-alpha", request, "the seed's section 8 request, routed to agent-beta"),
+      signatureCase(
+        "request",
+        "agent-alpha",
+        request,
+        "the core protocol's example request, routed to agent-beta",
+      ),
       signatureCase(
         "response",
         "agent-beta",
         response,
-        "the seed's section 8 response; id = the request's id",
+        "the core protocol's example response; id = the request's id",
       ),
       signatureCase(
         "announce",
         "agent-alpha",
         announce,
-        "the seed's section 3.1 announce with routing headers",
+        "the core protocol's example announce with routing headers",
       ),
       signatureCase("handoff", "agent-alpha", handoff, "completed, remaining and context"),
       signatureCase(
@@ -170,7 +175,7 @@ function signWithHeader(message: Json, header: Json, key: KeyName) {
 }
 
 function invalidVector() {
-  const plain = seedRequest();
+  const plain = exampleRequest();
   const request = (id: string, at = SENT) =>
     buildRequest(alphaSender, "agent-beta", plain.params.body, { now: at, messageId: id });
   const signed = <M extends object>(message: M, key: KeyName = "agent-alpha") =>
@@ -221,7 +226,7 @@ function invalidVector() {
     })),
     {
       name: "notification-with-id",
-      message: { ...seedAnnounce(), id: "ann-1" },
+      message: { ...exampleAnnounce(), id: "ann-1" },
       expect: { code: -32600, paths: ["/id"] },
     },
     {
@@ -231,7 +236,7 @@ function invalidVector() {
     },
     {
       name: "response-without-id",
-      message: change(seedResponse() as Json, (m) => delete m.id),
+      message: change(exampleResponse() as Json, (m) => delete m.id),
       expect: { code: -32600, paths: ["/id"] },
     },
     ...["completed", "remaining", "context"].map((part) => ({

@@ -111,7 +111,7 @@ describe("test vectors", () => {
     });
 
     it("the envelope passes the receive pipeline and an independent JWS verifier (jose)", async () => {
-      // No replay window here: some of these keep the seed's own timestamps (invalid.json covers freshness).
+      // No replay window here: some of these keep the core protocol's example timestamps (invalid.json covers freshness).
       expect(verifyEnvelope(JSON.stringify(c.envelope), { resolveKey: registry([c.key]) }).kid).toBe(
         createSigner(identity(c.key)).kid,
       );
