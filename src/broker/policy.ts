@@ -8,6 +8,8 @@ import type { CommonBrokerOptions, MessageStatus } from "./types.js";
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 export const DEFAULT_MAX_IN_FLIGHT = 32;
+/** The platform flavour's "5 retry attempts": the first delivery and five more. */
+export const DEFAULT_MAX_DELIVER = 6;
 
 export type Warn = (message: string) => void;
 
@@ -43,7 +45,7 @@ export function resolvePolicy(options: CommonBrokerOptions): BrokerPolicy {
   const delivery = options.delivery ?? {};
   const policy: BrokerPolicy = {
     ackWaitMs: positive(delivery.ackWaitMs, 30_000, "delivery.ackWaitMs"),
-    maxDeliver: positive(delivery.maxDeliver, 5, "delivery.maxDeliver"),
+    maxDeliver: positive(delivery.maxDeliver, DEFAULT_MAX_DELIVER, "delivery.maxDeliver"),
     backoffFactor: positive(delivery.backoffFactor, 2, "delivery.backoffFactor", false),
     retentionMs: positive(options.retentionMs, 7 * DAY_MS, "retentionMs"),
     recordRetentionMs: positive(options.recordRetentionMs, 30 * DAY_MS, "recordRetentionMs"),

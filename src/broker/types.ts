@@ -209,7 +209,7 @@ export interface Broker {
 export interface DeliveryOptions {
   /** Time to acknowledge the first delivery before it is redelivered. Default 30 s. */
   ackWaitMs?: number;
-  /** Deliveries per message before it is dead-lettered. Default 5. */
+  /** Deliveries per message before it is dead-lettered. Default 6: the first and 5 retries. */
   maxDeliver?: number;
   /** Each further ack wait is this many times the previous one. Default 2. */
   backoffFactor?: number;

@@ -196,6 +196,21 @@ export function deliveryConformance(ctx: SuiteContext): void {
       expect(list.items.map((item) => item.id)).toEqual([input.id]);
     });
 
+    it("retries 5 times after the first delivery by default (the platform flavour's rule), then dead-letters", async () => {
+      const broker = await ctx.open(await ctx.harness(), { delivery: { ackWaitMs: 150, backoffFactor: 1 } });
+      const input = message("alice", "bob");
+      await broker.submit(input);
+      const inbox = reader(await broker.openInbox("bob"));
+      for (let attempt = 1; attempt <= 6; attempt++) expect((await inbox.next()).attempt).toBe(attempt);
+      const status = await eventually(async () => {
+        const current = await broker.status(input.id);
+        expect(current?.status).toBe("failed");
+        return current!;
+      });
+      expect(status).toMatchObject({ retryCount: 5, deadLetter: { reason: "max-deliveries" } });
+      expect(status.lastError).toMatch(/6 deliveries/);
+    });
+
     it("rejects with a reason: failed with a dead-letter record, never redelivered", async () => {
       const broker = await ctx.open(await ctx.harness(), { delivery: { ackWaitMs: 300 } });
       const input = message("alice", "bob");

@@ -58,13 +58,13 @@ describeWithNats("NATS broker operations", () => {
       expect(inbox.duplicate_window).toBeGreaterThanOrEqual(10 * 60 * 1000 * NS);
       expect((await jsm.streams.info(INDEX_STREAM)).config.subjects).toEqual(["acp.index.*.*"]);
       const consumer = (await jsm.consumers.info(INBOX_STREAM, consumerName("bob"))).config;
-      // The broker counts attempts itself (maxDeliver 5); JetStream's own limit stays out of the way.
+      // The broker counts attempts itself (maxDeliver 6: 1 + 5 retries); JetStream's own limit stays out of the way.
       expect(consumer).toMatchObject({
         filter_subject: "agent.bob.inbox",
         ack_policy: "explicit",
         max_deliver: 1_000_000,
       });
-      expect(consumer.backoff).toEqual([5_000, 10_000, 20_000, 40_000].map((ms) => ms * NS));
+      expect(consumer.backoff).toEqual([5_000, 10_000, 20_000, 40_000, 80_000].map((ms) => ms * NS));
       expect((await jsm.streams.info("KV_acp_message_status")).config.storage).toBe("file");
     } finally {
       await nc.close();
