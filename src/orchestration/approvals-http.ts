@@ -1,5 +1,6 @@
 import { GatewayUnreachableError, normaliseGatewayUrl, requestGatewayJson } from "../client/index.js";
 import { AcpError } from "../protocol/index.js";
+import { DASHBOARD_API } from "../wire/api.js";
 import {
   type ApprovalDecision,
   type ApprovalFilter,
@@ -10,6 +11,8 @@ import {
 import { sleep } from "./retry.js";
 
 export const APPROVALS_PATH = "/api/v1/approvals";
+/** The approvals a principal decides, with its principal token (the dashboard's and the CLI's). */
+export const PRINCIPAL_APPROVALS_PATH = `${DASHBOARD_API}/approvals`;
 /** Each long-poll asks the gateway to hold the request this long (it caps it at 30 s). */
 const LONG_POLL_SECONDS = 25;
 const RETRY_MS = 1000;
@@ -105,6 +108,54 @@ export class HttpApprovalStore implements ApprovalStore {
       headers: { authorization: `Bearer ${this.credential}` },
       ...(body !== undefined ? { body } : {}),
       ...(signal ? { signal } : {}),
+    });
+  }
+}
+
+/**
+ * The approvals a human principal decides (`/api/v1/dashboard/approvals`), with its principal
+ * token: those asked of it and those its agents asked. The gateway records the decision as
+ * `principal:<id>`, so a decision names no one else. `acp approvals --principal-token` uses it.
+ */
+export class PrincipalApprovalClient implements Pick<ApprovalStore, "get" | "list" | "decide" | "close"> {
+  private readonly baseUrl: string;
+
+  constructor(private readonly options: { gateway: string; principalToken: string }) {
+    this.baseUrl = normaliseGatewayUrl(options.gateway);
+  }
+
+  async get(id: string): Promise<ApprovalRecord | null> {
+    try {
+      return ApprovalRecord.parse(await this.call("GET", `/${encodeURIComponent(id)}`));
+    } catch (err) {
+      if (err instanceof AcpError && err.reason === "NotFound") return null;
+      throw err;
+    }
+  }
+
+  /** Oldest first, as every ApprovalStore lists (the dashboard's API answers newest first). */
+  async list(filter: Pick<ApprovalFilter, "status"> = {}): Promise<ApprovalRecord[]> {
+    const query = filter.status ? `?status=${encodeURIComponent(filter.status)}` : "";
+    const page = (await this.call("GET", query)) as { approvals: unknown[] };
+    return page.approvals.map((record) => ApprovalRecord.parse(record)).reverse();
+  }
+
+  /** `decision.by` is not sent: the gateway names the principal the token belongs to. */
+  async decide(id: string, decision: ApprovalDecision): Promise<ApprovalRecord> {
+    if (decision.decision === "cancelled") {
+      throw new AcpError("Forbidden", "a principal approves or denies; only the requester cancels");
+    }
+    const path = `/${encodeURIComponent(id)}/${ACTION[decision.decision]}`;
+    const body = decision.note !== undefined ? { note: decision.note } : {};
+    return ApprovalRecord.parse(await this.call("POST", path, body));
+  }
+
+  async close(): Promise<void> {}
+
+  private call(method: string, path: string, body?: unknown): Promise<unknown> {
+    return requestGatewayJson(this.baseUrl, method, `${PRINCIPAL_APPROVALS_PATH}${path}`, {
+      headers: { authorization: `Bearer ${this.options.principalToken}` },
+      ...(body !== undefined ? { body } : {}),
     });
   }
 }

@@ -7,7 +7,12 @@ export {
   type ApprovalStore,
   type NewApproval,
 } from "./approvals.js";
-export { APPROVALS_PATH, HttpApprovalStore } from "./approvals-http.js";
+export {
+  APPROVALS_PATH,
+  HttpApprovalStore,
+  PRINCIPAL_APPROVALS_PATH,
+  PrincipalApprovalClient,
+} from "./approvals-http.js";
 export { APPROVALS_BUCKET, KvApprovalStore } from "./approvals-kv.js";
 export { SqliteApprovalStore } from "./approvals-sqlite.js";
 export { AuditLogCommandSink, type CommandAuditEntry, type CommandAuditSink } from "./audit.js";

@@ -3,9 +3,11 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { AcpAgent } from "../../src/client/index.js";
 import { writeIdentityFile } from "../../src/identity/index.js";
+import { PrincipalAdminClient } from "../../src/client/principals.js";
 import {
   CommandError,
   type CommandHandler,
+  HttpApprovalStore,
   Orchestrator,
   SqliteApprovalStore,
   serveCommands,
@@ -320,6 +322,94 @@ describe("acp approvals with a local store", { timeout: 60_000 }, () => {
       env: { ACP_GATEWAY: "", ACP_ADMIN_TOKEN: "", ACP_APPROVALS_STORE: "" },
     });
     expect(result.code).toBe(1);
-    expect(result.stderr).toContain("no approvals given: pass --gateway URL with --admin-token");
+    expect(result.stderr).toContain(
+      "no approvals given: pass --gateway URL with --principal-token or --admin-token",
+    );
+  });
+});
+
+describe("acp approvals with a principal token", { timeout: 90_000 }, () => {
+  const cleanups: (() => Promise<unknown>)[] = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
+  });
+
+  it("a principal lists, shows, approves and denies its own agents' approvals, and sees no one else's", async () => {
+    const gw = await startTestGateway();
+    cleanups.push(() => gw.close());
+    const asker = await gw.register("carols-agent", "carol");
+    const stranger = await gw.register("daves-agent", "dave");
+    const ask = async (agent: TestAgent, action: "EXECUTE" | "REFACTOR") =>
+      new HttpApprovalStore({ gateway: gw.url, credential: agent.apiKey }).create({
+        command: new Orchestrator({ id: agent.identity.agentId, audit: false }).command({
+          to: "deployer",
+          action,
+        }),
+        fallbacks: [],
+        reason: `${action} needs a human`,
+        requestedBy: agent.identity.agentId,
+        principal: "ignored: the gateway sets it",
+        timeoutMs: 600_000,
+      });
+    const first = await ask(asker, "EXECUTE");
+    const second = await ask(asker, "REFACTOR");
+    const others = await ask(stranger, "EXECUTE");
+    const admin = new PrincipalAdminClient({ gateway: gw.url, adminToken: gw.adminToken });
+    const carol = (await admin.add("carol")).token;
+    const env = {
+      ACP_GATEWAY: gw.url,
+      ACP_PRINCIPAL_TOKEN: carol,
+      ACP_ADMIN_TOKEN: "",
+      ACP_APPROVALS_STORE: "",
+    };
+    const acp = (args: string[]) => runAcp(["approvals", ...args], { env });
+
+    const listed = await acp(["list", "--json"]);
+    expect(listed.code).toBe(0);
+    // Oldest first, as with the admin token; dave's approval is not carol's to see.
+    expect(JSON.parse(listed.stdout).approvals.map((a: { id: string }) => a.id)).toEqual([
+      first.id,
+      second.id,
+    ]);
+    expect((await acp(["list"])).stdout).toContain(`${first.id}  pending  EXECUTE → deployer`);
+    expect((await acp(["show", first.id])).stdout).toContain("why: EXECUTE needs a human");
+    const hidden = await acp(["show", others.id]);
+    expect(hidden.code).toBe(1);
+    expect(hidden.stderr).toContain(`no approval ${others.id}`);
+    const notHers = await acp(["approve", others.id]);
+    expect(notHers.code).toBe(1);
+    expect(notHers.stderr).toContain(`no approval ${others.id}`);
+
+    const approved = await acp(["approve", first.id, "--note", "go", "--json"]);
+    expect(JSON.parse(approved.stdout)).toMatchObject({
+      status: "approved",
+      decidedBy: "principal:carol",
+      note: "go",
+    });
+    const byOther = await acp(["deny", second.id, "--by", "mallory"]);
+    expect(byOther.code).toBe(1);
+    expect(byOther.stderr).toContain("--by is not taken with a principal token");
+    // A flag beats the environment: the admin token given on the command line is used.
+    const both = await runAcp(
+      ["approvals", "list", "--admin-token", gw.adminToken, "--principal-token", carol],
+      {
+        env,
+      },
+    );
+    expect(both.stderr).toContain("give either --principal-token or --admin-token, not both");
+    expect((await acp(["deny", second.id, "--reason", "not today"])).stdout).toBe(
+      `${second.id}: denied (REFACTOR → deployer)\n`,
+    );
+    expect((await acp(["list"])).stdout).toBe(`no pending approvals at ${gw.url}\n`);
+    expect(
+      await new HttpApprovalStore({ gateway: gw.url, credential: stranger.apiKey }).get(others.id),
+    ).toMatchObject({
+      status: "pending",
+    });
+
+    await admin.revoke("carol");
+    const revoked = await acp(["list"]);
+    expect(revoked.code).toBe(1);
+    expect(revoked.stderr).toContain("unknown or revoked principal token");
   });
 });

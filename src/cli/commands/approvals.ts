@@ -5,6 +5,7 @@ import {
   ApprovalStatus,
   type ApprovalStore,
   HttpApprovalStore,
+  PrincipalApprovalClient,
   SqliteApprovalStore,
 } from "../../orchestration/index.js";
 import { CliError, printJson, printLine } from "../io.js";
@@ -13,37 +14,56 @@ import { failed } from "./agent.js";
 interface ApprovalFlags {
   gateway?: string;
   adminToken?: string;
+  principalToken?: string;
   store?: string;
   json?: boolean;
 }
 
+/** What `acp approvals` does with approvals: every store, and a principal's view at a gateway. */
+type ApprovalDesk = Pick<ApprovalStore, "get" | "list" | "decide" | "close">;
+
 /** An environment variable, unset when empty. */
 const env = (name: string) => process.env[name] || undefined;
 
-/** Where approvals live: a gateway (admin token) or a local SQLite file, never both. */
-function storeOf(flags: ApprovalFlags): { store: ApprovalStore; where: string } {
+/**
+ * Where approvals live: a gateway (a principal token: the principal's own; or the admin token: all)
+ * or a local SQLite file, never both. A flag beats an environment variable of the other kind.
+ */
+function deskOf(flags: ApprovalFlags): { desk: ApprovalDesk; where: string; principal: boolean } {
   const file = flags.store ?? env("ACP_APPROVALS_STORE");
   const gateway = flags.gateway ?? (file === undefined ? env("ACP_GATEWAY") : undefined);
   if (file !== undefined && gateway !== undefined)
     throw new CliError("give either --gateway or --store, not both");
-  if (file !== undefined) return { store: SqliteApprovalStore.open(file), where: file };
+  if (file !== undefined) return { desk: SqliteApprovalStore.open(file), where: file, principal: false };
   if (gateway === undefined) {
     throw new CliError(
-      "no approvals given: pass --gateway URL with --admin-token (or ACP_GATEWAY/ACP_ADMIN_TOKEN), or --store FILE",
+      "no approvals given: pass --gateway URL with --principal-token or --admin-token (or ACP_GATEWAY with ACP_PRINCIPAL_TOKEN or ACP_ADMIN_TOKEN), or --store FILE",
     );
+  }
+  if (flags.principalToken !== undefined && flags.adminToken !== undefined)
+    throw new CliError("give either --principal-token or --admin-token, not both");
+  const principalToken =
+    flags.principalToken ?? (flags.adminToken === undefined ? env("ACP_PRINCIPAL_TOKEN") : undefined);
+  if (principalToken) {
+    const desk = new PrincipalApprovalClient({ gateway, principalToken });
+    return { desk, where: gateway, principal: true };
   }
   const token = flags.adminToken ?? env("ACP_ADMIN_TOKEN");
   if (!token)
     throw new CliError(
-      "deciding approvals at a gateway needs its admin token: pass --admin-token TOKEN or set ACP_ADMIN_TOKEN",
+      "deciding approvals at a gateway needs a principal token (--principal-token TOKEN or ACP_PRINCIPAL_TOKEN) or its admin token (--admin-token TOKEN or ACP_ADMIN_TOKEN)",
     );
-  return { store: new HttpApprovalStore({ gateway, credential: token }), where: gateway };
+  return { desk: new HttpApprovalStore({ gateway, credential: token }), where: gateway, principal: false };
 }
 
 function withSource(command: Command): Command {
   return command
     .option("--gateway <url>", "the gateway keeping the approvals (default: $ACP_GATEWAY)")
-    .option("--admin-token <token>", "the gateway's admin token (default: $ACP_ADMIN_TOKEN)")
+    .option(
+      "--principal-token <token>",
+      "a principal's token: its own approvals and its agents' (default: $ACP_PRINCIPAL_TOKEN)",
+    )
+    .option("--admin-token <token>", "the gateway's admin token: all approvals (default: $ACP_ADMIN_TOKEN)")
     .option(
       "--store <file>",
       "a local approvals file of a standalone orchestrator (default: $ACP_APPROVALS_STORE)",
@@ -53,15 +73,15 @@ function withSource(command: Command): Command {
 
 async function using(
   flags: ApprovalFlags,
-  body: (store: ApprovalStore, where: string) => Promise<void>,
+  body: (desk: ApprovalDesk, where: string, principal: boolean) => Promise<void>,
 ): Promise<void> {
-  const { store, where } = storeOf(flags);
+  const { desk, where, principal } = deskOf(flags);
   try {
-    await body(store, where);
+    await body(desk, where, principal);
   } catch (err) {
     failed(err, flags.json);
   } finally {
-    await store.close();
+    await desk.close();
   }
 }
 
@@ -99,12 +119,12 @@ export function registerApprovals(program: Command): void {
     .option("--all", "also approvals already decided, expired or cancelled (kept 7 days)")
     .option("--status <status>", `only this status: ${ApprovalStatus.options.join(", ")}`)
     .action((flags: ApprovalFlags & { all?: boolean; status?: string }) =>
-      using(flags, async (store, where) => {
+      using(flags, async (desk, where) => {
         const status = flags.status ?? (flags.all ? undefined : "pending");
         const parsed = ApprovalStatus.optional().safeParse(status);
         if (!parsed.success)
           throw new CliError(`--status must be one of ${ApprovalStatus.options.join(", ")}`);
-        const records = await store.list(parsed.data ? { status: parsed.data } : {});
+        const records = await desk.list(parsed.data ? { status: parsed.data } : {});
         if (flags.json) return printJson({ approvals: records });
         if (records.length === 0)
           return printLine(`no ${status ?? ""} approvals at ${where}`.replace("  ", " "));
@@ -114,8 +134,8 @@ export function registerApprovals(program: Command): void {
 
   withSource(group.command("show <id>").description("one approval with its command")).action(
     (id: string, flags: ApprovalFlags) =>
-      using(flags, async (store) => {
-        const record = await store.get(id);
+      using(flags, async (desk) => {
+        const record = await desk.get(id);
         if (!record) throw new CliError(`no approval ${id}`);
         if (flags.json) return printJson(record);
         for (const line of describe(record)) printLine(line);
@@ -135,15 +155,20 @@ export function registerApprovals(program: Command): void {
             : "deny a pending command: it fails with your reason",
         ),
     )
-      .option("--by <name>", "who decides (default: your user name)")
+      .option("--by <name>", "who decides, with the admin token or a local store (default: your user name)")
       .option(
         verb === "approve" ? "--note <text>" : "--reason <text>",
         verb === "approve" ? "a note kept with the decision" : "why, shown to the requester",
       )
       .action((id: string, flags: ApprovalFlags & { by?: string; note?: string; reason?: string }) =>
-        using(flags, async (store) => {
+        using(flags, async (desk, _where, principal) => {
+          if (principal && flags.by !== undefined) {
+            throw new CliError(
+              "--by is not taken with a principal token: the gateway records the decision as the token's principal",
+            );
+          }
           const note = flags.note ?? flags.reason;
-          const decided = await store.decide(id, {
+          const decided = await desk.decide(id, {
             decision,
             by: flags.by ?? userInfo().username,
             ...(note !== undefined ? { note } : {}),

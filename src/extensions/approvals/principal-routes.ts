@@ -9,11 +9,12 @@ import {
   ApprovalStatus,
 } from "../../orchestration/approvals.js";
 import type { ApprovalStore } from "../../orchestration/approvals.js";
+import { PRINCIPAL_APPROVALS_PATH } from "../../orchestration/approvals-http.js";
 import { AcpError } from "../../protocol/index.js";
 import { decisionBody } from "./routes.js";
 
-/** Where the dashboard's web page asks for the approvals of the signed-in principal. */
-const PRINCIPAL_API = "/api/v1/dashboard/approvals";
+/** Where the dashboard's web page and `acp approvals --principal-token` ask for a principal's approvals. */
+const PRINCIPAL_API = PRINCIPAL_APPROVALS_PATH;
 const Decision = z.strictObject({ note: z.string().max(2000).optional() });
 
 type Approver = Pick<PanelScope, "actsFor" | "ownsAgent" | "actor">;
@@ -64,12 +65,21 @@ export function principalApprovalRoutes(router: Router, ctx: GatewayContext, app
     });
   });
 
+  /** One approval the viewer may see; one it may not reads as missing (no probing of ids). */
+  const visible = async (scope: Approver, id: string): Promise<ApprovalRecord> => {
+    const record = await approvals.get(id);
+    if (!record || !approvalVisible(scope, record)) throw new AcpError("NotFound", `no approval ${id}`);
+    return record;
+  };
+
+  router.add("GET", `${PRINCIPAL_API}/:id`, async (req, res, { id }) => {
+    sendJson(res, 200, await visible(await approverOf(ctx, req), id as string));
+  });
+
   const decide = (verb: "approve" | "deny", decision: "approved" | "denied") => {
     router.add("POST", `${PRINCIPAL_API}/:id/${verb}`, async (req, res, { id }) => {
       const scope = await approverOf(ctx, req);
-      const record: ApprovalRecord | null = await approvals.get(id as string);
-      // One the viewer may not see reads as missing: no probing of ids.
-      if (!record || !approvalVisible(scope, record)) throw new AcpError("NotFound", `no approval ${id}`);
+      const record = await visible(scope, id as string);
       const { note } = await decisionBody(req, Decision);
       const decided = await approvals.decide(record.id, {
         decision,
