@@ -84,7 +84,8 @@ export class Session {
     const exists = () =>
       new CoordinationError("exists", `session ${id} already exists`, { file: session.paths.dir });
     try {
-      await mkdir(session.paths.dir);
+      // Owner-only: findings and artifacts stay the user's whatever the umask (docs/coordination.md).
+      await mkdir(session.paths.dir, { mode: 0o700 });
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
       if (await session.hasCoordination()) throw exists();

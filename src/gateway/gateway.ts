@@ -12,6 +12,7 @@ import { join } from "node:path";
 import pino, { type Logger } from "pino";
 import type { Broker, DeliveryOptions, NatsConnectionOptions } from "../broker/index.js";
 import { openBroker } from "../broker/open.js";
+import { describeNarrowed, ensurePrivateDir, type ModeNarrowed } from "../jsonl/private-files.js";
 import { AcpError } from "../protocol/index.js";
 import { hashSecret, newAdminToken } from "./auth.js";
 import type { GatewayContext } from "./context.js";
@@ -83,6 +84,20 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
+/**
+ * The data directory holds message bodies, audit logs and keys: 0700 whatever the umask (everything
+ * the gateway writes in it is 0600 too). One an earlier version left open to others is narrowed.
+ */
+function preparePrivateDataDir(data: string, logger: Logger): void {
+  let narrowed: ModeNarrowed | undefined;
+  try {
+    narrowed = ensurePrivateDir(data);
+  } catch (err) {
+    throw new Error(`cannot prepare the data directory ${data}: ${(err as Error).message}`);
+  }
+  if (narrowed) logger.warn({ path: narrowed.path, mode: narrowed.was }, describeNarrowed(narrowed));
+}
+
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
 
 /** The admin token: configured, else the stored hash, else a new one generated (and stored hashed). */
@@ -119,6 +134,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       pino.destination(2),
     );
   const data = options.data ?? "./.acp";
+  preparePrivateDataDir(data, logger);
   const extensions = options.extensions ?? [];
   const names = new Set<string>();
   for (const { name } of extensions) {

@@ -60,8 +60,9 @@ export class EmbeddedBroker implements Broker, InboxHost {
 
   static open(options: EmbeddedBrokerOptions = {}): EmbeddedBroker {
     const policy = resolvePolicy(options);
-    const db = openDatabase(options.data ?? DEFAULT_DATA_DIR, options.synchronous ?? "normal");
-    return new EmbeddedBroker(db, policy, warner(options, "acp broker"));
+    const warn = warner(options, "acp broker");
+    const db = openDatabase(options.data ?? DEFAULT_DATA_DIR, options.synchronous ?? "normal", warn);
+    return new EmbeddedBroker(db, policy, warn);
   }
 
   private constructor(

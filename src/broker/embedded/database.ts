@@ -1,7 +1,8 @@
-import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import Database from "better-sqlite3";
+import { describeNarrowed, ensurePrivateDir, ensurePrivateFile } from "../../jsonl/private-files.js";
 import { BrokerError } from "../errors.js";
+import type { Warn } from "../policy.js";
 
 export const DEFAULT_DATA_DIR = ".acp";
 export const DATABASE_FILE = "acp.db";
@@ -57,17 +58,38 @@ function isBusy(error: unknown): boolean {
  * Opens (creating if needed) `<dataDir>/acp.db`. The connection holds an exclusive lock for its whole
  * life: the embedded broker keeps delivery state in memory, so a second process on the same file
  * would break its guarantees; it gets a clear `unavailable` error instead.
+ *
+ * The directory is 0700 and the database 0600 whatever the umask (SQLite gives its write-ahead log
+ * the database file's mode): every stored envelope is in there. Modes an earlier version left more
+ * open are narrowed, with a warning.
  */
-export function openDatabase(dataDir: string, synchronous: "normal" | "full"): Database.Database {
+export function openDatabase(
+  dataDir: string,
+  synchronous: "normal" | "full",
+  warn: Warn = (message) => process.emitWarning(message),
+): Database.Database {
   const dir = resolve(dataDir);
+  const file = join(dir, DATABASE_FILE);
   try {
-    mkdirSync(dir, { recursive: true });
+    const narrowed = ensurePrivateDir(dir);
+    if (narrowed) warn(describeNarrowed(narrowed));
   } catch (error) {
     throw new BrokerError("unavailable", `cannot create data directory ${dir}: ${String(error)}`, {
       cause: error,
     });
   }
-  const file = join(dir, DATABASE_FILE);
+  try {
+    for (const [path, create] of [
+      [file, true],
+      [`${file}-wal`, false],
+      [`${file}-shm`, false],
+    ] as const) {
+      const narrowed = ensurePrivateFile(path, create);
+      if (narrowed) warn(describeNarrowed(narrowed));
+    }
+  } catch (error) {
+    throw new BrokerError("unavailable", `cannot open ${file}: ${String(error)}`, { cause: error });
+  }
   let db: Database.Database;
   try {
     db = new Database(file, { timeout: 250 });
