@@ -58,12 +58,18 @@ export async function proxyToGateway(local: Transport, options: GatewayProxyOpti
     resolveClosed = resolve;
   });
 
-  const close = async () => {
-    clearInterval(pingTimer);
-    pingTimer = undefined;
-    await remote.terminateSession().catch(() => undefined);
-    await Promise.allSettled([remote.close(), local.close()]);
-    resolveClosed();
+  // Once: closing either transport fires its onclose, which calls this again (each transport's
+  // close() calls its onclose, so without the guard the two would call each other forever).
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= (async () => {
+      clearInterval(pingTimer);
+      pingTimer = undefined;
+      await remote.terminateSession().catch(() => undefined);
+      await Promise.allSettled([remote.close(), local.close()]);
+      resolveClosed();
+    })();
+    return closing;
   };
 
   const answerLocally = (id: string | number, message: string) =>

@@ -1,3 +1,5 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -197,6 +199,88 @@ describe("acp mcp serve --gateway over real stdio", () => {
       expect(result.stderr, args.join(" ")).toContain(message);
     }
   });
+});
+
+/** `acp mcp serve --gateway` as a child process speaking raw stdio, with an initialized session. */
+async function startProxy(bed: McpGatewayBed, agent: TestAgent) {
+  const child = spawn(
+    process.execPath,
+    [CLI_PATH, "mcp", "serve", "--gateway", bed.gw.url, "--api-key", agent.apiKey],
+    { stdio: ["pipe", "pipe", "pipe"] },
+  );
+  let stderr = "";
+  child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+    stderr += chunk;
+  });
+  let stdout = "";
+  child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+    stdout += chunk;
+  });
+  const exited = once(child, "exit") as Promise<[number | null, NodeJS.Signals | null]>;
+  bed.cleanup(async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  });
+  const initialize = {
+    jsonrpc: "2.0",
+    id: 1,
+    method: "initialize",
+    params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "desk", version: "1" } },
+  };
+  child.stdin.write(`${JSON.stringify(initialize)}\n`);
+  await until(
+    () => stdout,
+    (text) => text.includes('"id":1'),
+    "the proxy answered initialize",
+  );
+  child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" })}\n`);
+  await until(
+    () => bed.mcp.stats().sessions,
+    (n) => n === 1,
+    "the gateway holds the proxy's session",
+  );
+  return { child, exited, stderr: () => stderr };
+}
+
+describe("acp mcp serve --gateway stops when its client goes away", () => {
+  const bed = useMcpGateway();
+
+  it("exits, closing its gateway session, when stdin ends", async () => {
+    const proxy = await startProxy(bed, await bed.register("desk"));
+    proxy.child.stdin.end();
+    expect(await proxy.exited).toEqual([0, null]);
+    expect(proxy.stderr()).toContain("the MCP client closed stdin: closing the gateway session and exiting");
+    await until(
+      () => bed.mcp.stats().sessions,
+      (n) => n === 0,
+      "the gateway closed the session",
+    );
+  }, 30_000);
+
+  it("exits on SIGTERM", async () => {
+    const proxy = await startProxy(bed, await bed.register("desk"));
+    proxy.child.kill("SIGTERM");
+    expect(await proxy.exited).toEqual([0, null]);
+    expect(proxy.stderr()).toContain("SIGTERM: closing the gateway session and exiting");
+    await until(
+      () => bed.mcp.stats().sessions,
+      (n) => n === 0,
+      "the gateway closed the session",
+    );
+  }, 30_000);
+
+  it("exits when the MCP SDK's StdioClientTransport closes", async () => {
+    const desk = await bed.register("desk");
+    const { transport, stderr } = proxyTransport(bed, desk);
+    const client = new Client({ name: "desktop", version: "1.0.0" });
+    await client.connect(transport);
+    await client.listTools();
+    // The SDK ends stdin, then sends SIGTERM (and SIGKILL) to a process that is still there.
+    const child = (transport as unknown as { _process: ChildProcess })._process;
+    const exited = once(child, "exit");
+    await client.close();
+    expect(await exited).toEqual([0, null]);
+    expect(stderr()).toContain("the MCP client closed stdin: closing the gateway session and exiting");
+  }, 30_000);
 });
 
 describeWithNats("acp mcp serve --gateway, gateway degraded", () => {

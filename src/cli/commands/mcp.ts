@@ -316,10 +316,14 @@ async function runGatewayProxy(options: ServeOptions, log: (line: string) => voi
     log,
   });
   log(`serving ${url.href} over stdio${identity ? `, signing task changes as ${identity.agentId}` : ""}`);
-  const stop = () => void proxy.close();
-  process.stdin.once("end", stop);
-  process.once("SIGTERM", stop);
-  process.once("SIGINT", stop);
+  // The desktop client closing our stdin ends the session; so do the usual signals.
+  const stop = (why: string) => () => {
+    log(`${why}: closing the gateway session and exiting`);
+    void proxy.close();
+  };
+  process.stdin.once("end", stop("the MCP client closed stdin"));
+  process.once("SIGTERM", stop("SIGTERM"));
+  process.once("SIGINT", stop("SIGINT"));
   await proxy.closed;
 }
 
