@@ -50,7 +50,15 @@ export interface GatewayOptions {
   insecure?: boolean;
   /** Use this admin token instead of the stored/generated one (also `ACP_ADMIN_TOKEN`). */
   adminToken?: string;
-  limits?: { maxEnvelopeBytes?: number; ratePerSecond?: number; burst?: number };
+  limits?: {
+    maxEnvelopeBytes?: number;
+    ratePerSecond?: number;
+    burst?: number;
+    /** Bytes waiting in one agent socket past which it gets no more deliveries until it drains. Default 1 MiB. */
+    socketBufferBytes?: number;
+    /** Bytes waiting in all agent sockets together past which no socket with a backlog gets more. Default 64 MiB. */
+    outboundBufferBytes?: number;
+  };
   delivery?: DeliveryOptions;
   retentionMs?: number;
   heartbeatMs?: number;
@@ -200,6 +208,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       authTimeoutMs: 10_000,
       gatewayId,
       maxSubmitsInProgress: options.maxSubmitsInProgress ?? DEFAULT_MAX_SUBMITS_IN_PROGRESS,
+      socketBufferBytes: options.limits?.socketBufferBytes,
+      outboundBufferBytes: options.limits?.outboundBufferBytes,
     },
   );
 
@@ -209,6 +219,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   router.add("GET", "/healthz", (_req, res) => health.respond(res));
   router.add("GET", "/metrics", (_req, res) => {
     metrics.gauge("acp_ws_connections", hub.connectionCount);
+    metrics.gauge("acp_ws_outbound_buffered_bytes", hub.outbound.bytes);
     metrics.gauge("acp_process_resident_memory_bytes", process.memoryUsage().rss);
     const text = metrics.render();
     res.writeHead(200, {

@@ -7,6 +7,7 @@ import { AcpError, toErrorObject } from "../protocol/index.js";
 import { credentialOf } from "./auth.js";
 import { brokerToAcp } from "../http/server.js";
 import type { Metrics } from "./metrics.js";
+import { netSocketOf, OutboundBuffers, type SocketBacklog } from "./outbound-buffers.js";
 import type { PresenceTracker } from "./presence.js";
 import type { Registry, ResolvedAgent } from "./registry.js";
 import type { Relay } from "./relay.js";
@@ -21,6 +22,10 @@ export interface WsOptions {
   gatewayId: string;
   /** WebSocket submissions in progress gateway-wide past which submitting connections are not read (SubmitIntake). */
   maxSubmitsInProgress: number;
+  /** Bytes waiting in one socket past which it gets no more deliveries until it drains (OutboundBuffers). */
+  socketBufferBytes?: number;
+  /** Bytes waiting in all sockets past which no socket with a backlog gets more (OutboundBuffers). */
+  outboundBufferBytes?: number;
 }
 
 /** Close codes (RFC 6455 private range) so clients can tell why they were closed. */
@@ -40,6 +45,7 @@ export class WsHub {
   private readonly server: WebSocketServer;
   private readonly sessions = new Map<string, Session>();
   private readonly intake: SubmitIntake;
+  readonly outbound: OutboundBuffers;
 
   constructor(
     private readonly deps: {
@@ -56,6 +62,7 @@ export class WsHub {
     this.intake = new SubmitIntake(options.maxSubmitsInProgress, () =>
       deps.metrics.count("acp_ws_intake_paused_total"),
     );
+    this.outbound = new OutboundBuffers(options.socketBufferBytes, options.outboundBufferBytes);
   }
 
   get connectionCount(): number {
@@ -90,7 +97,8 @@ export class WsHub {
     const previous = this.sessions.get(agentId);
     if (previous) await previous.stop(CloseCode.Replaced, "replaced by a newer connection");
     if (ws.readyState !== WebSocket.OPEN) return;
-    const session = new Session(ws, agent, { ...this.deps, intake: this.intake }, this.options, () => {
+    const deps = { ...this.deps, intake: this.intake, backlog: this.outbound.track(ws) };
+    const session = new Session(ws, agent, deps, this.options, () => {
       this.intake.forget(ws);
       if (this.sessions.get(agentId) === session) this.sessions.delete(agentId);
     });
@@ -139,6 +147,7 @@ class Session {
       metrics: Metrics;
       logger: Logger;
       intake: SubmitIntake;
+      backlog: SocketBacklog;
     },
     private readonly options: WsOptions,
     private readonly onEnd: () => void,
@@ -193,18 +202,34 @@ class Session {
     clearInterval(this.heartbeat);
     if (code !== undefined && this.ws.readyState === WebSocket.OPEN) this.ws.close(code, reason);
     await this.inbox?.close().catch(() => undefined);
+    this.deps.backlog.release();
     await this.pump?.catch(() => undefined);
     if (this.inbox) await this.deps.presence.disconnected(this.agentId).catch(() => undefined);
     this.onEnd();
   }
 
+  /**
+   * Sends the inbox's deliveries in order; while the socket's send buffer holds too much (a
+   * recipient that does not read), waits for it to drain before taking the next one.
+   */
   private async deliver(inbox: Inbox): Promise<void> {
-    for await (const delivery of inbox) {
+    const deliveries = inbox[Symbol.asyncIterator]();
+    const { backlog, metrics } = this.deps;
+    for (;;) {
+      if (backlog.full) {
+        metrics.count("acp_ws_deliveries_paused_total");
+        await backlog.untilDrained();
+      }
+      if (this.stopped) break;
+      const next = await deliveries.next();
+      if (next.done) return;
       if (this.stopped || this.ws.readyState !== WebSocket.OPEN) break;
       this.corkUntilNextTurn();
-      this.ws.send(deliveryFrame(delivery));
-      this.deps.metrics.count("acp_messages_delivered_total");
+      this.ws.send(deliveryFrame(next.value));
+      backlog.sent();
+      metrics.count("acp_messages_delivered_total");
     }
+    await deliveries.return?.();
   }
 
   /**
@@ -213,7 +238,7 @@ class Session {
    * (nextTick would uncork before the inbox's next promise resolves, batching nothing.)
    */
   private corkUntilNextTurn(): void {
-    const socket = (this.ws as unknown as { _socket?: import("node:net").Socket })._socket;
+    const socket = netSocketOf(this.ws);
     if (!socket || this.corked) return;
     this.corked = true;
     socket.cork();
