@@ -9,6 +9,7 @@ import {
   createSigner,
   type EncryptedBody,
   encryptBody,
+  headerPointer,
   headersOf,
   type PrivateIdentity,
   ReplayGuard,
@@ -114,6 +115,33 @@ export class AgentCore {
     }
   }
 
+  /**
+   * A sender's `principal-id` header is its own claim; the principal it acts for is the one the
+   * gateway registered it for (the registry entry, cached with its key). The gateway refuses a
+   * message claiming another; this refuses it too, should the message come some other way, so
+   * trust (a known principal's 0.95) is never calibrated on a claim alone.
+   */
+  async requireRegisteredPrincipal({ message, headers }: VerifiedEnvelope): Promise<void> {
+    const sender = headers["agent-id"];
+    const registered = await this.peers.principalOf(sender);
+    if (registered !== headers["principal-id"]) {
+      throw new AcpError(
+        "Forbidden",
+        registered === undefined
+          ? `${sender} is not a registered agent; its principal cannot be vouched for`
+          : `${sender} is registered for principal ${registered}, not ${headers["principal-id"]}`,
+        {
+          problems: [
+            {
+              path: headerPointer(message, "principal-id"),
+              message: registered === undefined ? "no registered principal" : `must be ${registered}`,
+            },
+          ],
+        },
+      );
+    }
+  }
+
   /** Records a verified handshake message from `peer`; once established, its proof is saved. */
   async rememberHandshake(peer: string, message: AcpMessage): Promise<void> {
     const method = "method" in message ? message.method : "";
@@ -138,6 +166,7 @@ export class AgentCore {
           if (announce.headers["agent-id"] !== peer || capabilities.headers["agent-id"] !== peer) {
             throw new AcpError("InvalidParams", "saved proof names another agent");
           }
+          await this.requireRegisteredPrincipal(announce);
           this.restoring = true;
           try {
             this.handshakes.receive(announce);

@@ -6,6 +6,7 @@ import {
   buildResponse,
   decryptBody,
   type HandoffBody,
+  headerPointer,
   isEncryptedBody,
   type JsonRpcId,
   messageKind,
@@ -93,7 +94,7 @@ export class Inbound {
   private async verify(frame: DeliveredFrame): Promise<VerifiedEnvelope> {
     const verified = frame.verifiedByRelay ?? (await this.core.verify(frame.envelope));
     const { headers } = verified;
-    const base = "params" in verified.message ? "/params/headers" : "/result/headers";
+    const base = headerPointer(verified.message);
     // core.verify checks this too; a delivery the relay verified comes here without it.
     if (headers["recipient-id"] !== this.core.self.agentId) {
       throw new AcpError(
@@ -116,6 +117,7 @@ export class Inbound {
     }
     // Ids are deduplicated by the ledger; the guard bounds how old a delivered message may be.
     this.core.replay.checkTimestamp(headers.timestamp, base);
+    await this.core.requireRegisteredPrincipal(verified);
     return verified;
   }
 

@@ -6,6 +6,7 @@ import {
   AcpError,
   type AcpMessage,
   type EnvelopeHeaders,
+  headerPointer,
   headersOf,
   messageKind,
   parseMessageText,
@@ -20,6 +21,7 @@ import type { Metrics } from "./metrics.js";
 import type { RateLimiter } from "./rate-limit.js";
 import type { Registry, ResolvedAgent } from "./registry.js";
 import { type RelayAudit, relayedEntryFor } from "./relay-audit.js";
+import { refuseClaimedIdentity } from "./sender-binding.js";
 import { SignatureVerifier } from "./signature-verifier.js";
 
 export interface RelayOptions {
@@ -70,7 +72,7 @@ export interface SubmitOptions {
 /**
  * The relay pipeline behind POST /api/v1/messages and the WebSocket `submit` frame, in this order:
  * size, rate limit, parse, validate (before any processing), verify the signature against the
- * registry, refuse impersonation, check freshness, recipient, protocol version and handshake, then
+ * registry, refuse impersonation (of another agent or principal), check freshness, recipient, protocol version and handshake, then
  * persist (dedup by message-id), audit, and answer with the id and status.
  */
 export class Relay {
@@ -175,16 +177,7 @@ export class Relay {
     refuseDeepNesting(parsed, "message");
     const message = validateMessage(parsed, { envelope: true });
     const headers = headersOf(message) as EnvelopeHeaders;
-    const from = headers["agent-id"];
-    if (from !== sender.record.agentId) {
-      throw new AcpError(
-        "Forbidden",
-        `this API key acts for ${sender.record.agentId}; it cannot send as ${from}`,
-        {
-          problems: [{ path: pathOf(message, "agent-id"), message: `must be ${sender.record.agentId}` }],
-        },
-      );
-    }
+    refuseClaimedIdentity(message, headers, sender.record);
     const signedHere = options.signedHere === true && signatureKeyId(message) === sender.kid;
     const verified = signedHere
       ? Promise.resolve(sender.kid)
@@ -210,15 +203,19 @@ export class Relay {
       throw new AcpError(
         "Unauthorized",
         `agent ${sender.record.agentId} was revoked (or its signing key replaced) after this connection signed in`,
-        { problems: [{ path: pathOf(message, "agent-id"), message: "no longer a live registered agent" }] },
+        {
+          problems: [
+            { path: headerPointer(message, "agent-id"), message: "no longer a live registered agent" },
+          ],
+        },
       );
     }
-    this.freshness.checkTimestamp(headers.timestamp, pathOf(message, "").slice(0, -1));
+    this.freshness.checkTimestamp(headers.timestamp, headerPointer(message));
     const to = headers["recipient-id"];
     const recipient = await this.registry.resolve(to);
     if (!recipient) {
       throw new AcpError("UnknownRecipient", `no agent ${to} is registered here`, {
-        problems: [{ path: pathOf(message, "recipient-id"), message: "not a registered agent" }],
+        problems: [{ path: headerPointer(message, "recipient-id"), message: "not a registered agent" }],
       });
     }
     this.checkVersion(sender, recipient, headers, message);
@@ -312,7 +309,7 @@ export class Relay {
         "NoCommonVersion",
         `this pair speaks protocol ${agreed}; ${headers["trust-layer-version"]} is refused`,
         {
-          problems: [{ path: pathOf(message, "trust-layer-version"), message: `must be ${agreed}` }],
+          problems: [{ path: headerPointer(message, "trust-layer-version"), message: `must be ${agreed}` }],
           negotiated: agreed,
         },
       );
@@ -329,10 +326,4 @@ interface SignedSubmit {
   verified: Promise<string>;
   /** The Ed25519 verify was skipped: a signature made in this process (SubmitOptions). */
   signedHere: boolean;
-}
-
-function pathOf(message: AcpMessage, header: string): string {
-  const base =
-    "params" in message ? "/params/headers" : "result" in message ? "/result/headers" : "/error/data/headers";
-  return `${base}/${header}`;
 }

@@ -2,7 +2,7 @@ import { AcpError } from "./errors.js";
 import { type KeyResolver, verifyMessageSignature } from "./jws.js";
 import type { ReplayGuard } from "./replay.js";
 import type { AcpMessage, EnvelopeHeaders } from "./schemas.js";
-import { headersOf, parseMessageText, validateMessage } from "./validate.js";
+import { headerPointer, headersOf, parseMessageText, validateMessage } from "./validate.js";
 
 export interface VerifyEnvelopeOptions {
   resolveKey: KeyResolver;
@@ -29,8 +29,7 @@ export function verifyEnvelope(input: unknown, options: VerifyEnvelopeOptions): 
   });
   const kid = verifyMessageSignature(message, options.resolveKey);
   const headers = headersOf(message) as EnvelopeHeaders;
-  const base =
-    "params" in message ? "/params/headers" : "result" in message ? "/result/headers" : "/error/data/headers";
+  const base = headerPointer(message);
   options.replay?.check(headers["message-id"], headers.timestamp, base);
   if (options.expectedRecipient !== undefined && headers["recipient-id"] !== options.expectedRecipient) {
     throw new AcpError(

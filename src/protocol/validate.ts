@@ -56,6 +56,16 @@ export function headersOf(message: AcpMessage): Headers | undefined {
   return isRecord(data) && isRecord(data.headers) ? (data.headers as Headers) : undefined;
 }
 
+/**
+ * The JSON Pointer of `message`'s headers (`/params/headers`, `/result/headers`,
+ * `/error/data/headers`), or of one header in them: where a refusal says the fault is.
+ */
+export function headerPointer(message: AcpMessage, header?: string): string {
+  const base =
+    "params" in message ? "/params/headers" : "result" in message ? "/result/headers" : "/error/data/headers";
+  return header === undefined ? base : `${base}/${header}`;
+}
+
 /** Headers of a signed error response; the routing pair is checked separately for envelopes. */
 const ErrorResponseHeaders = EnvelopeHeaders.partial({ "message-id": true, "recipient-id": true });
 

@@ -3,6 +3,7 @@ import type { z } from "zod";
 import type { GatewayContext } from "../../gateway/context.js";
 import { readJsonBody } from "../../http/server.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
+import { refuseClaimedIdentity } from "../../gateway/sender-binding.js";
 import type { SubmitResponse } from "../../wire/api.js";
 import {
   AcpError,
@@ -85,15 +86,7 @@ export class Intake {
       }
       const headers = headersOf(message) as EnvelopeHeaders;
       const self = caller.record.agentId;
-      if (headers["agent-id"] !== self) {
-        throw new AcpError(
-          "Forbidden",
-          `this API key acts for ${self}; it cannot sign as ${headers["agent-id"]}`,
-          {
-            problems: [{ path: "/params/headers/agent-id", message: `must be ${self}` }],
-          },
-        );
-      }
+      refuseClaimedIdentity(message, headers, caller.record);
       verifyMessageSignature(message, (agentId, kid) =>
         agentId === self && kid === caller.kid ? caller.key : undefined,
       );
