@@ -21,6 +21,7 @@ import { DeliveryLedger } from "./ledger.js";
 import { checkBody, checkOptions, checkPeer, coreSettings, invalidOption } from "./options.js";
 import type {
   AcpAgentOptions,
+  AgentDirectory,
   AgentEvents,
   HandoffHandler,
   HandoffOptions,
@@ -50,7 +51,7 @@ export class AcpAgent {
     notifications: [],
   };
   private readonly trustLedger: TrustLedger;
-  private readonly http: GatewayClient;
+  private readonly http: AgentDirectory;
   private core: AgentCore | undefined;
   private inbound: Inbound | undefined;
   private state: "new" | "connecting" | "connected" | "closed" = "new";
@@ -58,7 +59,7 @@ export class AcpAgent {
   constructor(private readonly options: AcpAgentOptions) {
     this.gateway = normaliseGatewayUrl(options.gateway);
     checkOptions(options);
-    this.http = new GatewayClient({ gateway: this.gateway, apiKey: options.apiKey });
+    this.http = options.directory ?? new GatewayClient({ gateway: this.gateway, apiKey: options.apiKey });
     this.trustLedger = new TrustLedger(options.trust);
     this.emitter.setMaxListeners(0);
   }

@@ -22,11 +22,16 @@ import {
 import type { AgentAudit, AuditNote } from "./audit.js";
 import type { AgentConnection } from "./connection.js";
 import type { HandshakeStore, PeerProof } from "./handshake-store.js";
-import type { GatewayClient } from "./http.js";
 import type { DeliveryLedger } from "./ledger.js";
 import { PeerDirectory } from "./peers.js";
 import { PendingRequests } from "./pending.js";
-import type { AgentEvents, HandoffHandler, NotificationHandler, RequestHandler } from "./types.js";
+import type {
+  AgentDirectory,
+  AgentEvents,
+  HandoffHandler,
+  NotificationHandler,
+  RequestHandler,
+} from "./types.js";
 
 export type Emit = <K extends keyof AgentEvents>(event: K, ...args: Parameters<AgentEvents[K]>) => void;
 
@@ -68,7 +73,7 @@ export class AgentCore {
   constructor(
     readonly identity: PrivateIdentity,
     readonly settings: CoreSettings,
-    readonly http: GatewayClient,
+    readonly http: AgentDirectory,
     readonly connection: AgentConnection,
     readonly trust: TrustLedger,
     readonly audit: AgentAudit | undefined,

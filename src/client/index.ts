@@ -24,6 +24,7 @@ export { PrincipalAdminClient } from "./principals.js";
 export { type GatewayRequest, requestGatewayJson } from "./request.js";
 export type {
   AcpAgentOptions,
+  AgentDirectory,
   AgentEvents,
   HandoffHandler,
   HandoffOptions,

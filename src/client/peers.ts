@@ -9,7 +9,7 @@ import {
   TRUST_LAYER_VERSION,
   type X25519PublicJwk,
 } from "../protocol/index.js";
-import type { GatewayClient } from "./http.js";
+import type { AgentDirectory } from "./types.js";
 
 interface PeerKeys {
   view: AgentView;
@@ -28,7 +28,7 @@ export class PeerDirectory {
   private readonly inflight = new Map<string, Promise<PeerKeys | undefined>>();
   private selfVersions: string[] = [TRUST_LAYER_VERSION];
 
-  constructor(private readonly http: GatewayClient) {}
+  constructor(private readonly http: AgentDirectory) {}
 
   /**
    * Reads this agent's own registry entry: its protocol versions, and a check that the key file is

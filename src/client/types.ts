@@ -11,6 +11,7 @@ import type {
   MessageKind,
   PrivateIdentity,
 } from "../protocol/index.js";
+import type { AgentView, PresenceUpdate } from "../wire/api.js";
 import type { AuditSettings } from "./audit.js";
 import type { AgentConnection, ConnectionEvents, ReconnectOptions } from "./connection.js";
 import type { ResubmitInfo, SubmitRetryOptions } from "./outbox.js";
@@ -69,6 +70,17 @@ export interface AcpAgentOptions {
    * is trusted: a delivery it marks `verifiedByRelay` is not verified again by the agent.
    */
   connection?: (agentId: string, events: ConnectionEvents) => AgentConnection;
+  /**
+   * Replaces the REST calls the agent makes at its gateway (registry look-ups, presence). With
+   * `connection`, for a gateway's own agents: their API key then never leaves the process.
+   */
+  directory?: AgentDirectory;
+}
+
+/** The registry reads and presence writes an agent makes at its gateway (REST by default: GatewayClient). */
+export interface AgentDirectory {
+  getAgent(agentId: string): Promise<AgentView>;
+  updatePresence(agentId: string, update: PresenceUpdate): Promise<unknown>;
 }
 
 /** What a handler knows about the message it handles; everything here has been verified. */

@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -6,6 +6,7 @@ import { buildNotification, signMessage } from "../../src/protocol/index.js";
 import { CLI_PATH, runAcp } from "../helpers/cli.js";
 import { ADMIN_TOKEN, api, FrameClient, registerTestAgent } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
+import { tlsCertificate } from "../helpers/tls.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { handshake } from "./suite.js";
 
@@ -143,31 +144,7 @@ describe("the gateway process", () => {
 
   it("serves HTTPS with --tls-cert/--tls-key", async () => {
     const dir = tmp();
-    const cert = join(dir, "cert.pem");
-    const key = join(dir, "key.pem");
-    execFileSync(
-      "openssl",
-      [
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        key,
-        "-out",
-        cert,
-        "-days",
-        "1",
-        "-subj",
-        "/CN=127.0.0.1",
-        "-addext",
-        "subjectAltName=IP:127.0.0.1",
-      ],
-      { stdio: "ignore" },
-    );
+    const { cert, key } = tlsCertificate(dir);
     const gateway = await spawnGateway(["--data", dir, "--tls-cert", cert, "--tls-key", key]);
     children.push(gateway.child);
     expect(gateway.url.startsWith("https://")).toBe(true);

@@ -82,7 +82,6 @@ export class GatewayAgentSource implements AgentSource {
     private readonly ctx: GatewayContext,
     private readonly bridge: McpBridge,
     private readonly caller: () => ResolvedAgent,
-    private readonly selfUrl: string,
     private readonly pageSize: number,
   ) {}
 
@@ -101,7 +100,7 @@ export class GatewayAgentSource implements AgentSource {
   async run(name: string, input: JsonValue | undefined, context: AgentRunContext): Promise<JsonValue> {
     const resolved = await this.#resolve(name);
     if (!resolved) throw new UnknownAgentError(name);
-    return this.bridge.run(this.selfUrl, resolved.target, input, this.caller(), context);
+    return this.bridge.run(resolved.target, input, this.caller(), context);
   }
 
   /** Every listable agent, sorted by name (an agent's own entry first, then what it published). */

@@ -6,13 +6,15 @@
  * So the gateway signs as itself — an agent `mcp-bridge-<gateway>` of principal `acp-gateway-mcp`,
  * registered when the first run needs it and revoked when the gateway closes — and names the MCP
  * caller it acts for in the request (`onBehalfOf`). The target verifies a real signature and
- * decides for itself how far it trusts the gateway's word about the caller.
+ * decides for itself how far it trusts the gateway's word about the caller. The agent runs in
+ * process (orchestration/in-process-agent.ts): its API key never leaves the gateway.
  */
 import { randomUUID } from "node:crypto";
 import { AcpAgent } from "../../client/agent.js";
 import type { InboundContext } from "../../client/types.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
+import { inProcessAgentOptions } from "../../orchestration/in-process-agent.js";
 import { AcpError, generateIdentity, type PrivateIdentity, publicIdentity } from "../../protocol/index.js";
 import { AgentsRpcError, InvalidParamsError, type IssueLike, problemsOf } from "../../mcp/errors.js";
 import { BRIDGE_PRINCIPAL, McpProgressBody, McpRunMethods, McpRunResult } from "../../mcp/signing-wire.js";
@@ -57,7 +59,6 @@ export class McpBridge {
 
   /** Runs `input` at the target for `caller`; deltas the target streams go to `run.emit`. */
   async run(
-    selfUrl: string,
     target: RunTarget,
     input: JsonValue | undefined,
     caller: ResolvedAgent,
@@ -67,7 +68,7 @@ export class McpBridge {
     if (presence.state === "offline") {
       throw new Error(`${target.agentId} is offline (not connected to the gateway), so it cannot run now`);
     }
-    const agent = await this.#start(selfUrl);
+    const agent = await this.#start();
     const summary = `MCP agents/run "${target.mcpName}" for ${caller.record.agentId} through the gateway.`;
     if (target.served === undefined) {
       if (!isJsonObject(input ?? null)) {
@@ -138,23 +139,23 @@ export class McpBridge {
   }
 
   /** Registers and connects the bridge agent on first use; a failed start is retried by the next run. */
-  #start(selfUrl: string): Promise<AcpAgent> {
+  #start(): Promise<AcpAgent> {
     if (this.#closed) return Promise.reject(new AcpError("Cancelled", "the gateway is closing"));
-    this.#agent ??= this.#connect(selfUrl).catch((err: unknown) => {
+    this.#agent ??= this.#connect().catch((err: unknown) => {
       this.#agent = undefined;
       throw err;
     });
     return this.#agent;
   }
 
-  async #connect(selfUrl: string): Promise<AcpAgent> {
+  async #connect(): Promise<AcpAgent> {
     this.#registration ??= this.#register().catch((err: unknown) => {
       this.#registration = undefined;
       throw err;
     });
     const { identity, apiKey } = await this.#registration;
     const agent = new AcpAgent({
-      gateway: selfUrl,
+      ...inProcessAgentOptions(this.ctx),
       identity,
       apiKey,
       announce: {
@@ -164,7 +165,6 @@ export class McpBridge {
       audit: this.options.auditRoot === undefined ? false : { root: this.options.auditRoot },
       state: false,
       requestTimeoutMs: this.options.runTimeoutMs,
-      reconnect: { initialDelayMs: 100, maxDelayMs: 2_000 },
     });
     agent.on("error", (err) => this.ctx.logger.debug({ err: err.message }, "MCP bridge agent error"));
     agent.onNotification((body, context) => this.#onProgress(body, context));

@@ -14,7 +14,7 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { CONTEXT_ROOT_ENV, type WatchOptions } from "../../coordination/index.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
-import { type Router, readJsonBody, selfUrlOf, sendError, sendJson } from "../../http/server.js";
+import { type Router, readJsonBody, sendError, sendJson } from "../../http/server.js";
 import { AcpError } from "../../protocol/index.js";
 import { addCoordinationResources } from "../../mcp/coordination.js";
 import { GatewayAgentSource, publishRoutes } from "./agents.js";
@@ -46,8 +46,6 @@ export interface McpEndpointOptions {
   /** Coordination sessions offered as `coordination://…` (default `$ACP_CONTEXT_DIR`; unset: none). */
   coordinationRoot?: string;
   coordinationWatch?: WatchOptions;
-  /** The URL by which the gateway reaches itself (default: derived from the first request). */
-  selfUrl?: string;
 }
 
 export interface McpEndpointStats extends McpSessionStats {
@@ -90,12 +88,11 @@ export function mcpEndpointExtension(options: McpEndpointOptions): McpEndpointEx
       bridge = runs;
 
       /** One server per session, for the agent in `state`. */
-      const serverFor = (state: SessionCaller, req: IncomingMessage) => {
-        const selfUrl = options.selfUrl ?? selfUrlOf(req);
+      const serverFor = (state: SessionCaller) => {
         const server = createAgentsMcpServer({
           ...SERVER_INFO,
           instructions: INSTRUCTIONS,
-          agents: new GatewayAgentSource(ctx, runs, () => state.caller, selfUrl, options.pageSize ?? 50),
+          agents: new GatewayAgentSource(ctx, runs, () => state.caller, options.pageSize ?? 50),
         });
         const subscriptions = new ResourceSubscriptions(server);
         const tasks = { ctx, caller: () => state.caller, tasks: options.tasks };
@@ -164,7 +161,7 @@ export function mcpEndpointExtension(options: McpEndpointOptions): McpEndpointEx
         const body = await postedBody(req);
         if (refuseBadParams(res, body)) return;
         const state: SessionCaller = { ...who };
-        const { server, subscriptions } = serverFor(state, req);
+        const { server, subscriptions } = serverFor(state);
         const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
           sessionIdGenerator: randomUUID,
           keepAliveMs,
@@ -205,7 +202,7 @@ export function mcpEndpointExtension(options: McpEndpointOptions): McpEndpointEx
         open.assertRoom(who.caller.record.agentId);
         const state: SessionCaller = { ...who };
         const id = randomUUID();
-        const { server, subscriptions } = serverFor(state, req);
+        const { server, subscriptions } = serverFor(state);
         const transport = new LegacySseTransport(id, `${LEGACY_POST_PATH}/${id}`, res, keepAliveMs);
         transport.onclose = () => void open.close(id, "stream closed");
         countTraffic(transport, () => id);

@@ -4,7 +4,8 @@ import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import type { AgentRecord } from "../registry.js";
 import { type AgentView, PresenceUpdate } from "../../wire/api.js";
 
-async function view(ctx: GatewayContext, record: AgentRecord): Promise<AgentView> {
+/** What the registry shows of an agent (never its API key's hash): REST and in-process agents alike. */
+export async function agentViewOf(ctx: GatewayContext, record: AgentRecord): Promise<AgentView> {
   const { apiKeyHash: _secret, rotatedAt: _rotated, ...rest } = record;
   return { ...rest, presence: await ctx.presence.get(record.agentId) };
 }
@@ -21,14 +22,14 @@ export function agentRoutes(router: Router, ctx: GatewayContext): void {
   router.add("GET", "/api/v1/agents", async (req, res) => {
     await authenticate(ctx, req);
     const records = await ctx.registry.list();
-    sendJson(res, 200, { agents: await Promise.all(records.map((r) => view(ctx, r))) });
+    sendJson(res, 200, { agents: await Promise.all(records.map((r) => agentViewOf(ctx, r))) });
   });
 
   router.add("GET", "/api/v1/agents/:id", async (req, res, { id }) => {
     await authenticate(ctx, req);
     const record = await ctx.registry.get(id as string);
     if (!record) throw new AcpError("NotFound", `no registered agent ${id}`);
-    sendJson(res, 200, await view(ctx, record));
+    sendJson(res, 200, await agentViewOf(ctx, record));
   });
 
   router.add("POST", "/api/v1/agents/:id/rotate", async (req, res, { id }) => {

@@ -19,7 +19,7 @@ import type { InboundContext, InboundMessage } from "../../../client/types.js";
 import type { GatewayContext } from "../../../gateway/context.js";
 import { SealedSecretSchema, type SecretBox, type SecretKeeper } from "../../../gateway/secrets.js";
 import { generateIdentity, PrivateIdentity, publicIdentity } from "../../../protocol/index.js";
-import { InProcessConnection } from "../in-process-connection.js";
+import { inProcessAgentOptions } from "../../../orchestration/in-process-agent.js";
 
 export const BRIDGE_CAPABILITY = "a2a-bridge";
 export const CLIENT_PRINCIPAL_PREFIX = "a2a-client:";
@@ -61,11 +61,11 @@ export class BridgeIdentities {
   }
 
   /** The connected bridge agent that signs for `caller`; registered, connected once, then reused. */
-  agentFor(caller: string, selfUrl: string): Promise<AcpAgent> {
+  agentFor(caller: string): Promise<AcpAgent> {
     if (this.#closed) return Promise.reject(new Error("the gateway is closing"));
     let agent = this.#agents.get(caller);
     if (!agent) {
-      agent = this.#connect(caller, selfUrl).catch((err: unknown) => {
+      agent = this.#connect(caller).catch((err: unknown) => {
         this.#agents.delete(caller); // the next call retries
         throw err;
       });
@@ -87,11 +87,12 @@ export class BridgeIdentities {
     }
   }
 
-  async #connect(caller: string, selfUrl: string): Promise<AcpAgent> {
+  async #connect(caller: string): Promise<AcpAgent> {
     const { identity, apiKey } = await this.#identityFor(caller);
     const { dataDir, auditRoot } = this.options;
     const agent = new AcpAgent({
-      gateway: selfUrl,
+      // In process: messages go to the relay and come from the broker, look-ups go to the registry.
+      ...inProcessAgentOptions(this.ctx),
       identity,
       apiKey,
       announce: {
@@ -101,9 +102,6 @@ export class BridgeIdentities {
       audit: auditRoot === undefined ? false : { root: auditRoot },
       state: dataDir === undefined ? false : { root: join(dataDir, "a2a-bridge", "state") },
       requestTimeoutMs: this.options.requestTimeoutMs,
-      // Messages go to the relay and come from the broker in this process; the URL serves the
-      // agent's few REST look-ups (its own record and its peers' keys, each fetched once).
-      connection: (agentId, events) => new InProcessConnection(this.ctx, agentId, events),
     });
     agent.on("error", (err) => this.ctx.logger.debug({ err: err.message }, "A2A bridge agent error"));
     const onNotification = this.options.onNotification;

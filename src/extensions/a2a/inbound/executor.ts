@@ -52,8 +52,6 @@ export interface ExecutorDeps {
   target: string;
   bridge: BridgeIdentities;
   presence: PresenceTracker;
-  /** The URL the bridge agents reach this gateway by. */
-  selfUrl(): string;
   running: Map<string, RunningTask>;
   /** Persists (and pushes) an event of a task whose executor already returned. */
   late(taskId: string, context: ServerCallContext, event: AgentExecutionEvent): Promise<void>;
@@ -84,7 +82,7 @@ export class AcpTaskExecutor implements AgentExecutor {
     );
     const controller = new AbortController();
     let emit = (event: AgentExecutionEvent) => bus.publish(event);
-    const agent = await this.deps.bridge.agentFor(caller, this.deps.selfUrl());
+    const agent = await this.deps.bridge.agentFor(caller);
     running.set(taskId, {
       target,
       contextId,

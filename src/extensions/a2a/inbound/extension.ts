@@ -44,8 +44,6 @@ export interface A2aInboundOptions {
   allowPrivatePushUrls?: boolean;
   /** The gateway's URL as A2A clients see it, for cards (default: from the request's Host). */
   publicUrl?: string;
-  /** The URL by which the gateway reaches itself (default: derived from the first request). */
-  selfUrl?: string;
 }
 
 export interface A2aInboundExtension extends GatewayExtension {
@@ -62,7 +60,6 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
   return {
     name: "a2a-inbound",
     routes(router: Router, ctx: GatewayContext) {
-      let selfUrl = options.selfUrl;
       const progress = (body: Record<string, unknown>, context: { from: string; method: string }) => {
         if (context.method !== A2aAcpMethods.progress || typeof body.taskId !== "string") return;
         const task = endpoints?.running.get(body.taskId);
@@ -85,7 +82,7 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
       });
       const open = new AgentEndpoints(ctx, {
         bridge,
-        selfUrl: () => selfUrl ?? "http://127.0.0.1",
+        publicUrl: options.publicUrl ?? "http://127.0.0.1",
         requestTimeoutMs: options.requestTimeoutMs ?? 3_600_000,
         pushTimeoutMs: options.pushTimeoutMs ?? 5_000,
         ...(options.secrets !== undefined && { secrets: options.secrets }),
@@ -115,9 +112,8 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
       router.add("POST", `${A2A_BASE_PATH}/:agent_id`, async (req, res, params) => {
         const caller = await authenticate(ctx, req);
         const record = await publishedAgent(params.agent_id ?? "");
-        selfUrl ??= selfUrlOf(req);
         // Answers to requests sent before a restart come to bridge agents, connected from here on.
-        void open.lateAnswers.resume(selfUrl);
+        void open.lateAnswers.resume();
         const body = await readJsonBody(req, ctx.maxEnvelopeBytes);
         let call: A2aCall;
         try {

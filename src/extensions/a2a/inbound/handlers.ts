@@ -32,7 +32,8 @@ export interface AgentEndpoint {
 
 export interface EndpointOptions {
   bridge: BridgeIdentities;
-  selfUrl(): string;
+  /** The gateway's URL as A2A clients see it (the capabilities card is built with it). */
+  publicUrl: string;
   requestTimeoutMs: number;
   pushTimeoutMs: number;
   /** Seals push configs' tokens and credentials at rest (without it they are stored as given). */
@@ -122,7 +123,7 @@ export class AgentEndpoints {
       this.lateAnswers.forget(taskId);
       const caller = context.user?.userName ?? "anonymous";
       void this.options.bridge
-        .agentFor(caller, this.options.selfUrl())
+        .agentFor(caller)
         .then((agent) => agent.notify(record.agentId, { taskId }, { method: A2aAcpMethods.cancel }))
         .catch((err: unknown) =>
           this.ctx.logger.warn(
@@ -142,7 +143,6 @@ export class AgentEndpoints {
       target: record.agentId,
       bridge: this.options.bridge,
       presence: this.ctx.presence,
-      selfUrl: this.options.selfUrl,
       running: this.running,
       late,
       isNew: (taskId, context) => durable.isNew(taskId, context),
@@ -152,7 +152,7 @@ export class AgentEndpoints {
     });
     // The card here decides capabilities only; the one served is built per request with the public URL.
     const handler = new DefaultRequestHandler(
-      agentCardOf(record, this.options.selfUrl()),
+      agentCardOf(record, this.options.publicUrl),
       store,
       executor,
       undefined,

@@ -1,7 +1,7 @@
 /**
  * Tasks whose ACP request went out before this gateway (re)started: nobody in this process awaits
- * their answer, but the answer is durable in the bridge agent's broker inbox. Once the gateway
- * knows its own URL (the first A2A request after start), the bridge agents of those tasks' callers
+ * their answer, but the answer is durable in the bridge agent's broker inbox. At the first A2A
+ * request after start (until then the bridge stays inert), the bridge agents of those tasks' callers
  * are connected; each answer that arrives for one of them completes (or fails) the stored task and
  * pushes the event, exactly as a live task would. Only tasks this bridge (this data directory) sent
  * are taken: on a shared NATS another gateway's bridge agents receive the answers of its own tasks.
@@ -39,8 +39,8 @@ export class LateAnswers {
   constructor(private readonly deps: LateAnswerDeps) {}
 
   /** Once: finds the earlier run's unfinished tasks and connects their callers' bridge agents. */
-  resume(selfUrl: string): Promise<void> {
-    this.#resumed ??= this.#resume(selfUrl).catch((err: unknown) =>
+  resume(): Promise<void> {
+    this.#resumed ??= this.#resume().catch((err: unknown) =>
       this.deps.ctx.logger.warn({ err: (err as Error).message }, "A2A: resuming earlier tasks failed"),
     );
     return this.#resumed;
@@ -86,7 +86,7 @@ export class LateAnswers {
     for (const event of events) await this.deps.apply(stored.agentId, taskId, context, event);
   }
 
-  async #resume(selfUrl: string): Promise<void> {
+  async #resume(): Promise<void> {
     const origin = await this.deps.bridge.installId();
     const callers = new Set<string>();
     // Also the time to forget finished tasks past their retention (and daily from now on).
@@ -101,7 +101,7 @@ export class LateAnswers {
       callers.add(stored.owner);
     }
     for (const caller of callers) {
-      const agent = await this.deps.bridge.agentFor(caller, selfUrl);
+      const agent = await this.deps.bridge.agentFor(caller);
       for (const [taskId, stored] of this.#orphans) {
         // The request goes out only once the handshake is done: without one it was never sent.
         if (stored.owner !== caller || agent.handshakeState(stored.agentId) === "established") continue;

@@ -1,9 +1,11 @@
 /**
- * An agent's connection to the gateway it runs in: submissions go straight into the relay (the
- * same checks, persistence and audit as the WebSocket's `submit`), deliveries come from the
- * agent's broker inbox, acknowledgements go to the broker. No socket, no frames to serialize and
- * parse twice, no self-call over TCP: what the bridge agents use instead of a WebSocket to the
- * gateway's own port.
+ * An agent running inside the gateway (the A2A bridge agents, the MCP endpoint's bridge agent) and
+ * its connection to that gateway: submissions go straight into the relay (the same checks,
+ * persistence and audit as the WebSocket's `submit`), deliveries come from the agent's broker inbox,
+ * acknowledgements go to the broker, registry look-ups and presence go to the registry and the
+ * presence tracker. No socket, no frames to serialize and parse twice, no self-call over TCP, and
+ * above all no address to reach: such an agent never sends its API key anywhere, so no request
+ * (its Host header, a forwarded address) can steer it to another host.
  *
  * A delivery whose bytes are exactly those this process's relay accepted (and so validated and
  * verified against the sender's registered key) reaches the agent marked `verifiedByRelay`, with
@@ -15,13 +17,49 @@
  * `signedHere`: the relay checks they name that key and skips re-verifying the gateway's own
  * signature. The recipient still verifies it.
  */
-import type { Inbox } from "../../broker/index.js";
-import type { AgentConnection, ConnectionEvents } from "../../client/connection.js";
-import type { GatewayContext } from "../../gateway/context.js";
-import type { ResolvedAgent } from "../../gateway/registry.js";
-import type { AcceptedMessage } from "../../gateway/relay.js";
-import { AcpError, type EnvelopeHeaders, headersOf, type VerifiedEnvelope } from "../../protocol/index.js";
-import type { SubmitResponse } from "../../wire/api.js";
+import type { Inbox } from "../broker/index.js";
+import type { AgentConnection, ConnectionEvents } from "../client/connection.js";
+import type { AcpAgentOptions, AgentDirectory } from "../client/types.js";
+import type { GatewayContext } from "../gateway/context.js";
+import type { ResolvedAgent } from "../gateway/registry.js";
+import { agentViewOf } from "../gateway/routes/agents.js";
+import type { AcceptedMessage } from "../gateway/relay.js";
+import { AcpError, type EnvelopeHeaders, headersOf, type VerifiedEnvelope } from "../protocol/index.js";
+import type { AgentView, PresenceUpdate, SubmitResponse } from "../wire/api.js";
+
+/**
+ * The `gateway` URL of an in-process agent. It is never used (`connection` and `directory` replace
+ * every call), and `.invalid` never resolves (RFC 6761): were a call to slip through, it would fail
+ * here rather than reach a host.
+ */
+export const IN_PROCESS_GATEWAY = "http://in-process.invalid";
+
+/** The options that make an AcpAgent one of the gateway's own, reaching it in process. */
+export function inProcessAgentOptions(
+  ctx: GatewayContext,
+): Required<Pick<AcpAgentOptions, "gateway" | "connection" | "directory">> {
+  return {
+    gateway: IN_PROCESS_GATEWAY,
+    connection: (agentId, events) => new InProcessConnection(ctx, agentId, events),
+    directory: new InProcessDirectory(ctx),
+  };
+}
+
+/** The registry and presence, as GET /api/v1/agents/:id and PUT …/presence give them to an agent. */
+export class InProcessDirectory implements AgentDirectory {
+  constructor(private readonly ctx: GatewayContext) {}
+
+  async getAgent(agentId: string): Promise<AgentView> {
+    const record = await this.ctx.registry.get(agentId);
+    if (!record) throw new AcpError("NotFound", `no registered agent ${agentId}`);
+    return agentViewOf(this.ctx, record);
+  }
+
+  async updatePresence(agentId: string, update: PresenceUpdate): Promise<unknown> {
+    await this.ctx.presence.update(agentId, update);
+    return this.ctx.presence.get(agentId);
+  }
+}
 
 /** Deliveries handed out before the agent acknowledges (as the WebSocket hub allows). */
 const MAX_IN_FLIGHT = 256;

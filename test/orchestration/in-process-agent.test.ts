@@ -4,12 +4,12 @@
  * their inbox another way is still verified by the agent, and a forgery is refused.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { DeliveredFrame } from "../../../src/client/connection.js";
-import { AcpAgent } from "../../../src/client/index.js";
-import { InProcessConnection } from "../../../src/extensions/a2a/in-process-connection.js";
-import { buildRequest, createSigner, generateIdentity, signMessage } from "../../../src/protocol/index.js";
-import { startTestGateway, type TestAgent, type TestGateway } from "../../helpers/gateway.js";
-import { until } from "../../helpers/until.js";
+import type { DeliveredFrame } from "../../src/client/connection.js";
+import { AcpAgent } from "../../src/client/index.js";
+import { InProcessConnection } from "../../src/orchestration/in-process-agent.js";
+import { buildRequest, createSigner, generateIdentity, signMessage } from "../../src/protocol/index.js";
+import { startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
+import { until } from "../helpers/until.js";
 
 describe("InProcessConnection", () => {
   let gw: TestGateway;
