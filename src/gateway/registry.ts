@@ -182,6 +182,14 @@ export class Registry {
     return { agentId, apiKey };
   }
 
+  /** Replaces a live agent's capabilities (the registry's side of a change made by an extension that owns the agent). */
+  async setCapabilities(agentId: string, capabilities: string[]): Promise<void> {
+    const entry = await this.agents.get(agentId);
+    if (!entry || entry.value.revokedAt) throw notFound(agentId);
+    await this.agents.update(agentId, { ...entry.value, capabilities }, entry.revision);
+    this.byId.forget(agentId);
+  }
+
   /** Revokes the agent: its key stops working, messages to it are refused. The record stays for audit. */
   async revoke(agentId: string, now = new Date()): Promise<{ agentId: string; revokedAt: string }> {
     const entry = await this.agents.get(agentId);

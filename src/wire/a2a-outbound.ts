@@ -4,6 +4,13 @@
  */
 export const A2A_REMOTE_AGENTS_PATH = "/api/v1/a2a/remote-agents";
 
+/**
+ * The capability the registry lists for an external A2A agent behind the bridge. It is not `a2a`
+ * (A2A_CAPABILITY in wire/a2a.ts), which opts an ACP agent in to being published to A2A clients:
+ * an external A2A agent is reached through the bridge, never published back as an A2A agent.
+ */
+export const A2A_REMOTE_CAPABILITY = "a2a-remote";
+
 /** How the registered card's signature was checked (A2A §8.4). */
 export interface CardVerification {
   signed: boolean;

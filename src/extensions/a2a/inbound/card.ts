@@ -6,11 +6,15 @@
 import type { AgentCard, AgentSkill } from "@a2a-js/sdk";
 import type { AgentRecord } from "../../../gateway/registry.js";
 import { A2A_CAPABILITY, a2aAgentBaseUrl } from "../../../wire/a2a.js";
+import { A2A_REMOTE_CAPABILITY } from "../../../wire/a2a-outbound.js";
 
 const MODES = ["text/plain", "application/json"];
 
+/** Opted in with `a2a`, and not an external A2A agent the outbound bridge answers for. */
 export const isPublished = (record: AgentRecord): boolean =>
-  !record.revokedAt && record.capabilities.includes(A2A_CAPABILITY);
+  !record.revokedAt &&
+  record.capabilities.includes(A2A_CAPABILITY) &&
+  !record.capabilities.includes(A2A_REMOTE_CAPABILITY);
 
 function skillOf(capability: string, agentId: string): AgentSkill {
   return {

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import type { Broker, Delivery, Inbox, KvBucket, Unsubscribe } from "../../../broker/index.js";
+import type { PresenceTracker } from "../../../gateway/presence.js";
 import type { Registry } from "../../../gateway/registry.js";
 import type { Relay } from "../../../gateway/relay.js";
 import type { SecretBox } from "../../../gateway/secrets.js";
@@ -18,6 +19,7 @@ import {
   type VerifiedEnvelope,
   verifyEnvelope,
 } from "../../../protocol/index.js";
+import { A2A_CAPABILITY } from "../../../wire/a2a.js";
 import type { OutboundAgentRecord } from "../../../wire/a2a-outbound.js";
 import type { BridgeIdentity } from "../bridge-identity.js";
 
@@ -32,14 +34,15 @@ import { A2AClient } from "./a2a-client.js";
 import { A2AMethods } from "./convert.js";
 import { CredentialStore } from "./credentials.js";
 import { Exchanges } from "./exchanges.js";
-import { registerOutbound } from "./registration.js";
+import { registerOutbound, remoteCapabilities } from "./registration.js";
 import { TaskLinks } from "./tasks.js";
 
-/** What the bridge uses of the gateway: the registry, the relay pipeline and the broker, in-process. */
+/** What the bridge uses of the gateway: the registry, the relay pipeline, the broker and presence, in-process. */
 export interface BridgeDeps {
   broker: Broker;
   registry: Registry;
   relay: Relay;
+  presence: PresenceTracker;
   logger: Logger;
 }
 
@@ -59,6 +62,8 @@ export interface Served {
   handshakes: Handshakes;
   inbox?: Inbox;
   pump?: Promise<void>;
+  /** Keeps the agent's presence online while the bridge serves it. */
+  heartbeat?: NodeJS.Timeout;
   /**
    * The relay verified a submission signed by `signer` in full: later ones are passed as
    * `signedHere` (signed in this process with the registered key), so it skips the Ed25519 verify.
@@ -169,7 +174,7 @@ export class OutboundBridge {
       handshakes: new Handshakes({
         self: sender,
         announce: {
-          capabilities: ["a2a", ...record.skills],
+          capabilities: remoteCapabilities(record.skills),
           purpose: `A2A agent "${record.name}" through the gateway's bridge`,
         },
         capabilities: { tools: record.skills, domains: ["a2a"], limits: [], requests: [] },
@@ -183,6 +188,12 @@ export class OutboundBridge {
           headers: await this.credentials.load(record.agentId),
           legacy: record.protocolVersion !== undefined,
         });
+      await this.upgradeCapabilities(record).catch((err: unknown) =>
+        this.deps.logger.warn(
+          { agent: record.agentId, err: (err as Error).message },
+          "A2A agent's capabilities not upgraded",
+        ),
+      );
       served.inbox = await this.deps.broker.openInbox(record.agentId);
     } catch (err) {
       this.served.delete(record.agentId);
@@ -193,14 +204,40 @@ export class OutboundBridge {
       return;
     }
     served.pump = this.pump(served, served.inbox);
+    // The agent is reachable while the bridge serves it: online, like an agent with a connection.
+    const { presence } = this.deps;
+    await presence.connected(record.agentId).catch(() => undefined);
+    served.heartbeat = setInterval(
+      () => void presence.heartbeat(record.agentId).catch(() => undefined),
+      presence.staleAfterMs / 3,
+    );
+    served.heartbeat.unref();
   }
 
   private async stopServing(agentId: string): Promise<void> {
     const served = this.served.get(agentId);
     if (!served) return;
     this.served.delete(agentId);
+    if (served.heartbeat) {
+      clearInterval(served.heartbeat);
+      await this.deps.presence.disconnected(agentId).catch(() => undefined);
+    }
     await served.inbox?.close();
     await served.pump;
+  }
+
+  /**
+   * An agent registered by an older gateway has the capability `a2a`, which publishes it to A2A
+   * clients as an ACP agent: it gets the capabilities a registration gets now.
+   */
+  private async upgradeCapabilities(record: OutboundAgentRecord): Promise<void> {
+    const current = await this.deps.registry.get(record.agentId);
+    if (!current || current.revokedAt || !current.capabilities.includes(A2A_CAPABILITY)) return;
+    await this.deps.registry.setCapabilities(record.agentId, remoteCapabilities(record.skills));
+    this.deps.logger.info(
+      { agent: record.agentId },
+      "A2A agent's capabilities upgraded: no longer published to A2A clients",
+    );
   }
 
   private async pump(served: Served, inbox: Inbox): Promise<void> {

@@ -3,7 +3,8 @@ import { z } from "zod";
 import type { Registry } from "../../../gateway/registry.js";
 import { AcpError, AgentId, PrincipalId } from "../../../protocol/index.js";
 
-import type { OutboundAgentRecord } from "../../../wire/a2a-outbound.js";
+import { A2A_CAPABILITY } from "../../../wire/a2a.js";
+import { A2A_REMOTE_CAPABILITY, type OutboundAgentRecord } from "../../../wire/a2a-outbound.js";
 import type { BridgeIdentity } from "../bridge-identity.js";
 import { A2A_VERSION, fetchAgentCard, jsonRpcEndpoint } from "./card.js";
 import { verifyCardSignatures } from "./card-signature.js";
@@ -28,6 +29,14 @@ export function defaultAgentId(name: string): string {
     .replace(/^-+|-+$/g, "")
     .slice(0, 100);
   return `a2a-${slug || "agent"}`;
+}
+
+/**
+ * What the registry lists for an external A2A agent: `a2a-remote` and its card's skill ids, never
+ * `a2a` (which would publish it back to A2A clients as if it were an ACP agent; a skill may be so named).
+ */
+export function remoteCapabilities(skills: readonly string[]): string[] {
+  return [A2A_REMOTE_CAPABILITY, ...skills.filter((skill) => skill !== A2A_CAPABILITY)];
 }
 
 /**
@@ -68,7 +77,7 @@ export async function registerOutbound(
       agentId,
       principalId,
       signing: identity.signing,
-      capabilities: ["a2a", ...skills],
+      capabilities: remoteCapabilities(skills),
     });
   } catch (err) {
     if (!(err instanceof AcpError) || err.reason !== "Conflict") throw err;
