@@ -20,8 +20,6 @@ export interface InboxHost {
 interface InFlight {
   row: LoadedMessage;
   timer: NodeJS.Timeout;
-  /** Delivered by this inbox (not a delivery from before a crash, waiting for its ack wait). */
-  handedOut: boolean;
   /** The consumer received it (it left the delivery queue towards the agent). */
   taken: boolean;
 }
@@ -40,6 +38,8 @@ export class EmbeddedInbox implements Inbox {
   private lastSeq = 0;
   private caughtUp = false;
   private closed = false;
+  /** The oldest orphaned delivery found (see `orphaned`) has been counted as an attempt. */
+  private orphanCounted = false;
 
   constructor(
     readonly agentId: string,
@@ -103,7 +103,7 @@ export class EmbeddedInbox implements Inbox {
     this.closed = true;
     const entries = [...this.inFlight.values()];
     for (const entry of entries) clearTimeout(entry.timer);
-    this.giveBack(entries.filter((entry) => entry.handedOut).sort((a, b) => a.row.seq - b.row.seq));
+    this.giveBack(entries.sort((a, b) => a.row.seq - b.row.seq));
     this.inFlight.clear();
     this.waiting.length = 0;
     this.queue.close();
@@ -163,11 +163,25 @@ export class EmbeddedInbox implements Inbox {
     for (const row of rows) {
       this.lastSeq = row.seq;
       if (row.status === "delivered" && row.next_attempt_at !== null && row.next_attempt_at > now) {
-        // Handed out before a crash and still inside its ack wait: wait for that to end.
-        this.track(row, row.next_attempt_at - now, false);
-      } else {
-        this.waiting.push(row);
+        this.orphaned(row, now);
       }
+      this.waiting.push(row);
+    }
+  }
+
+  /**
+   * A delivery still inside its ack wait that no inbox of this process holds was handed out by a
+   * process that died (one process owns the database, and a closing inbox gives its hand-outs back
+   * as due): its socket died with it, so waiting out the ack wait would only delay it. It goes out
+   * again now, counted as a close would count it: the oldest one as an attempt, the others not.
+   */
+  private orphaned(row: LoadedMessage, now: number): void {
+    if (this.orphanCounted) {
+      row.attempts -= 1;
+      row.next_attempt_at = null;
+    } else {
+      this.orphanCounted = true;
+      row.next_attempt_at = now;
     }
   }
 
@@ -182,14 +196,14 @@ export class EmbeddedInbox implements Inbox {
     // one more delivery after the restart.
     this.host.commits.defer(() => row.status === "delivered" && this.host.table.markDelivered(row));
     this.host.statusChanged(row);
-    this.track(row, wait, true);
+    this.track(row, wait);
     this.queue.push(toDelivery(row));
   }
 
-  private track(row: LoadedMessage, waitMs: number, handedOut: boolean): void {
+  private track(row: LoadedMessage, waitMs: number): void {
     const timer = setTimeout(() => this.ackWaitEnded(row.id), waitMs);
     timer.unref();
-    this.inFlight.set(row.id, { row, timer, handedOut, taken: false });
+    this.inFlight.set(row.id, { row, timer, taken: false });
   }
 
   private ackWaitEnded(id: string): void {
