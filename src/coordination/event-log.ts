@@ -5,11 +5,12 @@
  * trailing fragment is either a write still in flight (left for later) or a torn line from a crash
  * (reported with its line number, never parsed as garbage).
  */
-import { open } from "node:fs/promises";
+import { dirname } from "node:path";
 import { AppendLog, AppendLogError } from "../jsonl/index.js";
 import { CoordinationError } from "./errors.js";
 import { sleep } from "./fs-atomic.js";
 import { type SessionEvent, SessionEventSchema } from "./schemas.js";
+import { openSessionFile } from "./session-files.js";
 import { validateWith } from "./validate.js";
 
 /** Larger events belong in a data artifact; the cap also keeps every append a single write. */
@@ -165,14 +166,10 @@ function isTruncatedJson(text: string, message: string): boolean {
   return position !== null && Number(position[1]) >= text.length && text.startsWith("{");
 }
 
+/** The log lives in its session directory: it is read only as a regular file really there. */
 async function readBytesFrom(path: string, offset: number): Promise<Buffer> {
-  let handle: Awaited<ReturnType<typeof open>>;
-  try {
-    handle = await open(path, "r");
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return Buffer.alloc(0);
-    throw err;
-  }
+  const handle = await openSessionFile(dirname(path), path);
+  if (!handle) return Buffer.alloc(0);
   try {
     const { size } = await handle.stat();
     if (size < offset) {

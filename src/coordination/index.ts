@@ -23,7 +23,10 @@ export {
   type CoordinationErrorKind,
   type ErrorLocation,
   formatLocated,
+  formatPublicProblem,
   type LocatedProblem,
+  type PublicProblem,
+  publicProblem,
 } from "./errors.js";
 export {
   appendEvent,

@@ -1,10 +1,10 @@
-import { mkdir, open, readdir, stat } from "node:fs/promises";
+import { lstat, mkdir, open, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { type AgentPatch, applyAgentPatch } from "./agent-patch.js";
 import { CoordinationError } from "./errors.js";
 import { appendEvent, type LoggedEvent, type LogProblem, readEventLog } from "./event-log.js";
 import { type FollowOptions, followEvents } from "./follow.js";
-import { createFileAtomic, readTextIfExists, writeFileAtomic } from "./fs-atomic.js";
+import { createFileAtomic, writeFileAtomic } from "./fs-atomic.js";
 import { type LockOptions, withFileLock } from "./lock.js";
 import {
   artifactName,
@@ -19,6 +19,7 @@ import {
   sessionPaths,
 } from "./paths.js";
 import { type EventFilter, matchesFilter, type NamedReport } from "./queries.js";
+import { lstatSessionEntry, readSessionText } from "./session-files.js";
 import {
   type AgentEntry,
   type Coordination,
@@ -103,7 +104,8 @@ export class Session {
     assertSessionId(options.id);
     const session = new Session(resolveContextRoot(options.root), options.id, options.lock);
     if (await session.hasCoordination()) return session;
-    const isDirectory = (await stat(session.paths.dir).catch(() => undefined))?.isDirectory() === true;
+    // A link in place of the session directory is no session (docs/security.md, "Coordination files").
+    const isDirectory = (await lstatSessionEntry(session.paths.dir))?.isDirectory() === true;
     if (!isDirectory) {
       throw new CoordinationError("not_found", `no session ${options.id} here`, { file: session.paths.dir });
     }
@@ -130,7 +132,7 @@ export class Session {
   }
 
   private async hasCoordination(): Promise<boolean> {
-    return (await stat(this.paths.coordination).catch(() => undefined)) !== undefined;
+    return (await lstat(this.paths.coordination).catch(() => undefined)) !== undefined;
   }
 
   /**
@@ -158,7 +160,7 @@ export class Session {
 
   async readCoordination(): Promise<Coordination> {
     const file = this.paths.coordination;
-    const text = await readTextIfExists(file);
+    const text = await readSessionText(this.paths.dir, file);
     if (text === undefined)
       throw new CoordinationError("not_found", "coordination.json is missing", { file });
     const coordination = parseJsonFile(CoordinationSchema, text, file);
@@ -263,7 +265,7 @@ export class Session {
   async readReport(agent: string): Promise<Report> {
     assertName(agent, "agent");
     const file = join(this.paths.dir, reportRef(agent));
-    const text = await readTextIfExists(file);
+    const text = await readSessionText(this.paths.dir, file);
     if (text === undefined)
       throw new CoordinationError("not_found", `agent "${agent}" has written no report`, { file });
     return parseJsonFile(ReportSchema, text, file);
@@ -320,30 +322,35 @@ export class Session {
 
   async getArtifact(ref: string): Promise<unknown> {
     const file = join(this.paths.data, `${artifactName(ref)}.json`);
-    const text = await readTextIfExists(file);
+    const text = await readSessionText(this.paths.dir, file);
     if (text === undefined) throw new CoordinationError("not_found", `no artifact "${ref}"`, { file });
     return parseJsonText(text, file);
   }
 
+  /** The artifacts in data/: regular files only (a link there is never measured or dated). */
   async listArtifacts(): Promise<ArtifactInfo[]> {
     const names = await jsonNames(this.paths.data);
     const { events } = await this.readEvents({ type: "data" });
-    return Promise.all(
+    const listed = await Promise.all(
       names.map(async (name) => {
-        const info = await stat(join(this.paths.data, `${name}.json`));
+        const info = await lstatSessionEntry(join(this.paths.data, `${name}.json`));
+        if (!info?.isFile()) return [];
         const ref = artifactRef(name);
         const creators = events.flatMap(({ event }) =>
           event.type === "data" && artifactName(event.artifact) === name ? [event.from] : [],
         );
-        return {
-          name,
-          ref,
-          bytes: info.size,
-          modified_at: info.mtime.toISOString(),
-          created_by: [...new Set(creators)],
-        };
+        return [
+          {
+            name,
+            ref,
+            bytes: info.size,
+            modified_at: info.mtime.toISOString(),
+            created_by: [...new Set(creators)],
+          },
+        ];
       }),
     );
+    return listed.flat();
   }
 
   /** Calls `onChange` whenever coordination.json, the event log, reports/ or data/ change. */

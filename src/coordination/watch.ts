@@ -5,7 +5,7 @@
  * callers get no duplicates and miss nothing.
  */
 import { type FSWatcher, watch } from "node:fs";
-import { stat } from "node:fs/promises";
+import { lstat } from "node:fs/promises";
 import type { SessionPaths } from "./paths.js";
 
 export type SessionChange = "coordination" | "events" | "reports" | "data";
@@ -90,7 +90,8 @@ export function watchSession(
 async function signatures(targets: Record<SessionChange, string>): Promise<Record<SessionChange, string>> {
   const entries = await Promise.all(
     (Object.entries(targets) as [SessionChange, string][]).map(async ([kind, path]) => {
-      const info = await stat(path).catch(() => undefined);
+      // lstat: a link's target is never watched (its changes are not the session's).
+      const info = await lstat(path).catch(() => undefined);
       return [kind, info ? `${info.ino}:${info.size}:${info.mtimeMs}` : "absent"] as const;
     }),
   );

@@ -6,12 +6,19 @@
  * - `coordination://{session}/reports`: the agents' reports.
  * Each is subscribable: `Session.watch` sees the files change and the subscriber gets
  * `notifications/resources/updated` with the URI whose content changed.
+ *
+ * The client is remote: a file that cannot be read is named relative to the session with a generic
+ * reason (`publicProblem`), never with its content, its size or a path on the server.
  */
 import { readdir } from "node:fs/promises";
+import { resolve } from "node:path";
 import { type McpServer, ResourceTemplate } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { ErrorCode, McpError, type ReadResourceResult } from "@modelcontextprotocol/sdk/types.js";
 import {
   type Coordination,
+  formatPublicProblem,
+  type PublicProblem,
+  publicProblem,
   SESSION_ID_PATTERN,
   Session,
   type SessionChange,
@@ -50,6 +57,16 @@ export function addCoordinationResources(
   options: CoordinationResourcesOptions,
 ): void {
   const maxEvents = options.maxEvents ?? 500;
+  /** Reads from the session, turning a failure into what a remote client may see. */
+  const guarded = async <T>(id: string, read: () => Promise<T>): Promise<T> => {
+    try {
+      return await read();
+    } catch (err) {
+      if (err instanceof McpError) throw err;
+      const problem = publicProblem(err, resolve(options.root, id));
+      throw new McpError(ErrorCode.InternalError, `session ${id}: ${formatPublicProblem(problem)}`, problem);
+    }
+  };
   const open = async (id: string): Promise<Session> => {
     const missing = new McpError(ErrorCode.InvalidParams, `no coordination session ${id}`);
     if (!SESSION_ID_PATTERN.test(id)) throw missing;
@@ -57,7 +74,7 @@ export function addCoordinationResources(
       throw missing;
     });
     if (options.visible) {
-      const coordination = await session.readCoordination();
+      const coordination = await guarded(id, () => session.readCoordination());
       if (!options.visible(coordination)) throw missing;
     }
     return session;
@@ -84,11 +101,11 @@ export function addCoordinationResources(
       mimeType: "application/json",
     },
     async (uri, variables) => {
-      const session = await open(String(variables.session));
-      const [coordination, artifacts] = await Promise.all([
-        session.readCoordination(),
-        session.listArtifacts(),
-      ]);
+      const id = String(variables.session);
+      const session = await open(id);
+      const [coordination, artifacts] = await guarded(id, () =>
+        Promise.all([session.readCoordination(), session.listArtifacts()]),
+      );
       return json(uri, { coordination, artifacts });
     },
   );
@@ -100,12 +117,21 @@ export function addCoordinationResources(
       mimeType: "application/json",
     },
     async (uri, variables) => {
-      const session = await open(String(variables.session));
-      const { events, problems } = await session.readEvents();
+      const id = String(variables.session);
+      const session = await open(id);
+      const { events, problems } = await guarded(id, () => session.readEvents());
       return json(uri, {
         total: events.length,
         events: events.slice(-maxEvents).map((e) => e.event),
-        ...(problems.length > 0 && { problems }),
+        ...(problems.length > 0 && {
+          problems: problems.map(
+            (p): PublicProblem => ({
+              file: "messages.jsonl",
+              line: p.line,
+              reason: p.kind === "torn" ? "torn line" : "not a valid event",
+            }),
+          ),
+        }),
       });
     },
   );
@@ -114,8 +140,14 @@ export function addCoordinationResources(
     new ResourceTemplate(`${COORDINATION_SCHEME}://{session}/reports`, { list: undefined }),
     { description: "The agents' reports (reports/{agent}.json)", mimeType: "application/json" },
     async (uri, variables) => {
-      const session = await open(String(variables.session));
-      return json(uri, { reports: await session.readReports() });
+      const id = String(variables.session);
+      const session = await open(id);
+      // One unreadable report is named (generically) beside the others instead of hiding them all.
+      const problems: PublicProblem[] = [];
+      const reports = await guarded(id, () =>
+        session.readReports({ onInvalid: (err) => problems.push(publicProblem(err, session.paths.dir)) }),
+      );
+      return json(uri, { reports, ...(problems.length > 0 && { problems }) });
     },
   );
 

@@ -1,5 +1,13 @@
 import { readdir } from "node:fs/promises";
-import { type AgentEntry, SESSION_ID_PATTERN, Session, type SessionEvent } from "../../coordination/index.js";
+import { resolve } from "node:path";
+import {
+  type AgentEntry,
+  formatPublicProblem,
+  publicProblem,
+  SESSION_ID_PATTERN,
+  Session,
+  type SessionEvent,
+} from "../../coordination/index.js";
 import { AcpError } from "../../protocol/index.js";
 import type { Scope } from "./viewer.js";
 
@@ -10,7 +18,10 @@ export interface SessionSummary {
   agents: number;
   /** Agents per status (waiting, in_progress, completed, failed). */
   byStatus: Record<string, number>;
-  /** Set when coordination.json cannot be read. */
+  /**
+   * Set when coordination.json cannot be read: the file relative to the session and a generic
+   * reason, never its content or a server path (docs/security.md, "Coordination files").
+   */
   error?: string;
 }
 
@@ -57,9 +68,10 @@ export class SessionsView {
     const session = await Session.open({ root: this.root, id }).catch(() => {
       throw missing;
     });
-    const coordination = await session.readCoordination().catch((err: Error) => {
-      throw new AcpError("StorageUnavailable", `session ${id}: ${err.message}`);
-    });
+    const unreadable = (err: unknown) => {
+      throw new AcpError("StorageUnavailable", `session ${id}: ${this.describe(err, id)}`);
+    };
+    const coordination = await session.readCoordination().catch(unreadable);
     const agentList = Object.entries(coordination.agents).map(([name, entry]) => ({ ...entry, name }));
     if (
       !this.visible(
@@ -68,7 +80,7 @@ export class SessionsView {
       )
     )
       throw missing;
-    const { events, problems } = await session.readEvents();
+    const { events, problems } = await session.readEvents().catch(unreadable);
     return {
       ...summarize(id, coordination.started_at, coordination.project_type, agentList),
       agentList,
@@ -94,10 +106,14 @@ export class SessionsView {
     } catch (err) {
       // Shown to the admin only (no agent names to match a principal against).
       return {
-        summary: { id, startedAt: null, agents: 0, byStatus: {}, error: (err as Error).message },
+        summary: { id, startedAt: null, agents: 0, byStatus: {}, error: this.describe(err, id) },
         names: [],
       };
     }
+  }
+
+  private describe(err: unknown, id: string): string {
+    return formatPublicProblem(publicProblem(err, resolve(this.root, id)));
   }
 }
 
