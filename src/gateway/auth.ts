@@ -13,6 +13,43 @@ export function newAdminToken(): string {
   return `acpadm_${randomBytes(32).toString("base64url")}`;
 }
 
+/** An admin token the operator chooses must be at least this long… */
+export const MIN_ADMIN_TOKEN_LENGTH = 32;
+/** …and carry about this much entropy (estimated by `estimatedEntropyBits`). */
+export const MIN_ADMIN_TOKEN_BITS = 128;
+
+/**
+ * A rough upper estimate of a secret's entropy: its length times the Shannon entropy of its
+ * characters' frequencies. A repeated word, a short alphabet or a padded phrase scores low; a
+ * random token of the same length scores near its true strength.
+ */
+export function estimatedEntropyBits(secret: string): number {
+  const chars = [...secret];
+  const counts = new Map<string, number>();
+  for (const char of chars) counts.set(char, (counts.get(char) ?? 0) + 1);
+  let perChar = 0;
+  for (const count of counts.values()) {
+    const p = count / chars.length;
+    perChar -= p * Math.log2(p);
+  }
+  return perChar * chars.length;
+}
+
+/**
+ * Refuses a weak admin token at start, naming where it came from (`source`: the environment
+ * variable or option) and never repeating it. The admin token registers and revokes agents.
+ */
+export function checkAdminTokenStrength(token: string, source: string): void {
+  const length = [...token].length;
+  const bits = Math.floor(estimatedEntropyBits(token));
+  if (length >= MIN_ADMIN_TOKEN_LENGTH && bits >= MIN_ADMIN_TOKEN_BITS) return;
+  throw new Error(
+    `${source} is too weak for the admin token (${length} characters, about ${bits} bits): it needs at least ` +
+      `${MIN_ADMIN_TOKEN_LENGTH} characters and ${MIN_ADMIN_TOKEN_BITS} bits; make one with \`openssl rand -base64 32\`, ` +
+      "or leave it unset and the gateway generates one",
+  );
+}
+
 export function hashSecret(secret: string): string {
   return createHash("sha256").update(secret).digest("hex");
 }

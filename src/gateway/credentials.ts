@@ -2,7 +2,9 @@ import { timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { AcpError } from "../protocol/index.js";
 import { credentialOf, hashSecret } from "./auth.js";
+import type { Metrics } from "./metrics.js";
 import type { PrincipalStore } from "./principals.js";
+import type { FailedCredentialLimiter } from "./rate-limit.js";
 import type { Registry, ResolvedAgent } from "./registry.js";
 
 /** Who sent a request: an agent (API key), a human principal (principal token) or the admin. */
@@ -32,7 +34,9 @@ const ORDER: CallerKind[] = ["agent", "principal", "admin"];
 
 /**
  * The gateway's one credential resolver: the admin token (compared by hash, in constant time), an
- * agent's API key, or a principal token. Every endpoint, core or extension, authenticates here.
+ * agent's API key, or a principal token. Every endpoint, core or extension, authenticates here,
+ * and so does the WebSocket; a source address that presented too many wrong credentials is
+ * refused before its next one is looked at (FailedCredentialLimiter).
  */
 export class Credentials {
   constructor(
@@ -40,6 +44,8 @@ export class Credentials {
     private readonly adminTokenHash: string,
     private readonly registry: Registry,
     private readonly principals: PrincipalStore,
+    private readonly failures: FailedCredentialLimiter,
+    private readonly metrics: Metrics,
   ) {}
 
   /** The request's caller among the kinds accepted; anything else is 401 (Unauthorized). */
@@ -50,9 +56,34 @@ export class Credentials {
     const refusal = refusalFor(accepted);
     const credential = credentialOf(req.headers);
     if (!credential) throw new AcpError("Unauthorized", refusal.missing);
-    const caller = await this.callerOf(credential, accepted);
+    const caller = await this.checked(req, () => this.callerOf(credential, accepted));
     if (!caller) throw new AcpError("Unauthorized", refusal.unknown);
     return caller as Extract<Caller, { kind: K }>;
+  }
+
+  /** The agent an API key acts as (a WebSocket's, from its header or first frame), counted like `resolve`. */
+  agentOf(req: IncomingMessage, apiKey: string): Promise<ResolvedAgent | undefined> {
+    return this.checked(req, () => this.registry.authenticate(apiKey));
+  }
+
+  /** Runs a credential check unless `req`'s source is throttled; a miss counts against the source. */
+  private async checked<T>(
+    req: IncomingMessage,
+    check: () => Promise<T | undefined>,
+  ): Promise<T | undefined> {
+    const source = req.socket.remoteAddress;
+    try {
+      this.failures.check(source);
+    } catch (err) {
+      this.metrics.count("acp_credentials_throttled_total");
+      throw err;
+    }
+    const found = await check();
+    if (found === undefined) {
+      this.failures.failed(source);
+      this.metrics.count("acp_credentials_failed_total");
+    }
+    return found;
   }
 
   private async callerOf(credential: string, accepted: readonly CallerKind[]): Promise<Caller | undefined> {

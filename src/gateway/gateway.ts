@@ -14,7 +14,7 @@ import type { Broker, DeliveryOptions, NatsConnectionOptions } from "../broker/i
 import { openBroker } from "../broker/open.js";
 import { describeNarrowed, ensurePrivateDir, type ModeNarrowed } from "../jsonl/private-files.js";
 import { AcpError } from "../protocol/index.js";
-import { hashSecret, newAdminToken } from "./auth.js";
+import { checkAdminTokenStrength, hashSecret, newAdminToken } from "./auth.js";
 import type { GatewayContext } from "./context.js";
 import { Credentials } from "./credentials.js";
 import type { GatewayExtension } from "./extension.js";
@@ -24,7 +24,7 @@ import { Router, requestUrl, sendError } from "../http/server.js";
 import { Metrics } from "./metrics.js";
 import { PresenceTracker } from "./presence.js";
 import { PrincipalStore } from "./principals.js";
-import { RateLimiter } from "./rate-limit.js";
+import { FailedCredentialLimiter, type FailedCredentialLimits, RateLimiter } from "./rate-limit.js";
 import { Registry } from "./registry.js";
 import { Relay } from "./relay.js";
 import { RelayAudit } from "./relay-audit.js";
@@ -58,6 +58,8 @@ export interface GatewayOptions {
     socketBufferBytes?: number;
     /** Bytes waiting in all agent sockets together past which no socket with a backlog gets more. Default 64 MiB. */
     outboundBufferBytes?: number;
+    /** Wrong credentials (API keys, principal tokens, the admin token) per source address. */
+    failedCredentials?: FailedCredentialLimits;
   };
   delivery?: DeliveryOptions;
   retentionMs?: number;
@@ -108,6 +110,17 @@ function preparePrivateDataDir(data: string, logger: Logger): void {
 
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
 
+/** The admin token the operator configured (option, else `ACP_ADMIN_TOKEN`), refused if weak. */
+function configuredAdminToken(option: string | undefined): string | undefined {
+  const [token, source] =
+    option !== undefined
+      ? [option, "the adminToken option"]
+      : [process.env.ACP_ADMIN_TOKEN, "ACP_ADMIN_TOKEN"];
+  if (!token) return undefined;
+  checkAdminTokenStrength(token, source);
+  return token;
+}
+
 /** The admin token: configured, else the stored hash, else a new one generated (and stored hashed). */
 async function resolveAdminToken(broker: Broker, configured: string | undefined) {
   if (configured) return { token: configured, hash: hashSecret(configured), created: false };
@@ -132,6 +145,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       `refusing to serve plain HTTP on non-loopback address ${host}: give --tls-cert/--tls-key, or --insecure`,
     );
   }
+  const adminToken = configuredAdminToken(options.adminToken);
   const logger =
     options.logger ??
     pino(
@@ -156,7 +170,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   const broker = await openBroker(options.nats ? { nats: options.nats, ...common } : { data, ...common });
   const transport = options.nats ? "nats" : "embedded";
   const gatewayId = randomUUID();
-  const admin = await resolveAdminToken(broker, options.adminToken ?? process.env.ACP_ADMIN_TOKEN);
+  const admin = await resolveAdminToken(broker, adminToken);
   // Never promise more than the broker can store (NATS: the server's max_payload less header room).
   const maxEnvelopeBytes = Math.min(options.limits?.maxEnvelopeBytes ?? 1024 * 1024, broker.maxEnvelopeBytes);
   const heartbeatMs = options.heartbeatMs ?? 15_000;
@@ -186,6 +200,13 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     skewMs: options.skewMs ?? 5 * 60_000,
     transport,
   });
+  const credentials = new Credentials(
+    admin.hash,
+    registry,
+    principals,
+    new FailedCredentialLimiter(options.limits?.failedCredentials),
+    metrics,
+  );
   const ctx: GatewayContext = {
     broker,
     registry,
@@ -193,14 +214,14 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     presence,
     metrics,
     logger,
-    credentials: new Credentials(admin.hash, registry, principals),
+    credentials,
     principals,
     maxEnvelopeBytes,
     startedAt: new Date(),
     gatewayId,
   };
   const hub = new WsHub(
-    { broker, registry, relay, presence, metrics, logger },
+    { broker, credentials, relay, presence, metrics, logger },
     {
       heartbeatMs,
       maxInFlight: 256,

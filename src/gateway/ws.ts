@@ -5,11 +5,12 @@ import { type RawData, WebSocket, WebSocketServer } from "ws";
 import type { Broker, Delivery, Inbox } from "../broker/index.js";
 import { AcpError, toErrorObject } from "../protocol/index.js";
 import { credentialOf } from "./auth.js";
+import type { Credentials } from "./credentials.js";
 import { brokerToAcp } from "../http/server.js";
 import type { Metrics } from "./metrics.js";
 import { netSocketOf, OutboundBuffers, type SocketBacklog } from "./outbound-buffers.js";
 import type { PresenceTracker } from "./presence.js";
-import type { Registry, ResolvedAgent } from "./registry.js";
+import type { ResolvedAgent } from "./registry.js";
 import type { Relay } from "./relay.js";
 import { SubmitIntake } from "./submit-intake.js";
 import { ClientFrame, type ServerFrame } from "../wire/api.js";
@@ -31,6 +32,7 @@ export interface WsOptions {
 /** Close codes (RFC 6455 private range) so clients can tell why they were closed. */
 export const CloseCode = {
   Unauthorized: 4401,
+  RateLimited: 4429,
   Replaced: 4409,
   HeartbeatTimeout: 4408,
   ShuttingDown: 1001,
@@ -50,7 +52,7 @@ export class WsHub {
   constructor(
     private readonly deps: {
       broker: Broker;
-      registry: Registry;
+      credentials: Credentials;
       relay: Relay;
       presence: PresenceTracker;
       metrics: Metrics;
@@ -71,7 +73,7 @@ export class WsHub {
 
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     this.server.handleUpgrade(req, socket, head, (ws) => {
-      void this.accept(ws, credentialOf(req.headers));
+      void this.accept(ws, req, credentialOf(req.headers));
     });
   }
 
@@ -82,9 +84,18 @@ export class WsHub {
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
-  private async accept(ws: WebSocket, headerKey: string | undefined): Promise<void> {
+  private async accept(ws: WebSocket, req: IncomingMessage, headerKey: string | undefined): Promise<void> {
     const apiKey = headerKey ?? (await this.firstFrameKey(ws));
-    const agent = apiKey ? await this.deps.registry.authenticate(apiKey).catch(() => undefined) : undefined;
+    let agent: ResolvedAgent | undefined;
+    try {
+      agent = apiKey ? await this.deps.credentials.agentOf(req, apiKey) : undefined;
+    } catch (err) {
+      if (err instanceof AcpError && err.reason === "RateLimited") {
+        this.send(ws, { type: "error", error: err.toJSON() });
+        ws.close(CloseCode.RateLimited, "too many failed credential checks");
+        return;
+      }
+    }
     if (!agent) {
       this.send(ws, {
         type: "error",

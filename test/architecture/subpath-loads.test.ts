@@ -92,7 +92,7 @@ describe("package subpaths load only what they need (fresh node, from dist)", ()
       `const { mkdtempSync, rmSync } = await import("node:fs");
        const dir = mkdtempSync((await import("node:os")).tmpdir() + "/acp-loads-");
        const pino = (await import("pino")).default;
-       const gateway = await m.startGateway({ port: 0, data: dir, adminToken: "t".repeat(32), logger: pino({ level: "silent" }) });
+       const gateway = await m.startGateway({ port: 0, data: dir, adminToken: "acpadm_test-Vb7qK2xN9mR4tW8zL1cF6hJ3pS5dG0yQ", logger: pino({ level: "silent" }) });
        await gateway.close();
        rmSync(dir, { recursive: true, force: true });`,
     );

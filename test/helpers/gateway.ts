@@ -32,7 +32,7 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
-export const ADMIN_TOKEN = "test-admin-token-0123456789";
+export const ADMIN_TOKEN = "acpadm_test-Vb7qK2xN9mR4tW8zL1cF6hJ3pS5dG0yQ";
 
 /** A real gateway on 127.0.0.1:<free port>, embedded (temp data dir) or on a given NATS URL. */
 export async function startTestGateway(

@@ -16,7 +16,7 @@ import {
   type MethodMessage,
   signMessage,
 } from "../../src/protocol/index.js";
-import { SCHEDULING_ANNOUNCE, agentFor, eventually } from "../client/fixtures.js";
+import { agentFor, eventually, SCHEDULING_ANNOUNCE } from "../client/fixtures.js";
 import { errorOf, submit } from "../gateway/suite.js";
 import { api, FrameClient, startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
