@@ -1,5 +1,6 @@
 import { EventEmitter } from "node:events";
 import { PresenceUpdate } from "../wire/api.js";
+import type { VersionDeprecation } from "../wire/versions.js";
 import type { HandshakeState, PeerHandshake } from "../handshake/index.js";
 import { readIdentityFile, TrustLedger, type TrustRecord } from "../identity/index.js";
 import {
@@ -23,6 +24,7 @@ import type {
   AcpAgentOptions,
   AgentDirectory,
   AgentEvents,
+  AgentWarning,
   HandoffHandler,
   HandoffOptions,
   NotificationHandler,
@@ -280,6 +282,25 @@ export class AcpAgent {
     this.emitter.emit(event, ...args);
   };
 
+  /** Each deprecation once per agent, not again at every reconnect. */
+  private readonly deprecationsTold = new Set<string>();
+
+  private warnDeprecated(deprecation: VersionDeprecation): void {
+    const key = `${deprecation.version} ${deprecation.sunsetAt}`;
+    if (this.deprecationsTold.has(key)) return;
+    this.deprecationsTold.add(key);
+    const warning: AgentWarning = {
+      code: "ProtocolDeprecated",
+      message: `protocol ${deprecation.version} is deprecated since ${deprecation.deprecatedAt} and will be refused from ${deprecation.sunsetAt}: register a newer version`,
+      deprecation,
+    };
+    if (this.emitter.listenerCount("warning") === 0) {
+      process.emitWarning(warning.message, { code: "ACP_PROTOCOL_DEPRECATED" });
+      return;
+    }
+    this.emit("warning", warning);
+  }
+
   private get defaultTimeout(): number {
     return this.options.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
   }
@@ -338,7 +359,10 @@ export class AcpAgent {
   private openConnection(identity: PrivateIdentity): AgentConnection {
     const events: ConnectionEvents = {
       message: (frame) => this.inbound?.onFrame(frame),
-      connected: (info) => this.emit("connected", info),
+      connected: ({ deprecation, ...info }) => {
+        this.emit("connected", info);
+        if (deprecation) this.warnDeprecated(deprecation);
+      },
       disconnected: (info) => this.emit("disconnected", info),
       resubmit: (info) => this.emit("resubmit", info),
       error: (err) => this.emit("error", err),

@@ -1,5 +1,6 @@
 import WebSocket from "ws";
 import { type ClientFrame, type ServerFrame, type SubmitResponse, WS_PATH } from "../wire/api.js";
+import type { VersionDeprecation } from "../wire/versions.js";
 import { AcpError, type VerifiedEnvelope } from "../protocol/index.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
 import { websocketUrl } from "./http.js";
@@ -30,7 +31,13 @@ export interface ReconnectOptions {
 
 export interface ConnectionEvents {
   message(frame: DeliveredFrame): void;
-  connected(info: { gateway: string; heartbeatMs: number; reconnected: boolean }): void;
+  /** `deprecation`: the gateway announced that this agent's protocol version is deprecated. */
+  connected(info: {
+    gateway: string;
+    heartbeatMs: number;
+    reconnected: boolean;
+    deprecation?: VersionDeprecation;
+  }): void;
   disconnected(info: { code: number; reason: string; willReconnect: boolean }): void;
   resubmit(info: ResubmitInfo): void;
   error(err: Error): void;
@@ -242,6 +249,7 @@ export class GatewayConnection implements AgentConnection {
       gateway: frame.gateway,
       heartbeatMs: frame.heartbeatMs,
       reconnected: this.everConnected,
+      ...(frame.deprecation ? { deprecation: frame.deprecation } : {}),
     });
     this.everConnected = true;
     first?.resolve();

@@ -26,6 +26,7 @@ export type {
   AcpAgentOptions,
   AgentDirectory,
   AgentEvents,
+  AgentWarning,
   HandoffHandler,
   HandoffOptions,
   InboundContext,

@@ -12,6 +12,7 @@ import type {
   PrivateIdentity,
 } from "../protocol/index.js";
 import type { AgentView, PresenceUpdate } from "../wire/api.js";
+import type { VersionDeprecation } from "../wire/versions.js";
 import type { AuditSettings } from "./audit.js";
 import type { AgentConnection, ConnectionEvents, ReconnectOptions } from "./connection.js";
 import type { ResubmitInfo, SubmitRetryOptions } from "./outbox.js";
@@ -129,7 +130,20 @@ export interface AgentEvents {
   disconnected: (info: { code: number; reason: string; willReconnect: boolean }) => void;
   /** A submission is about to be sent again (its first outcome was unknown, or a 503/429). */
   resubmit: (info: ResubmitInfo) => void;
+  /**
+   * Something to act on that does not stop the agent: the gateway announced that the protocol
+   * version it speaks is deprecated (once per version; unheard, it becomes a process warning).
+   */
+  warning: (warning: AgentWarning) => void;
   error: (err: Error) => void;
+}
+
+/** The `warning` event. */
+export interface AgentWarning {
+  code: "ProtocolDeprecated";
+  /** For people: which version, and from when it will be refused. */
+  message: string;
+  deprecation: VersionDeprecation;
 }
 
 export interface RequestOptions {

@@ -1,4 +1,4 @@
-import type { IncomingMessage } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import type { Broker } from "../broker/index.js";
 import { AcpError } from "../protocol/index.js";
@@ -8,6 +8,7 @@ import type { PresenceTracker } from "./presence.js";
 import type { PrincipalStore } from "./principals.js";
 import type { Registry, ResolvedAgent } from "./registry.js";
 import type { Relay } from "./relay.js";
+import { deprecationHeaders } from "../wire/versions.js";
 
 /**
  * The services the gateway core gives every route handler and extension; built once by
@@ -49,4 +50,15 @@ export async function requireAdmin(ctx: GatewayContext, req: IncomingMessage): P
   const caller = await authenticate(ctx, req);
   if (caller.kind !== "admin")
     throw new AcpError("Forbidden", "this endpoint needs the gateway's admin token");
+}
+
+/**
+ * An agent whose newest protocol version is deprecated is told so on every answer of the core's
+ * agent endpoints: RFC 9745 `Deprecation` and RFC 8594 `Sunset` headers.
+ */
+export function announceDeprecation(ctx: GatewayContext, res: ServerResponse, caller: Caller): void {
+  if (caller.kind !== "agent") return;
+  const deprecation = ctx.registry.versions.deprecationOf(caller.agent.record.protocolVersions);
+  if (!deprecation) return;
+  for (const [name, value] of Object.entries(deprecationHeaders(deprecation))) res.setHeader(name, value);
 }

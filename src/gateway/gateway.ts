@@ -31,6 +31,7 @@ import { RelayAudit } from "./relay-audit.js";
 import { agentRoutes } from "./routes/agents.js";
 import { messageRoutes } from "./routes/messages.js";
 import { WS_PATH } from "../wire/api.js";
+import { type ProtocolVersionEntry, ProtocolVersions } from "../wire/versions.js";
 import { DEFAULT_MAX_SUBMITS_IN_PROGRESS } from "./submit-intake.js";
 import { WsHub } from "./ws.js";
 
@@ -72,6 +73,11 @@ export interface GatewayOptions {
   maxSubmitsInProgress?: number;
   /** Allowed clock skew of message timestamps, ms (default 5 minutes). */
   skewMs?: number;
+  /**
+   * The protocol versions this gateway speaks, current, deprecated (with a sunset) or retired.
+   * Default: this release's table (`PROTOCOL_VERSIONS`, src/wire/versions.ts).
+   */
+  protocolVersions?: readonly ProtocolVersionEntry[];
   /** Keep the relay audit log under `<data>/relay-audit` (default true). */
   audit?: boolean;
   logger?: Logger;
@@ -156,6 +162,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       pino.destination(2),
     );
   const data = options.data ?? "./.acp";
+  // A table that breaks the compatibility policy is refused before anything is opened.
+  const versions = ProtocolVersions.of(options.protocolVersions);
   preparePrivateDataDir(data, logger);
   const extensions = options.extensions ?? [];
   const names = new Set<string>();
@@ -176,7 +184,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   const heartbeatMs = options.heartbeatMs ?? 15_000;
 
   const metrics = new Metrics();
-  const registry = new Registry(broker);
+  const registry = new Registry(broker, versions);
   const gate = new HandshakeGate(broker);
   const principals = new PrincipalStore(broker);
   await Promise.all([registry.start(), gate.start(), principals.start()]);

@@ -5,10 +5,10 @@
  */
 export { httpStatusOf, Router, readJsonBody, sendError, sendJson } from "../http/server.js";
 export * from "../wire/api.js";
-export { negotiateVersion } from "../wire/versions.js";
+export * from "../wire/versions.js";
 export * from "./auth.js";
 export type { GatewayContext } from "./context.js";
-export { authenticate, authenticateAgent, requireAdmin } from "./context.js";
+export { announceDeprecation, authenticate, authenticateAgent, requireAdmin } from "./context.js";
 export { type Caller, type CallerKind, Credentials } from "./credentials.js";
 export type { GatewayExtension } from "./extension.js";
 export * from "./gateway.js";

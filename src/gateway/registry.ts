@@ -10,6 +10,7 @@ import {
   type X25519PublicJwk,
 } from "../protocol/index.js";
 import { RegisterAgentRequest } from "../wire/api.js";
+import { ProtocolVersions } from "../wire/versions.js";
 import { hashSecret, newApiKey } from "./auth.js";
 
 type ParsedRegistration = ReturnType<typeof RegisterAgentRequest.parse>;
@@ -66,7 +67,11 @@ export class Registry {
   /** Set by the composition root when the gateway offers custodial keys. */
   custodian: Custodian | undefined;
 
-  constructor(broker: Broker) {
+  constructor(
+    broker: Broker,
+    /** The protocol versions this gateway speaks: registration and the relay check against it. */
+    readonly versions: ProtocolVersions = ProtocolVersions.of(),
+  ) {
     this.agents = broker.kv<AgentRecord>("agents");
     this.apiKeys = broker.kv<{ agentId: string }>("apikeys");
     this.byId = new WatchedReads(this.agents, { max: CACHED_AGENTS });
@@ -95,6 +100,7 @@ export class Registry {
       });
     }
     const request = parsed.data;
+    const protocolVersions = this.declaredVersions(request.protocolVersions, now);
     if (request.custodial && !this.custodian) {
       throw new AcpError("InvalidParams", "this gateway does not hold custodial keys (custody is off)", {
         problems: [{ path: "/custodial", message: "not offered by this gateway" }],
@@ -104,7 +110,7 @@ export class Registry {
       ? await (this.custodian as Custodian).create(request.agentId, request.principalId)
       : { signing: request.signing as Ed25519PublicJwk, encryption: request.encryption };
     try {
-      return await this.store(request, keys, now);
+      return await this.store({ ...request, protocolVersions }, keys, now);
     } catch (err) {
       // A refused registration leaves no key behind (the custodian refuses to replace existing ones).
       if (request.custodial) await this.custodian?.discard(request.agentId);
@@ -112,8 +118,30 @@ export class Registry {
     }
   }
 
+  /** The versions an agent registers with: each one this gateway still speaks, else -32015. */
+  private declaredVersions(declared: string[] | undefined, now: Date): string[] {
+    if (declared === undefined) return [this.versions.newest];
+    const speakable = this.versions.usable(declared, now.getTime());
+    const problems = declared.flatMap((version, index) => {
+      if (speakable.includes(version)) return [];
+      const status = this.versions.statusAt(version, now.getTime());
+      const message =
+        status === "unknown"
+          ? `${version} is not a protocol version this gateway speaks`
+          : `${version} is retired`;
+      return [{ path: `/protocolVersions/${index}`, message }];
+    });
+    if (problems.length === 0) return declared;
+    const supported = this.versions.spoken(now.getTime());
+    throw new AcpError(
+      "NoCommonVersion",
+      `${problems.map((p) => p.message).join("; ")} (it speaks ${supported.join(", ")})`,
+      { problems, supported },
+    );
+  }
+
   private async store(
-    request: ParsedRegistration,
+    request: ParsedRegistration & { protocolVersions: string[] },
     keys: { signing: Ed25519PublicJwk; encryption?: X25519PublicJwk | undefined },
     now: Date,
   ): Promise<{ agentId: string; apiKey: string; custodial?: true }> {

@@ -293,14 +293,20 @@ export class Relay {
     headers: EnvelopeHeaders,
     message: AcpMessage,
   ): void {
-    const agreed = negotiateVersion(sender.record.protocolVersions, recipient.record.protocolVersions);
+    // Only versions still spoken count: one past its sunset is blocked, whatever was registered.
+    const { versions } = this.registry;
+    const agreed = negotiateVersion(
+      versions.usable(sender.record.protocolVersions),
+      versions.usable(recipient.record.protocolVersions),
+    );
     if (!agreed) {
       throw new AcpError(
         "NoCommonVersion",
-        `${sender.record.agentId} and ${recipient.record.agentId} share no protocol version`,
+        `${sender.record.agentId} and ${recipient.record.agentId} share no protocol version this gateway still speaks`,
         {
           sender: sender.record.protocolVersions,
           recipient: recipient.record.protocolVersions,
+          supported: versions.spoken(),
         },
       );
     }

@@ -153,6 +153,7 @@ class Session {
     private readonly agent: ResolvedAgent,
     private readonly deps: {
       broker: Broker;
+      registry: Pick<Registry, "versions">;
       relay: Relay;
       presence: PresenceTracker;
       metrics: Metrics;
@@ -195,11 +196,13 @@ class Session {
     this.inbox = inbox;
     await this.deps.presence.connected(this.agentId).catch(() => undefined);
     this.deps.metrics.count("acp_ws_connections_total");
+    const deprecation = this.deps.registry.versions.deprecationOf(this.agent.record.protocolVersions);
     this.send({
       type: "ready",
       agentId: this.agentId,
       gateway: this.options.gatewayId,
       heartbeatMs: this.options.heartbeatMs,
+      ...(deprecation ? { deprecation } : {}),
     });
     this.heartbeat = setInterval(() => this.checkAlive(), this.options.heartbeatMs);
     this.heartbeat.unref();

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { AgentId, Ed25519PublicJwk, PrincipalId, X25519PublicJwk } from "../protocol/index.js";
+import type { VersionDeprecation } from "./versions.js";
 
 /**
  * The gateway's own wire contract (REST bodies and WebSocket frames), shared by the gateway and the
@@ -31,10 +32,8 @@ export const RegisterAgentRequest = z
     signing: Ed25519PublicJwk.optional(),
     encryption: X25519PublicJwk.optional(),
     capabilities: z.array(z.string().min(1)).default([]),
-    protocolVersions: z
-      .array(ProtocolVersion)
-      .min(1, "declare at least one protocol version")
-      .default(["1.0.0"]),
+    /** Default: the gateway's newest current version. Each must be one the gateway still speaks. */
+    protocolVersions: z.array(ProtocolVersion).min(1, "declare at least one protocol version").optional(),
     custodial: z.boolean().default(false),
   })
   .superRefine((request, issues) => {
@@ -145,7 +144,14 @@ export type ClientFrame = z.infer<typeof ClientFrame>;
  * receiver verifies it itself (end to end) before acting on it, then acknowledges it.
  */
 export type ServerFrame =
-  | { type: "ready"; agentId: string; gateway: string; heartbeatMs: number }
+  | {
+      type: "ready";
+      agentId: string;
+      gateway: string;
+      heartbeatMs: number;
+      /** The agent's newest protocol version is deprecated: when, and when it will be refused. */
+      deprecation?: VersionDeprecation;
+    }
   | {
       type: "new_message";
       id: string;

@@ -49,7 +49,8 @@ export function gatewayLimitsSuite(makeGateway: GatewayFactory): void {
   });
 
   it("negotiates the highest common protocol version and refuses a pair with none or a downgrade", async () => {
-    const gw = await open({});
+    const current = (version: string) => ({ version, status: "current" });
+    const gw = await open({ protocolVersions: ["1.0.0", "1.1.0", "2.0.0"].map(current) });
     const a = await gw.register("agent-a", "pa", { protocolVersions: ["1.0.0", "1.1.0"] });
     const b = await gw.register("agent-b", "pb", { protocolVersions: ["1.1.0", "1.0.0"] });
     const c = await gw.register("agent-c", "pc", { protocolVersions: ["2.0.0"] });

@@ -43,7 +43,9 @@ describe("abuse of identity and authority", () => {
     await gw.close();
   });
   const start = async (versions?: string[]) => {
-    gw = await startTestGateway();
+    // The gateway speaks these, and 2.0.0 for the test of a pair with no common version.
+    const spoken = [...(versions ?? []), "2.0.0"].map((version) => ({ version, status: "current" as const }));
+    gw = await startTestGateway(versions ? { protocolVersions: spoken } : {});
     const extra = versions ? { protocolVersions: versions } : {};
     alpha = await gw.register("agent-alpha", "principal-a", extra);
     beta = await gw.register("agent-beta", "principal-b", extra);

@@ -110,7 +110,11 @@ export class CustodialResponder {
     const self = await this.ctx.registry.resolve(agentId);
     const peer = await this.ctx.registry.resolve(delivery.from);
     if (!self || !peer) return; // revoked meanwhile: nobody to answer, or for
-    const trustLayerVersion = negotiateVersion(self.record.protocolVersions, peer.record.protocolVersions);
+    const { versions } = this.ctx.registry;
+    const trustLayerVersion = negotiateVersion(
+      versions.usable(self.record.protocolVersions),
+      versions.usable(peer.record.protocolVersions),
+    );
     const sender = {
       agentId,
       principalId: self.record.principalId,

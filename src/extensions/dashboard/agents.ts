@@ -1,6 +1,7 @@
 import type { Broker } from "../../broker/index.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { Presence } from "../../wire/api.js";
+import type { VersionDeprecation } from "../../wire/versions.js";
 import type { Scope } from "./viewer.js";
 
 /** One side of a pair's handshake as the gateway saw it relayed (bucket `handshakes`). */
@@ -37,6 +38,8 @@ export interface DashboardAgent {
   principalId: string;
   capabilities: string[];
   protocolVersions: string[];
+  /** The newest version it speaks is deprecated: since when, and when the gateway will refuse it. */
+  deprecation?: VersionDeprecation;
   /** The agent registered an X25519 key, so peers can encrypt to it end to end. */
   acceptsEncryption: boolean;
   /** The gateway generated and holds the agent's keys, and signs its messages on its behalf. */
@@ -82,6 +85,11 @@ async function handshakesByAgent(
   return byAgent;
 }
 
+function deprecationOf(ctx: GatewayContext, versions: string[]): { deprecation?: VersionDeprecation } {
+  const deprecation = ctx.registry.versions.deprecationOf(versions);
+  return deprecation ? { deprecation } : {};
+}
+
 /** The viewer's agents with presence, load and health, and what the gateway knows of each peer. */
 export async function dashboardAgents(ctx: GatewayContext, scope: Scope): Promise<DashboardAgent[]> {
   const pairs = await handshakesByAgent(ctx.broker);
@@ -106,6 +114,7 @@ export async function dashboardAgents(ctx: GatewayContext, scope: Scope): Promis
         principalId: record.principalId,
         capabilities: record.capabilities,
         protocolVersions: record.protocolVersions,
+        ...deprecationOf(ctx, record.protocolVersions),
         acceptsEncryption: record.encryption !== undefined,
         custodial: record.custodial === true,
         createdAt: record.createdAt,

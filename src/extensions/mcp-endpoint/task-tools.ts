@@ -59,7 +59,10 @@ export function addTaskTools(server: McpServer, session: TaskSession): void {
         );
       }
       const peer = await session.ctx.registry.get(to);
-      const trustLayerVersion = peer && negotiateVersion(me.protocolVersions, peer.protocolVersions);
+      const { versions } = session.ctx.registry;
+      const trustLayerVersion =
+        peer &&
+        negotiateVersion(versions.usable(me.protocolVersions), versions.usable(peer.protocolVersions));
       if (!trustLayerVersion) return failure(`${me.agentId} and ${to} share no protocol version`);
       const params: AcpSignParams = {
         method: action.method,

@@ -1,8 +1,9 @@
 import { AcpError } from "../../protocol/index.js";
-import { authenticate, type GatewayContext, requireAdmin } from "../context.js";
+import { announceDeprecation, authenticate, type GatewayContext, requireAdmin } from "../context.js";
 import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import type { AgentRecord } from "../registry.js";
 import { type AgentView, PresenceUpdate } from "../../wire/api.js";
+import { COMPATIBLE_MAJORS_BACK, DEFAULT_SUNSET_DAYS } from "../../wire/versions.js";
 
 /** What the registry shows of an agent (never its API key's hash): REST and in-process agents alike. */
 export async function agentViewOf(ctx: GatewayContext, record: AgentRecord): Promise<AgentView> {
@@ -20,13 +21,22 @@ export function agentRoutes(router: Router, ctx: GatewayContext): void {
   });
 
   router.add("GET", "/api/v1/agents", async (req, res) => {
-    await authenticate(ctx, req);
+    announceDeprecation(ctx, res, await authenticate(ctx, req));
     const records = await ctx.registry.list();
     sendJson(res, 200, { agents: await Promise.all(records.map((r) => agentViewOf(ctx, r))) });
   });
 
+  // The protocol versions this gateway speaks and how they age (docs/protocol.md section 10).
+  router.add("GET", "/api/v1/versions", async (req, res) => {
+    announceDeprecation(ctx, res, await ctx.credentials.resolve(req, ["agent", "principal", "admin"]));
+    sendJson(res, 200, {
+      versions: ctx.registry.versions.view(),
+      policy: { compatibleMajorsBack: COMPATIBLE_MAJORS_BACK, defaultSunsetDays: DEFAULT_SUNSET_DAYS },
+    });
+  });
+
   router.add("GET", "/api/v1/agents/:id", async (req, res, { id }) => {
-    await authenticate(ctx, req);
+    announceDeprecation(ctx, res, await authenticate(ctx, req));
     const record = await ctx.registry.get(id as string);
     if (!record) throw new AcpError("NotFound", `no registered agent ${id}`);
     sendJson(res, 200, await agentViewOf(ctx, record));
@@ -34,6 +44,7 @@ export function agentRoutes(router: Router, ctx: GatewayContext): void {
 
   router.add("POST", "/api/v1/agents/:id/rotate", async (req, res, { id }) => {
     const caller = await authenticate(ctx, req);
+    announceDeprecation(ctx, res, caller);
     if (caller.kind === "agent" && caller.agent.record.agentId !== id) {
       throw new AcpError("Forbidden", "an agent can rotate only its own key");
     }
@@ -51,6 +62,7 @@ export function agentRoutes(router: Router, ctx: GatewayContext): void {
 
   router.add("PUT", "/api/v1/agents/:id/presence", async (req, res, { id }) => {
     const caller = await authenticate(ctx, req);
+    announceDeprecation(ctx, res, caller);
     if (caller.kind !== "agent" || caller.agent.record.agentId !== id) {
       throw new AcpError("Forbidden", "an agent can set only its own presence");
     }

@@ -1,6 +1,6 @@
 import type { ListQuery, MessageRecord } from "../../broker/index.js";
 import { AcpError } from "../../protocol/index.js";
-import { authenticateAgent, type GatewayContext } from "../context.js";
+import { announceDeprecation, authenticateAgent, type GatewayContext } from "../context.js";
 import { type Router, readBody, sendJson } from "../../http/server.js";
 
 const KINDS = new Set(["request", "response", "notification", "handoff"]);
@@ -36,6 +36,7 @@ function queryParam(url: URL, ...names: string[]): string | undefined {
 export function messageRoutes(router: Router, ctx: GatewayContext): void {
   router.add("POST", "/api/v1/messages", async (req, res) => {
     const agent = await authenticateAgent(ctx, req);
+    announceDeprecation(ctx, res, { kind: "agent", agent });
     const body = await readBody(req, ctx.maxEnvelopeBytes);
     const result = await ctx.relay.submit(agent, body.toString("utf8"), body.length);
     sendJson(res, 202, result);
@@ -43,6 +44,7 @@ export function messageRoutes(router: Router, ctx: GatewayContext): void {
 
   router.add("GET", "/api/v1/messages", async (req, res, _params, url) => {
     const agent = await authenticateAgent(ctx, req);
+    announceDeprecation(ctx, res, { kind: "agent", agent });
     const type = queryParam(url, "type", "kind");
     const status = queryParam(url, "status");
     const limit = queryParam(url, "limit");
@@ -79,17 +81,20 @@ export function messageRoutes(router: Router, ctx: GatewayContext): void {
 
   router.add("GET", "/api/v1/messages/:id", async (req, res, { id }) => {
     const agent = await authenticateAgent(ctx, req);
+    announceDeprecation(ctx, res, { kind: "agent", agent });
     const { envelope, ...record } = await participantRecord(agent.record.agentId, id as string);
     sendJson(res, 200, { ...record, envelope: envelope === null ? null : JSON.parse(envelope) });
   });
 
   router.add("GET", "/api/v1/messages/:id/status", async (req, res, { id }) => {
     const agent = await authenticateAgent(ctx, req);
+    announceDeprecation(ctx, res, { kind: "agent", agent });
     sendJson(res, 200, statusView(await participantRecord(agent.record.agentId, id as string)));
   });
 
   router.add("POST", "/api/v1/messages/:id/acknowledge", async (req, res, { id }) => {
     const agent = await authenticateAgent(ctx, req);
+    announceDeprecation(ctx, res, { kind: "agent", agent });
     await participantRecord(agent.record.agentId, id as string);
     const record = await ctx.broker.ack(agent.record.agentId, id as string);
     ctx.metrics.count("acp_messages_acknowledged_total");

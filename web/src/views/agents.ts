@@ -110,7 +110,21 @@ function agentCard(agent: DashboardAgent): HTMLElement {
       h("dt", {}, "Capabilities"),
       h("dd", {}, agent.capabilities.length > 0 ? agent.capabilities.join(", ") : "none declared"),
       h("dt", {}, "Protocol"),
-      h("dd", {}, agent.protocolVersions.join(", ")),
+      h(
+        "dd",
+        {},
+        agent.protocolVersions.join(", "),
+        agent.deprecation
+          ? [
+              " ",
+              badge("deprecated"),
+              ` ${agent.deprecation.version} since `,
+              when(agent.deprecation.deprecatedAt),
+              "; refused from ",
+              when(agent.deprecation.sunsetAt),
+            ]
+          : null,
+      ),
       h("dt", {}, "Keys"),
       h(
         "dd",
