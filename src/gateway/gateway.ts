@@ -229,7 +229,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     gatewayId,
   };
   const hub = new WsHub(
-    { broker, credentials, relay, presence, metrics, logger },
+    { broker, credentials, versions, relay, presence, metrics, logger },
     {
       heartbeatMs,
       maxInFlight: 256,

@@ -14,6 +14,7 @@ import type { ResolvedAgent } from "./registry.js";
 import type { Relay } from "./relay.js";
 import { SubmitIntake } from "./submit-intake.js";
 import { ClientFrame, type ServerFrame } from "../wire/api.js";
+import type { ProtocolVersions } from "../wire/versions.js";
 
 export interface WsOptions {
   heartbeatMs: number;
@@ -53,6 +54,7 @@ export class WsHub {
     private readonly deps: {
       broker: Broker;
       credentials: Credentials;
+      versions: ProtocolVersions;
       relay: Relay;
       presence: PresenceTracker;
       metrics: Metrics;
@@ -153,7 +155,8 @@ class Session {
     private readonly agent: ResolvedAgent,
     private readonly deps: {
       broker: Broker;
-      registry: Pick<Registry, "versions">;
+      /** The protocol version table, to tell an agent on a deprecated version so in `ready`. */
+      versions: ProtocolVersions;
       relay: Relay;
       presence: PresenceTracker;
       metrics: Metrics;
@@ -196,7 +199,7 @@ class Session {
     this.inbox = inbox;
     await this.deps.presence.connected(this.agentId).catch(() => undefined);
     this.deps.metrics.count("acp_ws_connections_total");
-    const deprecation = this.deps.registry.versions.deprecationOf(this.agent.record.protocolVersions);
+    const deprecation = this.deps.versions.deprecationOf(this.agent.record.protocolVersions);
     this.send({
       type: "ready",
       agentId: this.agentId,
