@@ -13,6 +13,7 @@ import {
 } from "../../src/protocol/index.js";
 import { receive } from "../gateway/suite.js";
 import { api, FrameClient, registerTestAgent, type TestAgent } from "../helpers/gateway.js";
+import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { type GatewayChild, spawnGateway } from "./support/processes.js";
 
@@ -71,6 +72,23 @@ async function leaveInFlight(url: string, sender: TestAgent, socket: FrameClient
   return ids;
 }
 
+/**
+ * The reconnected socket gets them again, in order, counted as a closed connection counts them (the
+ * oldest as an attempt, the others as they were), and acknowledges them.
+ */
+async function expectRedelivered(socket: FrameClient, ids: string[], url: string, sender: TestAgent) {
+  const redelivered = [];
+  for (let i = 0; i < ids.length; i++) redelivered.push(await socket.next("new_message"));
+  expect(redelivered.map((f) => [f.id, f.attempt])).toEqual(ids.map((id, i) => [id, i === 0 ? 2 : 1]));
+  for (const frame of redelivered) socket.send({ type: "acknowledge", id: frame.id });
+  await expect
+    .poll(async () => {
+      const status = await api(url, `/api/v1/messages/${ids.at(-1)}/status`, { apiKey: sender.apiKey });
+      return status.json.status;
+    })
+    .toBe("acknowledged");
+}
+
 describe("deliveries orphaned by a gateway's death", () => {
   const tmp = useTmpDir("acp-rel-orphans-");
   const gateways: GatewayChild[] = [];
@@ -90,21 +108,32 @@ describe("deliveries orphaned by a gateway's death", () => {
     gateways.push(second);
     const again = await FrameClient.connect(second.wsUrl, recipient.apiKey);
     await again.next("ready");
-    const redelivered = [];
-    for (let i = 0; i < ids.length; i++) redelivered.push(await again.next("new_message"));
-    // In order; as a closed connection gives them back: the oldest counts, the others come back as they were.
-    expect(redelivered.map((f) => [f.id, f.attempt])).toEqual([
-      [ids[0], 2],
-      [ids[1], 1],
-      [ids[2], 1],
-    ]);
-    for (const frame of redelivered) again.send({ type: "acknowledge", id: frame.id });
-    await expect
-      .poll(async () => {
-        const status = await api(second.url, `/api/v1/messages/${ids[2]}/status`, { apiKey: sender.apiKey });
-        return status.json.status;
-      })
-      .toBe("acknowledged");
+    await expectRedelivered(again, ids, second.url, sender);
+    await again.close();
+  }, 120_000);
+});
+
+describeWithNats("deliveries orphaned by a gateway's death (NATS)", () => {
+  const startNats = useNatsServer();
+  const tmp = useTmpDir("acp-rel-orphans-nats-");
+  const gateways: GatewayChild[] = [];
+  afterEach(async () => {
+    for (const gateway of gateways.splice(0)) await gateway.kill();
+  });
+
+  it("another gateway on the same NATS sends them as soon as the recipient reconnects there", async () => {
+    const nats = await startNats();
+    const launch = () => ({ data: tmp(), nats: { servers: nats.url }, delivery: { ackWaitMs: TEN_MINUTES } });
+    const doomed = await spawnGateway({ launch: launch() });
+    const survivor = await spawnGateway({ launch: launch() });
+    gateways.push(doomed, survivor);
+    const { sender, recipient, socket } = await setUp(doomed.url, doomed.wsUrl);
+    const ids = await leaveInFlight(doomed.url, sender, socket, 3);
+
+    await doomed.kill();
+    const again = await FrameClient.connect(survivor.wsUrl, recipient.apiKey);
+    await again.next("ready");
+    await expectRedelivered(again, ids, survivor.url, sender);
     await again.close();
   }, 120_000);
 });

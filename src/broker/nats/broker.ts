@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import {
   type ConsumerInfo,
   JetStreamApiError,
@@ -57,6 +58,7 @@ import {
   STATUS_BUCKET,
 } from "./layout.js";
 import { listMessages } from "./listing.js";
+import { Orphans } from "./orphans.js";
 import { StreamPublisher } from "./publisher.js";
 import { type StatusDoc, StatusStore } from "./status-store.js";
 import { checkEnvelopeSize, maxEnvelopeBytes, storeMessage } from "./submission.js";
@@ -78,6 +80,9 @@ export class NatsBroker implements Broker, NatsInboxHost {
   private readonly opening = new Set<string>();
   private readonly changes: ChangeFeed;
   private readonly healthCheck: NatsHealth;
+  private readonly orphans: Orphans;
+  /** This broker (gateway process) among all on the same NATS: the holder of its hand-outs. */
+  readonly instanceId = randomUUID();
   private closed = false;
 
   static async open(options: NatsBrokerOptions): Promise<NatsBroker> {
@@ -136,6 +141,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
   ) {
     this.changes = new ChangeFeed(nc, policy, warn);
     this.healthCheck = new NatsHealth(nc, publisher.failures);
+    this.orphans = new Orphans(nc, jsm, statuses, this.instanceId, warn);
   }
 
   /** The server's `max_payload` (from the connected server's INFO) minus room for the headers. */
@@ -177,6 +183,8 @@ export class NatsBroker implements Broker, NatsInboxHost {
         const messages = await consumer.consume({ max_messages: maxInFlight });
         const inbox = new NatsInbox(agentId, messages, this);
         this.inboxes.set(agentId, inbox);
+        // What a dead gateway handed out to this agent goes to the pull just opened (orphans.ts).
+        void this.orphans.reclaim(agentId, info);
         return inbox;
       } finally {
         this.opening.delete(agentId);
@@ -273,6 +281,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
     this.admission.close();
     await Promise.all([...this.inboxes.values()].map((inbox) => inbox.close()));
     this.changes.stop();
+    this.orphans.stop();
     // A drain waits for the server's answer; with NATS unreachable it would hang ~20 s and then
     // fail. Nothing is left to flush to a server that is gone: give it a moment, then just close.
     const drained = this.nc.drain().then(

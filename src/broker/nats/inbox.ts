@@ -3,11 +3,19 @@ import { DeliveryQueue } from "../delivery-queue.js";
 import { ackWaitFor, type BrokerPolicy, expiresAtMs, isoTime, maxDeliveriesDetail } from "../policy.js";
 import type { Delivery, Inbox, MessageKind } from "../types.js";
 import { agentOfInboxSubject, Header } from "./layout.js";
-import type { Decision, StatusDoc, StatusStore, Versioned } from "./status-store.js";
+import {
+  type Decision,
+  type StatusDoc,
+  type StatusStore,
+  uncounted,
+  type Versioned,
+} from "./status-store.js";
 
 /** What a NATS inbox needs from its broker. */
 export interface NatsInboxHost {
   readonly policy: BrokerPolicy;
+  /** Recorded as the holder of each hand-out (see orphans.ts). */
+  readonly instanceId: string;
   readonly statuses: StatusStore;
   /** Has JetStream redeliver these at once (in this order), before anything newer (see `giveBack`). */
   redeliverNow(agentId: string, msgs: JsMsg[]): Promise<void>;
@@ -229,6 +237,7 @@ export class NatsInbox implements Inbox {
         attempts: attempt,
         dueAt: now + ackWaitFor(policy, attempt),
         ackSubject,
+        holder: this.host.instanceId,
       };
       return { next, result: "deliver" };
     };
@@ -327,13 +336,7 @@ export class NatsInbox implements Inbox {
           return { result: "settled" };
         if (asHead) return { result: "head" };
         if (now >= entry.dueAt) return { result: "uncounted" }; // counted by its ack wait already
-        const next: StatusDoc = {
-          ...value,
-          attempts: value.attempts - 1,
-          dueAt: undefined,
-          ackSubject: undefined,
-        };
-        return { next, result: "uncounted" };
+        return { next: uncounted(value), result: "uncounted" };
       });
     } catch (error) {
       this.host.warn(

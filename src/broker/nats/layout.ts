@@ -62,6 +62,11 @@ export function indexSubject(from: string, to: string): string {
   return `acp.index.${from}.${to}`;
 }
 
+/** Each broker instance answers here while it is connected to NATS (see orphans.ts). */
+export function livenessSubject(instanceId: string): string {
+  return `acp.broker.${instanceId}.alive`;
+}
+
 export function consumerName(agentId: string): string {
   return `acp-inbox-${agentId}`;
 }

@@ -16,6 +16,13 @@ export interface StatusDoc extends StatusFields {
   indexSeq?: number;
   /** Reply subject of the hand-out now out: any gateway can ack or term through it. */
   ackSubject?: string;
+  /** The broker instance that made the hand-out now out (its gateway's sockets received it). */
+  holder?: string;
+}
+
+/** The record of a hand-out given back uncounted: as if that delivery had never been made. */
+export function uncounted(doc: StatusDoc): StatusDoc {
+  return { ...doc, attempts: doc.attempts - 1, dueAt: undefined, ackSubject: undefined, holder: undefined };
 }
 
 export interface Versioned<T> {
