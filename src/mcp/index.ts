@@ -8,6 +8,7 @@ export {
   stdioClientTransport,
   streamableHttpClientTransport,
 } from "./client.js";
+export { AgentToolNames, type AgentToolsOptions, addAgentTools } from "./agent-tools.js";
 export {
   addCoordinationResources,
   COORDINATION_SCHEME,

@@ -38,6 +38,12 @@ export interface RunRequestContext {
   progressToken?: ProgressToken;
   /** Sends a notification related to this request (on its SSE stream over Streamable HTTP). */
   notify(notification: OutgoingNotification): Promise<void>;
+  /**
+   * How each delta travels: `agents` (default) as `notifications/agents/run/progress` followed by a
+   * `notifications/progress`; `progress` as one `notifications/progress` whose `message` is the
+   * delta as JSON text (for `tools/call`, where a host understands only standard progress).
+   */
+  deltasAs?: "agents" | "progress";
   onRunEvent?: (event: AgentRunEvent) => void;
 }
 
@@ -130,6 +136,11 @@ class DeltaStream {
     this.#sending = this.#sending.then(async () => {
       if (signal.aborted) return;
       try {
+        if (this.#context.deltasAs === "progress") {
+          const message = JSON.stringify(delta);
+          await notify({ method: McpNotifications.progress, params: { progressToken, progress, message } });
+          return;
+        }
         await notify({ method: AgentsMethods.runProgress, params: { progressToken, delta } });
         await notify({ method: McpNotifications.progress, params: { progressToken, progress } });
       } catch {

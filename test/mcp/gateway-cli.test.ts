@@ -5,14 +5,12 @@ import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { describe, expect, it } from "vitest";
-import { z } from "zod";
 import { CollabClient } from "../../src/client/collab.js";
-import { serveMcpAgent } from "../../src/client/mcp-agent.js";
 import { AgentsClient, combineDeltas, type JsonValue, stdioClientTransport } from "../../src/mcp/index.js";
 import { CLI_PATH, runAcp } from "../helpers/cli.js";
 import { startTestGateway, type TestAgent } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
-import { type McpGatewayBed, until, useMcpGateway } from "./gateway-helpers.js";
+import { type McpGatewayBed, shoutingWriter, until, useMcpGateway } from "./gateway-helpers.js";
 
 const TASK = { completed: ["wrote chapter 1"], remaining: ["proofread chapter 1"], context: { pages: 12 } };
 
@@ -40,21 +38,7 @@ describe("acp mcp serve --gateway over real stdio", () => {
   const bed = useMcpGateway({ idleTimeoutMs: 1_000 });
 
   it("lists and runs the gateway's agents, streaming deltas through", async () => {
-    const { test, agent } = await bed.member("writer");
-    await serveMcpAgent(
-      agent,
-      "shout",
-      {
-        description: "Upper-cases words",
-        input: z.object({ words: z.array(z.string()) }),
-        output: z.object({ text: z.string() }),
-      },
-      async ({ words }, { emit }) => {
-        for (const [i, word] of words.entries()) await emit({ text: `${i ? " " : ""}${word.toUpperCase()}` });
-        return { text: words.join(" ").toUpperCase() };
-      },
-      { apiKey: test.apiKey },
-    );
+    await shoutingWriter(bed);
     const desk = await bed.register("desk");
     const { transport } = proxyTransport(bed, desk);
     const client = await AgentsClient.connect(transport);

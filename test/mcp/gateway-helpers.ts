@@ -3,7 +3,9 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { afterEach, beforeEach } from "vitest";
+import { z } from "zod";
 import type { AcpAgent } from "../../src/client/index.js";
+import { serveMcpAgent } from "../../src/client/mcp-agent.js";
 import { AgentsClient, streamableHttpClientTransport } from "../../src/mcp/index.js";
 import {
   collabExtension,
@@ -111,4 +113,24 @@ export async function readSseUntil(
     await reader.cancel().catch(() => undefined);
   }
   return text;
+}
+
+/** A connected agent `writer` serving the MCP agent `writer/shout`: upper-cases words, one delta per word. */
+export async function shoutingWriter(bed: McpGatewayBed): Promise<AcpAgent> {
+  const { test, agent } = await bed.member("writer");
+  await serveMcpAgent(
+    agent,
+    "shout",
+    {
+      description: "Upper-cases words",
+      input: z.object({ words: z.array(z.string()) }),
+      output: z.object({ text: z.string() }),
+    },
+    async ({ words }, { emit }) => {
+      for (const [i, word] of words.entries()) await emit({ text: `${i ? " " : ""}${word.toUpperCase()}` });
+      return { text: words.join(" ").toUpperCase() };
+    },
+    { apiKey: test.apiKey },
+  );
+  return agent;
 }

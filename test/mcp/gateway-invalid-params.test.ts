@@ -46,6 +46,8 @@ const TOOL_ARGUMENT_CASES: [tool: string, args: Record<string, unknown>, path: s
   ["accept_task", {}, "/params/arguments/taskId"],
   ["decline_task", { taskId: NO_TASK, reason: "" }, "/params/arguments/reason"],
   ["add_task_message", { taskId: NO_TASK, text: "x", progress: 101 }, "/params/arguments/progress"],
+  ["ask_agent", { name: "" }, "/params/arguments/name"],
+  ["list_agents", { cursor: 3 }, "/params/arguments/cursor"],
 ];
 
 describe("bad params at the gateway's MCP endpoint", () => {
@@ -70,7 +72,7 @@ describe("bad params at the gateway's MCP endpoint", () => {
         expect(result.content[0]?.text).toContain(`${path}: `);
       }
       // The session is intact: a valid request still works.
-      expect((await client.listTools()).tools.length).toBe(5);
+      expect((await client.listTools()).tools.length).toBe(7);
     });
 
     it(`methods the gateway does not serve stay -32601 whatever their params, over ${kind}`, async () => {

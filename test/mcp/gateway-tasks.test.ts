@@ -264,14 +264,23 @@ describe("tasks at the gateway's MCP endpoint: resources, subscription, tools, p
     expect(body).toContain('You are the ACP agent "worker", acting for the principal "principal-worker"');
     expect(body).toContain("Your registered capabilities: translate.");
     expect(body).toContain("You have 1 pending task.");
-    for (const tool of ["accept_task", "add_task_message", "submit_task_result", "report_task_failure"]) {
+    for (const tool of [
+      "accept_task",
+      "add_task_message",
+      "submit_task_result",
+      "report_task_failure",
+      "list_agents",
+      "ask_agent",
+    ]) {
       expect(body).toContain(tool);
     }
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual([
       "accept_task",
       "add_task_message",
+      "ask_agent",
       "decline_task",
+      "list_agents",
       "report_task_failure",
       "submit_task_result",
     ]);

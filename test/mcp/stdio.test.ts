@@ -116,8 +116,11 @@ describe("acp mcp serve --demo over real stdio", () => {
     const list = await send("agents/list", { cursor: 5 });
     expect(list.code).toBe(-32602);
     expect(list.data).toMatchObject({ problems: [{ path: "/params/cursor" }] });
-    // The demo serves no tools and no logging: not found, whatever the params.
-    expect((await send("tools/call", { name: 5 })).code).toBe(-32601);
+    // The demo's tools are its agents (list_agents, ask_agent): a bad name is -32602 too.
+    const call = await send("tools/call", { name: 5 });
+    expect(call.code).toBe(-32602);
+    expect(call.data).toMatchObject({ problems: [{ path: "/params/name" }] });
+    // It serves no logging: not found, whatever the params.
     expect((await send("logging/setLevel", { level: "loud" })).code).toBe(-32601);
   });
 

@@ -246,16 +246,19 @@ async function runServe(options: ServeOptions): Promise<void> {
       "nothing to serve: pass --demo (the example agents), --coordination-root DIR (coordination sessions) or --gateway URL (a gateway's agents and tasks)",
     );
   }
-  const { AgentRegistry, createAgentsMcpServer, createDemoAgents } = await loadMcp();
+  const { AgentRegistry, addAgentTools, createAgentsMcpServer, createDemoAgents } = await loadMcp();
   const { StdioServerTransport } = await import("@modelcontextprotocol/sdk/server/stdio.js");
   const pageSize = options.pageSize === undefined ? {} : { pageSize: options.pageSize };
   const agents = options.demo ? createDemoAgents(pageSize) : new AgentRegistry(pageSize);
+  const onRunEvent = (event: AgentRunEvent) => log(describeRunEvent(event));
   const server = createAgentsMcpServer({
     name: options.demo ? "acp-kit-demo" : "acp-kit",
     version: "0.1.0",
     agents,
-    onRunEvent: (event) => log(describeRunEvent(event)),
+    onRunEvent,
   });
+  // Hosts that show a model only tools reach the agents through list_agents and ask_agent.
+  if (options.demo) addAgentTools(server, agents, { onRunEvent });
   if (options.coordinationRoot !== undefined) {
     const { addCoordinationResources, ResourceSubscriptions } = await loadMcp();
     addCoordinationResources(server, new ResourceSubscriptions(server), { root: options.coordinationRoot });

@@ -16,6 +16,7 @@ import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
 import { type Router, readJsonBody, sendError, sendJson } from "../../http/server.js";
 import { AcpError } from "../../protocol/index.js";
+import { addAgentTools } from "../../mcp/agent-tools.js";
 import { addCoordinationResources } from "../../mcp/coordination.js";
 import { GatewayAgentSource, publishRoutes } from "./agents.js";
 import { McpBridge } from "./bridge.js";
@@ -63,8 +64,9 @@ const LEGACY_SSE_PATH = "/mcp/sse";
 const LEGACY_POST_PATH = "/mcp/messages";
 const SERVER_INFO = { name: "acp-gateway", version: "0.1.0" };
 const INSTRUCTIONS =
-  "An ACP gateway. agents/list and agents/run reach every agent registered here; tasks://pending lists the " +
-  "tasks handed off to you (subscribe to it); the prompt system-prompt explains your role and tools.";
+  "An ACP gateway. The tools list_agents and ask_agent (and the methods agents/list and agents/run) reach " +
+  "every agent registered here; tasks://pending lists the tasks handed off to you (subscribe to it); the " +
+  "prompt system-prompt explains your role and tools.";
 
 export function mcpEndpointExtension(options: McpEndpointOptions): McpEndpointExtension {
   const keepAliveMs = options.keepAliveMs ?? 20_000;
@@ -94,6 +96,7 @@ export function mcpEndpointExtension(options: McpEndpointOptions): McpEndpointEx
           instructions: INSTRUCTIONS,
           agents: new GatewayAgentSource(ctx, runs, () => state.caller, options.pageSize ?? 50),
         });
+        addAgentTools(server, server.agents);
         const subscriptions = new ResourceSubscriptions(server);
         const tasks = { ctx, caller: () => state.caller, tasks: options.tasks };
         addTaskResources(server, subscriptions, tasks);

@@ -168,7 +168,12 @@ export function addSystemPrompt(
         "- submit_task_result: complete an accepted task with its result.",
         "- report_task_failure: mark an accepted task failed, saying why.",
         ...(extras.agents
-          ? ["", "Agents: agents/list shows every agent at this gateway; agents/run runs one on your behalf."]
+          ? [
+              "",
+              "Agents: list_agents shows every agent at this gateway and the input each takes; ask_agent sends one",
+              "an input on your behalf and returns its output (agents/list and agents/run do the same for clients",
+              "that speak the MCP agents capability).",
+            ]
           : []),
         "",
         "Work on one task at a time: read it, accept it, report progress, then submit the result or report the failure.",

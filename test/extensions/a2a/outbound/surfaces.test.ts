@@ -4,6 +4,8 @@
  * published back to A2A clients as if it were an ACP agent that opted in with `a2a`.
  */
 import { join } from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { describe, expect, it } from "vitest";
 import { AgentsClient, streamableHttpClientTransport } from "../../../../src/mcp/index.js";
 import { ADMIN_TOKEN, api, startTestGateway } from "../../../helpers/gateway.js";
@@ -53,7 +55,16 @@ describe("A2A out: an external A2A agent on every surface", () => {
       text: "done: hello\nupper: HELLO",
       a2a: { kind: "task", state: "completed" },
     });
-    expect(server.received).toEqual(["hello"]);
+    // And as a tool, for hosts that show a model only tools.
+    const host = new Client({ name: "host", version: "1.0.0" });
+    await host.connect(streamableHttpClientTransport(`${bed.gw.url}/mcp`, { apiKey: alice.apiKey }));
+    bed.cleanup(() => host.close());
+    const asked = (await host.callTool({
+      name: "ask_agent",
+      arguments: { name: "echo", input: "again" },
+    })) as CallToolResult;
+    expect(asked.structuredContent).toMatchObject({ output: { text: "done: again\nupper: AGAIN" } });
+    expect(server.received).toEqual(["hello", "again"]);
   });
 
   it("is not published to A2A clients: no card, no endpoint, nothing sent to the agent", async () => {
