@@ -61,6 +61,8 @@ export interface GatewayOptions {
     outboundBufferBytes?: number;
     /** Wrong credentials (API keys, principal tokens, the admin token) per source address. */
     failedCredentials?: FailedCredentialLimits;
+    /** WebSocket connections still authenticating, gateway-wide; past it an upgrade gets 503. Default 1,024. */
+    maxUnauthenticatedSockets?: number;
   };
   delivery?: DeliveryOptions;
   retentionMs?: number;
@@ -239,6 +241,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       maxSubmitsInProgress: options.maxSubmitsInProgress ?? DEFAULT_MAX_SUBMITS_IN_PROGRESS,
       socketBufferBytes: options.limits?.socketBufferBytes,
       outboundBufferBytes: options.limits?.outboundBufferBytes,
+      maxUnauthenticatedSockets: options.limits?.maxUnauthenticatedSockets,
     },
   );
 
@@ -249,6 +252,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   router.add("GET", "/metrics", (_req, res) => {
     metrics.gauge("acp_ws_connections", hub.connectionCount);
     metrics.gauge("acp_ws_outbound_buffered_bytes", hub.outbound.bytes);
+    metrics.gauge("acp_ws_unauthenticated", hub.unauthenticated.count);
+    metrics.gauge("acp_auth_cache_entries", principals.cachedTokens, { cache: "principal-tokens" });
     metrics.gauge("acp_process_resident_memory_bytes", process.memoryUsage().rss);
     const text = metrics.render();
     res.writeHead(200, {

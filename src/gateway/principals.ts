@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
-import type { Broker, KvBucket, Unsubscribe } from "../broker/index.js";
+import type { Broker, KvBucket } from "../broker/index.js";
+import { WatchedReads } from "../broker/watched-reads.js";
 import { hashSecret } from "./auth.js";
 import { AcpError, PrincipalId } from "../protocol/index.js";
 import type { PrincipalView } from "../wire/api.js";
@@ -18,6 +19,13 @@ export const PRINCIPAL_TOKENS_BUCKET = "principal-tokens";
 
 const AddPrincipal = z.strictObject({ principalId: PrincipalId });
 
+/**
+ * Token hashes kept resolved in memory (a principal, or none): enough for every principal of a
+ * large deployment. Bounded because anyone can present tokens: random ones would otherwise grow
+ * the cache of "no such token" answers for ever. The least recently used go first.
+ */
+export const CACHED_PRINCIPAL_TOKENS = 10_000;
+
 /** Principal ids may hold characters KV keys may not (`alice@example.com`): records are keyed by a hash. */
 function keyOf(principalId: string): string {
   return hashSecret(`principal:${principalId}`);
@@ -31,21 +39,27 @@ function keyOf(principalId: string): string {
 export class PrincipalStore {
   private readonly principals: KvBucket<PrincipalRecord>;
   private readonly tokens: KvBucket<{ principalId: string }>;
-  private readonly byHash = new Map<string, string | null>();
-  private unwatch: Unsubscribe | undefined;
+  /** Token hash → its principal (null: no such token), kept true by the bucket's watch. */
+  private readonly byHash: WatchedReads<string | null>;
 
   constructor(broker: Broker) {
     this.principals = broker.kv<PrincipalRecord>(PRINCIPALS_BUCKET);
     this.tokens = broker.kv<{ principalId: string }>(PRINCIPAL_TOKENS_BUCKET);
+    this.byHash = new WatchedReads(this.tokens, { max: CACHED_PRINCIPAL_TOKENS });
   }
 
   /** Keeps the sign-in cache true when another gateway revokes a token. */
   async start(): Promise<void> {
-    this.unwatch = await this.tokens.watch((change) => this.byHash.delete(change.key));
+    await this.byHash.start();
   }
 
   stop(): void {
-    this.unwatch?.();
+    this.byHash.close();
+  }
+
+  /** Token hashes resolved in memory now (at most CACHED_PRINCIPAL_TOKENS). */
+  get cachedTokens(): number {
+    return this.byHash.size;
   }
 
   /** Issues a token for a new (or previously revoked) principal; the token is shown only this once. */
@@ -105,18 +119,17 @@ export class PrincipalStore {
     const revoked = { ...entry.value, revokedAt: entry.value.revokedAt ?? now.toISOString() };
     await this.principals.update(key, revoked, entry.revision);
     await this.tokens.delete(entry.value.tokenHash);
-    this.byHash.delete(entry.value.tokenHash);
+    this.byHash.forget(entry.value.tokenHash);
     return view(revoked);
   }
 
   /** The principal a token signs in as, or undefined for an unknown or revoked token. */
   async authenticate(token: string): Promise<string | undefined> {
     const hash = hashSecret(token);
-    let principalId = this.byHash.get(hash);
-    if (principalId === undefined) {
-      principalId = (await this.tokens.get(hash))?.value.principalId ?? null;
-      this.byHash.set(hash, principalId);
-    }
+    const principalId = await this.byHash.read(
+      hash,
+      async () => (await this.tokens.get(hash))?.value.principalId ?? null,
+    );
     if (principalId === null) return undefined;
     // The record decides: a token whose principal was revoked (or re-issued) no longer works.
     const record = (await this.principals.get(keyOf(principalId)))?.value;

@@ -13,6 +13,12 @@ import type { PresenceTracker } from "./presence.js";
 import type { ResolvedAgent } from "./registry.js";
 import type { Relay } from "./relay.js";
 import { SubmitIntake } from "./submit-intake.js";
+import {
+  DEFAULT_MAX_UNAUTHENTICATED_SOCKETS,
+  type Pending,
+  refuseUpgrade,
+  UnauthenticatedSockets,
+} from "./unauthenticated.js";
 import { ClientFrame, type ServerFrame } from "../wire/api.js";
 import type { ProtocolVersions } from "../wire/versions.js";
 
@@ -28,6 +34,8 @@ export interface WsOptions {
   socketBufferBytes?: number;
   /** Bytes waiting in all sockets past which no socket with a backlog gets more (OutboundBuffers). */
   outboundBufferBytes?: number;
+  /** Connections still authenticating, gateway-wide, past which an upgrade gets 503 (UnauthenticatedSockets). */
+  maxUnauthenticatedSockets?: number;
 }
 
 /** Close codes (RFC 6455 private range) so clients can tell why they were closed. */
@@ -49,6 +57,7 @@ export class WsHub {
   private readonly sessions = new Map<string, Session>();
   private readonly intake: SubmitIntake;
   readonly outbound: OutboundBuffers;
+  readonly unauthenticated: UnauthenticatedSockets;
 
   constructor(
     private readonly deps: {
@@ -67,6 +76,9 @@ export class WsHub {
       deps.metrics.count("acp_ws_intake_paused_total"),
     );
     this.outbound = new OutboundBuffers(options.socketBufferBytes, options.outboundBufferBytes);
+    this.unauthenticated = new UnauthenticatedSockets(
+      options.maxUnauthenticatedSockets ?? DEFAULT_MAX_UNAUTHENTICATED_SOCKETS,
+    );
   }
 
   get connectionCount(): number {
@@ -74,8 +86,16 @@ export class WsHub {
   }
 
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    const headerKey = credentialOf(req.headers);
+    const pending = this.unauthenticated.admit(socket, headerKey === undefined);
+    if (!pending) {
+      this.deps.metrics.count("acp_ws_upgrades_refused_total", { reason: "unauthenticated-cap" });
+      refuseUpgrade(socket);
+      return;
+    }
     this.server.handleUpgrade(req, socket, head, (ws) => {
-      void this.accept(ws, req, credentialOf(req.headers));
+      pending.limitBytes();
+      void this.accept(ws, req, headerKey, pending);
     });
   }
 
@@ -86,7 +106,12 @@ export class WsHub {
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
-  private async accept(ws: WebSocket, req: IncomingMessage, headerKey: string | undefined): Promise<void> {
+  private async accept(
+    ws: WebSocket,
+    req: IncomingMessage,
+    headerKey: string | undefined,
+    pending: Pending,
+  ): Promise<void> {
     const apiKey = headerKey ?? (await this.firstFrameKey(ws));
     let agent: ResolvedAgent | undefined;
     try {
@@ -97,6 +122,8 @@ export class WsHub {
         ws.close(CloseCode.RateLimited, "too many failed credential checks");
         return;
       }
+    } finally {
+      pending.end();
     }
     if (!agent) {
       this.send(ws, {

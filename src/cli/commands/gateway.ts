@@ -18,6 +18,7 @@ export interface GatewayCliOptions {
   insecure?: boolean;
   maxEnvelope?: string;
   rateLimit?: string;
+  maxUnauthenticatedSockets?: string;
   audit: boolean;
   summaryWebhook: string[];
 }
@@ -70,6 +71,10 @@ export function registerGateway(program: Command): void {
     .option("--insecure", "allow plain HTTP on a non-loopback address")
     .option("--max-envelope <bytes>", "largest accepted envelope", "1048576")
     .option("--rate-limit <perSecond>", "messages per second per agent", "2000")
+    .option(
+      "--max-unauthenticated-sockets <n>",
+      "WebSocket connections still authenticating, gateway-wide; more get 503 (default 1024)",
+    )
     .option("--no-audit", "do not keep the relay audit log")
     .option(
       "--summary-webhook <url>",
@@ -104,6 +109,10 @@ export function registerGateway(program: Command): void {
           maxEnvelopeBytes: positiveInt(options.maxEnvelope, "--max-envelope") ?? 1048576,
           ratePerSecond: rate,
           burst: rate * 2,
+          maxUnauthenticatedSockets: positiveInt(
+            options.maxUnauthenticatedSockets,
+            "--max-unauthenticated-sockets",
+          ),
         },
         audit: options.audit,
         summaryWebhooks: options.summaryWebhook,
