@@ -136,6 +136,33 @@ export const A2A_METHODS: Record<string, z.ZodType> = {
 
 export const isLegacyMethod = (method: string): boolean => method.includes("/");
 
+/** The A2A versions the gateway speaks (`Major.Minor`, A2A 1.0 §3.6). */
+export const A2A_VERSIONS = ["0.3", "1.0"] as const;
+export type A2aVersion = (typeof A2A_VERSIONS)[number];
+export const A2A_VERSION_HEADER = "A2A-Version";
+
+/**
+ * The version a request asks for, from its `A2A-Version` header or query parameter: none or empty
+ * is 0.3 (A2A 1.0 §3.6.2), a patch number is ignored. Undefined: a version the gateway does not speak.
+ */
+export function requestedA2aVersion(asked: string): A2aVersion | undefined {
+  if (asked.trim() === "") return "0.3";
+  const match = /^(\d+)\.(\d+)(?:\.\d+)?$/.exec(asked.trim());
+  const version = match ? `${Number(match[1])}.${Number(match[2])}` : undefined;
+  return A2A_VERSIONS.find((supported) => supported === version);
+}
+
+/** VersionNotSupported (-32009) naming the version asked for and those served. */
+export function versionNotSupported(asked: string, requestId: A2aCall["id"] = null): A2aRpcError {
+  const err = new A2aRpcError(
+    A2aErrorCode.VersionNotSupported,
+    `A2A version ${JSON.stringify(asked)} is not supported here: send ${A2A_VERSION_HEADER} ${A2A_VERSIONS.join(" or ")}`,
+    [{ field: A2A_VERSION_HEADER, description: `must be one of ${A2A_VERSIONS.join(", ")}` }],
+  );
+  err.requestId = requestId;
+  return err;
+}
+
 const Envelope = z.object({
   jsonrpc: z.literal("2.0", 'jsonrpc must be exactly "2.0"'),
   id: z.union([z.string(), z.number(), z.null()], "id must be a string, a number or null").optional(),

@@ -3,7 +3,7 @@
  * capabilities the agent registered, its one interface is the gateway's JSON-RPC endpoint for it,
  * and its security schemes are the gateway's: an API key (X-API-Key) or the same key as a bearer.
  */
-import type { AgentCard, AgentSkill } from "@a2a-js/sdk";
+import { AgentCard, type AgentSkill } from "@a2a-js/sdk";
 import type { AgentRecord } from "../../../gateway/registry.js";
 import { A2A_CAPABILITY, a2aAgentBaseUrl } from "../../../wire/a2a.js";
 import { A2A_REMOTE_CAPABILITY } from "../../../wire/a2a-outbound.js";
@@ -40,14 +40,13 @@ export function agentCardOf(record: AgentRecord, publicUrl: string): AgentCard {
     description:
       `ACP agent ${record.agentId} (principal ${record.principalId}), reached through an ACP gateway: ` +
       "each A2A message becomes a signed, persisted and audited ACP agent.request.",
-    supportedInterfaces: [
-      {
-        url: a2aAgentBaseUrl(publicUrl, record.agentId),
-        protocolBinding: "JSONRPC",
-        tenant: "",
-        protocolVersion: "1.0",
-      },
-    ],
+    // One endpoint, both versions (1.0 preferred): the method names tell their requests apart.
+    supportedInterfaces: ["1.0", "0.3"].map((protocolVersion) => ({
+      url: a2aAgentBaseUrl(publicUrl, record.agentId),
+      protocolBinding: "JSONRPC",
+      tenant: "",
+      protocolVersion,
+    })),
     provider: undefined,
     version: "1.0.0",
     capabilities: { streaming: true, pushNotifications: true, extensions: [], extendedAgentCard: false },
@@ -70,5 +69,46 @@ export function agentCardOf(record: AgentRecord, publicUrl: string): AgentCard {
     defaultOutputModes: MODES,
     skills,
     signatures: [],
+  };
+}
+
+/**
+ * The same card in A2A 0.3's shape, for clients that send no A2A-Version (A2A 0.3 clients, which
+ * look for `url` and `preferredTransport`). Like the A2A SDK's own 0.3 cards it also carries the
+ * 1.0 `supportedInterfaces`, for 1.0 clients that did not say which version they read.
+ */
+export function legacyAgentCardOf(record: AgentRecord, publicUrl: string): Record<string, unknown> {
+  const card = agentCardOf(record, publicUrl);
+  const [primary] = card.supportedInterfaces;
+  return {
+    protocolVersion: "0.3.0",
+    name: card.name,
+    description: card.description,
+    version: card.version,
+    url: primary?.url,
+    preferredTransport: "JSONRPC",
+    capabilities: { streaming: true, pushNotifications: true },
+    securitySchemes: {
+      apiKey: {
+        type: "apiKey",
+        in: "header",
+        name: "X-API-Key",
+        description: "An API key issued by the gateway",
+      },
+      bearer: { type: "http", scheme: "Bearer", description: "The same API key as a bearer token" },
+    },
+    security: [{ apiKey: [] }, { bearer: [] }],
+    defaultInputModes: card.defaultInputModes,
+    defaultOutputModes: card.defaultOutputModes,
+    skills: card.skills.map(({ id, name, description, tags, inputModes, outputModes }) => ({
+      id,
+      name,
+      description,
+      tags,
+      inputModes,
+      outputModes,
+    })),
+    supportsAuthenticatedExtendedCard: false,
+    supportedInterfaces: (AgentCard.toJSON(card) as { supportedInterfaces: unknown }).supportedInterfaces,
   };
 }

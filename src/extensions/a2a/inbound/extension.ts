@@ -19,9 +19,19 @@ import type { SecretKeeper } from "../../../gateway/secrets.js";
 import { type Router, readJsonBody, selfUrlOf, sendJson } from "../../../http/server.js";
 import { AcpError } from "../../../protocol/index.js";
 import { A2A_BASE_PATH } from "../../../wire/a2a.js";
-import { type A2aCall, A2aErrorCode, A2aRpcError, checkA2aCall, isLegacyMethod } from "../wire.js";
+import {
+  A2A_VERSION_HEADER,
+  A2A_VERSIONS,
+  type A2aCall,
+  A2aErrorCode,
+  A2aRpcError,
+  checkA2aCall,
+  isLegacyMethod,
+  requestedA2aVersion,
+  versionNotSupported,
+} from "../wire.js";
 import { BridgeIdentities } from "./bridge-identities.js";
-import { agentCardOf, isPublished } from "./card.js";
+import { agentCardOf, isPublished, legacyAgentCardOf } from "./card.js";
 import { A2aCaller } from "./durable-stores.js";
 import { A2aAcpMethods, statusEvent } from "./executor.js";
 import { AgentEndpoints } from "./handlers.js";
@@ -102,14 +112,27 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
       router.add(
         "GET",
         `${A2A_BASE_PATH}/:agent_id/.well-known/agent-card.json`,
-        async (req, res, params) => {
+        async (req, res, params, url) => {
           const record = await publishedAgent(params.agent_id ?? "");
-          const card = agentCardOf(record, options.publicUrl ?? publicUrlOf(req));
-          sendJson(res, 200, AgentCard.toJSON(card), { "cache-control": "max-age=60" });
+          const asked = askedVersion(req, url);
+          const version = requestedA2aVersion(asked);
+          // The card's shape depends on the version asked for: caches must keep one per version.
+          const vary = { vary: A2A_VERSION_HEADER };
+          if (version === undefined) {
+            sendJson(res, 400, versionProblem(asked), {
+              ...vary,
+              "content-type": "application/problem+json",
+            });
+            return;
+          }
+          const base = options.publicUrl ?? publicUrlOf(req);
+          const card =
+            version === "0.3" ? legacyAgentCardOf(record, base) : AgentCard.toJSON(agentCardOf(record, base));
+          sendJson(res, 200, card, { ...vary, "cache-control": "max-age=60" });
         },
       );
 
-      router.add("POST", `${A2A_BASE_PATH}/:agent_id`, async (req, res, params) => {
+      router.add("POST", `${A2A_BASE_PATH}/:agent_id`, async (req, res, params, url) => {
         const caller = await authenticate(ctx, req);
         const record = await publishedAgent(params.agent_id ?? "");
         // Answers to requests sent before a restart come to bridge agents, connected from here on.
@@ -118,6 +141,8 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
         let call: A2aCall;
         try {
           call = checkA2aCall(body);
+          const asked = askedVersion(req, url);
+          if (requestedA2aVersion(asked) === undefined) throw versionNotSupported(asked, call.id);
           if (!options.allowPrivatePushUrls) refusePrivatePushUrl(call);
         } catch (err) {
           if (!(err instanceof A2aRpcError)) throw err;
@@ -212,6 +237,23 @@ async function respond(
 
 function statusWorking(taskId: string, contextId: string, text: string) {
   return statusEvent(taskId, contextId, TaskState.TASK_STATE_WORKING, text);
+}
+
+/** The `A2A-Version` header, else the query parameter of that name (A2A 1.0 §3.6.1); "" when neither. */
+function askedVersion(req: IncomingMessage, url: URL): string {
+  const header = req.headers["a2a-version"];
+  return (Array.isArray(header) ? header[0] : header) ?? url.searchParams.get(A2A_VERSION_HEADER) ?? "";
+}
+
+/** The card's answer to a version the gateway does not speak (A2A 1.0 §6.4, as problem+json). */
+function versionProblem(asked: string) {
+  return {
+    type: "https://a2a-protocol.org/errors/version-not-supported",
+    title: "Protocol Version Not Supported",
+    status: 400,
+    detail: `A2A version ${JSON.stringify(asked)} is not supported here: send ${A2A_VERSION_HEADER} ${A2A_VERSIONS.join(" or ")}`,
+    supportedVersions: [...A2A_VERSIONS],
+  };
 }
 
 function publicUrlOf(req: IncomingMessage): string {
