@@ -6,10 +6,12 @@
  * (reported with its line number, never parsed as garbage).
  */
 import { dirname } from "node:path";
+import type { z } from "zod";
 import { AppendLog, AppendLogError } from "../jsonl/index.js";
 import { CoordinationError } from "./errors.js";
 import { sleep } from "./fs-atomic.js";
-import { type SessionEvent, SessionEventSchema } from "./schemas.js";
+import { quickEvent } from "./quick-check.js";
+import type { SessionEvent } from "./schemas.js";
 import { openSessionFile } from "./session-files.js";
 import { validateWith } from "./validate.js";
 
@@ -75,12 +77,17 @@ export async function readEventsFrom(
   const problems: LogProblem[] = [];
   let start = 0;
   let line = from.line;
+  let schemas: typeof import("./schemas.js") | undefined;
   for (let end = bytes.indexOf(NEWLINE); end !== -1; end = bytes.indexOf(NEWLINE, start)) {
     const text = bytes.subarray(start, end).toString("utf8").replace(/\r$/, "");
     const offset = from.offset + start;
     if (text.trim() !== "") {
-      const parsed = parseLine(text, path, line, offset);
-      if ("event" in parsed) events.push(parsed);
+      let parsed = parseLine(text, path, line, offset);
+      if ("unchecked" in parsed) {
+        schemas ??= await import("./schemas.js");
+        parsed = checkLine(parsed.unchecked, schemas.SessionEventSchema, text, path, line, offset);
+      }
+      if ("event" in parsed) events.push({ line, event: parsed.event });
       else problems.push(parsed);
     }
     start = end + 1;
@@ -131,30 +138,52 @@ export function tornProblem(file: string, at: LogPosition, bytes: number): LogPr
   };
 }
 
-function parseLine(text: string, file: string, line: number, offset: number): LoggedEvent | LogProblem {
+function problemAt(
+  text: string,
+  file: string,
+  line: number,
+  offset: number,
+): (kind: LogProblem["kind"], message: string) => LogProblem {
   const bytes = Buffer.byteLength(text);
-  const problem = (kind: LogProblem["kind"], message: string): LogProblem => ({
-    kind,
-    file,
-    line,
-    offset,
-    bytes,
-    message,
-  });
+  return (kind, message) => ({ kind, file, line, offset, bytes, message });
+}
+
+/** A line's event when it passes the quick check; its value when only the schema can tell. */
+function parseLine(
+  text: string,
+  file: string,
+  line: number,
+  offset: number,
+): { event: SessionEvent } | { unchecked: unknown } | LogProblem {
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (err) {
     const reason = (err as Error).message;
+    const problem = problemAt(text, file, line, offset);
     if (isTruncatedJson(text, reason)) {
+      const bytes = Buffer.byteLength(text);
       return problem("torn", `${file}:${line}: torn line (${bytes} bytes of an event cut short): not parsed`);
     }
     return problem("invalid", `${file}:${line}: not valid JSON (${reason})`);
   }
+  const event = quickEvent(value);
+  return event ? { event } : { unchecked: value };
+}
+
+/** The schema's verdict on a line the quick check left to it, every problem named. */
+function checkLine(
+  value: unknown,
+  schema: z.ZodType<SessionEvent>,
+  text: string,
+  file: string,
+  line: number,
+  offset: number,
+): { event: SessionEvent } | LogProblem {
   try {
-    return { line, event: validateWith(SessionEventSchema, value, { file, line }) };
+    return { event: validateWith(schema, value, { file, line }) };
   } catch (err) {
-    if (err instanceof CoordinationError) return problem("invalid", err.message);
+    if (err instanceof CoordinationError) return problemAt(text, file, line, offset)("invalid", err.message);
     throw err;
   }
 }

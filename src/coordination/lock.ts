@@ -3,7 +3,8 @@ import { open, stat, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
 import { CoordinationError } from "./errors.js";
 import { readTextIfExists, sleep } from "./fs-atomic.js";
-import { type LockOwner, LockOwnerSchema } from "./schemas.js";
+import { checkFormat } from "./quick-check.js";
+import type { LockOwner } from "./schemas.js";
 
 /** A lock older than this is presumed abandoned even if its owner cannot be checked (another host). */
 export const DEFAULT_LOCK_STALE_MS = 30_000;
@@ -96,8 +97,7 @@ export async function inspectLock(path: string): Promise<LockState | undefined> 
   if (raw === undefined || info === undefined) return undefined;
   let owner: LockOwner | undefined;
   try {
-    const parsed = LockOwnerSchema.safeParse(JSON.parse(raw));
-    owner = parsed.success ? parsed.data : undefined;
+    owner = await checkFormat("LockOwnerSchema", JSON.parse(raw), { file: path });
   } catch {
     owner = undefined;
   }

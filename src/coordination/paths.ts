@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { join, resolve } from "node:path";
 import { CoordinationError } from "./errors.js";
-import { NAME_PATTERN, SESSION_ID_PATTERN } from "./schemas.js";
+import { NAME_PATTERN, SESSION_ID_PATTERN } from "./vocabulary.js";
 
 /**
  * Where sessions live unless `--root` or `ACP_CONTEXT_DIR` says otherwise (relative to the cwd): the

@@ -4,15 +4,29 @@
  * rewrite a file. Known fields are checked strictly.
  */
 import { z } from "zod";
+import {
+  AGENT_STATUSES,
+  type AgentStatus,
+  EVENT_TYPES,
+  type EventType,
+  NAME_PATTERN,
+  REPORT_STATUSES,
+  SESSION_ID_PATTERN,
+  SEVERITIES,
+  type Severity,
+} from "./vocabulary.js";
 
-/**
- * A session id names a directory under the context root: any text that stays one path segment.
- * The protocol suggests a lower-case UUID but its own example is `abc123`, so both are accepted; no
- * path separator, no `..`, no control character (NUL included), not empty, at most 255 characters.
- */
-export const SESSION_ID_PATTERN = /^(?!\.\.?$)(?!.*\.\.)[^/\\\p{Cc}]{1,255}$/u;
-/** Agent and artifact names become file names (`reports/{agent}.json`), so no slashes, no leading dot. */
-export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+export {
+  AGENT_STATUSES,
+  type AgentStatus,
+  EVENT_TYPES,
+  type EventType,
+  NAME_PATTERN,
+  REPORT_STATUSES,
+  SESSION_ID_PATTERN,
+  SEVERITIES,
+  type Severity,
+};
 
 export const SessionIdSchema = z
   .string()
@@ -26,13 +40,8 @@ export const AgentNameSchema = z
 /** ISO 8601 with a zone (`2025-01-23T10:00:00Z`); we write UTC with milliseconds. */
 export const TimestampSchema = z.iso.datetime({ offset: true, error: "must be an ISO 8601 timestamp" });
 
-export const AGENT_STATUSES = ["waiting", "in_progress", "completed", "failed"] as const;
 export const AgentStatusSchema = z.enum(AGENT_STATUSES);
-export type AgentStatus = z.infer<typeof AgentStatusSchema>;
-
-export const SEVERITIES = ["high", "medium", "low"] as const;
 export const SeveritySchema = z.enum(SEVERITIES);
-export type Severity = z.infer<typeof SeveritySchema>;
 
 export const AgentEntrySchema = z
   .object({
@@ -108,8 +117,6 @@ export const CompletedEventSchema = z
   .object({ ...eventBase, type: z.literal("completed"), message: z.string().min(1) })
   .loose();
 
-export const EVENT_TYPES = ["status", "finding", "error", "data", "completed"] as const;
-export type EventType = (typeof EVENT_TYPES)[number];
 export const EventTypeSchema = z.enum(EVENT_TYPES);
 
 /** One line of messages.jsonl. */
@@ -140,8 +147,6 @@ export const FindingSchema = z
   })
   .loose();
 export type Finding = z.infer<typeof FindingSchema>;
-
-export const REPORT_STATUSES = ["completed", "failed", "partial"] as const;
 
 /** The standard report, `reports/{agent}.json`. */
 export const ReportSchema = z

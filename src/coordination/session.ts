@@ -19,18 +19,9 @@ import {
   sessionPaths,
 } from "./paths.js";
 import { type EventFilter, matchesFilter, type NamedReport } from "./queries.js";
+import { checkFormat } from "./quick-check.js";
+import type { AgentEntry, Coordination, Report, SessionEvent, SessionEventInput } from "./schemas.js";
 import { lstatSessionEntry, readSessionText } from "./session-files.js";
-import {
-  type AgentEntry,
-  type Coordination,
-  CoordinationSchema,
-  type Report,
-  ReportInputSchema,
-  ReportSchema,
-  type SessionEvent,
-  type SessionEventInput,
-  SessionEventSchema,
-} from "./schemas.js";
 import { parseJsonFile, parseJsonText, validateWith } from "./validate.js";
 import { type WaitOptions, type WaitResult, type WaitSelector, waitForAgents } from "./wait.js";
 import { type SessionChange, type SessionWatcher, type WatchOptions, watchSession } from "./watch.js";
@@ -163,7 +154,7 @@ export class Session {
     const text = await readSessionText(this.paths.dir, file);
     if (text === undefined)
       throw new CoordinationError("not_found", "coordination.json is missing", { file });
-    const coordination = parseJsonFile(CoordinationSchema, text, file);
+    const coordination = await checkFormat("CoordinationSchema", parseJsonText(text, file), { file, text });
     if (coordination.session_id !== this.id) {
       throw new CoordinationError(
         "invalid",
@@ -184,7 +175,9 @@ export class Session {
       async (lock) => {
         const coordination = await this.readCoordination();
         mutate(coordination);
-        const checked = validateWith(CoordinationSchema, coordination, { file: this.paths.coordination });
+        const checked = await checkFormat("CoordinationSchema", coordination, {
+          file: this.paths.coordination,
+        });
         if (!(await lock.stillHeld())) {
           throw new CoordinationError("lock_lost", "our lock was broken as stale before we could write", {
             file: this.paths.lock,
@@ -219,8 +212,8 @@ export class Session {
 
   /** Appends one event (timestamp filled in when absent) after checking it against its schema. */
   async log(input: SessionEventInput): Promise<SessionEvent> {
-    const event = validateWith(
-      SessionEventSchema,
+    const event = await checkFormat(
+      "SessionEventSchema",
       { timestamp: new Date().toISOString(), ...input },
       { file: "event" },
     );
@@ -241,6 +234,7 @@ export class Session {
     source: { file: string; text?: string } = { file: "report" },
   ): Promise<Report> {
     assertName(agent, "agent");
+    const { ReportInputSchema, ReportSchema } = await import("./schemas.js");
     const given = validateWith(ReportInputSchema, input, source);
     if (given.agent_name !== undefined && given.agent_name !== agent) {
       throw new CoordinationError("invalid", `is "${given.agent_name}" but the report is for "${agent}"`, {
@@ -268,7 +262,7 @@ export class Session {
     const text = await readSessionText(this.paths.dir, file);
     if (text === undefined)
       throw new CoordinationError("not_found", `agent "${agent}" has written no report`, { file });
-    return parseJsonFile(ReportSchema, text, file);
+    return parseJsonFile((await import("./schemas.js")).ReportSchema, text, file);
   }
 
   /**

@@ -1,6 +1,13 @@
-import { isNode, LineCounter, parseDocument } from "yaml";
+import { createRequire } from "node:module";
+import type * as Yaml from "yaml";
 import type { z } from "zod";
 import { CoordinationError, type LocatedProblem } from "./errors.js";
+
+/**
+ * The YAML parser only names the line of a problem, so it is loaded when there is one, not with
+ * every command that validates (it is CommonJS, so it can be loaded synchronously here).
+ */
+const yaml = (): typeof Yaml => createRequire(import.meta.url)("yaml") as typeof Yaml;
 
 /** `agents.security-analyzer.status`, `findings[2].severity`: the field path as people write it. */
 export function formatPath(path: readonly PropertyKey[]): string {
@@ -18,6 +25,7 @@ export function formatPath(path: readonly PropertyKey[]): string {
  * parser with source ranges serves both formats.
  */
 export function lineOfPath(text: string, path: readonly PropertyKey[]): number | undefined {
+  const { isNode, LineCounter, parseDocument } = yaml();
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, keepSourceTokens: false, uniqueKeys: false });
   if (doc.errors.length > 0) return undefined;
