@@ -43,3 +43,20 @@ export function printJson(value: unknown): void {
 export function printLine(text = ""): void {
   process.stdout.write(`${text}\n`);
 }
+
+/** The status a shell reports for a command killed by SIGPIPE (128 + 13), as `git log | head` or `ls | head` end. */
+export const CLOSED_OUTPUT_EXIT_CODE = 141;
+
+/**
+ * A reader that stops early (`acp … | head -1`) ends the command quietly, the way it ends git or
+ * ls: no more output, no stack trace, status 141. Node ignores SIGPIPE and reports a closed pipe as
+ * an EPIPE error on the stream, which would otherwise crash with a stack trace.
+ */
+export function endQuietlyWhenOutputCloses(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on("error", (err: NodeJS.ErrnoException) => {
+      if (err.code === "EPIPE") process.exit(CLOSED_OUTPUT_EXIT_CODE);
+      throw err;
+    });
+  }
+}

@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+import { endQuietlyWhenOutputCloses } from "./io.js";
 import { runCli } from "./program.js";
 
+endQuietlyWhenOutputCloses();
 await runCli(process.argv);

@@ -1,22 +1,30 @@
+import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { registerCommands } from "./commands/index.js";
 import { CliError } from "./io.js";
 
-export function buildProgram(): Command {
+/** The installed package's version (package.json sits two levels above both src/cli and dist/cli). */
+function packageVersion(): string {
+  const file = new URL("../../package.json", import.meta.url);
+  return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version;
+}
+
+/** The program with the commands `argv` needs registered (see registerCommands). */
+export async function buildProgram(argv: readonly string[]): Promise<Command> {
   const program = new Command("acp")
     .description(
       "ACP, the Agent Communication Protocol toolkit: signed agent-to-agent messages, a gateway, and tools",
     )
-    .version(process.env.npm_package_version ?? "0.1.0")
+    .version(packageVersion())
     .showHelpAfterError()
     .exitOverride();
-  registerCommands(program);
+  await registerCommands(program, argv.slice(2));
   return program;
 }
 
 /** Parses argv and runs the command; maps CliError to its exit code and message, never a stack trace. */
 export async function runCli(argv: string[]): Promise<void> {
-  const program = buildProgram();
+  const program = await buildProgram(argv);
   try {
     await program.parseAsync(argv);
   } catch (err) {

@@ -1,45 +1,51 @@
 import type { Command } from "commander";
-import { registerAgent } from "./agent.js";
-import { registerAgreement } from "./agreement.js";
-import { registerApprovals } from "./approvals.js";
-import { registerAudit } from "./audit.js";
-import { registerCommand } from "./command.js";
-import { registerDemo } from "./demo.js";
-import { registerGateway } from "./gateway.js";
-import { registerHandoff } from "./handoff.js";
-import { registerKeys } from "./keys.js";
-import { registerKnowledge } from "./knowledge.js";
-import { registerMcp } from "./mcp.js";
-import { registerMessages } from "./messages.js";
-import { registerNegotiate } from "./negotiate.js";
-import { registerPrincipal } from "./principal.js";
-import { registerSend } from "./send.js";
-import { registerSession } from "./session.js";
-import { registerTeam } from "./team.js";
-import { registerVote } from "./vote.js";
+
+type Register = (program: Command) => void;
 
 /**
- * Every CLI command group registers itself here, one line each, so the program's shape is visible
- * in one place. Commands are thin: they parse options and call the library.
+ * Every CLI command group, one line each, in the order `acp --help` lists them, with the top-level
+ * commands it defines. A group's module (and the library it pulls in: the SDK, SQLite, NATS, the MCP
+ * and A2A SDKs) is imported only when one of its commands runs, so `acp --version` or
+ * `acp session log` start in about the time of a bare `node`. Commands are thin: they parse options
+ * and call the library.
  */
-export function registerCommands(program: Command): void {
-  registerKeys(program);
-  registerMessages(program);
-  registerGateway(program);
-  registerAgent(program);
-  registerSend(program);
-  registerDemo(program);
-  registerAudit(program);
-  registerMcp(program);
-  registerSession(program);
-  registerCommand(program);
-  registerApprovals(program);
-  registerPrincipal(program);
-  registerNegotiate(program);
-  registerAgreement(program);
-  registerHandoff(program);
-  registerTeam(program);
-  registerVote(program);
-  registerKnowledge(program);
-  void program;
+const GROUPS: readonly { commands: readonly string[]; load: () => Promise<Register> }[] = [
+  { commands: ["keygen"], load: async () => (await import("./keys.js")).registerKeys },
+  {
+    commands: ["validate", "sign", "verify"],
+    load: async () => (await import("./messages.js")).registerMessages,
+  },
+  { commands: ["gateway"], load: async () => (await import("./gateway.js")).registerGateway },
+  { commands: ["agent"], load: async () => (await import("./agent.js")).registerAgent },
+  { commands: ["send", "inbox", "status"], load: async () => (await import("./send.js")).registerSend },
+  { commands: ["demo"], load: async () => (await import("./demo.js")).registerDemo },
+  { commands: ["audit"], load: async () => (await import("./audit.js")).registerAudit },
+  { commands: ["mcp"], load: async () => (await import("./mcp.js")).registerMcp },
+  { commands: ["session"], load: async () => (await import("./session.js")).registerSession },
+  { commands: ["command"], load: async () => (await import("./command.js")).registerCommand },
+  { commands: ["approvals"], load: async () => (await import("./approvals.js")).registerApprovals },
+  { commands: ["principal"], load: async () => (await import("./principal.js")).registerPrincipal },
+  { commands: ["negotiate"], load: async () => (await import("./negotiate.js")).registerNegotiate },
+  { commands: ["agreement"], load: async () => (await import("./agreement.js")).registerAgreement },
+  { commands: ["handoff"], load: async () => (await import("./handoff.js")).registerHandoff },
+  { commands: ["team"], load: async () => (await import("./team.js")).registerTeam },
+  { commands: ["vote"], load: async () => (await import("./vote.js")).registerVote },
+  { commands: ["knowledge"], load: async () => (await import("./knowledge.js")).registerKnowledge },
+];
+
+/** The top-level command names, for tests that check every command is reachable. */
+export const COMMAND_NAMES: readonly string[] = GROUPS.flatMap((group) => group.commands);
+
+/**
+ * Registers what `args` (argv without node and the script) needs: only the group of the command
+ * named (also after `help`); nothing for a bare `--version`; every group when the command line
+ * names none or an unknown one, so help lists them all and a typo gets a suggestion.
+ */
+export async function registerCommands(program: Command, args: readonly string[]): Promise<void> {
+  const operands = args.filter((arg) => !arg.startsWith("-"));
+  const named = operands[0] === "help" ? operands[1] : operands[0];
+  const group = GROUPS.find((g) => named !== undefined && g.commands.includes(named));
+  if (group) return (await group.load())(program);
+  if (named === undefined && args.some((arg) => arg === "-V" || arg === "--version")) return;
+  for (const register of await Promise.all(GROUPS.map((g) => g.load()))) register(program);
 }

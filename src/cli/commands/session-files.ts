@@ -1,20 +1,8 @@
 import type { Command } from "commander";
-import {
-  aggregateReports,
-  CoordinationError,
-  formatLocated,
-  type NamedReport,
-  type Report,
-  formatAggregate,
-  formatArtifacts,
-  formatFinding,
-  formatReport,
-  parseJsonText,
-  reportFindings,
-  type Severity,
-} from "../../coordination/index.js";
+import { type CoordinationError, formatLocated } from "../../coordination/errors.js";
+import type { NamedReport, Report, Severity } from "../../coordination/index.js";
 import { CliError, printJson, printLine, readInput } from "../io.js";
-import { type Common, leaf, open, severityOption, suffixOption } from "./session-shared.js";
+import { type Common, coordination, leaf, open, severityOption, suffixOption } from "./session-shared.js";
 
 /** `acp session report …`: the agents' standard reports. */
 export function registerReport(session: Command): void {
@@ -24,6 +12,7 @@ export function registerReport(session: Command): void {
     .argument("[file]", "report JSON (default: stdin)")
     .action(async (agent: string, file: string | undefined, o: Common) => {
       const s = await open(o);
+      const { CoordinationError, parseJsonText } = await coordination();
       const { text, name } = await readInput(file);
       let written: Report;
       try {
@@ -39,6 +28,7 @@ export function registerReport(session: Command): void {
     .argument("<agent>")
     .action(async (agent: string, o: Common) => {
       const r = await (await open(o)).readReport(agent);
+      const { formatReport } = await coordination();
       if (o.json) printJson(r);
       else printLine(formatReport(r));
     });
@@ -53,6 +43,7 @@ export function registerReport(session: Command): void {
     .addOption(severityOption())
     .addOption(suffixOption())
     .action(async (o: Common & { severity?: Severity; suffix?: string }) => {
+      const { formatFinding, reportFindings } = await coordination();
       const findings = reportFindings(await readValidReports(o), o.severity);
       if (o.json) printJson(findings);
       else printLine(findings.length === 0 ? "no findings" : findings.map(formatFinding).join("\n"));
@@ -60,6 +51,7 @@ export function registerReport(session: Command): void {
   leaf(report, "aggregate", "totals across reports: findings by severity, automation suggestions, artifacts")
     .addOption(suffixOption())
     .action(async (o: Common & { suffix?: string }) => {
+      const { aggregateReports, formatAggregate } = await coordination();
       const aggregate = aggregateReports(await readValidReports(o));
       if (o.json) printJson(aggregate);
       else printLine(formatAggregate(aggregate));
@@ -98,6 +90,7 @@ export function registerArtifact(session: Command): void {
     .action(
       async (ref: string, file: string | undefined, o: Common & { from?: string; description?: string }) => {
         const s = await open(o);
+        const { parseJsonText } = await coordination();
         const { text, name } = await readInput(file);
         const written = await s.putArtifact(ref, parseJsonText(text, name), o);
         if (o.json) printJson({ artifact: written });
@@ -110,6 +103,7 @@ export function registerArtifact(session: Command): void {
   leaf(artifact, "list", "artifacts with size and the agents that announced them").action(
     async (o: Common) => {
       const artifacts = await (await open(o)).listArtifacts();
+      const { formatArtifacts } = await coordination();
       if (o.json) printJson(artifacts);
       else printLine(formatArtifacts(artifacts));
     },

@@ -1,5 +1,5 @@
 import { type Command, Option } from "commander";
-import { SEVERITIES, Session } from "../../coordination/index.js";
+import { SEVERITIES } from "../../coordination/vocabulary.js";
 
 export interface Common {
   root?: string;
@@ -22,7 +22,14 @@ export function leaf(
     .option("--json", "machine-readable output");
 }
 
-export const open = (o: Common) => Session.fromEnvironment({ root: o.root, session: o.session });
+/** The session the options name; the coordination library is loaded here, when a command runs. */
+export async function open(o: Common) {
+  const { Session } = await import("../../coordination/session.js");
+  return Session.fromEnvironment({ root: o.root, session: o.session });
+}
+
+/** The whole coordination library, for the commands that are not on an agent's hot path. */
+export const coordination = () => import("../../coordination/index.js");
 export const severityOption = () =>
   new Option("--severity <level>", "only findings of this severity").choices(SEVERITIES);
 export const suffixOption = () =>

@@ -1,28 +1,9 @@
 import { Argument, type Command, InvalidArgumentError, Option } from "commander";
-import {
-  AGENT_STATUSES,
-  type CountKey,
-  countEvents,
-  EVENT_TYPES,
-  type EventFilter,
-  type EventType,
-  formatAgent,
-  formatAgentTable,
-  formatEvent,
-  formatWaited,
-  type LogProblem,
-  loadPlan,
-  parseJsonText,
-  partialReportOf,
-  runPlanWithProgress,
-  Session,
-  type SessionEventInput,
-  timeline,
-  timelineLine,
-} from "../../coordination/index.js";
+import type { CountKey, EventFilter, LogProblem, SessionEventInput } from "../../coordination/index.js";
+import { AGENT_STATUSES, EVENT_TYPES, type EventType } from "../../coordination/vocabulary.js";
 import { CliError, printJson, printLine } from "../io.js";
 import { registerArtifact, registerReport } from "./session-files.js";
-import { type Common, leaf, open, severityOption, suffixOption } from "./session-shared.js";
+import { type Common, coordination, leaf, open, severityOption, suffixOption } from "./session-shared.js";
 
 /** Options of `session log` that belong to one event type only. */
 const TYPE_ONLY_OPTIONS = {
@@ -44,6 +25,7 @@ export function registerSession(program: Command): void {
     .option("--project-path <path>", "recorded as project_path")
     .option("--export", "print `export ACP_SESSION_ID=… CLAUDE_SESSION_ID=…` for eval in a shell")
     .action(async (o: Common & { projectType?: string; projectPath?: string; export?: boolean }) => {
+      const { Session } = await import("../../coordination/session.js");
       const s = await Session.create({
         root: o.root,
         id: o.session,
@@ -64,6 +46,7 @@ export function registerSession(program: Command): void {
     .option("--watch", "redraw whenever coordination.json changes (Ctrl-C to stop)")
     .action(async (agent: string | undefined, o: Common & { status?: string; watch?: boolean }) => {
       const s = await open(o);
+      const { formatAgent, formatAgentTable } = await import("../../coordination/format.js");
       const show = async () => {
         const agents = Object.entries((await s.readCoordination()).agents).filter(
           ([name, e]) =>
@@ -126,6 +109,7 @@ export function registerSession(program: Command): void {
           );
         }
         const entry = await (await open(o)).updateAgent(agent, patch);
+        const { formatAgent } = await import("../../coordination/format.js");
         if (o.json) printJson(entry);
         else printLine(formatAgent(agent, entry));
       },
@@ -151,6 +135,7 @@ export function registerSession(program: Command): void {
           if (o[option] !== undefined && type !== only)
             throw new CliError(`--${option}: only for type ${only}`);
         }
+        const { parseJsonText } = await import("../../coordination/validate.js");
         const data = o.data === undefined ? undefined : parseJsonText(o.data, "--data");
         if (data !== undefined && (typeof data !== "object" || data === null || Array.isArray(data))) {
           throw new CliError("--data: must be a JSON object");
@@ -169,6 +154,7 @@ export function registerSession(program: Command): void {
           ...Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)),
         };
         const event = await (await open(o)).log(input as SessionEventInput);
+        const { timelineLine } = await import("../../coordination/queries.js");
         if (o.json) printJson(event);
         else printLine(timelineLine(event));
       },
@@ -181,6 +167,7 @@ export function registerSession(program: Command): void {
     )
     .action(async (o: Common & EventFilter & { follow?: boolean }) => {
       const s = await open(o);
+      const { formatEvent } = await import("../../coordination/format.js");
       const filter = eventFilter(o);
       if (o.follow) {
         const stop = interruption();
@@ -200,6 +187,7 @@ export function registerSession(program: Command): void {
   addEventFilters(leaf(session, "timeline", "events in time order: `time [agent] type: message`")).action(
     async (o: Common & EventFilter) => {
       const { events, problems } = await (await open(o)).readEvents(eventFilter(o));
+      const { timeline, timelineLine } = await import("../../coordination/queries.js");
       const ordered = timeline(events);
       if (o.json) printJson(ordered.map((e) => e.event));
       else for (const e of ordered) printLine(timelineLine(e.event));
@@ -211,6 +199,7 @@ export function registerSession(program: Command): void {
     .addOption(new Option("--by <field>", "group by").choices(["type", "from", "severity"]).default("type"))
     .action(async (o: Common & { by: CountKey }) => {
       const { events, problems } = await (await open(o)).readEvents();
+      const { countEvents } = await import("../../coordination/queries.js");
       const counts = countEvents(
         events.map((e) => e.event),
         o.by,
@@ -231,6 +220,7 @@ export function registerSession(program: Command): void {
       if (agents.length === 0 && o.suffix === undefined)
         throw new CliError("name at least one agent, or give --suffix");
       const stop = interruption();
+      const { formatWaited } = await import("../../coordination/format.js");
       const result = await (await open(o)).waitFor(
         { agents, ...(o.suffix !== undefined && { suffix: o.suffix }) },
         {
@@ -265,6 +255,7 @@ export function registerSession(program: Command): void {
     "agents that failed (error, exit code, stderr tail) and any partial results their reports hold",
   ).action(async (o: Common) => {
     const s = await open(o);
+    const { formatAgent, partialReportOf } = await coordination();
     const agents = Object.entries((await s.readCoordination()).agents);
     const failed = await Promise.all(
       agents
@@ -313,6 +304,7 @@ export function registerSession(program: Command): void {
 }
 
 async function runCommand(file: string, o: Common & { maxParallel?: number }): Promise<void> {
+  const { loadPlan, runPlanWithProgress, Session } = await coordination();
   const plan = await loadPlan(file);
   const create = {
     root: o.root,
