@@ -4,6 +4,7 @@ import type { Broker } from "../broker/index.js";
 import { AcpError } from "../protocol/index.js";
 import type { Caller, Credentials } from "./credentials.js";
 import type { Metrics } from "./metrics.js";
+import type { OpenedByKey } from "./opened-by-key.js";
 import type { PresenceTracker } from "./presence.js";
 import type { PrincipalStore } from "./principals.js";
 import type { Registry, ResolvedAgent } from "./registry.js";
@@ -24,6 +25,8 @@ export interface GatewayContext {
   logger: Logger;
   /** The one credential resolver: agent API keys, principal tokens, the admin token. */
   credentials: Credentials;
+  /** What agents' API keys keep open, closed when a key is rotated or its agent revoked. */
+  openedByKey: OpenedByKey;
   /** Human principals and their tokens (bucket `principals`). */
   principals: PrincipalStore;
   maxEnvelopeBytes: number;

@@ -22,6 +22,7 @@ import { HandshakeGate } from "./handshake-gate.js";
 import { GatewayHealth } from "./health.js";
 import { Router, requestUrl, sendError } from "../http/server.js";
 import { Metrics } from "./metrics.js";
+import { OpenedByKey } from "./opened-by-key.js";
 import { PresenceTracker } from "./presence.js";
 import { PrincipalStore } from "./principals.js";
 import { FailedCredentialLimiter, type FailedCredentialLimits, RateLimiter } from "./rate-limit.js";
@@ -217,6 +218,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     new FailedCredentialLimiter(options.limits?.failedCredentials),
     metrics,
   );
+  const openedByKey = new OpenedByKey(registry);
   const ctx: GatewayContext = {
     broker,
     registry,
@@ -225,13 +227,14 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     metrics,
     logger,
     credentials,
+    openedByKey,
     principals,
     maxEnvelopeBytes,
     startedAt: new Date(),
     gatewayId,
   };
   const hub = new WsHub(
-    { broker, credentials, versions, relay, presence, metrics, logger },
+    { broker, credentials, openedByKey, versions, relay, presence, metrics, logger },
     {
       heartbeatMs,
       maxInFlight: 256,

@@ -1,5 +1,5 @@
 import type { KeyObject } from "node:crypto";
-import type { Broker, KvBucket } from "../broker/index.js";
+import type { Broker, KvBucket, Unsubscribe } from "../broker/index.js";
 import { WatchedReads } from "../broker/watched-reads.js";
 import {
   AcpError,
@@ -43,6 +43,8 @@ export interface Custodian {
   identity(agentId: string): Promise<PrivateIdentity>;
 }
 
+export type AgentChangeListener = (agentId: string, record: AgentRecord | null) => void;
+
 export interface ResolvedAgent {
   record: AgentRecord;
   kid: string;
@@ -66,6 +68,8 @@ export class Registry {
   private readonly byKeyHash: WatchedReads<string | null>;
   /** Set by the composition root when the gateway offers custodial keys. */
   custodian: Custodian | undefined;
+  private readonly changeListeners = new Set<AgentChangeListener>();
+  private unwatch: Unsubscribe | undefined;
 
   constructor(
     broker: Broker,
@@ -81,11 +85,35 @@ export class Registry {
   async start(): Promise<void> {
     await this.byId.start();
     await this.byKeyHash.start();
+    // Another gateway's rotation or revocation reaches this one's listeners through the watch.
+    this.unwatch = await this.agents.watch((change) => this.changed(change.key, change.value));
   }
 
   stop(): void {
     this.byId.close();
     this.byKeyHash.close();
+    this.unwatch?.();
+    this.changeListeners.clear();
+  }
+
+  /**
+   * Calls `listener` with an agent's record (null once deleted) each time it changes: a new API
+   * key, a revocation, here (before the change is answered) or at another gateway sharing the
+   * registry. A change may be told twice. Returns the unsubscribe function.
+   */
+  onChange(listener: AgentChangeListener): () => void {
+    this.changeListeners.add(listener);
+    return () => this.changeListeners.delete(listener);
+  }
+
+  private changed(agentId: string, record: AgentRecord | null): void {
+    for (const listener of this.changeListeners) {
+      try {
+        listener(agentId, record);
+      } catch {
+        // A listener's failure is its own.
+      }
+    }
   }
 
   /** Registers an agent; returns its API key, shown only this once (and never a private key). */
@@ -207,6 +235,7 @@ export class Registry {
     await this.apiKeys.delete(entry.value.apiKeyHash);
     this.byId.forget(agentId);
     this.byKeyHash.forget(entry.value.apiKeyHash);
+    this.changed(agentId, record);
     return { agentId, apiKey };
   }
 
@@ -223,12 +252,14 @@ export class Registry {
     const entry = await this.agents.get(agentId);
     if (!entry) throw notFound(agentId);
     const revokedAt = entry.value.revokedAt ?? now.toISOString();
-    await this.agents.update(agentId, { ...entry.value, revokedAt }, entry.revision);
+    const record = { ...entry.value, revokedAt };
+    await this.agents.update(agentId, record, entry.revision);
     await this.apiKeys.delete(entry.value.apiKeyHash);
     // Nobody may sign for a revoked agent again: the key the gateway held for it is destroyed.
     if (entry.value.custodial) await this.custodian?.discard(agentId);
     this.byId.forget(agentId);
     this.byKeyHash.forget(entry.value.apiKeyHash);
+    this.changed(agentId, record);
     return { agentId, revokedAt };
   }
 

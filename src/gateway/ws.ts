@@ -8,6 +8,7 @@ import { credentialOf } from "./auth.js";
 import type { Credentials } from "./credentials.js";
 import { brokerToAcp } from "../http/server.js";
 import type { Metrics } from "./metrics.js";
+import type { OpenedByKey } from "./opened-by-key.js";
 import { netSocketOf, OutboundBuffers, type SocketBacklog } from "./outbound-buffers.js";
 import type { PresenceTracker } from "./presence.js";
 import type { ResolvedAgent } from "./registry.js";
@@ -64,6 +65,7 @@ export class WsHub {
       broker: Broker;
       credentials: Credentials;
       versions: ProtocolVersions;
+      openedByKey: OpenedByKey;
       relay: Relay;
       presence: PresenceTracker;
       metrics: Metrics;
@@ -140,7 +142,12 @@ export class WsHub {
     const deps = { ...this.deps, intake: this.intake, backlog: this.outbound.track(ws) };
     const session = new Session(ws, agent, deps, this.options, () => {
       this.intake.forget(ws);
+      releaseKey();
       if (this.sessions.get(agentId) === session) this.sessions.delete(agentId);
+    });
+    // A rotated key or a revoked agent closes the socket its old key opened.
+    const releaseKey = this.deps.openedByKey.track(agent, (why) => {
+      void session.stop(CloseCode.Unauthorized, why);
     });
     this.sessions.set(agentId, session);
     await session.start();
@@ -338,6 +345,8 @@ class Session {
   }
 
   private async handle(frame: ClientFrame, size: number): Promise<void> {
+    // Stopped (its key rotated, its agent revoked, replaced): nothing more is taken from it.
+    if (this.stopped) return;
     switch (frame.type) {
       case "submit":
         this.deps.intake.begin(this.ws);

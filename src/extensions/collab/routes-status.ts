@@ -1,7 +1,7 @@
 import type { StatusEvent, StatusRecord } from "../../collab/contracts.js";
 import type { Unsubscribe } from "../../broker/index.js";
 import { EventStream } from "../../http/sse.js";
-import { authenticateAgent } from "../../gateway/context.js";
+import { authenticate, authenticateAgent } from "../../gateway/context.js";
 import { type Router, sendJson } from "../../http/server.js";
 import { AcpError, AgentId } from "../../protocol/index.js";
 import { CollabMethod, StatusBody } from "../../collab/messages.js";
@@ -55,7 +55,7 @@ export function statusRoutes(
   });
 
   router.add("GET", "/api/v1/status/stream", async (req, res, _params, url) => {
-    await readerOf(ctx, req);
+    const caller = await authenticate(ctx, req);
     const list = url.searchParams.get("agents");
     const agents = list ? new Set(list.split(",").filter(Boolean)) : null;
     for (const agent of agents ?? []) {
@@ -69,7 +69,11 @@ export function statusRoutes(
     const subscriber = { agents, push: (event: StatusEvent) => stream.send(event.type, event) };
     subscribers.add(subscriber);
     services.streams.add(stream);
+    // An agent's stream ends when its key is rotated or the agent revoked.
+    const releaseKey =
+      caller.kind === "agent" ? ctx.openedByKey.track(caller.agent, () => stream.end()) : () => undefined;
     stream.onClose(() => {
+      releaseKey();
       subscribers.delete(subscriber);
       services.streams.delete(stream);
     });

@@ -80,6 +80,7 @@ export function mcpEndpointExtension(options: McpEndpointOptions): McpEndpointEx
       const open = new McpSessions(
         options.idleTimeoutMs ?? 10 * 60_000,
         ctx.logger,
+        ctx.openedByKey,
         options.maxSessionsPerAgent,
       );
       const runs = new McpBridge(ctx, {

@@ -7,6 +7,7 @@
 import type { IncomingMessage } from "node:http";
 import type { Logger } from "pino";
 import { authenticateAgent, type GatewayContext } from "../../gateway/context.js";
+import type { OpenedByKey } from "../../gateway/opened-by-key.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
 import type { Transport } from "../../mcp/sdk-adapter.js";
 import type { ResourceSubscriptions } from "../../mcp/subscriptions.js";
@@ -15,7 +16,10 @@ import { mcpUnauthorized } from "./no-oauth.js";
 
 export type McpSessionKind = "streamable" | "sse";
 
-/** Who the session acts for, refreshed by every authenticated request (a rotated key keeps working). */
+/**
+ * Who the session acts for, refreshed by every authenticated request. The session ends when the
+ * key that opened it is rotated or its agent revoked (OpenedByKey): a new key opens a new session.
+ */
 export interface SessionCaller {
   caller: ResolvedAgent;
 }
@@ -34,6 +38,8 @@ interface Entry {
   session: McpSession;
   idle: NodeJS.Timeout | undefined;
   closing: Promise<void> | undefined;
+  /** Stops watching the key that opened the session. */
+  releaseKey: () => void;
 }
 
 export interface McpSessionStats {
@@ -60,6 +66,7 @@ export class McpSessions {
   constructor(
     private readonly idleMs: number,
     private readonly logger: Logger,
+    private readonly openedByKey: OpenedByKey,
     /** Open sessions one agent may hold at once: each costs a server and its transport. */
     private readonly maxPerAgent = 64,
   ) {}
@@ -79,7 +86,8 @@ export class McpSessions {
   }
 
   add(session: McpSession): void {
-    const entry: Entry = { session, idle: undefined, closing: undefined };
+    const entry: Entry = { session, idle: undefined, closing: undefined, releaseKey: () => undefined };
+    entry.releaseKey = this.openedByKey.track(session.state.caller, (why) => void this.#close(entry, why));
     entry.idle = setTimeout(() => void this.#close(entry, "idle"), this.idleMs);
     entry.idle.unref();
     this.#entries.set(session.id, entry);
@@ -139,6 +147,7 @@ export class McpSessions {
   #close(entry: Entry, why: string): Promise<void> {
     entry.closing ??= (async () => {
       const { session } = entry;
+      entry.releaseKey();
       clearTimeout(entry.idle);
       entry.idle = undefined;
       session.subscriptions.close();

@@ -16,7 +16,7 @@ import { JsonRpcTransportHandler, ServerCallContext } from "@a2a-js/sdk/server";
 import { authenticate, type GatewayContext } from "../../../gateway/context.js";
 import type { GatewayExtension } from "../../../gateway/extension.js";
 import type { SecretKeeper } from "../../../gateway/secrets.js";
-import { type Router, readJsonBody, selfUrlOf, sendJson } from "../../../http/server.js";
+import { type Router, readJsonBody, selfUrlOf, sendError, sendJson } from "../../../http/server.js";
 import { AcpError } from "../../../protocol/index.js";
 import { A2A_BASE_PATH } from "../../../wire/a2a.js";
 import {
@@ -161,7 +161,19 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
         // for its agent and a stream lasts, and shutdown must not wait for them (close() ends them).
         res.setTimeout(0);
         answering.set(res, call.id);
-        res.on("close", () => answering.delete(res));
+        // An answer under way (a stream, a blocking call) ends when the caller's key is rotated or
+        // its agent revoked, as a new request with that key would be refused.
+        const releaseKey =
+          caller.kind === "agent"
+            ? ctx.openedByKey.track(caller.agent, (why) => {
+                if (res.headersSent) res.end();
+                else sendError(res, new AcpError("Unauthorized", `${why} after this call began`));
+              })
+            : () => undefined;
+        res.on("close", () => {
+          releaseKey();
+          answering.delete(res);
+        });
         const mapError = (err: unknown) =>
           legacy
             ? LegacyJsonRpcTransportHandler.mapToLegacyJSONRPCError(err)
