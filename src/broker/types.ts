@@ -180,6 +180,36 @@ export interface BrokerHealth {
   detail: Record<string, string>;
 }
 
+/**
+ * Limits on what the broker holds for one agent; `submit` refuses a message past any of them with
+ * BrokerError `quota` (nothing is stored). Each is off when absent.
+ */
+export interface BrokerQuotas {
+  /** Messages to one recipient not yet acknowledged, failed or expired. */
+  recipientPendingMessages?: number;
+  /** The UTF-8 bytes of those messages' envelopes. */
+  recipientPendingBytes?: number;
+  /** The UTF-8 bytes of one sender's envelopes the broker still stores (within retention, any status). */
+  senderStoredBytes?: number;
+}
+
+export const QUOTA_NAMES = [
+  "recipient-pending-messages",
+  "recipient-pending-bytes",
+  "sender-stored-bytes",
+] as const;
+/** The name a refusal gives the quota it hit (BrokerError `quota`, and the gateway's -32013 `data.quota`). */
+export type QuotaName = (typeof QUOTA_NAMES)[number];
+
+/** What one agent uses of the quotas (`Broker.usage`). */
+export interface AgentUsage {
+  /** Messages to the agent not yet acknowledged, failed or expired, and their envelopes' bytes. */
+  pendingMessages: number;
+  pendingBytes: number;
+  /** Bytes of the agent's own envelopes still stored. */
+  storedBytes: number;
+}
+
 export interface Broker {
   readonly kind: "embedded" | "nats";
   /**
@@ -188,8 +218,17 @@ export interface Broker {
    * room for the message headers. The gateway caps its own envelope limit to it.
    */
   readonly maxEnvelopeBytes: number;
-  /** Persists the message (durable when this resolves) and queues it for `to`. Idempotent by id. */
+  /**
+   * Persists the message (durable when this resolves) and queues it for `to`. Idempotent by id.
+   * Past a quota (`quotas`) it is refused with BrokerError `quota` and nothing is stored; a
+   * resubmission of a stored message is answered `duplicate` whatever the quotas.
+   */
   submit(input: SubmitInput): Promise<SubmitResult>;
+  /**
+   * What `agentId` uses of the quotas. Embedded: exact. NATS: as this broker knows it, which
+   * includes what other gateways on the same NATS recorded up to a moment ago (docs/brokers.md).
+   */
+  usage(agentId: string): Promise<AgentUsage>;
   /** One open inbox per agent per broker instance; a second open fails until the first is closed. */
   openInbox(agentId: string, options?: InboxOptions): Promise<Inbox>;
   /** Only the recipient may acknowledge. Acknowledging twice is harmless. */
@@ -221,6 +260,8 @@ export interface CommonBrokerOptions {
   retentionMs?: number;
   /** How long status records are kept, so `status(id)` still answers `expired`. Default 30 days. */
   recordRetentionMs?: number;
+  /** Per-agent limits `submit` enforces (default: none). */
+  quotas?: BrokerQuotas;
   /**
    * Problems the broker recovers from by itself (a listener that threw, a delivery left for
    * redelivery while NATS is unreachable). Default: `process.emitWarning`. Never carries bodies.

@@ -52,6 +52,9 @@ export function sendJson(
   res.end(text);
 }
 
+/** What a quota refusal (-32013) tells the sender to wait before trying again. */
+export const QUOTA_RETRY_AFTER_SECONDS = 30;
+
 /** Broker errors surface as ACP errors with stable codes. */
 export function brokerToAcp(err: unknown): unknown {
   if (!(err instanceof Error) || err.name !== "BrokerError") return err;
@@ -70,6 +73,12 @@ export function brokerToAcp(err: unknown): unknown {
     case "unavailable":
     case "closed":
       return new AcpError("StorageUnavailable", err.message);
+    case "quota":
+      // Room comes back as the recipient reads (or retention passes): worth trying again later.
+      return new AcpError("RateLimited", err.message, {
+        ...(err as { quota?: Record<string, unknown> }).quota,
+        retryAfterSeconds: QUOTA_RETRY_AFTER_SECONDS,
+      });
     default:
       return err;
   }

@@ -5,6 +5,7 @@
 import { afterEach, describe } from "vitest";
 import type { Broker, CommonBrokerOptions } from "../../src/broker/index.js";
 import { deliveryConformance } from "./conformance-delivery.js";
+import { quotaConformance } from "./conformance-quotas.js";
 import { resumeConformance } from "./conformance-resume.js";
 import { stateConformance } from "./conformance-state.js";
 
@@ -42,5 +43,6 @@ export function brokerConformance(name: string, createHarness: () => Promise<Bro
     deliveryConformance(context);
     resumeConformance(context);
     stateConformance(context);
+    quotaConformance(context);
   });
 }

@@ -11,7 +11,9 @@ import {
   type Warn,
   warner,
 } from "../policy.js";
+import { envelopeBytes, resolveQuotas } from "../quotas.js";
 import type {
+  AgentUsage,
   Broker,
   BrokerEvent,
   BrokerHealth,
@@ -41,6 +43,7 @@ import { StorageHealth } from "./health.js";
 import { EmbeddedInbox, type InboxHost } from "./inbox.js";
 import { KvStore } from "./kv.js";
 import { type LoadedMessage, type MessageRow, MessageTable, toRecord, toStoredMessage } from "./messages.js";
+import { UsageCounters } from "./usage.js";
 
 /** The single-process broker: one SQLite file, group-committed writes, redelivery timers in memory. */
 export class EmbeddedBroker implements Broker, InboxHost {
@@ -60,15 +63,18 @@ export class EmbeddedBroker implements Broker, InboxHost {
 
   static open(options: EmbeddedBrokerOptions = {}): EmbeddedBroker {
     const policy = resolvePolicy(options);
+    const quotas = resolveQuotas(options.quotas);
     const warn = warner(options, "acp broker");
     const db = openDatabase(options.data ?? DEFAULT_DATA_DIR, options.synchronous ?? "normal", warn);
-    return new EmbeddedBroker(db, policy, warn);
+    return new EmbeddedBroker(db, policy, warn, quotas && UsageCounters.load(db, quotas));
   }
 
   private constructor(
     private readonly db: Database.Database,
     policy: BrokerPolicy,
     private readonly warn: Warn,
+    /** Kept only while quotas are set. */
+    private readonly counters: UsageCounters | undefined,
   ) {
     this.policy = policy;
     this.listeners = new Listeners(warn);
@@ -100,11 +106,14 @@ export class EmbeddedBroker implements Broker, InboxHost {
   async submit(input: SubmitInput): Promise<SubmitResult> {
     this.assertOpen();
     checkSubmit(input);
-    const { row, duplicate } = await this.commits.run(
+    const bytes = envelopeBytes(input.envelope);
+    const counted =
+      this.counters?.count(input, bytes, () => this.table.byId(input.id) !== undefined) ?? false;
+    const stored = this.commits.run(
       () => {
         // queued_at never decreases with seq: the retention sweeps rely on it.
         this.lastQueuedAt = Math.max(Date.now(), this.lastQueuedAt);
-        const inserted = this.table.insert(input, this.lastQueuedAt);
+        const inserted = this.table.insert(input, this.lastQueuedAt, bytes);
         if (inserted) return { row: inserted, inserted, duplicate: false };
         const existing = this.table.byId(input.id)!;
         if (existing.sender !== input.from) {
@@ -120,6 +129,13 @@ export class EmbeddedBroker implements Broker, InboxHost {
         if (result.inserted) this.inboxes.get(result.row.recipient)?.offer(result.inserted);
       },
     );
+    if (counted) {
+      stored.then(
+        (result) => result.duplicate && this.counters?.uncount(input, bytes),
+        () => this.counters?.uncount(input, bytes),
+      );
+    }
+    const { row, duplicate } = await stored;
     // A new message is reported as stored (queued), even if its inbox already picked it up.
     const status = duplicate ? effectiveStatus(this.policy, row.status, row.queued_at, Date.now()) : "queued";
     return { id: input.id, status, duplicate };
@@ -156,6 +172,12 @@ export class EmbeddedBroker implements Broker, InboxHost {
       );
     }
     return this.settle(agentId, id, { action: "reject", detail: `rejected by recipient: ${reason}` });
+  }
+
+  async usage(agentId: string): Promise<AgentUsage> {
+    this.assertOpen();
+    checkAgentId(agentId);
+    return this.counters?.usage(agentId) ?? { pendingMessages: 0, pendingBytes: 0, storedBytes: 0 };
   }
 
   async status(id: string): Promise<MessageRecord | null> {
@@ -229,7 +251,9 @@ export class EmbeddedBroker implements Broker, InboxHost {
       .run(
         () => this.table.markFailed(row, now, "max-deliveries", detail),
         (applied) => {
-          if (applied) this.statusChanged(row);
+          if (!applied) return;
+          this.counters?.settled(row);
+          this.statusChanged(row);
         },
       )
       .catch((error: unknown) => this.warn(`dead-letter write failed: ${String(error)}`));
@@ -269,6 +293,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
         },
         () => {
           inbox?.settled(id);
+          this.counters?.settled(live);
           this.statusChanged(live);
         },
       );
@@ -286,6 +311,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
       (result) => {
         if (!result.changed) return;
         this.inboxes.get(agentId)?.settled(id);
+        this.counters?.settled(result.row);
         this.statusChanged(result.row);
       },
     );
@@ -325,7 +351,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
     this.commits
       .run(
         () => {
-          const expired = this.table.expireThrough(now - this.policy.retentionMs);
+          const { expired, dropped } = this.table.expireThrough(now - this.policy.retentionMs);
           this.table.purgeThrough(now - this.policy.recordRetentionMs);
           // Last deliveries out when the process died (a close gives its hand-outs back), whose ack
           // wait has ended while the agent's inbox is not open; open inboxes handle their own.
@@ -337,11 +363,18 @@ export class EmbeddedBroker implements Broker, InboxHost {
               this.table.markFailed(row, now, "max-deliveries", detail);
               return { ...row, ...failedFields(now, "max-deliveries", detail) };
             });
-          return { expired, exhausted };
+          return { expired, dropped, exhausted };
         },
-        ({ expired, exhausted }) => {
-          for (const row of expired) this.statusChanged({ ...row, status: "expired" });
-          for (const row of exhausted) this.statusChanged(row);
+        ({ expired, dropped, exhausted }) => {
+          this.counters?.dropped(dropped);
+          for (const row of expired) {
+            this.counters?.settled(row);
+            this.statusChanged({ ...row, status: "expired" });
+          }
+          for (const row of exhausted) {
+            this.counters?.settled(row);
+            this.statusChanged(row);
+          }
         },
       )
       .catch((error: unknown) => this.warn(`retention sweep failed: ${String(error)}`));

@@ -32,7 +32,8 @@ CREATE TABLE IF NOT EXISTS messages (
   next_attempt_at INTEGER,
   last_error TEXT,
   dead_letter_reason TEXT,
-  dead_letter_detail TEXT
+  dead_letter_detail TEXT,
+  bytes INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS message_bodies (seq INTEGER PRIMARY KEY, envelope TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS messages_unsettled ON messages(recipient, seq) WHERE status IN ('queued', 'delivered');
@@ -46,7 +47,7 @@ CREATE TABLE IF NOT EXISTS kv (
   PRIMARY KEY (bucket, key)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', 1), ('expired_through_seq', 0);
+INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', 2), ('expired_through_seq', 0);
 `;
 
 function isBusy(error: unknown): boolean {
@@ -104,6 +105,7 @@ export function openDatabase(
     db.pragma(`synchronous = ${synchronous === "full" ? "FULL" : "NORMAL"}`);
     db.exec("BEGIN IMMEDIATE");
     db.exec(SCHEMA);
+    addEnvelopeSizes(db);
     db.exec("COMMIT");
   } catch (error) {
     db.close();
@@ -119,6 +121,21 @@ export function openDatabase(
     throw new BrokerError("unavailable", `cannot initialise ${file}: ${String(error)}`, { cause: error });
   }
   return db;
+}
+
+/**
+ * Schema 2 records each envelope's UTF-8 size in `messages.bytes` (what the quotas count). A
+ * database made before it gets the column, filled for the envelopes still stored, once.
+ */
+function addEnvelopeSizes(db: Database.Database): void {
+  const columns = db.prepare("PRAGMA table_info(messages)").all() as { name: string }[];
+  if (columns.some((column) => column.name === "bytes")) return;
+  db.exec("ALTER TABLE messages ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0");
+  db.exec(
+    `UPDATE messages SET bytes = (SELECT length(CAST(b.envelope AS BLOB)) FROM message_bodies b WHERE b.seq = messages.seq)
+     WHERE seq IN (SELECT seq FROM message_bodies)`,
+  );
+  db.exec("UPDATE meta SET value = 2 WHERE name = 'schema_version'");
 }
 
 /** What the SQLite result codes a failed write can end with mean, for `health()`. */

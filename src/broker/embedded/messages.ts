@@ -31,6 +31,8 @@ export interface MessageRow {
   last_error: string | null;
   dead_letter_reason: DeadLetter["reason"] | null;
   dead_letter_detail: string | null;
+  /** The envelope's UTF-8 size (what the quotas count). */
+  bytes: number;
 }
 
 /** A row with its envelope, as inboxes hold them (null once retention removed it). */
@@ -40,7 +42,7 @@ export interface LoadedMessage extends MessageRow {
 
 const COLUMNS = `m.seq, m.id, m.sender, m.recipient, m.kind, m.method, m.submitted_at, m.queued_at, m.status,
   m.delivered_at, m.acknowledged_at, m.failed_at, m.attempts, m.next_attempt_at, m.last_error,
-  m.dead_letter_reason, m.dead_letter_detail`;
+  m.dead_letter_reason, m.dead_letter_detail, m.bytes`;
 const SWEEP_BATCH = 500;
 const UNSETTLED = "status IN ('queued', 'delivered')";
 
@@ -66,8 +68,8 @@ export class MessageTable {
 
   constructor(private readonly db: Database.Database) {
     this.insertStmt = db.prepare(
-      `INSERT INTO messages (id, sender, recipient, kind, method, submitted_at, queued_at, status)
-       VALUES (?, ?, ?, ?, ?, ?, ?, 'queued') ON CONFLICT(id) DO NOTHING`,
+      `INSERT INTO messages (id, sender, recipient, kind, method, submitted_at, queued_at, status, bytes)
+       VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?) ON CONFLICT(id) DO NOTHING`,
     );
     this.insertBodyStmt = db.prepare("INSERT INTO message_bodies (seq, envelope) VALUES (?, ?)");
     this.byIdStmt = db.prepare(`SELECT ${COLUMNS} FROM messages m WHERE m.id = ?`);
@@ -114,7 +116,7 @@ export class MessageTable {
   }
 
   /** Returns the new row, or undefined if the id exists already. */
-  insert(input: SubmitInput, queuedAt: number): LoadedMessage | undefined {
+  insert(input: SubmitInput, queuedAt: number, bytes: number): LoadedMessage | undefined {
     const info = this.insertStmt.run(
       input.id,
       input.from,
@@ -123,6 +125,7 @@ export class MessageTable {
       input.method,
       input.submittedAt,
       queuedAt,
+      bytes,
     );
     if (info.changes === 0) return undefined;
     const seq = Number(info.lastInsertRowid);
@@ -146,6 +149,7 @@ export class MessageTable {
       last_error: null,
       dead_letter_reason: null,
       dead_letter_detail: null,
+      bytes,
     };
   }
 
@@ -241,19 +245,23 @@ export class MessageTable {
 
   /**
    * Deletes envelopes queued at or before `cutoff` (and marks unsettled ones expired), oldest first,
-   * at most one batch per call. Returns the rows that became `expired`. Progress is kept in `meta`.
+   * at most one batch per call. Returns the rows that became `expired` and every row whose envelope
+   * was dropped. Progress is kept in `meta`.
    */
-  expireThrough(cutoff: number): MessageRow[] {
+  expireThrough(cutoff: number): { expired: MessageRow[]; dropped: MessageRow[] } {
     const from = this.expiredThroughStmt.get()?.value ?? 0;
     const candidates = this.afterSeqStmt.all(from, SWEEP_BATCH);
     const stop = candidates.findIndex((row) => row.queued_at > cutoff);
     const expiring = stop === -1 ? candidates : candidates.slice(0, stop);
     const last = expiring.at(-1);
-    if (!last) return [];
+    if (!last) return { expired: [], dropped: [] };
     this.dropBodiesStmt.run(from, last.seq);
     this.expireRangeStmt.run(from, last.seq);
     this.setExpiredThroughStmt.run(last.seq);
-    return expiring.filter((row) => row.status === "queued" || row.status === "delivered");
+    return {
+      expired: expiring.filter((row) => row.status === "queued" || row.status === "delivered"),
+      dropped: expiring,
+    };
   }
 
   /** Deletes records queued at or before `cutoff`, oldest first, one batch per call. Returns how many. */

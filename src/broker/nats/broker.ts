@@ -19,8 +19,10 @@ import {
   type Warn,
   warner,
 } from "../policy.js";
+import { resolveQuotas } from "../quotas.js";
 import { buildRecord, currentStatus } from "../records.js";
 import type {
+  AgentUsage,
   Broker,
   BrokerEvent,
   BrokerHealth,
@@ -63,6 +65,7 @@ import { StreamPublisher } from "./publisher.js";
 import { type StatusDoc, StatusStore } from "./status-store.js";
 import { checkEnvelopeSize, maxEnvelopeBytes, storeMessage } from "./submission.js";
 import { DEFAULT_MAX_PENDING_SUBMITS, DEFAULT_SUBMIT_STALL_MS, SubmitAdmission } from "./submit-admission.js";
+import { UsageLedger } from "./usage-ledger.js";
 
 /**
  * The broker on NATS JetStream. Every gateway process connected to the same NATS shares the
@@ -107,6 +110,9 @@ export class NatsBroker implements Broker, NatsInboxHost {
         ttl: policy.recordRetentionMs,
       });
       const publisher = new StreamPublisher(nc);
+      const warn = warner(options, "acp broker (nats)");
+      const quotas = resolveQuotas(options.quotas);
+      const ledger = quotas && (await UsageLedger.open(kvm, replicas, quotas, policy, warn));
       return new NatsBroker(
         nc,
         jsm,
@@ -117,7 +123,8 @@ export class NatsBroker implements Broker, NatsInboxHost {
         policy,
         replicas,
         admission,
-        warner(options, "acp broker (nats)"),
+        warn,
+        ledger,
       );
     } catch (error) {
       await nc.close();
@@ -138,6 +145,8 @@ export class NatsBroker implements Broker, NatsInboxHost {
     private readonly replicas: number,
     private readonly admission: SubmitAdmission,
     readonly warn: Warn,
+    /** Quota usage, kept only while quotas are set. */
+    readonly ledger: UsageLedger | undefined,
   ) {
     this.changes = new ChangeFeed(nc, policy, warn);
     this.healthCheck = new NatsHealth(nc, publisher.failures);
@@ -153,10 +162,28 @@ export class NatsBroker implements Broker, NatsInboxHost {
     return this.guard(async () => {
       checkSubmit(input);
       checkEnvelopeSize(input.envelope, this.nc.info?.max_payload);
+      const queuedAt = Date.now();
       // The inbox's status write for this id waits for the record written here (see StatusStore.lock).
-      return this.admission.run(() =>
-        this.statuses.lock(input.id, () => storeMessage(this.publisher, this.statuses, this.policy, input)),
+      const store = (usageBytes: number | undefined) =>
+        this.admission.run(() =>
+          this.statuses.lock(input.id, () =>
+            storeMessage(this.publisher, this.statuses, this.policy, input, queuedAt, usageBytes),
+          ),
+        );
+      if (!this.ledger) return store(undefined);
+      return this.ledger.submit(
+        input,
+        queuedAt,
+        async () => (await this.statuses.read(input.id)) !== null,
+        store,
       );
+    });
+  }
+
+  usage(agentId: string): Promise<AgentUsage> {
+    return this.guard(async () => {
+      checkAgentId(agentId);
+      return this.ledger?.usage(agentId) ?? { pendingMessages: 0, pendingBytes: 0, storedBytes: 0 };
     });
   }
 
@@ -280,6 +307,11 @@ export class NatsBroker implements Broker, NatsInboxHost {
     this.closed = true;
     this.admission.close();
     await Promise.all([...this.inboxes.values()].map((inbox) => inbox.close()));
+    // The usage this gateway has not written yet (bounded: NATS may be gone).
+    if (this.ledger) {
+      const gone = new Promise<void>((resolve) => setTimeout(resolve, DRAIN_TIMEOUT_MS).unref());
+      await Promise.race([this.ledger.close(), gone]);
+    }
     this.changes.stop();
     this.orphans.stop();
     // A drain waits for the server's answer; with NATS unreachable it would hang ~20 s and then
@@ -294,6 +326,11 @@ export class NatsBroker implements Broker, NatsInboxHost {
   }
 
   // NatsInboxHost
+
+  /** The message is no longer pending (acknowledged, rejected, dead-lettered): its usage ends. */
+  pendingSettled(doc: StatusDoc): void {
+    if (doc.usageBytes !== undefined) this.ledger?.settled(doc.to, doc.usageBytes, doc.queuedAt);
+  }
 
   released(inbox: NatsInbox): void {
     if (this.inboxes.get(inbox.agentId) === inbox) this.inboxes.delete(inbox.agentId);
@@ -332,13 +369,13 @@ export class NatsBroker implements Broker, NatsInboxHost {
       checkAgentId(agentId);
       checkMessageId(id);
       const now = Date.now();
-      const doc = await this.statuses.mutate<StatusDoc>(id, (current) => {
+      const [doc, settled] = await this.statuses.mutate<[StatusDoc, boolean]>(id, (current) => {
         if (!current) throw new BrokerError("not_found", `no message ${id}`);
         const value = current.value;
         if (value.to !== agentId)
           throw new BrokerError("forbidden", `${agentId} is not the recipient of message ${id}`);
         const status = currentStatus(value, this.policy, now);
-        if (action === "ack" && status === "acknowledged") return { result: value };
+        if (action === "ack" && status === "acknowledged") return { result: [value, false] };
         if (status !== "queued" && status !== "delivered") {
           throw new BrokerError(
             "invalid_state",
@@ -356,8 +393,9 @@ export class NatsBroker implements Broker, NatsInboxHost {
                 lastError: detail,
                 deadLetter: { reason: "rejected", detail },
               };
-        return { next, result: next };
+        return { next, result: [next, true] };
       });
+      if (settled) this.pendingSettled(doc);
       this.settleDelivery(agentId, id, doc.ackSubject, action === "ack" ? "+ACK" : "+TERM");
       return buildRecord(doc, this.policy, Date.now());
     });

@@ -3,6 +3,7 @@ import { DeliveryQueue } from "../delivery-queue.js";
 import { ackWaitFor, type BrokerPolicy, expiresAtMs, isoTime, maxDeliveriesDetail } from "../policy.js";
 import type { Delivery, Inbox, MessageKind } from "../types.js";
 import { agentOfInboxSubject, Header } from "./layout.js";
+import type { UsageLedger } from "./usage-ledger.js";
 import {
   type Decision,
   type StatusDoc,
@@ -17,6 +18,10 @@ export interface NatsInboxHost {
   /** Recorded as the holder of each hand-out (see orphans.ts). */
   readonly instanceId: string;
   readonly statuses: StatusStore;
+  /** Quota usage, when kept (records this inbox creates then carry their bytes). */
+  readonly ledger: UsageLedger | undefined;
+  /** The message is no longer pending (here: dead-lettered); its quota usage ends. */
+  pendingSettled(doc: StatusDoc): void;
   /** Has JetStream redeliver these at once (in this order), before anything newer (see `giveBack`). */
   redeliverNow(agentId: string, msgs: JsMsg[]): Promise<void>;
   released(inbox: NatsInbox): void;
@@ -206,11 +211,17 @@ export class NatsInbox implements Inbox {
     if (earlier) this.forget(earlier);
     const ackSubject = replySubject(msg);
     let attempt = 0;
+    let deadLettered: StatusDoc | undefined;
     const decide = (current: Versioned<StatusDoc> | null): Decision<Outcome> => {
       // The submitting gateway writes the record right after its publish. If this delivery is
       // faster, write the record as the submit would have (queued) first, then go on as usual.
-      if (!current)
-        return { next: { ...headers, status: "queued", attempts: 0, seq: msg.seq }, result: "again" };
+      if (!current) {
+        const usage = this.host.ledger ? { usageBytes: msg.data.length } : {};
+        return {
+          next: { ...headers, status: "queued", attempts: 0, seq: msg.seq, ...usage },
+          result: "again",
+        };
+      }
       const base = current.value;
       // A late duplicate copy (submitted again after the dedup window) is dropped silently.
       if (base.seq !== msg.seq || base.status === "acknowledged") return { result: "ack" };
@@ -227,6 +238,7 @@ export class NatsInbox implements Inbox {
           lastError: detail,
           deadLetter: { reason: "max-deliveries", detail },
         };
+        deadLettered = next;
         return { next, result: "dead" };
       }
       attempt = base.attempts + 1;
@@ -248,6 +260,7 @@ export class NatsInbox implements Inbox {
       msg.ack();
       return null;
     }
+    if (outcome === "dead" && deadLettered) this.host.pendingSettled(deadLettered);
     if (outcome === "term" || outcome === "dead") {
       msg.term(outcome === "dead" ? "max deliveries" : "already settled");
       return null;

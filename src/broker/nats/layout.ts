@@ -22,6 +22,8 @@ export const INBOX_STREAM = "ACP_INBOX";
 export const INDEX_STREAM = "ACP_INDEX";
 /** Status record per message id (KV), kept after the envelope expires. */
 export const STATUS_BUCKET = "acp_message_status";
+/** Quota usage per agent (KV, no change feed): `usage-ledger.ts`. */
+export const USAGE_BUCKET = "acp_usage";
 /** `kv(name)` maps to this bucket, so user buckets never collide with the broker's own. */
 export const USER_BUCKET_PREFIX = "acp_kv_";
 /**

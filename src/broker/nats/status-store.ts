@@ -16,6 +16,11 @@ export interface StatusDoc extends StatusFields {
   indexSeq?: number;
   /** Reply subject of the hand-out now out: any gateway can ack or term through it. */
   ackSubject?: string;
+  /**
+   * The envelope's bytes, present when the quota usage counted the message (usage-ledger.ts): its
+   * settlement then takes it back out of its recipient's pending usage.
+   */
+  usageBytes?: number;
   /** The broker instance that made the hand-out now out (its gateway's sockets received it). */
   holder?: string;
 }

@@ -45,8 +45,9 @@ export async function storeMessage(
   statuses: StatusStore,
   policy: BrokerPolicy,
   input: SubmitInput,
+  queuedAt: number,
+  usageBytes: number | undefined,
 ): Promise<SubmitResult> {
-  const queuedAt = Date.now();
   const h = headers();
   h.set("Nats-Msg-Id", input.id);
   h.set(Header.From, input.from);
@@ -70,7 +71,14 @@ export async function storeMessage(
     publisher.publish(inboxSubject(input.to), input.envelope, h),
     publisher.publish(indexSubject(input.from, input.to), JSON.stringify(entry), indexHeaders),
   ]);
-  const doc: StatusDoc = { ...entry, status: "queued", attempts: 0, seq: ack.seq, indexSeq: indexAck.seq };
+  const doc: StatusDoc = {
+    ...entry,
+    status: "queued",
+    attempts: 0,
+    seq: ack.seq,
+    indexSeq: indexAck.seq,
+    ...(usageBytes !== undefined && { usageBytes }),
+  };
   // The record is written after the message is durable: a record never points at nothing.
   const created = !ack.duplicate && (await statuses.create(doc));
   if (created) return { id: input.id, status: "queued", duplicate: false };

@@ -1,0 +1,97 @@
+/**
+ * The embedded broker's quota usage: counters in memory, exact because this process is the only
+ * writer of its database. Rebuilt from the database at open (so a restart never drifts), then
+ * moved with every row change: a submit adds when it is accepted (before its batch commits, so the
+ * next submit of the same turn sees it), a commit that settles a message (ack, reject, dead letter,
+ * expiry) subtracts from its recipient's pending, and the retention sweep that drops envelopes
+ * subtracts from their senders' stored bytes. Counters follow the rows' stored status, so a message
+ * past retention counts until the sweep marks it (within a minute).
+ */
+import type Database from "better-sqlite3";
+import { isBrokerError } from "../errors.js";
+import { checkQuotas, NO_USAGE, type ResolvedQuotas } from "../quotas.js";
+import type { AgentUsage, SubmitInput } from "../types.js";
+import type { MessageRow } from "./messages.js";
+
+export class UsageCounters {
+  readonly #byAgent = new Map<string, AgentUsage>();
+
+  private constructor(private readonly quotas: ResolvedQuotas) {}
+
+  /** The usage of every agent, from the database. */
+  static load(db: Database.Database, quotas: ResolvedQuotas): UsageCounters {
+    const counters = new UsageCounters(quotas);
+    const pending = db
+      .prepare(
+        `SELECT recipient AS agent, count(*) AS messages, total(bytes) AS bytes FROM messages
+         INDEXED BY messages_unsettled WHERE status IN ('queued', 'delivered') GROUP BY recipient`,
+      )
+      .all() as { agent: string; messages: number; bytes: number }[];
+    for (const row of pending) counters.#move(row.agent, row.messages, row.bytes, 0);
+    // Envelopes are dropped in seq order: those after the sweep's mark are still stored.
+    const stored = db
+      .prepare(
+        `SELECT sender AS agent, total(bytes) AS bytes FROM messages
+         WHERE seq > (SELECT value FROM meta WHERE name = 'expired_through_seq') GROUP BY sender`,
+      )
+      .all() as { agent: string; bytes: number }[];
+    for (const row of stored) counters.#move(row.agent, 0, 0, row.bytes);
+    return counters;
+  }
+
+  usage(agentId: string): AgentUsage {
+    return { ...(this.#byAgent.get(agentId) ?? NO_USAGE) };
+  }
+
+  /**
+   * Counts a submission before it is written, refusing it past a quota. `isStored` says whether
+   * the id is stored already: a resubmission is never refused (it stores nothing) and counts
+   * nothing. Returns whether it was counted (then `uncount` if it turns out not to be stored).
+   */
+  count(input: SubmitInput, bytes: number, isStored: () => boolean): boolean {
+    try {
+      checkQuotas(
+        this.quotas,
+        input.to,
+        this.#byAgent.get(input.to) ?? NO_USAGE,
+        input.from,
+        this.#byAgent.get(input.from) ?? NO_USAGE,
+        bytes,
+      );
+    } catch (error) {
+      if (isBrokerError(error, "quota") && isStored()) return false;
+      throw error;
+    }
+    this.#move(input.to, 1, bytes, 0);
+    this.#move(input.from, 0, 0, bytes);
+    return true;
+  }
+
+  /** A counted submission was not stored after all (a duplicate, or the write failed). */
+  uncount(input: SubmitInput, bytes: number): void {
+    this.#move(input.to, -1, -bytes, 0);
+    this.#move(input.from, 0, 0, -bytes);
+  }
+
+  /** The row left queued/delivered (acknowledged, failed, expired): no longer pending. */
+  settled(row: MessageRow): void {
+    this.#move(row.recipient, -1, -row.bytes, 0);
+  }
+
+  /** The sweep dropped the rows' envelopes. */
+  dropped(rows: readonly MessageRow[]): void {
+    for (const row of rows) this.#move(row.sender, 0, 0, -row.bytes);
+  }
+
+  #move(agentId: string, messages: number, bytes: number, stored: number): void {
+    const usage = this.#byAgent.get(agentId) ?? { ...NO_USAGE };
+    usage.pendingMessages += messages;
+    usage.pendingBytes += bytes;
+    usage.storedBytes += stored;
+    if (usage.pendingMessages <= 0 && usage.pendingBytes <= 0 && usage.storedBytes <= 0) {
+      this.#byAgent.delete(agentId);
+    } else {
+      this.#byAgent.set(agentId, usage);
+    }
+  }
+}
