@@ -101,8 +101,8 @@ export class OutboundBridge {
     this.exchanges = new Exchanges(new TaskLinks(deps.broker), deps.logger, {
       attempts: options.attempts ?? 3,
       retryDelayMs: options.retryDelayMs ?? 1000,
-      notify: (served, to, body) =>
-        this.send(served, buildNotification(served.sender, to, body, { method: A2AMethods.status })),
+      notify: (served, to, method, body) =>
+        this.send(served, buildNotification(served.sender, to, body, { method })),
     });
   }
 

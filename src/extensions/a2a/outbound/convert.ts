@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { AcpError } from "../../../protocol/index.js";
 import { type A2AMessage, type A2ATask, type Artifact, Part, type TaskState } from "./a2a-client.js";
+import type { Interim } from "./run.js";
 
 /**
  * What an ACP agent sends to an A2A agent (the body of an ordinary `agent.request`), and what it gets
@@ -35,6 +36,8 @@ export const A2AMethods = {
   task: "agent.a2a.task",
   /** Sent by the bridge to the requester when the A2A task's state changes. */
   status: "agent.a2a.status",
+  /** Sent by the bridge to the requester for each interim status message and artifact update. */
+  progress: "agent.a2a.progress",
 } as const;
 
 export function parseBody<T>(schema: z.ZodType<T>, body: unknown, method: string): T {
@@ -83,6 +86,28 @@ function textOf(parts: readonly Part[] | undefined): string {
   return (parts ?? []).flatMap((p) => (p.text !== undefined ? [p.text] : [])).join("");
 }
 
+/** `{ taskId, contextId? }` of a task, as the notifications to the requester name it. */
+export function taskRef(task: A2ATask): { taskId: string; contextId?: string } {
+  return { taskId: task.id, ...(task.contextId ? { contextId: task.contextId } : {}) };
+}
+
+/**
+ * The body of an `agent.a2a.progress` (beside messageId, taskId, contextId, seq): `text`, what a
+ * person reads, and the A2A object it comes from: the status `message` (with the task's `state`),
+ * or the `artifact` (the new parts only when `append`).
+ */
+export function interimBody(interim: Interim): Record<string, unknown> {
+  if (interim.kind === "status") {
+    return {
+      state: shortState(interim.task.status.state),
+      text: textOf(interim.message.parts),
+      message: interim.message,
+    };
+  }
+  const { artifact, append, lastChunk } = interim;
+  return { text: textOf(artifact.parts), artifact, append, lastChunk };
+}
+
 /** The ACP response body for an A2A answer that is a message. */
 export function messageBody(message: A2AMessage): Record<string, unknown> {
   return {
@@ -100,12 +125,7 @@ export function taskBody(task: A2ATask): Record<string, unknown> {
   );
   return {
     text: texts.join("\n"),
-    a2a: {
-      kind: "task",
-      taskId: task.id,
-      ...(task.contextId ? { contextId: task.contextId } : {}),
-      state: shortState(task.status.state),
-    },
+    a2a: { kind: "task", ...taskRef(task), state: shortState(task.status.state) },
     ...(task.status.message ? { message: task.status.message } : {}),
     artifacts,
   };

@@ -5,22 +5,24 @@ import { A2AFailure, type A2ATask } from "./a2a-client.js";
 import type { Served } from "./bridge.js";
 import {
   A2AMethods,
+  interimBody,
   messageBody,
   OutboundRequestBody,
   parseBody,
   shortState,
   TaskReference,
   taskBody,
+  taskRef,
   toA2AMessage,
 } from "./convert.js";
-import { type RunOutcome, runExchange } from "./run.js";
+import { type Interim, type RunOutcome, runExchange } from "./run.js";
 import type { TaskLinks } from "./tasks.js";
 
 export interface ExchangeOptions {
   attempts: number;
   retryDelayMs: number;
-  /** Sends an `agent.a2a.status` notification from the served agent to `to`. */
-  notify(served: Served, to: string, body: Record<string, unknown>): Promise<void>;
+  /** Sends a notification (`agent.a2a.status`, `agent.a2a.progress`) from the served agent to `to`. */
+  notify(served: Served, to: string, method: string, body: Record<string, unknown>): Promise<void>;
 }
 
 export type Answer = { body?: Record<string, unknown>; error?: AcpError; deadLetter?: string } | "abandoned";
@@ -109,7 +111,7 @@ export class Exchanges {
     };
     this.running.set(messageId, run);
     const a2aMessage = toA2AMessage(body, messageId, { from, principal: headers["principal-id"], messageId });
-    const onTask = async (task: A2ATask) => {
+    const onTask = async (task: A2ATask, restated: boolean) => {
       const firstSight = run.taskId === undefined;
       run.taskId = task.id;
       const state = shortState(task.status.state);
@@ -123,22 +125,26 @@ export class Exchanges {
         updatedAt: new Date().toISOString(),
       });
       if (firstSight && run.cancelRequested) await served.client.cancelTask(task.id);
-      await this.options
-        .notify(served, from, {
-          messageId,
-          taskId: task.id,
-          ...(task.contextId ? { contextId: task.contextId } : {}),
-          state,
-        })
-        .catch((err: unknown) =>
-          this.logger.warn({ err: (err as Error).message }, "A2A status notification failed"),
-        );
+      // A continued task re-announced as it was is no news to the requester.
+      if (!restated)
+        await this.#tell(served, from, A2AMethods.status, { messageId, ...taskRef(task), state });
     };
+    // Interim status text and artifacts, numbered so that the requester can put them in order.
+    let seq = 0;
+    const onInterim = (interim: Interim) =>
+      this.#tell(served, from, A2AMethods.progress, {
+        messageId,
+        ...taskRef(interim.task),
+        seq: ++seq,
+        ...interimBody(interim),
+      });
     let outcome: RunOutcome | undefined;
     for (let attempt = 1; outcome === undefined; attempt++) {
       try {
         outcome = await runExchange(served.client, served.record.streaming, a2aMessage, {
           onTask,
+          onInterim,
+          ...(body.taskId !== undefined && { continues: body.taskId }),
           signal: run.controller.signal,
         });
       } catch (err) {
@@ -156,6 +162,15 @@ export class Exchanges {
     }
     if (outcome.kind === "message") return messageBody(outcome.message);
     return this.taskOutcome(served, outcome.task);
+  }
+
+  /** A notification to the requester; one that fails is logged (the answer still comes). */
+  async #tell(served: Served, to: string, method: string, body: Record<string, unknown>): Promise<void> {
+    await this.options
+      .notify(served, to, method, body)
+      .catch((err: unknown) =>
+        this.logger.warn({ err: (err as Error).message, method }, "A2A notification to the requester failed"),
+      );
   }
 
   private taskOutcome(served: Served, task: A2ATask): Record<string, unknown> {

@@ -24,10 +24,45 @@ export interface TestA2AServer {
   card: AgentCard;
   /** Texts of the user messages the agent received, in order. */
   received: string[];
+  /** "stepwise" waits here before each step after the first: `release()` lets the next one go. */
+  gate: Gate;
   close(): Promise<void>;
 }
 
-export type Behaviour = "echo-message" | "echo-task" | "slow-task" | "large-message";
+/**
+ * - `ask-name`: asks for the caller's name (input-required); a message continuing the task
+ *   re-announces it as it was (as the SDK's agent contract asks), then completes `hello, <name>`;
+ * - `stepwise`: says "step 1" (working), then at each release: an artifact chunk "Hel", the chunk
+ *   "lo" appended, "step 2", and completes.
+ */
+export type Behaviour =
+  | "echo-message"
+  | "echo-task"
+  | "slow-task"
+  | "large-message"
+  | "ask-name"
+  | "stepwise";
+
+/** Steps of an agent that the test lets go one at a time. */
+export class Gate {
+  #waiting: (() => void)[] = [];
+  #released = 0;
+
+  /** Resolves once the test has released this step. */
+  pass(): Promise<void> {
+    if (this.#released > 0) {
+      this.#released--;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.#waiting.push(resolve));
+  }
+
+  release(): void {
+    const next = this.#waiting.shift();
+    if (next) next();
+    else this.#released++;
+  }
+}
 
 export function textOf(context: RequestContext): string {
   return context.userMessage.parts.map((p) => (p.content?.$case === "text" ? p.content.value : "")).join("");
@@ -61,17 +96,44 @@ function status(context: RequestContext, state: TaskState, text?: string) {
   });
 }
 
+function artifactChunk(context: RequestContext, text: string, append: boolean, lastChunk = false) {
+  return AgentEvent.artifactUpdate({
+    taskId: context.taskId,
+    contextId: context.contextId,
+    artifact: {
+      artifactId: "result",
+      name: "result",
+      description: "",
+      parts: [{ content: { $case: "text", value: text }, metadata: undefined, filename: "", mediaType: "" }],
+      metadata: undefined,
+      extensions: [],
+    },
+    append,
+    lastChunk,
+    metadata: undefined,
+  });
+}
+
 /** The agent's behaviours: answer with a message, run a task, or run a task until cancelled. */
 export class TestExecutor implements AgentExecutor {
   private readonly running = new Map<string, () => void>();
   constructor(
     private readonly behaviour: Behaviour,
     private readonly received: string[],
+    private readonly gate: Gate,
   ) {}
 
   async execute(context: RequestContext, bus: ExecutionEventBus): Promise<void> {
     const text = textOf(context);
     this.received.push(text);
+    if (this.behaviour === "ask-name" && context.task) {
+      // The agent contract: the task first, as it is, then what the new message changes.
+      bus.publish(AgentEvent.task(context.task));
+      bus.publish(status(context, TaskState.TASK_STATE_WORKING, "reading your answer"));
+      bus.publish(status(context, TaskState.TASK_STATE_COMPLETED, `hello, ${text}`));
+      bus.finished();
+      return;
+    }
     if (this.behaviour === "echo-message" || this.behaviour === "large-message") {
       const answer = this.behaviour === "large-message" ? "x".repeat(1_200_000) : `echo: ${text}`;
       bus.publish(AgentEvent.message(agentMessage(answer, context, false)));
@@ -92,6 +154,24 @@ export class TestExecutor implements AgentExecutor {
         metadata: undefined,
       }),
     );
+    if (this.behaviour === "ask-name") {
+      bus.publish(status(context, TaskState.TASK_STATE_INPUT_REQUIRED, "what is your name?"));
+      bus.finished();
+      return;
+    }
+    if (this.behaviour === "stepwise") {
+      bus.publish(status(context, TaskState.TASK_STATE_WORKING, "step 1"));
+      await this.gate.pass();
+      bus.publish(artifactChunk(context, "Hel", false));
+      await this.gate.pass();
+      bus.publish(artifactChunk(context, "lo", true));
+      await this.gate.pass();
+      bus.publish(status(context, TaskState.TASK_STATE_WORKING, "step 2"));
+      await this.gate.pass();
+      bus.publish(status(context, TaskState.TASK_STATE_COMPLETED, "done"));
+      bus.finished();
+      return;
+    }
     bus.publish(status(context, TaskState.TASK_STATE_WORKING, "working on it"));
     if (this.behaviour === "slow-task") {
       // Runs until cancelTask ends it.
@@ -100,30 +180,7 @@ export class TestExecutor implements AgentExecutor {
       bus.finished();
       return;
     }
-    bus.publish(
-      AgentEvent.artifactUpdate({
-        taskId: context.taskId,
-        contextId: context.contextId,
-        artifact: {
-          artifactId: "result",
-          name: "result",
-          description: "",
-          parts: [
-            {
-              content: { $case: "text", value: `upper: ${text.toUpperCase()}` },
-              metadata: undefined,
-              filename: "",
-              mediaType: "",
-            },
-          ],
-          metadata: undefined,
-          extensions: [],
-        },
-        append: false,
-        lastChunk: true,
-        metadata: undefined,
-      }),
-    );
+    bus.publish(artifactChunk(context, `upper: ${text.toUpperCase()}`, false, true));
     bus.publish(status(context, TaskState.TASK_STATE_COMPLETED, `done: ${text}`));
     bus.finished();
   }
@@ -217,10 +274,11 @@ export async function startA2AServer(
   const legacyCompat = { enabled: options.legacy ?? false };
   const card = options.card ? await options.card(base) : base;
   const received: string[] = [];
+  const gate = new Gate();
   const handler = new DefaultRequestHandler(
     card,
     new InMemoryTaskStore(),
-    new TestExecutor(options.behaviour ?? "echo-task", received),
+    new TestExecutor(options.behaviour ?? "echo-task", received, gate),
   );
   const required = Object.entries(options.requireHeaders ?? {});
   if (required.length > 0) {
@@ -248,6 +306,7 @@ export async function startA2AServer(
     cardUrl: `${url}/.well-known/agent-card.json`,
     card,
     received,
+    gate,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
