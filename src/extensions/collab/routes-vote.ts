@@ -126,8 +126,12 @@ export function voteRoutes(router: Pick<Router, "add">, services: CollabServices
     const vote = (await votes.get(VOTE_KEY(voteId)))?.value as Vote | undefined;
     const voter = caller.record.agentId;
     if (!vote) throw notFound("vote", voteId);
-    if (!vote.electorate.includes(voter))
+    if (!vote.electorate.includes(voter)) {
+      // Only who may see the vote (its team's members) learns that it exists.
+      const team = await loadTeam(teams, vote.teamId).catch(() => undefined);
+      if (!team?.members.includes(voter)) throw notFound("vote", voteId);
       throw forbidden(`${voter} is not in the electorate of vote ${voteId}`);
+    }
     if (isClosed(vote, services.now()))
       throw conflict(`vote ${voteId} closed at ${vote.closesAt}; ballots are final`);
     if (!vote.options.includes(action.body.option)) {

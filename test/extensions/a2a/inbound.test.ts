@@ -63,7 +63,7 @@ describe("A2A clients calling ACP agents", () => {
     expect(target.seen).toHaveLength(2);
     const { body, context } = target.seen[0]!;
     expect(body).toMatchObject({ text: "hello", parts: [{ text: "hello" }], a2a: { taskId: first.id } });
-    expect(context.principalId).toBe("a2a-client:alice-client");
+    expect(context.principalId).toBe("a2a-client:agent:alice-client");
     expect(context.from).toMatch(/^a2a-[0-9a-f]{8}-[0-9a-f]{16}$/);
     expect(context.method).toBe("agent.request");
     expect(target.seen[1]!.context.from).toBe(context.from);
@@ -87,7 +87,7 @@ describe("A2A clients calling ACP agents", () => {
       name: "TaskNotFoundError",
     });
     await bobClient.sendMessage(sendRequest("from bob"));
-    expect(target.seen[2]!.context.principalId).toBe("a2a-client:bob-client");
+    expect(target.seen[2]!.context.principalId).toBe("a2a-client:agent:bob-client");
     expect(target.seen[2]!.context.from).not.toBe(context.from);
   });
 

@@ -48,9 +48,19 @@ interface StoredPush {
 /** Binds a sealed push secret to its config's key and field, so it cannot be moved to another. */
 const pushLabel = (key: string, field: "token" | "credentials") => `acp-a2a-push:v1:${key}:${field}`;
 
-/** The authenticated A2A caller, as the SDK's owner scoping sees it. */
+/**
+ * The authenticated A2A caller, as the SDK's owner scoping sees it: `agent:<agent id>` for an API
+ * key, `admin` for the admin token. The two never meet (an agent id has no `:`), so an agent named
+ * `admin` neither sees the admin's tasks nor signs with its bridge identity.
+ */
 export class A2aCaller implements User {
   constructor(readonly userName: string) {}
+
+  static of(
+    caller: { kind: "admin" } | { kind: "agent"; agent: { record: { agentId: string } } },
+  ): A2aCaller {
+    return new A2aCaller(caller.kind === "admin" ? "admin" : `agent:${caller.agent.record.agentId}`);
+  }
   get isAuthenticated(): boolean {
     return true;
   }

@@ -151,7 +151,7 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
         }
         const legacy = isLegacyMethod(call.method);
         const context = new ServerCallContext({
-          user: new A2aCaller(caller.kind === "admin" ? "admin" : caller.agent.record.agentId),
+          user: A2aCaller.of(caller),
           // Push notifications are shaped for the version the task was created with.
           requestedVersion: legacy ? "0.3" : "1.0",
         });
