@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import type { Broker } from "../broker/index.js";
+import type { OutboundPolicy } from "../http/outbound.js";
 import { AcpError } from "../protocol/index.js";
 import type { Caller, Credentials } from "./credentials.js";
 import type { Metrics } from "./metrics.js";
@@ -32,6 +33,8 @@ export interface GatewayContext {
   maxEnvelopeBytes: number;
   startedAt: Date;
   gatewayId: string;
+  /** The one policy for URLs others supply (push notifications, A2A cards, webhooks): use its `fetch`. */
+  outbound: OutboundPolicy;
 }
 
 /** An agent or the admin, as most endpoints accept; anything else is 401. */

@@ -12,6 +12,7 @@ import { join } from "node:path";
 import pino, { type Logger } from "pino";
 import type { Broker, DeliveryOptions, NatsConnectionOptions } from "../broker/index.js";
 import { openBroker } from "../broker/open.js";
+import { OutboundPolicy } from "../http/outbound.js";
 import { describeNarrowed, ensurePrivateDir, type ModeNarrowed } from "../jsonl/private-files.js";
 import { AcpError } from "../protocol/index.js";
 import { checkAdminTokenStrength, hashSecret, newAdminToken } from "./auth.js";
@@ -50,6 +51,13 @@ export interface GatewayOptions {
   tls?: { cert: string; key: string };
   /** Allow plain HTTP on a non-loopback address. */
   insecure?: boolean;
+  /**
+   * Private addresses the gateway may call at URLs others supply (A2A push notifications, A2A
+   * agent cards and endpoints, webhooks): `true` for loopback, private, CGNAT, benchmarking and
+   * unique-local ones, or a list of ranges (`10.1.0.0/16`, `fd00::/8`, `192.0.2.7`). Default none
+   * (docs/security.md, "Outbound URLs").
+   */
+  allowPrivateUrls?: boolean | string[];
   /** Use this admin token instead of the stored/generated one (also `ACP_ADMIN_TOKEN`). */
   adminToken?: string;
   limits?: {
@@ -164,6 +172,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       },
       pino.destination(2),
     );
+  // Before anything is opened: a malformed range stops start-up with nothing to clean up.
+  const outbound = new OutboundPolicy({ allowPrivate: options.allowPrivateUrls ?? false });
   const data = options.data ?? "./.acp";
   // A table that breaks the compatibility policy is refused before anything is opened.
   const versions = ProtocolVersions.of(options.protocolVersions);
@@ -232,6 +242,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     maxEnvelopeBytes,
     startedAt: new Date(),
     gatewayId,
+    outbound,
   };
   const hub = new WsHub(
     { broker, credentials, openedByKey, versions, relay, presence, metrics, logger },
@@ -327,6 +338,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     principals.stop();
     await audit?.close();
     await broker.close();
+    outbound.close();
   };
   try {
     for (const extension of extensions) await extension.start?.();

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { FeedItem, WebhookStatus } from "../../src/extensions/dashboard/index.js";
 import { chatLine, parseWebhookTarget, SummaryWebhooks } from "../../src/extensions/dashboard/index.js";
 import { Metrics } from "../../src/gateway/index.js";
+import { OutboundPolicy } from "../../src/http/outbound.js";
 import { handshake } from "../gateway/suite.js";
 import { CLI_PATH, runAcp } from "../helpers/cli.js";
 import { ADMIN_TOKEN, registerTestAgent } from "../helpers/gateway.js";
@@ -109,11 +110,14 @@ describe("webhook targets", () => {
 
 describe("SummaryWebhooks", () => {
   const logger = pino({ level: "silent" });
+  // The receivers listen on loopback.
+  const outbound = new OutboundPolicy({ allowPrivate: true });
 
   it("batches summaries into one post per target, in each target's format", async () => {
     const r = await receiver();
     const hooks = new SummaryWebhooks(
       [parseWebhookTarget(`slack:${r.url}/slack`), parseWebhookTarget(`discord:${r.url}/discord`)],
+      outbound,
       new Metrics(),
       logger,
       quick,
@@ -138,6 +142,7 @@ describe("SummaryWebhooks", () => {
     const r = await receiver();
     const hooks = new SummaryWebhooks(
       [parseWebhookTarget(`discord:${r.url}/d`)],
+      outbound,
       new Metrics(),
       logger,
       quick,
@@ -156,7 +161,13 @@ describe("SummaryWebhooks", () => {
       return n <= 2;
     };
     const metrics = new Metrics();
-    const hooks = new SummaryWebhooks([parseWebhookTarget(`${r.url}/retry`)], metrics, logger, quick);
+    const hooks = new SummaryWebhooks(
+      [parseWebhookTarget(`${r.url}/retry`)],
+      outbound,
+      metrics,
+      logger,
+      quick,
+    );
     hooks.push(item(1));
     await eventually(() => hooks.status()[0]!.posts === 1, "delivered on the third attempt");
     expect(r.lines("/retry")).toHaveLength(3);
@@ -181,7 +192,7 @@ describe("SummaryWebhooks", () => {
     const r = await receiver();
     const url = r.url;
     await r.stop();
-    const hooks = new SummaryWebhooks([parseWebhookTarget(`${url}/gone`)], new Metrics(), logger, {
+    const hooks = new SummaryWebhooks([parseWebhookTarget(`${url}/gone`)], outbound, new Metrics(), logger, {
       ...quick,
       maxAttempts: 3,
     });
@@ -205,6 +216,7 @@ describe("--summary-webhook on a real gateway", () => {
     const hanging = await receiver();
     hanging.reply = () => true;
     const c = await startCast({
+      allowPrivateUrls: true,
       summaryWebhooks: [`${good.url}/services/T/B/x`, `discord:${hanging.url}/api/webhooks/1/y`],
       dashboard: { webhookOptions: { ...quick, timeoutMs: 300, maxAttempts: 2 } },
     });
@@ -248,7 +260,18 @@ describe("--summary-webhook on a real gateway", () => {
     const r = await receiver();
     const child = spawn(
       process.execPath,
-      [CLI_PATH, "gateway", "--port", "0", "--data", tmp(), "--summary-webhook", `slack:${r.url}/cli`],
+      [
+        CLI_PATH,
+        "gateway",
+        "--port",
+        "0",
+        "--data",
+        tmp(),
+        "--summary-webhook",
+        `slack:${r.url}/cli`,
+        "--allow-private-urls",
+        "127.0.0.1",
+      ],
       { env: { ...process.env, ACP_ADMIN_TOKEN: ADMIN_TOKEN }, stdio: ["ignore", "pipe", "pipe"] },
     );
     children.push(child);

@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import type { NatsConnectionOptions } from "../../broker/index.js";
+import { AddressRanges } from "../../http/addresses.js";
 import { CliError, printLine } from "../io.js";
 
 export interface GatewayCliOptions {
@@ -16,6 +17,7 @@ export interface GatewayCliOptions {
   tlsCert?: string;
   tlsKey?: string;
   insecure?: boolean;
+  allowPrivateUrls?: string | boolean;
   maxEnvelope?: string;
   rateLimit?: string;
   maxUnauthenticatedSockets?: string;
@@ -47,6 +49,22 @@ export function natsOptionsFrom(options: GatewayCliOptions): NatsConnectionOptio
   };
 }
 
+/**
+ * `--allow-private-urls` (or ACP_ALLOW_PRIVATE_URLS): alone, `true`, `1` or `all` allow every
+ * private address; else a comma-separated list of ranges.
+ */
+export function allowPrivateUrlsFrom(value: string | boolean | undefined): boolean | string[] {
+  if (value === undefined || value === false) return false;
+  if (value === true || ["", "true", "1", "all"].includes(value.trim().toLowerCase())) return true;
+  const ranges = value.split(",").map((range) => range.trim());
+  try {
+    new AddressRanges(ranges);
+  } catch (err) {
+    throw new CliError(`--allow-private-urls: ${(err as Error).message}`);
+  }
+  return ranges;
+}
+
 export function registerGateway(program: Command): void {
   program
     .command("gateway")
@@ -69,6 +87,10 @@ export function registerGateway(program: Command): void {
     .option("--tls-cert <file>", "TLS certificate (PEM)")
     .option("--tls-key <file>", "TLS private key (PEM)")
     .option("--insecure", "allow plain HTTP on a non-loopback address")
+    .option(
+      "--allow-private-urls [ranges]",
+      "let URLs others supply (A2A push notifications, A2A agent cards, webhooks) reach private addresses: all loopback, private, CGNAT and unique-local ones, or only these comma-separated ranges (e.g. 127.0.0.1,10.1.0.0/16); also ACP_ALLOW_PRIVATE_URLS",
+    )
     .option("--max-envelope <bytes>", "largest accepted envelope", "1048576")
     .option("--rate-limit <perSecond>", "messages per second per agent", "2000")
     .option(
@@ -105,6 +127,9 @@ export function registerGateway(program: Command): void {
         ...(nats ? { nats } : {}),
         ...(options.tlsCert && options.tlsKey ? { tls: { cert: options.tlsCert, key: options.tlsKey } } : {}),
         insecure: options.insecure ?? false,
+        allowPrivateUrls: allowPrivateUrlsFrom(
+          options.allowPrivateUrls ?? process.env.ACP_ALLOW_PRIVATE_URLS,
+        ),
         limits: {
           maxEnvelopeBytes: positiveInt(options.maxEnvelope, "--max-envelope") ?? 1048576,
           ratePerSecond: rate,

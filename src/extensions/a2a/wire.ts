@@ -106,6 +106,17 @@ const MessageV03 = z.looseObject({
   parts: z.array(PartV03).min(1, "a message needs at least one part"),
 });
 
+const SendMessageV03 = z.looseObject({
+  message: MessageV03,
+  configuration: z
+    .looseObject({
+      pushNotificationConfig: z
+        .looseObject({ url: z.url({ protocol: /^https?$/, error: "url must be an http(s) URL" }) })
+        .optional(),
+    })
+    .optional(),
+});
+
 /** Params schema per method; a method not listed here is not served. */
 export const A2A_METHODS: Record<string, z.ZodType> = {
   SendMessage: SendMessageV1,
@@ -120,8 +131,8 @@ export const A2A_METHODS: Record<string, z.ZodType> = {
   DeleteTaskPushNotificationConfig: PushConfigRefV1.extend({ id: nonEmpty("id") }),
   GetExtendedAgentCard: z.looseObject({}).optional(),
   // A2A 0.3 names, answered by the SDK's compatibility layer.
-  "message/send": z.looseObject({ message: MessageV03 }),
-  "message/stream": z.looseObject({ message: MessageV03 }),
+  "message/send": SendMessageV03,
+  "message/stream": SendMessageV03,
   "tasks/get": z.looseObject({ id: nonEmpty("id") }),
   "tasks/cancel": z.looseObject({ id: nonEmpty("id") }),
   "tasks/resubscribe": z.looseObject({ id: nonEmpty("id") }),

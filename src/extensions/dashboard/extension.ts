@@ -54,7 +54,13 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
         (listener) => ctx.relay.onAccepted(listener),
       );
       const history = new FeedHistory(ctx.broker, live, options.relayAuditRoot);
-      const webhooks = new SummaryWebhooks(targets, ctx.metrics, ctx.logger, options.webhookOptions);
+      const webhooks = new SummaryWebhooks(
+        targets,
+        ctx.outbound,
+        ctx.metrics,
+        ctx.logger,
+        options.webhookOptions,
+      );
       const panels = new Map<string, DashboardPanel>();
       for (const panel of options.panels ?? []) panels.set(panel.name, panel);
       if (webhooks.size > 0) {
@@ -83,6 +89,7 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
       staticRoutes(router, options.staticDir ?? defaultStaticDir());
     },
     async start() {
+      services?.webhooks.checkTargets();
       await services?.ready;
     },
     async close() {

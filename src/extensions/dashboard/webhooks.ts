@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import type { Metrics } from "../../gateway/metrics.js";
+import { type OutboundPolicy, OutboundUrlRefused } from "../../http/outbound.js";
 import type { FeedItem } from "./feed.js";
 
 export type WebhookKind = "slack" | "discord";
@@ -124,7 +125,9 @@ class PostError extends Error {
 /**
  * Posts every relayed message's summary to Slack- or Discord-compatible incoming webhooks, batched,
  * rate-limited and retried with backoff, entirely off the relay path: `push` only queues a line.
- * Outcomes are counted in the gateway's /metrics and shown on the dashboard.
+ * Outcomes are counted in the gateway's /metrics and shown on the dashboard. Posts go through the
+ * gateway's outbound URL policy: a webhook on an address it refuses, or answering with a redirect
+ * (never followed), is a failure that is not retried.
  */
 export class SummaryWebhooks {
   private readonly queues: TargetQueue[];
@@ -133,6 +136,7 @@ export class SummaryWebhooks {
 
   constructor(
     targets: WebhookTarget[],
+    private readonly outbound: OutboundPolicy,
     private readonly metrics: Metrics,
     private readonly logger: Logger,
     options: WebhookOptions = {},
@@ -167,6 +171,17 @@ export class SummaryWebhooks {
 
   get size(): number {
     return this.queues.length;
+  }
+
+  /** Refuses a webhook whose address the outbound URL policy refuses as written (a names one is checked at each post). */
+  checkTargets(): void {
+    for (const { target } of this.queues) {
+      try {
+        this.outbound.parse(target.url);
+      } catch (err) {
+        throw new TypeError(`summary webhook ${target.label}: ${(err as OutboundUrlRefused).reason}`);
+      }
+    }
   }
 
   push(item: FeedItem): void {
@@ -258,11 +273,12 @@ export class SummaryWebhooks {
       queue.target.kind === "discord" ? { content: text, allowed_mentions: { parse: [] } } : { text };
     queue.nextAllowedAt = Date.now() + this.options.minIntervalMs;
     try {
-      const response = await fetch(queue.target.url, {
+      const response = await this.outbound.fetch(queue.target.url, {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify(body),
         signal: AbortSignal.timeout(timeoutMs),
+        maxResponseBytes: 64 * 1024,
       });
       await response.text().catch(() => "");
       if (!response.ok) {
@@ -274,7 +290,12 @@ export class SummaryWebhooks {
         );
       }
     } catch (err) {
-      const failure = err instanceof PostError ? err : new PostError(describeNetworkError(err), true);
+      const failure =
+        err instanceof PostError
+          ? err
+          : err instanceof OutboundUrlRefused
+            ? new PostError(err.reason, false)
+            : new PostError(describeNetworkError(err), true);
       queue.status.failures++;
       queue.status.lastError = failure.message;
       queue.status.lastErrorAt = new Date().toISOString();
@@ -297,7 +318,7 @@ export class SummaryWebhooks {
 }
 
 function describeNetworkError(err: unknown): string {
-  const error = err as { name?: string; message?: string; cause?: { code?: string } };
-  if (error.name === "TimeoutError") return "timed out";
-  return error.cause?.code ?? error.message ?? String(err);
+  const error = err as { name?: string; message?: string; code?: string; cause?: { code?: string } };
+  if (error.name === "TimeoutError" || error.cause?.code === "ABORT_ERR") return "timed out";
+  return error.code ?? error.cause?.code ?? error.message ?? String(err);
 }

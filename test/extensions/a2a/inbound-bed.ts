@@ -47,11 +47,11 @@ export function useA2aGateway(options: A2aInboundOptions = {}): A2aBed {
       dataDir: data,
       secrets: secretKeeper({ data }),
       auditRoot: join(bed.dir, "a2a-audit"),
-      allowPrivatePushUrls: true,
       requestTimeoutMs: 20_000,
       ...options,
     });
-    bed.gw = await startTestGateway({ dataDir: data, extensions: [bed.a2a] });
+    // Push receivers in these tests listen on loopback.
+    bed.gw = await startTestGateway({ dataDir: data, extensions: [bed.a2a], allowPrivateUrls: true });
     cleanups.push(() => bed.gw.close());
   });
   afterEach(async () => {

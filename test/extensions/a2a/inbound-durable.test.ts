@@ -85,13 +85,8 @@ describe("A2A task records across a gateway restart (embedded broker)", () => {
       startTestGateway({
         dataDir: data,
         port,
-        extensions: [
-          a2aInboundExtension({
-            dataDir: data,
-            secrets: secretKeeper({ data }),
-            allowPrivatePushUrls: true,
-          }),
-        ],
+        allowPrivateUrls: true,
+        extensions: [a2aInboundExtension({ dataDir: data, secrets: secretKeeper({ data }) })],
       });
     let gw = await start();
     const receiver = await pushReceiver();

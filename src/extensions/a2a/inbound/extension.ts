@@ -8,7 +8,6 @@
  * the gateway's request slot so that shutdown does not wait for them.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { isIP } from "node:net";
 import { TLSSocket } from "node:tls";
 import { AgentCard, formatSSEEvent, SSE_HEADERS, TaskState } from "@a2a-js/sdk";
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
@@ -16,6 +15,7 @@ import { JsonRpcTransportHandler, ServerCallContext } from "@a2a-js/sdk/server";
 import { authenticate, type GatewayContext } from "../../../gateway/context.js";
 import type { GatewayExtension } from "../../../gateway/extension.js";
 import type { SecretKeeper } from "../../../gateway/secrets.js";
+import { displayUrl, type OutboundPolicy, OutboundUrlRefused } from "../../../http/outbound.js";
 import { type Router, readJsonBody, selfUrlOf, sendError, sendJson } from "../../../http/server.js";
 import { AcpError } from "../../../protocol/index.js";
 import { A2A_BASE_PATH } from "../../../wire/a2a.js";
@@ -48,10 +48,8 @@ export interface A2aInboundOptions {
   auditRoot?: string;
   /** Longest an A2A task waits for the ACP agent's answer, an offline agent's included. Default 1 hour. */
   requestTimeoutMs?: number;
-  /** Timeout of one push notification POST. Default 5 s. */
+  /** Timeout of one push notification POST. Default 5 s. Push URLs follow the gateway's outbound URL policy (`allowPrivateUrls`). */
   pushTimeoutMs?: number;
-  /** Allow push notification URLs on loopback/private addresses (default false: the gateway would post inside its network). */
-  allowPrivatePushUrls?: boolean;
   /** The gateway's URL as A2A clients see it, for cards (default: from the request's Host). */
   publicUrl?: string;
 }
@@ -143,7 +141,7 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
           call = checkA2aCall(body);
           const asked = askedVersion(req, url);
           if (requestedA2aVersion(asked) === undefined) throw versionNotSupported(asked, call.id);
-          if (!options.allowPrivatePushUrls) refusePrivatePushUrl(call);
+          await refusePushUrls(call, ctx.outbound);
         } catch (err) {
           if (!(err instanceof A2aRpcError)) throw err;
           sendJson(res, 200, { jsonrpc: "2.0", id: err.requestId, error: err.toJSON() });
@@ -273,36 +271,59 @@ function publicUrlOf(req: IncomingMessage): string {
   return req.headers.host ? `${scheme}://${req.headers.host}` : selfUrlOf(req);
 }
 
-const PRIVATE_V4 = /^(127\.|10\.|192\.168\.|169\.254\.|172\.(1[6-9]|2\d|3[01])\.|0\.)/;
-
-/** Push URLs are where the gateway will POST: not into its own network unless allowed. */
-function refusePrivatePushUrl(call: A2aCall): void {
+/** Where each shape of request carries a push notification URL (A2A 1.0 and 0.3). */
+function pushUrlsOf(call: A2aCall): [field: string, url: unknown][] {
   const params = call.params ?? {};
-  const configuration = params.configuration as { taskPushNotificationConfig?: { url?: string } } | undefined;
-  const candidates: [string, unknown][] = [
-    ["params.configuration.taskPushNotificationConfig.url", configuration?.taskPushNotificationConfig?.url],
-    ["params.url", call.method === "CreateTaskPushNotificationConfig" ? params.url : undefined],
-    [
-      "params.pushNotificationConfig.url",
-      (params.pushNotificationConfig as { url?: string } | undefined)?.url,
-    ],
-  ];
-  for (const [field, url] of candidates) {
+  const at = (value: unknown, ...path: string[]) =>
+    path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], value);
+  switch (call.method) {
+    case "SendMessage":
+    case "SendStreamingMessage":
+      return [
+        [
+          "params.configuration.taskPushNotificationConfig.url",
+          at(params, "configuration", "taskPushNotificationConfig", "url"),
+        ],
+      ];
+    case "CreateTaskPushNotificationConfig":
+      return [["params.url", params.url]];
+    case "message/send":
+    case "message/stream":
+      return [
+        [
+          "params.configuration.pushNotificationConfig.url",
+          at(params, "configuration", "pushNotificationConfig", "url"),
+        ],
+      ];
+    case "tasks/pushNotificationConfig/set":
+      return [["params.pushNotificationConfig.url", at(params, "pushNotificationConfig", "url")]];
+    default:
+      return [];
+  }
+}
+
+/**
+ * Push URLs are where the gateway will POST: refused when given unless the outbound URL policy
+ * allows them (checked again at every push, against the address then connected to).
+ */
+async function refusePushUrls(call: A2aCall, outbound: OutboundPolicy): Promise<void> {
+  for (const [field, url] of pushUrlsOf(call)) {
     if (typeof url !== "string") continue;
-    const host = new URL(url).hostname.replace(/^\[|\]$/g, "").toLowerCase();
-    const local =
-      host === "localhost" ||
-      host.endsWith(".localhost") ||
-      (isIP(host) === 4 && PRIVATE_V4.test(host)) ||
-      (isIP(host) === 6 && (host === "::1" || /^(fc|fd|fe80)/.test(host) || host.startsWith("::ffff:")));
-    if (local) {
-      const err = new A2aRpcError(
+    try {
+      await outbound.check(url);
+    } catch (err) {
+      const reason = err instanceof OutboundUrlRefused ? err.reason : `cannot be resolved (${causeOf(err)})`;
+      const refused = new A2aRpcError(
         A2aErrorCode.InvalidParams,
-        `push notification URL ${url} is on a loopback or private address, which this gateway refuses`,
-        [{ field, description: "must not be a loopback or private address" }],
+        `push notification URL ${displayUrl(url)} ${reason}`,
+        [{ field, description: reason }],
       );
-      err.requestId = call.id;
-      throw err;
+      refused.requestId = call.id;
+      throw refused;
     }
   }
+}
+
+function causeOf(err: unknown): string {
+  return (err as NodeJS.ErrnoException).code ?? (err as Error).message;
 }

@@ -7,7 +7,6 @@ import { type StreamResponse, TaskState } from "@a2a-js/sdk";
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import {
   type AgentExecutionEvent,
-  DefaultPushNotificationSender,
   DefaultRequestHandler,
   JsonRpcTransportHandler,
   ResultManager,
@@ -22,6 +21,7 @@ import { agentCardOf } from "./card.js";
 import { KvPushNotificationStore, KvTaskStore, PushConfigs, TaskRecords } from "./durable-stores.js";
 import { A2aAcpMethods, AcpTaskExecutor, isTerminal, type RunningTask } from "./executor.js";
 import { LateAnswers } from "./late-answers.js";
+import { GatewayPushSender } from "./push-sender.js";
 
 export interface AgentEndpoint {
   transport: JsonRpcTransportHandler;
@@ -133,7 +133,7 @@ export class AgentEndpoints {
         );
     });
     const pushes = new KvPushNotificationStore(this.#pushes, record.agentId);
-    const sender = new DefaultPushNotificationSender(pushes, { timeout: this.options.pushTimeoutMs });
+    const sender = new GatewayPushSender(this.ctx, pushes, this.options.pushTimeoutMs);
     const late = async (taskId: string, context: ServerCallContext, event: AgentExecutionEvent) => {
       if (isTerminal(await store.load(taskId, context))) return;
       await new ResultManager(store, context).processEvent(event);

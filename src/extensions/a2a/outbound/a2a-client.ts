@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
+import { type OutboundPolicy, OutboundResponseTooLarge, OutboundUrlRefused } from "../../../http/outbound.js";
 import { A2A_VERSION, causeOf } from "./card.js";
 import { fromLegacyResult, legacyMethod, toLegacyParams } from "./legacy.js";
 
@@ -7,7 +8,9 @@ import { fromLegacyResult, legacyMethod, toLegacyParams } from "./legacy.js";
  * A small A2A 1.0 JSON-RPC client for the outbound bridge: `SendMessage`, `SendStreamingMessage`
  * (SSE), `GetTask`, `CancelTask`. Every answer is validated (zod) before use; each failure is an
  * A2AFailure saying whether the agent was unreachable, answered something that is not A2A, or
- * answered with a JSON-RPC error of its own.
+ * answered with a JSON-RPC error of its own, or whether the gateway's outbound URL policy refused
+ * the endpoint's address. Calls go through that policy, and an answer (a whole event stream too) is
+ * read up to RESPONSE_LIMIT bytes: past it the connection is closed, nothing more is buffered.
  */
 export const Part = z.looseObject({
   text: z.string().optional(),
@@ -93,7 +96,7 @@ export const INTERRUPTED_STATES: ReadonlySet<TaskState> = new Set([
   "TASK_STATE_AUTH_REQUIRED",
 ]);
 
-export type A2AFailureKind = "unreachable" | "bad-response" | "remote-error";
+export type A2AFailureKind = "unreachable" | "bad-response" | "remote-error" | "refused";
 
 export class A2AFailure extends Error {
   constructor(
@@ -112,7 +115,7 @@ const RpcAnswer = z.union([
   z.object({ jsonrpc: z.literal("2.0"), error: RpcError }),
 ]);
 
-const RESPONSE_LIMIT = 8 * 1024 * 1024;
+export const RESPONSE_LIMIT = 8 * 1024 * 1024;
 
 export class A2AClient {
   private readonly headers: Record<string, string>;
@@ -121,6 +124,7 @@ export class A2AClient {
 
   constructor(
     readonly endpoint: string,
+    private readonly outbound: OutboundPolicy,
     options: {
       /** Credentials' headers, sent on every call. */
       headers?: Record<string, string>;
@@ -167,16 +171,8 @@ export class A2AClient {
     if (!response.body) throw new A2AFailure("bad-response", "SendStreamingMessage answered an empty stream");
     const decoder = new TextDecoder();
     let buffer = "";
-    let received = 0;
     try {
       for await (const chunk of response.body) {
-        received += (chunk as Uint8Array).byteLength;
-        if (received > RESPONSE_LIMIT) {
-          throw new A2AFailure(
-            "bad-response",
-            `SendStreamingMessage: the stream exceeds ${RESPONSE_LIMIT} bytes`,
-          );
-        }
         // SSE allows CRLF line ends; a CR and its LF split across chunks join on the next pass.
         buffer = (buffer + decoder.decode(chunk as Uint8Array, { stream: true })).replace(/\r\n/g, "\n");
         for (let end = buffer.indexOf("\n\n"); end !== -1; end = buffer.indexOf("\n\n")) {
@@ -200,6 +196,11 @@ export class A2AClient {
       }
     } catch (err) {
       if (err instanceof A2AFailure) throw err;
+      if (err instanceof OutboundResponseTooLarge)
+        throw new A2AFailure(
+          "bad-response",
+          `SendStreamingMessage: the stream exceeds ${RESPONSE_LIMIT} bytes`,
+        );
       throw new A2AFailure("unreachable", `the event stream from ${this.endpoint} broke: ${causeOf(err)}`);
     }
   }
@@ -217,7 +218,7 @@ export class A2AClient {
     const timeout = AbortSignal.timeout(this.timeoutMs);
     let response: Response;
     try {
-      response = await fetch(this.endpoint, {
+      response = await this.outbound.fetch(this.endpoint, {
         method: "POST",
         headers: {
           ...this.headers,
@@ -232,10 +233,14 @@ export class A2AClient {
           params: this.legacy ? toLegacyParams(method, params as Record<string, unknown>) : params,
         }),
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
-        redirect: "error",
+        maxResponseBytes: RESPONSE_LIMIT,
       });
     } catch (err) {
       if (signal?.aborted) throw signal.reason;
+      if (err instanceof OutboundUrlRefused)
+        throw new A2AFailure("refused", `the gateway does not call the A2A agent's endpoint ${err.message}`);
+      if (err instanceof OutboundResponseTooLarge)
+        throw new A2AFailure("bad-response", `${method}: the answer exceeds ${RESPONSE_LIMIT} bytes`);
       throw new A2AFailure(
         "unreachable",
         `the A2A agent at ${this.endpoint} is unreachable (${causeOf(err)})`,
@@ -263,9 +268,14 @@ export class A2AClient {
   }
 
   private async readJson(response: Response, method: string): Promise<unknown> {
-    const text = await response.text();
-    if (text.length > RESPONSE_LIMIT)
-      throw new A2AFailure("bad-response", `${method}: the answer exceeds ${RESPONSE_LIMIT} bytes`);
+    let text: string;
+    try {
+      text = await response.text();
+    } catch (err) {
+      if (err instanceof OutboundResponseTooLarge)
+        throw new A2AFailure("bad-response", `${method}: the answer exceeds ${RESPONSE_LIMIT} bytes`);
+      throw new A2AFailure("unreachable", `the answer from ${this.endpoint} broke off: ${causeOf(err)}`);
+    }
     try {
       return JSON.parse(text);
     } catch {

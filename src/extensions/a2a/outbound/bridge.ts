@@ -6,6 +6,7 @@ import type { Registry } from "../../../gateway/registry.js";
 import type { Relay } from "../../../gateway/relay.js";
 import type { SecretBox } from "../../../gateway/secrets.js";
 import { Handshakes } from "../../../handshake/index.js";
+import type { OutboundPolicy } from "../../../http/outbound.js";
 import { TrustLedger } from "../../../identity/index.js";
 import {
   AcpError,
@@ -44,6 +45,8 @@ export interface BridgeDeps {
   relay: Relay;
   presence: PresenceTracker;
   logger: Logger;
+  /** Every call of an A2A agent's card, key set and endpoint goes through it. */
+  outbound: OutboundPolicy;
 }
 
 export interface OutboundBridgeOptions {
@@ -119,7 +122,7 @@ export class OutboundBridge {
   }
 
   async register(input: unknown): Promise<OutboundAgentRecord> {
-    const { record, headers } = await registerOutbound(input, this.deps.registry, await this.key.ensure());
+    const { record, headers } = await registerOutbound(input, this.deps, await this.key.ensure());
     if (Object.keys(headers).length > 0) await this.credentials.save(record.agentId, headers);
     else await this.credentials.delete(record.agentId);
     await this.records.put(record.agentId, record);
@@ -170,7 +173,9 @@ export class OutboundBridge {
       record,
       sender,
       signer: identity.signerFor(record.agentId),
-      client: new A2AClient(record.endpoint, { legacy: record.protocolVersion !== undefined }),
+      client: new A2AClient(record.endpoint, this.deps.outbound, {
+        legacy: record.protocolVersion !== undefined,
+      }),
       handshakes: new Handshakes({
         self: sender,
         announce: {
@@ -184,7 +189,7 @@ export class OutboundBridge {
     this.served.set(record.agentId, served);
     try {
       if (record.credentials)
-        served.client = new A2AClient(record.endpoint, {
+        served.client = new A2AClient(record.endpoint, this.deps.outbound, {
           headers: await this.credentials.load(record.agentId),
           legacy: record.protocolVersion !== undefined,
         });

@@ -1,5 +1,6 @@
 import { constants, createPublicKey, type JsonWebKey, type KeyObject, verify } from "node:crypto";
 import { z } from "zod";
+import type { OutboundPolicy } from "../../../http/outbound.js";
 import { AcpError, canonicalize } from "../../../protocol/index.js";
 import type { CardVerification } from "../../../wire/a2a-outbound.js";
 import { type A2ACardSignature, causeOf } from "./card.js";
@@ -17,11 +18,12 @@ const ProtectedHeader = z.object({
 });
 
 const Jwks = z.object({ keys: z.array(z.record(z.string(), z.unknown())) });
+const JWKS_LIMIT = 64 * 1024;
 
 export async function verifyCardSignatures(
   raw: Record<string, unknown>,
   signatures: readonly A2ACardSignature[],
-  options: { cardUrl: string; pinnedKeys?: readonly JsonWebKey[] },
+  options: { cardUrl: string; outbound: OutboundPolicy; pinnedKeys?: readonly JsonWebKey[] },
 ): Promise<CardVerification> {
   const pinned = options.pinnedKeys ?? [];
   if (signatures.length === 0) {
@@ -37,7 +39,9 @@ export async function verifyCardSignatures(
   for (const [index, entry] of signatures.entries()) {
     const header = decodeHeader(entry.protected, index);
     const keys =
-      pinned.length > 0 ? pinnedFor(pinned, header.kid) : await jkuKeys(header, options.cardUrl, index);
+      pinned.length > 0
+        ? pinnedFor(pinned, header.kid)
+        : await jkuKeys(header, options.cardUrl, options.outbound, index);
     for (const key of keys) {
       for (const payload of payloads) {
         if (verifies(header.alg, key, `${entry.protected}.${payload}`, entry.signature, index)) {
@@ -105,6 +109,7 @@ function pinnedFor(pinned: readonly JsonWebKey[], kid: string | undefined): KeyO
 async function jkuKeys(
   header: z.infer<typeof ProtectedHeader>,
   cardUrl: string,
+  outbound: OutboundPolicy,
   index: number,
 ): Promise<KeyObject[]> {
   const path = `/card/signatures/${index}/protected`;
@@ -132,7 +137,10 @@ async function jkuKeys(
   }
   let body: unknown;
   try {
-    const response = await fetch(jku, { signal: AbortSignal.timeout(10_000), redirect: "error" });
+    const response = await outbound.fetch(jku, {
+      signal: AbortSignal.timeout(10_000),
+      maxResponseBytes: JWKS_LIMIT,
+    });
     if (!response.ok) throw new Error(`HTTP ${response.status}`);
     body = await response.json();
   } catch (err) {

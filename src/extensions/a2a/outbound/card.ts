@@ -1,6 +1,7 @@
 import { AgentCard } from "@a2a-js/sdk";
 import { isLegacyAgentCard, parseLegacyAgentCard } from "@a2a-js/sdk/compat/v0_3/client";
 import { z } from "zod";
+import { type OutboundPolicy, OutboundResponseTooLarge, OutboundUrlRefused } from "../../../http/outbound.js";
 import { AcpError } from "../../../protocol/index.js";
 
 /**
@@ -50,7 +51,7 @@ export const A2A_VERSION = "1.0";
 export const CARD_PATH = "/.well-known/agent-card.json";
 
 /** The JSON-RPC endpoint the bridge calls: the card's JSONRPC interface for A2A 1.0, else for 0.3. */
-export function jsonRpcEndpoint(card: A2AAgentCard): { url: string; protocolVersion: string } {
+export function jsonRpcEndpoint(card: A2AAgentCard): { url: string; protocolVersion: string; path: string } {
   const jsonRpc = card.supportedInterfaces.filter((i) => i.protocolBinding.toUpperCase() === "JSONRPC");
   const found =
     jsonRpc.find((i) => (i.protocolVersion ?? A2A_VERSION) === A2A_VERSION) ??
@@ -63,7 +64,11 @@ export function jsonRpcEndpoint(card: A2AAgentCard): { url: string; protocolVers
       { problems: [{ path: "/supportedInterfaces", message: `no JSONRPC ${A2A_VERSION} interface` }] },
     );
   }
-  return { url: found.url, protocolVersion: found.protocolVersion ?? A2A_VERSION };
+  return {
+    url: found.url,
+    protocolVersion: found.protocolVersion ?? A2A_VERSION,
+    path: `/card/supportedInterfaces/${card.supportedInterfaces.indexOf(found)}/url`,
+  };
 }
 
 /** `https://host/x` → `https://host/x/.well-known/agent-card.json`; a URL ending in `.json` is the card itself. */
@@ -94,25 +99,43 @@ export interface FetchedCard {
   url: string;
 }
 
-/** Fetches and validates an agent card; every failure is an AcpError naming the URL or the field. */
+/**
+ * Fetches (through the gateway's outbound URL policy) and validates an agent card; every failure is
+ * an AcpError naming the URL or the field.
+ */
 export async function fetchAgentCard(
   url: string,
+  outbound: OutboundPolicy,
   options: { headers?: Record<string, string>; timeoutMs?: number } = {},
 ): Promise<FetchedCard> {
   const cardUrl = cardUrlOf(url);
+  const unfetched = (err: unknown) => {
+    const refused = err instanceof OutboundUrlRefused;
+    return new AcpError(
+      "InvalidParams",
+      refused
+        ? `the agent card URL ${err.message}`
+        : `cannot fetch the agent card at ${cardUrl}: ${causeOf(err)}`,
+      { problems: [{ path: "/url", message: refused ? err.reason : "the agent card could not be fetched" }] },
+    );
+  };
   let response: Response;
+  let text: string;
   try {
-    response = await fetch(cardUrl, {
+    response = await outbound.fetch(cardUrl, {
       headers: { ...options.headers, accept: "application/json", "A2A-Version": A2A_VERSION },
       signal: AbortSignal.timeout(options.timeoutMs ?? 10_000),
-      redirect: "error",
+      maxResponseBytes: CARD_LIMIT,
     });
+    text = await response.text();
   } catch (err) {
-    throw new AcpError("InvalidParams", `cannot fetch the agent card at ${cardUrl}: ${causeOf(err)}`, {
-      problems: [{ path: "/url", message: "the agent card could not be fetched" }],
-    });
+    if (err instanceof OutboundResponseTooLarge) {
+      throw new AcpError("InvalidParams", `the agent card at ${cardUrl} exceeds ${CARD_LIMIT} bytes`, {
+        problems: [{ path: "/url", message: "card too large" }],
+      });
+    }
+    throw unfetched(err);
   }
-  const text = await response.text();
   if (response.status === 401 || response.status === 403) {
     const given = Object.keys(options.headers ?? {});
     throw new AcpError(
@@ -129,11 +152,6 @@ export async function fetchAgentCard(
   if (!response.ok) {
     throw new AcpError("InvalidParams", `the agent card at ${cardUrl} answered HTTP ${response.status}`, {
       problems: [{ path: "/url", message: `HTTP ${response.status}` }],
-    });
-  }
-  if (text.length > CARD_LIMIT) {
-    throw new AcpError("InvalidParams", `the agent card at ${cardUrl} exceeds ${CARD_LIMIT} bytes`, {
-      problems: [{ path: "/url", message: "card too large" }],
     });
   }
   let raw: unknown;

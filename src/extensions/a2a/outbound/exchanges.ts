@@ -217,7 +217,7 @@ export class Exchanges {
       );
       return { error, deadLetter: `A2A agent unreachable: ${err.message}` };
     }
-    if (err.kind === "remote-error")
+    if (err.kind === "remote-error" || err.kind === "refused")
       return { error: new AcpError("InternalError", `${agentId}: ${err.message}`, { a2a }) };
     return {
       error: new AcpError("InternalError", `${agentId} answered something that is not A2A: ${err.message}`, {

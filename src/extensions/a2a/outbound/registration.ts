@@ -1,6 +1,7 @@
 import type { JsonWebKey } from "node:crypto";
 import { z } from "zod";
 import type { Registry } from "../../../gateway/registry.js";
+import { displayUrl, type OutboundPolicy, OutboundUrlRefused } from "../../../http/outbound.js";
 import { AcpError, AgentId, PrincipalId } from "../../../protocol/index.js";
 
 import { A2A_CAPABILITY } from "../../../wire/a2a.js";
@@ -40,13 +41,14 @@ export function remoteCapabilities(skills: readonly string[]): string[] {
 }
 
 /**
- * Fetches (with the credentials given), validates and verifies the card, then registers the agent id
- * in the gateway's registry with the bridge key (so ACP agents find it, verify its signatures and
- * handshake it like any agent). Returns the record and the credentials' headers, to be sealed.
+ * Fetches (with the credentials given), validates and verifies the card, checks its endpoint against
+ * the gateway's outbound URL policy, then registers the agent id in the gateway's registry with the
+ * bridge key (so ACP agents find it, verify its signatures and handshake it like any agent). Returns
+ * the record and the credentials' headers, to be sealed.
  */
 export async function registerOutbound(
   input: unknown,
-  registry: Registry,
+  { registry, outbound }: { registry: Registry; outbound: OutboundPolicy },
   identity: BridgeIdentity,
   now = new Date(),
 ): Promise<{ record: OutboundAgentRecord; headers: Record<string, string> }> {
@@ -63,10 +65,12 @@ export async function registerOutbound(
   }
   const request = parsed.data;
   const headers = request.credentials ? credentialHeaders(request.credentials) : {};
-  const fetched = await fetchAgentCard(request.url, { headers });
+  const fetched = await fetchAgentCard(request.url, outbound, { headers });
   const endpoint = jsonRpcEndpoint(fetched.card);
+  await checkEndpoint(endpoint, outbound);
   const signature = await verifyCardSignatures(fetched.raw, fetched.card.signatures ?? [], {
     cardUrl: fetched.url,
+    outbound,
     ...(request.cardKeys ? { pinnedKeys: request.cardKeys as JsonWebKey[] } : {}),
   });
   const agentId = request.agentId ?? defaultAgentId(fetched.card.name);
@@ -102,4 +106,24 @@ export async function registerOutbound(
     registeredAt: now.toISOString(),
   };
   return { record, headers };
+}
+
+/** The endpoint is called with the credentials on every request: refused now, rather than at each call. */
+async function checkEndpoint(
+  endpoint: { url: string; path: string },
+  outbound: OutboundPolicy,
+): Promise<void> {
+  try {
+    await outbound.check(endpoint.url);
+  } catch (err) {
+    const reason =
+      err instanceof OutboundUrlRefused ? err.reason : `cannot be resolved (${(err as Error).message})`;
+    throw new AcpError(
+      "InvalidParams",
+      `the agent card's JSON-RPC endpoint ${displayUrl(endpoint.url)} ${reason}`,
+      {
+        problems: [{ path: endpoint.path, message: reason }],
+      },
+    );
+  }
 }

@@ -29,7 +29,7 @@ describe("the A2A bridge key at rest", () => {
     const data = join(tmp(), "data");
     const file = join(data, "a2a-bridge", "bridge-key.json");
     const a2a = await startA2AServer({ behaviour: "echo-task" });
-    let gw = await startTestGateway({ dataDir: data, custody: { key: KEY_A } });
+    let gw = await startTestGateway({ dataDir: data, custody: { key: KEY_A }, allowPrivateUrls: true });
     try {
       expect(existsSync(file)).toBe(false);
       const { bridgeKey } = await addA2A(gw, a2a.url, "echo");
@@ -38,7 +38,7 @@ describe("the A2A bridge key at rest", () => {
       expect(JSON.parse(text)).toMatchObject({ acpBridgeKey: 1, sealed: { v: 1, alg: "A256GCM" } });
       expect(text).not.toMatch(/"d"|"kty"/);
       await gw.close();
-      gw = await startTestGateway({ dataDir: data, custody: { key: KEY_A } });
+      gw = await startTestGateway({ dataDir: data, custody: { key: KEY_A }, allowPrivateUrls: true });
       // The restarted gateway signs with the same key: a second registration carries it.
       expect((await addA2A(gw, a2a.url, "echo-2")).bridgeKey).toBe(bridgeKey);
     } finally {
@@ -54,7 +54,7 @@ describe("the A2A bridge key at rest", () => {
     const plain = generateKeyPairSync("ed25519").privateKey.export({ format: "jwk" });
     writeFileSync(file, `${JSON.stringify(plain)}\n`, { mode: 0o600 });
     const a2a = await startA2AServer({ behaviour: "echo-task" });
-    const gw = await startTestGateway({ dataDir: data, custody: { key: KEY_A } });
+    const gw = await startTestGateway({ dataDir: data, custody: { key: KEY_A }, allowPrivateUrls: true });
     try {
       const text = readFileSync(file, "utf8");
       expect(JSON.parse(text)).toMatchObject({ acpBridgeKey: 1 });
@@ -70,7 +70,7 @@ describe("the A2A bridge key at rest", () => {
   it("refuses to restart with another custody key, saying what is sealed", async () => {
     const data = join(tmp(), "data");
     const a2a = await startA2AServer({ behaviour: "echo-task" });
-    const gw = await startTestGateway({ dataDir: data, custody: { key: KEY_A } });
+    const gw = await startTestGateway({ dataDir: data, custody: { key: KEY_A }, allowPrivateUrls: true });
     try {
       await addA2A(gw, a2a.url, "echo");
     } finally {
@@ -86,7 +86,7 @@ describe("the A2A bridge key at rest", () => {
     const dir = tmp();
     const first = join(dir, "first");
     const a2a = await startA2AServer({ behaviour: "echo-task" });
-    const gw = await startTestGateway({ dataDir: first, custody: { key: KEY_A } });
+    const gw = await startTestGateway({ dataDir: first, custody: { key: KEY_A }, allowPrivateUrls: true });
     try {
       await addA2A(gw, a2a.url, "echo");
     } finally {
@@ -106,8 +106,8 @@ describe("the A2A bridge key at rest", () => {
     const data = join(tmp(), "data");
     mkdirSync(join(data, "a2a-bridge"), { recursive: true });
     writeFileSync(join(data, "a2a-bridge", "bridge-key.json"), '{"acpBridgeKey":1,"sealed":{"v":2}}\n');
-    await expect(startTestGateway({ dataDir: data, custody: { key: KEY_A } })).rejects.toThrow(
-      /bridge-key\.json: not a sealed A2A bridge key \(field sealed\.v/,
-    );
+    await expect(
+      startTestGateway({ dataDir: data, custody: { key: KEY_A }, allowPrivateUrls: true }),
+    ).rejects.toThrow(/bridge-key\.json: not a sealed A2A bridge key \(field sealed\.v/);
   });
 });

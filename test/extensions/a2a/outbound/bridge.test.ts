@@ -95,6 +95,7 @@ describe("ACP agents calling A2A agents through the bridge", () => {
     await bed.gw.close();
     const again = await startTestGateway({
       dataDir,
+      allowPrivateUrls: true,
       extensions: [
         a2aOutboundExtension({
           keyDir: join(dataDir, "a2a-bridge"),

@@ -87,7 +87,7 @@ describe("A2A out: a bearer token across a restart, and the CLI flags", () => {
     const server = await startA2AServer({
       requireHeaders: { authorization: `Bearer ${SECRET}`, "x-org-key": orgSecret },
     });
-    let gw = await startTestGateway({ dataDir: data });
+    let gw = await startTestGateway({ dataDir: data, allowPrivateUrls: true });
     try {
       const added = await runAcp(
         [
@@ -117,7 +117,7 @@ describe("A2A out: a bearer token across a restart, and the CLI flags", () => {
       expect(added.stdout).not.toContain(SECRET);
       expect(added.stdout).not.toContain(orgSecret);
       await gw.close();
-      gw = await startTestGateway({ dataDir: data });
+      gw = await startTestGateway({ dataDir: data, allowPrivateUrls: true });
       const test = await gw.register("alice", "principal-alice");
       const alice = agentFor(gw, test, join(data, "..", "alice"));
       await alice.connect();

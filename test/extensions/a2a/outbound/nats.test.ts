@@ -21,6 +21,7 @@ describeWithNats("A2A out on NATS JetStream", () => {
     const startOne = (name: string) =>
       startTestGateway({
         natsUrl: server.url,
+        allowPrivateUrls: true,
         dataDir: join(dir, name),
         extensions: [
           a2aOutboundExtension({

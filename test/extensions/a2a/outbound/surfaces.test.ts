@@ -109,7 +109,7 @@ describe("A2A out: an agent an older gateway registered with the capability a2a"
   it("gets a2a-remote instead at the next start, and its A2A card is gone", async () => {
     const data = join(tmp(), "data");
     const server = await startA2AServer({ behaviour: "echo-task" });
-    let gw = await startTestGateway({ dataDir: data });
+    let gw = await startTestGateway({ dataDir: data, allowPrivateUrls: true });
     try {
       const added = await api(gw.url, "/api/v1/a2a/remote-agents", {
         body: { url: server.url, agentId: "echo" },
@@ -121,7 +121,7 @@ describe("A2A out: an agent an older gateway registered with the capability a2a"
       expect((await fetch(`${gw.url}/a2a/echo/.well-known/agent-card.json`)).status).toBe(200);
       await gw.close();
 
-      gw = await startTestGateway({ dataDir: data });
+      gw = await startTestGateway({ dataDir: data, allowPrivateUrls: true });
       const registry = gw.gateway.context.registry;
       await until(
         async () => (await registry.get("echo"))?.capabilities,

@@ -29,6 +29,8 @@ export function useOutboundBed(gatewayOptions: Partial<GatewayOptions> = {}): Ou
   beforeEach(async () => {
     bed.dir = tmp();
     bed.gw = await startTestGateway({
+      // The A2A servers of these tests listen on loopback.
+      allowPrivateUrls: true,
       ...gatewayOptions,
       dataDir: join(bed.dir, "data"),
       extensions: [
