@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import { link, open, readFile, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 
@@ -37,7 +36,7 @@ export async function createFileAtomic(path: string, content: string): Promise<b
 
 /** A synced temp file beside `path`, hidden and without the `.json` suffix so listings skip it. */
 async function writeTemp(path: string, content: string, mode = 0o644): Promise<string> {
-  const temp = join(dirname(path), `.${basename(path)}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`);
+  const temp = join(dirname(path), `.${basename(path)}.tmp-${process.pid}-${randomHex(4)}`);
   try {
     const handle = await open(temp, "wx", mode);
     try {
@@ -79,4 +78,12 @@ export async function readTextIfExists(path: string): Promise<string | undefined
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * `bytes` random bytes in hex, for unique temporary names and lock tokens. The global Web Crypto
+ * object loads the crypto module on first use, so commands that only append (acp session log) never do.
+ */
+export function randomHex(bytes: number): string {
+  return Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("hex");
 }

@@ -1,8 +1,7 @@
-import { randomBytes } from "node:crypto";
 import { open, stat, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
 import { CoordinationError } from "./errors.js";
-import { readTextIfExists, sleep } from "./fs-atomic.js";
+import { randomHex, readTextIfExists, sleep } from "./fs-atomic.js";
 import { checkFormat } from "./quick-check.js";
 import type { LockOwner } from "./schemas.js";
 
@@ -47,7 +46,7 @@ export class FileLock {
         pid: process.pid,
         host: hostname(),
         time: new Date().toISOString(),
-        token: randomBytes(8).toString("hex"),
+        token: randomHex(8),
       };
       if (await createExclusive(path, JSON.stringify(owner))) return new FileLock(path, owner);
       const state = await inspectLock(path);

@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { join, resolve } from "node:path";
 import { CoordinationError } from "./errors.js";
 import { NAME_PATTERN, SESSION_ID_PATTERN } from "./vocabulary.js";
@@ -13,7 +12,7 @@ export const CONTEXT_ROOT_ENV = "ACP_CONTEXT_DIR";
 export const SESSION_ID_ENVS = ["ACP_SESSION_ID", "CLAUDE_SESSION_ID"] as const;
 
 export function newSessionId(): string {
-  return randomUUID().toLowerCase();
+  return crypto.randomUUID().toLowerCase();
 }
 
 export function resolveContextRoot(root?: string, env: NodeJS.ProcessEnv = process.env): string {

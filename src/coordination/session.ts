@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { type AgentPatch, applyAgentPatch } from "./agent-patch.js";
 import { CoordinationError } from "./errors.js";
 import { appendEvent, type LoggedEvent, type LogProblem, readEventLog } from "./event-log.js";
-import { type FollowOptions, followEvents } from "./follow.js";
+import type { FollowOptions } from "./follow.js";
 import { createFileAtomic, writeFileAtomic } from "./fs-atomic.js";
 import { type LockOptions, withFileLock } from "./lock.js";
 import {
@@ -23,7 +23,7 @@ import { checkFormat } from "./quick-check.js";
 import type { AgentEntry, Coordination, Report, SessionEvent, SessionEventInput } from "./schemas.js";
 import { lstatSessionEntry, readSessionText } from "./session-files.js";
 import { parseJsonFile, parseJsonText, validateWith } from "./validate.js";
-import { type WaitOptions, type WaitResult, type WaitSelector, waitForAgents } from "./wait.js";
+import type { WaitOptions, WaitResult, WaitSelector } from "./wait.js";
 import { type SessionChange, type SessionWatcher, type WatchOptions, watchSession } from "./watch.js";
 
 export interface SessionOptions {
@@ -353,12 +353,15 @@ export class Session {
   }
 
   /** Delivers each event (matching the filter) once, live, until `options.signal` aborts. */
-  follow(onEvent: (event: LoggedEvent) => void, options?: FollowOptions): Promise<void> {
+  async follow(onEvent: (event: LoggedEvent) => void, options?: FollowOptions): Promise<void> {
+    // Loaded on use, like waitFor's: the commands agents run in loops need neither.
+    const { followEvents } = await import("./follow.js");
     return followEvents(this, onEvent, options);
   }
 
   /** Blocks until the selected agents have completed, or one has failed, or the timeout passes. */
-  waitFor(selector: WaitSelector, options?: WaitOptions): Promise<WaitResult> {
+  async waitFor(selector: WaitSelector, options?: WaitOptions): Promise<WaitResult> {
+    const { waitForAgents } = await import("./wait.js");
     return waitForAgents(this, selector, options);
   }
 }
