@@ -1,4 +1,5 @@
 /** The coordination protocol's jq recipes as plain functions over events and reports. */
+import type { LocatedProblem } from "./errors.js";
 import type { LoggedEvent } from "./event-log.js";
 import type { EventType, Finding, Report, SessionEvent, Severity } from "./schemas.js";
 
@@ -60,6 +61,8 @@ export interface NamedReport {
   /** The agent the report file belongs to (`reports/{agent}.json`). */
   agent: string;
   report: Report;
+  /** What was repaired to read it (an unexpanded `$(date …)` timestamp), by field; absent when nothing. */
+  warnings?: LocatedProblem[];
 }
 
 export interface AgentFinding extends Finding {

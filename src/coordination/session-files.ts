@@ -67,10 +67,19 @@ export async function openSessionFile(dir: string, path: string): Promise<FileHa
 
 /** The whole text of a session file (UTF-8), or undefined when it does not exist. */
 export async function readSessionText(dir: string, path: string): Promise<string | undefined> {
+  return (await readSessionFile(dir, path))?.text;
+}
+
+/** A session file's text (UTF-8) and modification time, or undefined when it does not exist. */
+export async function readSessionFile(
+  dir: string,
+  path: string,
+): Promise<{ text: string; modifiedAt: Date } | undefined> {
   const handle = await openSessionFile(dir, path);
   if (!handle) return undefined;
   try {
-    return await handle.readFile("utf8");
+    const [text, info] = await Promise.all([handle.readFile("utf8"), handle.stat()]);
+    return { text, modifiedAt: info.mtime };
   } finally {
     await handle.close();
   }

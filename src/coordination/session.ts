@@ -1,7 +1,7 @@
 import { lstat, mkdir, open, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { type AgentPatch, applyAgentPatch } from "./agent-patch.js";
-import { CoordinationError } from "./errors.js";
+import { CoordinationError, type LocatedProblem } from "./errors.js";
 import { appendEvent, type LoggedEvent, type LogProblem, readEventLog } from "./event-log.js";
 import type { FollowOptions } from "./follow.js";
 import { createFileAtomic, writeFileAtomic } from "./fs-atomic.js";
@@ -21,8 +21,9 @@ import {
 import { type EventFilter, matchesFilter, type NamedReport } from "./queries.js";
 import { checkFormat } from "./quick-check.js";
 import type { AgentEntry, Coordination, Report, SessionEvent, SessionEventInput } from "./schemas.js";
-import { lstatSessionEntry, readSessionText } from "./session-files.js";
-import { parseJsonFile, parseJsonText, validateWith } from "./validate.js";
+import { withShellTimestampRepaired } from "./report-timestamp.js";
+import { lstatSessionEntry, readSessionFile, readSessionText } from "./session-files.js";
+import { parseJsonText, validateWith } from "./validate.js";
 import type { WaitOptions, WaitResult, WaitSelector } from "./wait.js";
 import { type SessionChange, type SessionWatcher, type WatchOptions, watchSession } from "./watch.js";
 
@@ -256,13 +257,26 @@ export class Session {
     return report;
   }
 
-  async readReport(agent: string): Promise<Report> {
+  /**
+   * The agent's report. One written with the protocol's quoted-heredoc recipe, whose timestamp is
+   * the unexpanded `$(date …)`, is read with the file's modification time; `onWarning` is told.
+   */
+  async readReport(
+    agent: string,
+    options: { onWarning?: (warning: LocatedProblem) => void } = {},
+  ): Promise<Report> {
     assertName(agent, "agent");
     const file = join(this.paths.dir, reportRef(agent));
-    const text = await readSessionText(this.paths.dir, file);
-    if (text === undefined)
+    const read = await readSessionFile(this.paths.dir, file);
+    if (read === undefined)
       throw new CoordinationError("not_found", `agent "${agent}" has written no report`, { file });
-    return parseJsonFile((await import("./schemas.js")).ReportSchema, text, file);
+    const { value, warning } = withShellTimestampRepaired(parseJsonText(read.text, file), read.modifiedAt);
+    const report = validateWith((await import("./schemas.js")).ReportSchema, value, {
+      file,
+      text: read.text,
+    });
+    if (warning) options.onWarning?.(warning);
+    return report;
   }
 
   /**
@@ -277,7 +291,9 @@ export class Session {
     const read = await Promise.all(
       agents.map(async (agent) => {
         try {
-          return [{ agent, report: await this.readReport(agent) }];
+          const warnings: LocatedProblem[] = [];
+          const report = await this.readReport(agent, { onWarning: (w) => warnings.push(w) });
+          return [{ agent, report, ...(warnings.length > 0 && { warnings }) }];
         } catch (err) {
           if (options.onInvalid === undefined || !(err instanceof CoordinationError)) throw err;
           // A name that is not a valid agent name (`reports/My Agent.json`) is skipped the same way.

@@ -3,7 +3,7 @@
  * && mv`), and the recovery hints and problem lists around them.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
 import { loadPlan, runPlan, Session } from "../../src/coordination/index.js";
@@ -143,6 +143,91 @@ describe("reports: every problem, and one bad report does not hide the others", 
     expect(aggregate.code).toBe(0);
     expect(JSON.parse(aggregate.stdout)).toMatchObject({ reports: 1 });
     expect(aggregate.stderr).toContain("broken-analyzer.json");
+  });
+});
+
+/** The protocol's "Writing Reports" recipe, verbatim: the quoted 'EOF' leaves $(date …) unexpanded. */
+const HEREDOC_REPORT_RECIPE = `cat > .claude/agents/context/\${SESSION_ID}/reports/my-agent.json << 'EOF'
+{
+  "agent_name": "my-agent",
+  "timestamp": "'$(date -u +%Y-%m-%dT%H:%M:%SZ)'",
+  "status": "completed",
+  "summary": "Your summary here",
+  "findings": [
+    {
+      "type": "issue",
+      "severity": "high",
+      "title": "Finding title",
+      "description": "Detailed description",
+      "location": "src/file.ts:42",
+      "recommendation": "How to fix"
+    }
+  ],
+  "metrics": {
+    "items_analyzed": 100,
+    "issues_found": 3
+  },
+  "next_actions": ["Action 1", "Action 2"],
+  "recommendations_for_automation": ["Suggestion 1", "Suggestion 2"]
+}
+EOF`;
+
+describe("a report written with the protocol's heredoc recipe", { timeout: 120_000 }, () => {
+  const tmp = useTmpDir();
+
+  async function recipeSession() {
+    const project = tmp();
+    bash(
+      `SESSION_ID="abc123"\nmkdir -p ".claude/agents/context/\${SESSION_ID}"/{reports,data}\n${HEREDOC_REPORT_RECIPE}`,
+      project,
+    );
+    const root = join(project, ".claude/agents/context");
+    const file = join(root, "abc123", "reports", "my-agent.json");
+    // What the shell really wrote: the substitution, never run.
+    expect(JSON.parse(readFileSync(file, "utf8")).timestamp).toBe("'$(date -u +%Y-%m-%dT%H:%M:%SZ)'");
+    const modified = new Date("2025-01-23T10:05:00Z");
+    utimesSync(file, modified, modified);
+    return { root, file, env: { ACP_SESSION_ID: "abc123" }, time: modified.toISOString() };
+  }
+
+  it("is read with the file's modification time, and the timestamp is flagged", async () => {
+    const { root, file, env, time } = await recipeSession();
+    const show = await acpSession(root, ["report", "show", "my-agent", "--json"], { env });
+    expect(show.code, show.stderr).toBe(0);
+    expect(JSON.parse(show.stdout)).toMatchObject({
+      agent_name: "my-agent",
+      timestamp: time,
+      summary: "Your summary here",
+    });
+    expect(show.stderr).toBe(
+      `acp: warning: ${file}: timestamp: is the shell's unexpanded $(date …), which a quoted heredoc leaves as text; read as the file's modification time, ${time}\n`,
+    );
+    const summaries = await acpSession(root, ["report", "summaries"], { env });
+    expect(summaries).toMatchObject({ code: 0, stdout: "my-agent: Your summary here\n" });
+    expect(summaries.stderr).toMatch(/^acp: warning: .*my-agent\.json: timestamp: is the shell's unexpanded/);
+    expect(summaries.stderr).not.toContain("skipped");
+    const findings = await acpSession(root, ["report", "findings", "--json"], { env });
+    expect(JSON.parse(findings.stdout)).toMatchObject([{ agent: "my-agent", title: "Finding title" }]);
+
+    const session = await Session.open({ root, id: "abc123" });
+    const [read] = await session.readReports();
+    expect(read).toMatchObject({
+      agent: "my-agent",
+      report: { timestamp: time },
+      warnings: [{ field: "timestamp" }],
+    });
+    // Reading repairs nothing on disk: the file is the agent's.
+    expect(JSON.parse(readFileSync(file, "utf8")).timestamp).toBe("'$(date -u +%Y-%m-%dT%H:%M:%SZ)'");
+  });
+
+  it("any other bad timestamp is still refused", async () => {
+    const { root, file, env } = await recipeSession();
+    for (const bad of ["yesterday", "$(date) and more", "'$(rm -rf /)'", "`date -u`"]) {
+      writeFileSync(file, JSON.stringify({ ...JSON.parse(readFileSync(file, "utf8")), timestamp: bad }));
+      const show = await acpSession(root, ["report", "show", "my-agent"], { env });
+      expect(show.code, bad).toBe(1);
+      expect(show.stderr, bad).toMatch(/timestamp: must be an ISO 8601 timestamp/);
+    }
   });
 });
 

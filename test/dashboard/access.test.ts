@@ -1,3 +1,4 @@
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CollabClient } from "../../src/client/collab.js";
@@ -113,6 +114,12 @@ describe("what each principal sees (server-side, on every endpoint)", () => {
       type: "status",
       message: "reviewing the plan",
     });
+    await session.writeReport("alice-scheduler", { summary: "3 slots found", findings: [] });
+    // One written with the coordination protocol's heredoc recipe, its $(date …) never run.
+    writeFileSync(
+      join(session.paths.reports, "reviewer.json"),
+      `{"agent_name":"reviewer","timestamp":"'$(date -u +%Y-%m-%dT%H:%M:%SZ)'","status":"partial","summary":"half read"}`,
+    );
     const [alice, carol] = [await principalToken(c.gw, "alice"), await principalToken(c.gw, "carol")];
 
     const list = (await dashboard(c.gw, alice, "/sessions")).json.sessions as SessionSummary[];
@@ -127,6 +134,16 @@ describe("what each principal sees (server-side, on every endpoint)", () => {
     expect(detail.events).toMatchObject([
       { from: "reviewer", type: "status", message: "reviewing the plan" },
     ]);
+    expect(detail.reports).toMatchObject([
+      { agent: "alice-scheduler", status: "completed", summary: "3 slots found", findings: 0 },
+      {
+        agent: "reviewer",
+        status: "partial",
+        warnings: [expect.stringMatching(/^timestamp: is the shell's unexpanded \$\(date …\)/)],
+      },
+    ]);
+    expect(detail.reports[0]?.warnings).toBeUndefined();
+    expect(detail.unreadableReports).toBe(0);
 
     expect((await dashboard(c.gw, carol, "/sessions")).json.sessions).toEqual([]);
     expect((await dashboard(c.gw, carol, `/sessions/${session.id}`)).status).toBe(404);

@@ -8,6 +8,7 @@ export type { PanelItem } from "../../src/gateway/panels.js";
 export type {
   SessionAgentView,
   SessionDetail,
+  SessionReportView,
   SessionSummary,
 } from "../../src/extensions/dashboard/sessions.js";
 export type { Viewer } from "../../src/extensions/dashboard/viewer.js";

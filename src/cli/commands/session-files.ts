@@ -1,5 +1,6 @@
 import type { Command } from "commander";
-import { type CoordinationError, formatLocated } from "../../coordination/errors.js";
+import { join } from "node:path";
+import { type CoordinationError, formatLocated, type LocatedProblem } from "../../coordination/errors.js";
 import type { NamedReport, Report, Severity } from "../../coordination/index.js";
 import { CliError, printJson, printLine, readInput } from "../io.js";
 import { type Common, coordination, leaf, open, severityOption, suffixOption } from "./session-shared.js";
@@ -27,7 +28,8 @@ export function registerReport(session: Command): void {
   leaf(report, "show", "one agent's report")
     .argument("<agent>")
     .action(async (agent: string, o: Common) => {
-      const r = await (await open(o)).readReport(agent);
+      const s = await open(o);
+      const r = await s.readReport(agent, { onWarning: (w) => warnAbout(s.paths.reports, agent, w) });
       const { formatReport } = await coordination();
       if (o.json) printJson(r);
       else printLine(formatReport(r));
@@ -60,10 +62,20 @@ export function registerReport(session: Command): void {
 
 /** The reports that read back; each one that does not is skipped with a warning naming file and field. */
 async function readValidReports(o: Common & { suffix?: string }): Promise<NamedReport[]> {
-  return (await open(o)).readReports({
+  const s = await open(o);
+  const reports = await s.readReports({
     ...(o.suffix !== undefined && { suffix: o.suffix }),
     onInvalid: (err) => process.stderr.write(`acp: warning: skipped a report: ${err.message}\n`),
   });
+  for (const { agent, warnings } of reports)
+    for (const w of warnings ?? []) warnAbout(s.paths.reports, agent, w);
+  return reports;
+}
+
+/** A report read with a repair (an unexpanded `$(date …)` timestamp): said on stderr, naming file and field. */
+function warnAbout(reportsDir: string, agent: string, warning: LocatedProblem): void {
+  const file = join(reportsDir, `${agent}.json`);
+  process.stderr.write(`acp: warning: ${formatLocated(warning.detail, { ...warning, file })}\n`);
 }
 
 /** Every problem of a rejected report, one per line; with --json, also as a list on stdout. */

@@ -2,6 +2,7 @@ import { readdir } from "node:fs/promises";
 import { resolve } from "node:path";
 import {
   type AgentEntry,
+  formatLocated,
   formatPublicProblem,
   publicProblem,
   SESSION_ID_PATTERN,
@@ -37,6 +38,20 @@ export interface SessionDetail extends SessionSummary {
   eventCount: number;
   /** Lines of messages.jsonl that could not be read. */
   problems: number;
+  /** The agents' reports (reports/{agent}.json), by agent name. */
+  reports: SessionReportView[];
+  /** Reports that could not be read (not shown; `acp session report summaries` names them). */
+  unreadableReports: number;
+}
+
+export interface SessionReportView {
+  agent: string;
+  status: string;
+  summary: string;
+  timestamp: string;
+  findings: number;
+  /** What had to be repaired to read it, e.g. `timestamp: is the shell's unexpanded $(date …)…`. */
+  warnings?: string[];
 }
 
 const MAX_EVENTS = 200;
@@ -81,12 +96,23 @@ export class SessionsView {
     )
       throw missing;
     const { events, problems } = await session.readEvents().catch(unreadable);
+    let unreadableReports = 0;
+    const reports = await session.readReports({ onInvalid: () => unreadableReports++ }).catch(unreadable);
     return {
       ...summarize(id, coordination.started_at, coordination.project_type, agentList),
       agentList,
       events: events.slice(-MAX_EVENTS).map((logged) => logged.event),
       eventCount: events.length,
       problems: problems.length,
+      reports: reports.map(({ agent, report, warnings }) => ({
+        agent,
+        status: report.status,
+        summary: report.summary,
+        timestamp: report.timestamp,
+        findings: report.findings.length,
+        ...(warnings && { warnings: warnings.map((w) => formatLocated(w.detail, w)) }),
+      })),
+      unreadableReports,
     };
   }
 

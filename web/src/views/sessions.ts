@@ -116,6 +116,46 @@ function agentsTable(detail: SessionDetail): HTMLElement {
   );
 }
 
+function reportsTable(detail: SessionDetail): HTMLElement {
+  if (detail.reports.length === 0) return notice("No reports yet.");
+  return h(
+    "table",
+    { class: "table" },
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        ["Agent", "Status", "Written", "Findings", "Summary"].map((t) => h("th", { scope: "col" }, t)),
+      ),
+    ),
+    h(
+      "tbody",
+      {},
+      detail.reports.map((report) =>
+        h(
+          "tr",
+          {},
+          h("th", { scope: "row" }, report.agent),
+          h("td", {}, badge(report.status)),
+          h(
+            "td",
+            {},
+            when(report.timestamp),
+            // A repaired field (the recipe's unexpanded $(date …)) is flagged where it is shown.
+            report.warnings
+              ? [" ", badge("approximate", "warning"), notice(report.warnings.join("; "), "info")]
+              : null,
+          ),
+          h("td", {}, String(report.findings)),
+          h("td", {}, report.summary),
+        ),
+      ),
+    ),
+  );
+}
+
 function eventsList(detail: SessionDetail): HTMLElement {
   if (detail.events.length === 0) return notice("No events yet.");
   return h(
@@ -172,6 +212,15 @@ export const sessionView: View = async (root, app, [id]) => {
           h("div", { class: "graph-wrap" }, dependencyGraph(detail.agentList)),
         ),
         h("section", { class: "card" }, agentsTable(detail)),
+        h(
+          "section",
+          { class: "card", "aria-labelledby": "reports" },
+          h("h2", { id: "reports" }, `Reports (${detail.reports.length})`),
+          detail.unreadableReports > 0
+            ? notice(`${detail.unreadableReports} report(s) could not be read.`, "error")
+            : null,
+          reportsTable(detail),
+        ),
         h(
           "section",
           { class: "card", "aria-labelledby": "events" },
