@@ -29,6 +29,8 @@ export interface OutboundAgentRecord {
   cardUrl: string;
   /** The card's JSON-RPC endpoint the bridge calls. */
   endpoint: string;
+  /** The endpoint's origin when it is not the card's: the admin's opt-in at registration. */
+  endpointOrigin?: string;
   /** The A2A version the agent speaks when not 1.0 (an A2A 0.3 agent: "0.3.0"…). */
   protocolVersion?: string;
   streaming: boolean;

@@ -17,6 +17,7 @@ type AddFlags = GatewayFlags & {
   header: string[];
   headerEnv: string[];
   bearerEnv?: string;
+  endpointOrigin?: string;
 };
 
 /** A public JWK, or a JWKS (`{"keys": [...]}`), from a file: the keys a signed card must verify with. */
@@ -111,6 +112,10 @@ export function registerA2ACommands(agent: Command): void {
       [],
     )
     .option("--bearer-env <var>", "send the token in this environment variable as Authorization: Bearer")
+    .option(
+      "--endpoint-origin <origin>",
+      "accept a card whose JSON-RPC endpoint is on this other origin (e.g. https://api.example.com): the credentials and callers' text go there",
+    )
     .action((url: string, flags: AddFlags) =>
       run(flags, async () => {
         const credentials = credentialsOf(flags);
@@ -124,6 +129,7 @@ export function registerA2ACommands(agent: Command): void {
             ...(flags.principal ? { principalId: flags.principal } : {}),
             ...(cardKeys.length > 0 ? { cardKeys } : {}),
             ...(credentials ? { credentials } : {}),
+            ...(flags.endpointOrigin ? { endpointOrigin: flags.endpointOrigin } : {}),
           },
         })) as OutboundAgentRecord;
         if (flags.json) return printJson(record);

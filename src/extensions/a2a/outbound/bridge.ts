@@ -35,7 +35,7 @@ import { A2AClient } from "./a2a-client.js";
 import { A2AMethods } from "./convert.js";
 import { CredentialStore } from "./credentials.js";
 import { Exchanges } from "./exchanges.js";
-import { registerOutbound, remoteCapabilities } from "./registration.js";
+import { checkEndpointOrigin, registerOutbound, remoteCapabilities } from "./registration.js";
 import { TaskLinks } from "./tasks.js";
 
 /** What the bridge uses of the gateway: the registry, the relay pipeline, the broker and presence, in-process. */
@@ -164,6 +164,16 @@ export class OutboundBridge {
     // Only the gateway holding the registered key can sign for it.
     const identity = this.key.current;
     if (this.closed || this.served.has(record.agentId) || record.bridgeKey !== identity?.signing.x) return;
+    try {
+      // A record stored before endpoints had to share their card's origin is held to it too.
+      checkEndpointOrigin(record.cardUrl, { url: record.endpoint, path: "/endpoint" }, record.endpointOrigin);
+    } catch (err) {
+      this.deps.logger.error(
+        { agent: record.agentId, err: (err as Error).message },
+        "A2A bridge does not serve the agent: remove it and register it again",
+      );
+      return;
+    }
     const sender: SenderIdentity = {
       agentId: record.agentId,
       principalId: record.principalId,

@@ -19,6 +19,15 @@ export const RegisterOutboundRequest = z.strictObject({
   cardKeys: z.array(z.record(z.string(), z.unknown())).min(1).optional(),
   /** For an agent whose card declares security: headers and/or a bearer token (sealed at rest). */
   credentials: Credentials.optional(),
+  /**
+   * The origin of the card's JSON-RPC endpoint when it is not the card's own (`https://api.example`):
+   * the admin vouches that it is the agent's. Without it such a card is refused.
+   */
+  endpointOrigin: z
+    .string()
+    .refine(isOrigin, "must be an origin: http(s)://host[:port], no path")
+    .transform((origin) => new URL(origin).origin)
+    .optional(),
 });
 export type RegisterOutboundRequest = z.infer<typeof RegisterOutboundRequest>;
 
@@ -67,6 +76,7 @@ export async function registerOutbound(
   const headers = request.credentials ? credentialHeaders(request.credentials) : {};
   const fetched = await fetchAgentCard(request.url, outbound, { headers });
   const endpoint = jsonRpcEndpoint(fetched.card);
+  checkEndpointOrigin(fetched.url, endpoint, request.endpointOrigin);
   await checkEndpoint(endpoint, outbound);
   const signature = await verifyCardSignatures(fetched.raw, fetched.card.signatures ?? [], {
     cardUrl: fetched.url,
@@ -97,6 +107,7 @@ export async function registerOutbound(
     name: fetched.card.name,
     cardUrl: fetched.url,
     endpoint: endpoint.url,
+    ...(request.endpointOrigin !== undefined && { endpointOrigin: request.endpointOrigin }),
     ...(endpoint.protocolVersion !== A2A_VERSION && { protocolVersion: endpoint.protocolVersion }),
     streaming: fetched.card.capabilities?.streaming === true,
     skills,
@@ -106,6 +117,46 @@ export async function registerOutbound(
     registeredAt: now.toISOString(),
   };
   return { record, headers };
+}
+
+/**
+ * The bridge sends the agent's credentials and every caller's text to the endpoint, so a card may
+ * not point it elsewhere: the endpoint shares the card's origin, or is on the origin the admin named
+ * (`endpointOrigin`), and a card served over https never has its calls go over http. Checked at
+ * registration and again before a stored record is served.
+ */
+export function checkEndpointOrigin(
+  cardUrl: string,
+  endpoint: { url: string; path: string },
+  allowedOrigin: string | undefined,
+): void {
+  const card = new URL(cardUrl);
+  const target = new URL(endpoint.url);
+  if (card.protocol === "https:" && target.protocol !== "https:") {
+    throw new AcpError(
+      "InvalidParams",
+      `the agent card was served over https but names an http JSON-RPC endpoint (${displayUrl(target)}): the bridge never sends the credentials and callers' text in the clear after fetching the card securely`,
+      { problems: [{ path: endpoint.path, message: "https card, http endpoint" }] },
+    );
+  }
+  if (target.origin === card.origin || target.origin === allowedOrigin) return;
+  throw new AcpError(
+    "InvalidParams",
+    `the agent card at ${card.origin} names its JSON-RPC endpoint on another origin, ${target.origin}, where the bridge would send the agent's credentials and every caller's text; if that origin is the agent's, register it with endpointOrigin (--endpoint-origin ${target.origin})`,
+    { problems: [{ path: endpoint.path, message: "not on the card's origin" }] },
+  );
+}
+
+function isOrigin(value: string): boolean {
+  if (!URL.canParse(value)) return false;
+  const url = new URL(value);
+  return (
+    (url.protocol === "https:" || url.protocol === "http:") &&
+    url.pathname === "/" &&
+    url.search === "" &&
+    url.hash === "" &&
+    url.username === ""
+  );
 }
 
 /** The endpoint is called with the credentials on every request: refused now, rather than at each call. */
