@@ -40,5 +40,7 @@ export interface OutboundAgentRecord {
   bridgeKey: string;
   /** The names of the headers sent with credentials (their values are sealed, never returned). */
   credentials?: string[];
+  /** What registration found worth a look, e.g. credentials the card asks for that were not given. */
+  warnings?: string[];
   registeredAt: string;
 }

@@ -132,7 +132,7 @@ export function registerA2ACommands(agent: Command): void {
             ...(flags.endpointOrigin ? { endpointOrigin: flags.endpointOrigin } : {}),
           },
         })) as OutboundAgentRecord;
-        if (flags.json) return printJson(record);
+        if (flags.json) return printJson(record); // warnings included
         const signature = record.signature.signed
           ? `signed card verified (key ${record.signature.kid ?? "?"}, ${record.signature.keySource})`
           : "unsigned card";
@@ -144,6 +144,7 @@ export function registerA2ACommands(agent: Command): void {
         printLine(`  skills    ${record.skills.join(", ") || "-"}`);
         if (record.credentials)
           printLine(`  sends     ${record.credentials.join(", ")} (sealed at the gateway)`);
+        for (const warning of record.warnings ?? []) process.stderr.write(`warning: ${warning}\n`);
       }),
     );
 

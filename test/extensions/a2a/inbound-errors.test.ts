@@ -6,7 +6,7 @@ import { a2aInboundExtension } from "../../../src/extensions/a2a/inbound/extensi
 import { filesContaining } from "../../helpers/files.js";
 import { startTestGateway } from "../../helpers/gateway.js";
 import { until } from "../../helpers/until.js";
-import { rawCall, sendRequest, useA2aGateway } from "./inbound-bed.js";
+import { type A2aBed, rawCall, sendRequest, useA2aGateway } from "./inbound-bed.js";
 
 /** A push notification token: the gateway stores it sealed. */
 const PUSH_TOKEN = "push-token-of-alice-7c1e94";
@@ -149,27 +149,68 @@ describe("A2A bridge: bad payloads", () => {
   });
 });
 
+/** A webhook on 127.0.0.1 recording each push: its token header, Authorization header and body. */
+async function pushReceiver(bed: A2aBed) {
+  const pushes: {
+    auth: string | undefined;
+    authorization: string | undefined;
+    body: Record<string, unknown>;
+  }[] = [];
+  const receiver = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => {
+      pushes.push({
+        auth: req.headers["x-a2a-notification-token"] as string | undefined,
+        authorization: req.headers.authorization,
+        body: JSON.parse(Buffer.concat(chunks).toString()) as Record<string, unknown>,
+      });
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+  bed.cleanup(() => new Promise((resolve) => receiver.close(resolve)));
+  return { pushes, pushUrl: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook` };
+}
+
+describe("A2A bridge: push notification credentials", () => {
+  const bed = useA2aGateway();
+
+  it("sends Authorization when the config has authentication, and then not the token", async () => {
+    const test = await bed.register("helper", ["a2a"]);
+    const agent = await bed.connect(test, "helper");
+    agent.onRequest((body) => ({ text: `got: ${String(body.text)}` }));
+    const { apiKey } = await bed.register("alice-client", []);
+    const { pushes, pushUrl } = await pushReceiver(bed);
+    const client = await bed.client("helper", apiKey);
+    const request = sendRequest("hello", true);
+    (request.configuration as { taskPushNotificationConfig: unknown }).taskPushNotificationConfig = {
+      tenant: "",
+      id: "hook-2",
+      taskId: "",
+      url: pushUrl,
+      token: PUSH_TOKEN,
+      authentication: { scheme: "Bearer", credentials: "hook-credentials" },
+    };
+    await client.sendMessage(request);
+    await until(
+      () => pushes.map((p) => JSON.stringify(p.body)),
+      (bodies) => bodies.some((b) => b.includes("TASK_STATE_COMPLETED")),
+      "a push with the completed status",
+    );
+    expect(pushes.every((p) => p.authorization === "Bearer hook-credentials" && p.auth === undefined)).toBe(
+      true,
+    );
+  });
+});
+
 describe("A2A bridge: an ACP agent that is offline", () => {
   const bed = useA2aGateway();
 
   it("leaves the task SUBMITTED with a clear message, then completes it and pushes when the agent connects", async () => {
     const test = await bed.register("helper", ["a2a"]);
     const { apiKey } = await bed.register("alice-client", []);
-    const pushes: { auth: string | undefined; body: Record<string, unknown> }[] = [];
-    const receiver = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on("data", (chunk: Buffer) => chunks.push(chunk));
-      req.on("end", () => {
-        pushes.push({
-          auth: req.headers["x-a2a-notification-token"] as string | undefined,
-          body: JSON.parse(Buffer.concat(chunks).toString()) as Record<string, unknown>,
-        });
-        res.writeHead(200).end();
-      });
-    });
-    await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
-    bed.cleanup(() => new Promise((resolve) => receiver.close(resolve)));
-    const pushUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+    const { pushes, pushUrl } = await pushReceiver(bed);
 
     const client = await bed.client("helper", apiKey);
     const queued = (await client.sendMessage(sendRequest("while you were away"))) as Task;

@@ -128,6 +128,7 @@ export class OutboundBridge {
     await this.records.put(record.agentId, record);
     await this.serve(record);
     this.deps.logger.info({ agent: record.agentId, endpoint: record.endpoint }, "A2A agent registered");
+    for (const warning of record.warnings ?? []) this.deps.logger.warn({ agent: record.agentId }, warning);
     return record;
   }
 

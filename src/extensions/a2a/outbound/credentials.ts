@@ -97,3 +97,81 @@ export class CredentialStore {
     await this.bucket.delete(agentId);
   }
 }
+
+/**
+ * The card's security, in A2A 1.0 JSON (a 0.3 card is read as the 1.0 card it stands for). The A2A
+ * JS SDK 1.x serves its cards' schemes as `{ scheme: { $case, value } }`: read as `{ [$case]: value }`.
+ */
+const CardSecurity = z.looseObject({
+  securitySchemes: z
+    .record(
+      z.string(),
+      z.preprocess(
+        (scheme) => {
+          const oneOf = (scheme as { scheme?: { $case?: unknown; value?: unknown } } | null)?.scheme;
+          return typeof oneOf?.$case === "string" ? { [oneOf.$case]: oneOf.value } : scheme;
+        },
+        z.looseObject({
+          apiKeySecurityScheme: z
+            .looseObject({ location: z.string().optional(), name: z.string() })
+            .optional(),
+          httpAuthSecurityScheme: z.looseObject({ scheme: z.string() }).optional(),
+          oauth2SecurityScheme: z.unknown().optional(),
+          openIdConnectSecurityScheme: z.unknown().optional(),
+          mtlsSecurityScheme: z.unknown().optional(),
+        }),
+      ),
+    )
+    .optional(),
+  securityRequirements: z
+    .array(z.looseObject({ schemes: z.record(z.string(), z.unknown()).optional() }))
+    .optional(),
+});
+type Scheme = NonNullable<z.infer<typeof CardSecurity>["securitySchemes"]>[string];
+
+/** What one scheme needs, and whether the headers given (lower-cased names) carry it. */
+function need(name: string, scheme: Scheme | undefined, given: Set<string>): { what: string; met: boolean } {
+  const apiKey = scheme?.apiKeySecurityScheme;
+  if (apiKey) {
+    const location = (apiKey.location ?? "header").toLowerCase();
+    if (location === "header")
+      return { what: `the header ${apiKey.name} (${name})`, met: given.has(apiKey.name.toLowerCase()) };
+    if (location === "cookie")
+      return { what: `the cookie ${apiKey.name} (${name})`, met: given.has("cookie") };
+    return { what: `the query parameter ${apiKey.name} (${name}), which the bridge cannot send`, met: false };
+  }
+  const http = scheme?.httpAuthSecurityScheme;
+  if (http) return { what: `Authorization: ${http.scheme} (${name})`, met: given.has("authorization") };
+  if (scheme?.oauth2SecurityScheme !== undefined || scheme?.openIdConnectSecurityScheme !== undefined)
+    return { what: `an OAuth 2.0 / OpenID Connect bearer token (${name})`, met: given.has("authorization") };
+  if (scheme?.mtlsSecurityScheme !== undefined)
+    return { what: `mutual TLS (${name}), which the bridge does not offer`, met: false };
+  // A scheme the card does not define (or this bridge does not know): nothing to say about it.
+  return { what: name, met: true };
+}
+
+/**
+ * A warning when the card's security requirements ask for credentials that the headers given do
+ * not carry (none of its alternatives is met): the agent will answer HTTP 401 to every call.
+ * Undefined when one alternative is met, or the card requires nothing.
+ */
+export function missingCredentials(card: unknown, givenHeaders: string[]): string | undefined {
+  const parsed = CardSecurity.safeParse(card);
+  if (!parsed.success) return undefined;
+  const { securitySchemes = {}, securityRequirements = [] } = parsed.data;
+  if (securityRequirements.length === 0) return undefined;
+  const given = new Set(givenHeaders.map((header) => header.toLowerCase()));
+  const alternatives = securityRequirements.map((requirement) =>
+    Object.keys(requirement.schemes ?? {}).map((name) => need(name, securitySchemes[name], given)),
+  );
+  if (alternatives.some((needs) => needs.every((n) => n.met))) return undefined;
+  const asked = alternatives.map((needs) => needs.map((n) => n.what).join(" and ")).join(", or ");
+  const sent =
+    givenHeaders.length > 0
+      ? `the credentials given (${givenHeaders.join(", ")}) do not carry it`
+      : "no credentials were given";
+  return (
+    `the agent card asks for ${asked}, and ${sent}: the agent will likely refuse every call (HTTP 401) ` +
+    "until it is registered again with them (--header-env, --bearer-env or --header; credentials in the body)"
+  );
+}

@@ -9,7 +9,7 @@ import { A2A_REMOTE_CAPABILITY, type OutboundAgentRecord } from "../../../wire/a
 import type { BridgeIdentity } from "../bridge-identity.js";
 import { A2A_VERSION, fetchAgentCard, jsonRpcEndpoint } from "./card.js";
 import { verifyCardSignatures } from "./card-signature.js";
-import { Credentials, credentialHeaders } from "./credentials.js";
+import { Credentials, credentialHeaders, missingCredentials } from "./credentials.js";
 
 export const RegisterOutboundRequest = z.strictObject({
   url: z.string().min(1, "give the A2A agent's URL or its agent card URL"),
@@ -83,6 +83,8 @@ export async function registerOutbound(
     outbound,
     ...(request.cardKeys ? { pinnedKeys: request.cardKeys as JsonWebKey[] } : {}),
   });
+  // Cards are usually public: one that asks for credentials on calls is registered, with a warning.
+  const missing = missingCredentials(fetched.card, Object.keys(headers));
   const agentId = request.agentId ?? defaultAgentId(fetched.card.name);
   const skills = (fetched.card.skills ?? []).map((s) => s.id);
   const principalId = request.principalId ?? `a2a:${new URL(fetched.url).host}`;
@@ -114,6 +116,7 @@ export async function registerOutbound(
     signature,
     bridgeKey: identity.signing.x,
     ...(Object.keys(headers).length > 0 && { credentials: Object.keys(headers) }),
+    ...(missing !== undefined && { warnings: [missing] }),
     registeredAt: now.toISOString(),
   };
   return { record, headers };

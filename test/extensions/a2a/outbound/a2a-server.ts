@@ -235,6 +235,8 @@ export async function startA2AServer(
     jwks?: unknown;
     /** Headers every request (card included) must carry, else HTTP 401 (an agent that needs credentials). */
     requireHeaders?: Record<string, string>;
+    /** With requireHeaders: the card is public, only calls need them (as most agents do it). */
+    publicCard?: boolean;
     /**
      * An A2A 0.3 agent: the SDK's own 0.3 compatibility layer serves a 0.3 card (`url`,
      * `preferredTransport`) and answers `message/send`…, whatever A2A-Version a client sends.
@@ -283,7 +285,8 @@ export async function startA2AServer(
   const required = Object.entries(options.requireHeaders ?? {});
   if (required.length > 0) {
     app.use((req, res, next) => {
-      if (required.every(([name, value]) => req.get(name) === value)) next();
+      const card = options.publicCard && req.path === "/.well-known/agent-card.json";
+      if (card || required.every(([name, value]) => req.get(name) === value)) next();
       else res.status(401).json({ error: "unauthorized" });
     });
   }
