@@ -49,9 +49,23 @@ export class A2aRpcError extends Error {
   }
 }
 
-const nonEmpty = (what: string) => z.string().trim().min(1, `${what} must be a non-empty string`);
+// Messages say what is wrong, not where: the violation's field names the place.
+const NON_EMPTY = z.string().trim().min(1, "must be a non-empty string");
 
 /** A part carries exactly one of text, raw (base64), url or data (A2A 1.0 §4.1.6). */
+const HISTORY_LENGTH = z.int("must be an integer").min(0, "must be 0 or more");
+const TASK_STATES = [
+  "TASK_STATE_UNSPECIFIED",
+  "TASK_STATE_SUBMITTED",
+  "TASK_STATE_WORKING",
+  "TASK_STATE_COMPLETED",
+  "TASK_STATE_FAILED",
+  "TASK_STATE_CANCELED",
+  "TASK_STATE_INPUT_REQUIRED",
+  "TASK_STATE_REJECTED",
+  "TASK_STATE_AUTH_REQUIRED",
+] as const;
+
 const PartV1 = z
   .looseObject({
     text: z.string().optional(),
@@ -67,15 +81,15 @@ const PartV1 = z
   );
 
 const MessageV1 = z.looseObject({
-  messageId: nonEmpty("messageId"),
-  role: z.enum(["ROLE_USER", "ROLE_AGENT"], "role must be ROLE_USER or ROLE_AGENT"),
+  messageId: NON_EMPTY,
+  role: z.enum(["ROLE_USER", "ROLE_AGENT"], "must be ROLE_USER or ROLE_AGENT"),
   parts: z.array(PartV1).min(1, "a message needs at least one part"),
   contextId: z.string().optional(),
   taskId: z.string().optional(),
 });
 
 const PushConfigV1 = z.looseObject({
-  url: z.url({ protocol: /^https?$/, error: "url must be an http(s) URL" }),
+  url: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }),
   id: z.string().optional(),
   token: z.string().optional(),
   taskId: z.string().optional(),
@@ -85,7 +99,7 @@ const SendMessageV1 = z.looseObject({
   message: MessageV1,
   configuration: z
     .looseObject({
-      historyLength: z.int().min(0, "historyLength must be 0 or more").optional(),
+      historyLength: HISTORY_LENGTH.optional(),
       returnImmediately: z.boolean().optional(),
       acceptedOutputModes: z.array(z.string()).optional(),
       taskPushNotificationConfig: PushConfigV1.optional(),
@@ -93,16 +107,43 @@ const SendMessageV1 = z.looseObject({
     .optional(),
 });
 
-const TaskIdV1 = z.looseObject({
-  id: nonEmpty("id"),
-  historyLength: z.int().min(0, "historyLength must be 0 or more").optional(),
+const ListTasksV1 = z.looseObject({
+  contextId: z.string().optional(),
+  status: z
+    .union(
+      [
+        z.enum(TASK_STATES),
+        z
+          .int()
+          .min(0)
+          .max(TASK_STATES.length - 1),
+      ],
+      "must be a TaskState",
+    )
+    .optional(),
+  pageSize: z
+    .int("must be an integer")
+    .min(1, "must be 1 or more")
+    .max(100, "must be 100 or less")
+    .optional(),
+  pageToken: z.string().optional(),
+  historyLength: HISTORY_LENGTH.optional(),
+  statusTimestampAfter: z.iso
+    .datetime({ offset: true, error: "must be an RFC 3339 timestamp, e.g. 2026-01-31T09:00:00Z" })
+    .optional(),
+  includeArtifacts: z.boolean().optional(),
 });
-const PushConfigRefV1 = z.looseObject({ taskId: nonEmpty("taskId"), id: z.string().optional() });
 
-const PartV03 = z.looseObject({ kind: z.enum(["text", "file", "data"], "kind must be text, file or data") });
+const TaskIdV1 = z.looseObject({
+  id: NON_EMPTY,
+  historyLength: HISTORY_LENGTH.optional(),
+});
+const PushConfigRefV1 = z.looseObject({ taskId: NON_EMPTY, id: z.string().optional() });
+
+const PartV03 = z.looseObject({ kind: z.enum(["text", "file", "data"], "must be text, file or data") });
 const MessageV03 = z.looseObject({
-  messageId: nonEmpty("messageId"),
-  role: z.enum(["user", "agent"], "role must be user or agent"),
+  messageId: NON_EMPTY,
+  role: z.enum(["user", "agent"], "must be user or agent"),
   parts: z.array(PartV03).min(1, "a message needs at least one part"),
 });
 
@@ -111,7 +152,7 @@ const SendMessageV03 = z.looseObject({
   configuration: z
     .looseObject({
       pushNotificationConfig: z
-        .looseObject({ url: z.url({ protocol: /^https?$/, error: "url must be an http(s) URL" }) })
+        .looseObject({ url: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }) })
         .optional(),
     })
     .optional(),
@@ -124,25 +165,25 @@ export const A2A_METHODS: Record<string, z.ZodType> = {
   GetTask: TaskIdV1,
   CancelTask: TaskIdV1,
   SubscribeToTask: TaskIdV1,
-  ListTasks: z.looseObject({}),
-  CreateTaskPushNotificationConfig: PushConfigV1.extend({ taskId: nonEmpty("taskId") }),
-  GetTaskPushNotificationConfig: PushConfigRefV1.extend({ id: nonEmpty("id") }),
+  ListTasks: ListTasksV1,
+  CreateTaskPushNotificationConfig: PushConfigV1.extend({ taskId: NON_EMPTY }),
+  GetTaskPushNotificationConfig: PushConfigRefV1.extend({ id: NON_EMPTY }),
   ListTaskPushNotificationConfigs: PushConfigRefV1,
-  DeleteTaskPushNotificationConfig: PushConfigRefV1.extend({ id: nonEmpty("id") }),
+  DeleteTaskPushNotificationConfig: PushConfigRefV1.extend({ id: NON_EMPTY }),
   GetExtendedAgentCard: z.looseObject({}).optional(),
   // A2A 0.3 names, answered by the SDK's compatibility layer.
   "message/send": SendMessageV03,
   "message/stream": SendMessageV03,
-  "tasks/get": z.looseObject({ id: nonEmpty("id") }),
-  "tasks/cancel": z.looseObject({ id: nonEmpty("id") }),
-  "tasks/resubscribe": z.looseObject({ id: nonEmpty("id") }),
+  "tasks/get": z.looseObject({ id: NON_EMPTY }),
+  "tasks/cancel": z.looseObject({ id: NON_EMPTY }),
+  "tasks/resubscribe": z.looseObject({ id: NON_EMPTY }),
   "tasks/pushNotificationConfig/set": z.looseObject({
-    taskId: nonEmpty("taskId"),
+    taskId: NON_EMPTY,
     pushNotificationConfig: z.looseObject({ url: z.url({ protocol: /^https?$/ }) }),
   }),
-  "tasks/pushNotificationConfig/get": z.looseObject({ id: nonEmpty("id") }),
-  "tasks/pushNotificationConfig/list": z.looseObject({ id: nonEmpty("id") }),
-  "tasks/pushNotificationConfig/delete": z.looseObject({ id: nonEmpty("id") }),
+  "tasks/pushNotificationConfig/get": z.looseObject({ id: NON_EMPTY }),
+  "tasks/pushNotificationConfig/list": z.looseObject({ id: NON_EMPTY }),
+  "tasks/pushNotificationConfig/delete": z.looseObject({ id: NON_EMPTY }),
 };
 
 export const isLegacyMethod = (method: string): boolean => method.includes("/");
@@ -174,10 +215,11 @@ export function versionNotSupported(asked: string, requestId: A2aCall["id"] = nu
   return err;
 }
 
+const RequestId = z.union([z.string(), z.number(), z.null()], "must be a string, a number or null");
 const Envelope = z.object({
-  jsonrpc: z.literal("2.0", 'jsonrpc must be exactly "2.0"'),
-  id: z.union([z.string(), z.number(), z.null()], "id must be a string, a number or null").optional(),
-  method: z.string("method must be a string"),
+  jsonrpc: z.literal("2.0", 'must be exactly "2.0"'),
+  id: RequestId.optional(),
+  method: z.string("must be a string"),
   params: z.unknown().optional(),
 });
 
@@ -198,11 +240,15 @@ export function checkA2aCall(body: unknown): A2aCall {
       field: fieldOf("", i.path).slice(1) || "(body)",
       description: i.message,
     }));
-    throw new A2aRpcError(
+    const err = new A2aRpcError(
       A2aErrorCode.InvalidRequest,
-      `invalid JSON-RPC request: ${violations[0]?.field} ${violations[0]?.description}`,
+      `invalid JSON-RPC request: ${violations.map((v) => `${v.field} ${v.description}`).join("; ")}`,
       violations,
     );
+    // Answered with the request's id when it has a usable one, whatever else is wrong.
+    const id = RequestId.safeParse((body as { id?: unknown } | null)?.id);
+    if (id.success) err.requestId = id.data;
+    throw err;
   }
   const { method, params } = envelope.data;
   const id = envelope.data.id ?? null;

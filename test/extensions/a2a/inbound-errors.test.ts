@@ -51,6 +51,40 @@ describe("A2A bridge: bad payloads", () => {
     const notRpc = await rawCall(bed, "helper", { jsonrpc: "1.0", id: 3, method: "GetTask" }, apiKey);
     expect(notRpc.json.error).toMatchObject({ code: -32600 });
     expect(badRequest(notRpc.json)).toEqual(["jsonrpc"]);
+    // As the A2A conformance kit sends it: answered with the request's id, each field named once.
+    const noMethod = await rawCall(bed, "helper", { jsonrpc: "1.0", id: "tck-7" }, apiKey);
+    expect(noMethod.json).toMatchObject({
+      id: "tck-7",
+      error: {
+        code: -32600,
+        message: 'invalid JSON-RPC request: jsonrpc must be exactly "2.0"; method must be a string',
+      },
+    });
+    expect(badRequest(noMethod.json)).toEqual(["jsonrpc", "method"]);
+    const badId = await rawCall(bed, "helper", { jsonrpc: "2.0", id: { no: 1 }, method: "GetTask" }, apiKey);
+    expect(badId.json).toMatchObject({ id: null, error: { code: -32600 } });
+    expect(badRequest(badId.json)).toEqual(["id"]);
+
+    const list = (params: Record<string, unknown>) =>
+      rawCall(bed, "helper", { jsonrpc: "2.0", id: 6, method: "ListTasks", params }, apiKey);
+    for (const [params, field, description] of [
+      [{ historyLength: -1 }, "params.historyLength", "must be 0 or more"],
+      [{ statusTimestampAfter: "-1" }, "params.statusTimestampAfter", "must be an RFC 3339 timestamp"],
+      [{ pageSize: 0 }, "params.pageSize", "must be 1 or more"],
+      [{ pageSize: 101 }, "params.pageSize", "must be 100 or less"],
+      [{ status: "done" }, "params.status", "must be a TaskState"],
+    ] as const) {
+      const refused = await list(params);
+      expect(refused.json, JSON.stringify(params)).toMatchObject({ id: 6, error: { code: -32602 } });
+      expect(badRequest(refused.json)).toEqual([field]);
+      expect((refused.json.error as { message: string }).message).toContain(`${field}: ${description}`);
+    }
+    const listed = await list({
+      statusTimestampAfter: "2026-01-31T09:00:00Z",
+      pageSize: 10,
+      historyLength: 0,
+    });
+    expect(listed.json).toMatchObject({ id: 6, result: { tasks: [] } });
 
     const noId = await rawCall(
       bed,
