@@ -51,6 +51,8 @@ export const AuditEntryInputSchema = z.strictObject({
   /** An error response, or a message this agent rejected. */
   error: z.strictObject({ code: z.int(), message: z.string() }).optional(),
   summary: z.string(),
+  /** The summary is the sender's own words (given with the message), not made by whoever logged it. */
+  summaryBy: z.literal("sender").optional(),
   channel: z.string().min(1, "must not be empty"),
   /**
    * From the ACP core protocol's example: whether the summary was also posted to the human transparency
@@ -112,6 +114,7 @@ export function sealEntry(
   if (input.custodial !== undefined) body.custodial = input.custodial;
   if (input.error !== undefined) body.error = input.error;
   body.summary = input.summary;
+  if (input.summaryBy !== undefined) body.summaryBy = input.summaryBy;
   body.channel = input.channel;
   if (input.discord_summary !== undefined) body.discord_summary = input.discord_summary;
   body.prev = chain.prev;

@@ -31,7 +31,16 @@ export {
   readAudit,
   readAuditHead,
 } from "./query.js";
-export { type AuditEntryForOptions, auditEntryFor, type SummaryOptions, summarize } from "./summary.js";
+export {
+  type AuditEntryForOptions,
+  auditEntryFor,
+  requestLabel,
+  type Summary,
+  type SummaryContext,
+  type SummaryOptions,
+  summarize,
+  summaryOf,
+} from "./summary.js";
 export {
   type AuditProblem,
   type AuditProblemReason,

@@ -11,6 +11,7 @@ import {
   encryptBody,
   headerPointer,
   headersOf,
+  MAX_SUMMARY_HEADER_CHARS,
   type PrivateIdentity,
   ReplayGuard,
   type SenderIdentity,
@@ -202,6 +203,8 @@ export class AgentCore {
   ): Promise<{ signed: M & { signature: string }; id: string; duplicate: boolean }> {
     const headers = headersOf(message as unknown as AcpMessage);
     if (headers) headers["trust-layer-version"] = await this.peers.protocolVersion(peer);
+    const summary = summaryHeaderOf(message, note.summary);
+    if (headers && summary !== undefined) headers.summary = summary;
     const signed = signMessage(message, this.signer);
     const submitted = await this.connection.submit(signed as unknown as Record<string, unknown>, {
       messageId: headers?.["message-id"] ?? "",
@@ -320,4 +323,30 @@ export class AgentCore {
       else options.signal?.addEventListener("abort", onAbort, { once: true });
     });
   }
+}
+
+/**
+ * The caller's summary, signed into the `summary` header so the gateway's transparency channel
+ * shows the agent's own words. Never on an end-to-end encrypted message: its summary stays local
+ * (where it is not shown either), so nothing of the payload travels in clear.
+ */
+function summaryHeaderOf(message: object, given: string | undefined): string | undefined {
+  const text = given?.replace(/\s+/g, " ").trim();
+  if (!text) return undefined;
+  const carrier =
+    (message as { params?: { body?: unknown }; result?: { body?: unknown } }).params ??
+    (message as { result?: { body?: unknown } }).result;
+  const body = carrier?.body;
+  if (typeof body === "object" && body !== null && "jwe" in body) return undefined;
+  if (text.length > MAX_SUMMARY_HEADER_CHARS) {
+    throw new AcpError("InvalidParams", `a summary is at most ${MAX_SUMMARY_HEADER_CHARS} characters`, {
+      problems: [
+        {
+          path: "/params/headers/summary",
+          message: `must be at most ${MAX_SUMMARY_HEADER_CHARS} characters`,
+        },
+      ],
+    });
+  }
+  return text;
 }

@@ -1,24 +1,68 @@
-import { type AuditEntryInput, AuditLog, auditEntryFor, signedInCustody } from "../audit/index.js";
-import type { AcpMessage } from "../protocol/index.js";
+import {
+  type AuditEntryInput,
+  AuditLog,
+  auditEntryFor,
+  requestLabel,
+  type SummaryContext,
+  signedInCustody,
+} from "../audit/index.js";
+import type { AcpMessage, EnvelopeHeaders } from "../protocol/index.js";
 import type { AgentRecord } from "./registry.js";
 
 /**
  * The relay audit entry of a message the gateway accepted: built once, logged and shown live. A
  * custodial sender's messages can only have been signed by the gateway, and the entry says so.
+ * `postedToChat`: this gateway posts the summary to a human chat channel (`discord_summary`).
  */
 export function relayedEntryFor(
   message: AcpMessage,
   sender: Pick<AgentRecord, "principalId" | "custodial">,
   toPrincipal: string,
   channel: string,
+  summary: { context?: SummaryContext; postedToChat: boolean },
 ): AuditEntryInput {
   const entry = auditEntryFor(message, {
     direction: "sent",
     channel,
     self: { principal: sender.principalId },
     peer: { principal: toPrincipal },
+    ...(summary.context ? { context: summary.context } : {}),
   });
-  return sender.custodial ? signedInCustody(entry) : entry;
+  const recorded = { ...entry, discord_summary: summary.postedToChat };
+  return sender.custodial ? signedInCustody(recorded) : recorded;
+}
+
+/** Requests remembered for their answer's summary; the oldest are forgotten first. */
+const REMEMBERED_REQUESTS = 4096;
+
+/**
+ * What each recent request asked for (its `action`, else its method), so the summary of its answer
+ * reads "bob answered alice's get-availability" instead of naming an id. Bounded; keyed by both
+ * agents and the JSON-RPC id, so an answer finds only a request its recipient was sent. An answer
+ * relayed by another gateway, or after many other requests, reads "alice's request".
+ */
+export class RequestLabels {
+  private readonly labels = new Map<string, string>();
+
+  /** Remembers a request or handoff; returns what an answer to `message` answered, if known. */
+  observe(message: AcpMessage, headers: EnvelopeHeaders): string | undefined {
+    const id = "id" in message ? message.id : undefined;
+    if (id === undefined || id === null) return undefined;
+    const from = headers["agent-id"];
+    const to = headers["recipient-id"];
+    if ("result" in message || "error" in message) {
+      const key = `${to}>${from}#${id}`;
+      const label = this.labels.get(key);
+      this.labels.delete(key);
+      return label;
+    }
+    this.labels.set(`${from}>${to}#${id}`, requestLabel(message));
+    if (this.labels.size > REMEMBERED_REQUESTS) {
+      const oldest = this.labels.keys().next().value;
+      if (oldest !== undefined) this.labels.delete(oldest);
+    }
+    return undefined;
+  }
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { AuditEntryInput } from "../audit/index.js";
+import type { AuditEntryInput, SummaryContext } from "../audit/index.js";
 import type { Broker, MessageKind as BrokerKind, SubmitResult } from "../broker/index.js";
 import { SerialByKey } from "../broker/serial-by-key.js";
 import { brokerToAcp, refuseDeepNesting } from "../http/server.js";
@@ -20,7 +20,7 @@ import type { HandshakeGate } from "./handshake-gate.js";
 import type { Metrics } from "./metrics.js";
 import type { RateLimiter } from "./rate-limit.js";
 import type { Registry, ResolvedAgent } from "./registry.js";
-import { type RelayAudit, relayedEntryFor } from "./relay-audit.js";
+import { type RelayAudit, RequestLabels, relayedEntryFor } from "./relay-audit.js";
 import { refuseClaimedIdentity } from "./sender-binding.js";
 import { SignatureVerifier } from "./signature-verifier.js";
 
@@ -67,6 +67,11 @@ export interface SubmitOptions {
    * verify. Every other check runs; the recipient still verifies the signature.
    */
   signedHere?: boolean;
+  /**
+   * What the submitting extension knows beyond the message (a negotiation's round limit, a vote's
+   * question), for the summary the gateway writes when the sender gave none.
+   */
+  summaryContext?: SummaryContext;
 }
 
 /**
@@ -87,6 +92,13 @@ export class Relay {
   private readonly acceptedListeners = new Set<AcceptedListener>();
   /** The Ed25519 verifies, batched per turn on a thread of their own. */
   private readonly verifier = new SignatureVerifier();
+  /** Recent requests' actions, so an answer's summary names what it answers. */
+  private readonly requestLabels = new RequestLabels();
+  /**
+   * Set by an extension that posts every accepted message's summary to a human chat channel (the
+   * dashboard's summary webhooks): the relay audit then records `discord_summary: true`.
+   */
+  summariesPostedToChat = false;
 
   constructor(
     private readonly broker: Broker,
@@ -128,7 +140,7 @@ export class Relay {
     // Checked and verified on arrival, concurrently; then routed and stored in arrival order.
     const signed = this.checkSigned(sender, input, size, options);
     const { message, stored, entry } = await this.senderLanes.run(sender.record.agentId, () =>
-      this.routeAndStore(sender, signed),
+      this.routeAndStore(sender, signed, options.summaryContext),
     );
     const result = await stored;
     if (result.duplicate) {
@@ -193,6 +205,7 @@ export class Relay {
   private async routeAndStore(
     sender: ResolvedAgent,
     { message, headers, envelope, verified, signedHere }: SignedSubmit,
+    summaryContext: SummaryContext | undefined,
   ): Promise<{ message: AcpMessage; stored: Promise<SubmitResult>; entry: AuditEntryInput }> {
     const kid = await verified;
     const from = headers["agent-id"];
@@ -225,11 +238,14 @@ export class Relay {
     else if (kind !== "error") await this.gate.require(headers, kid, kind === "response");
 
     // Built before the broker has it: its change event may reach the live feed before `submit` resolves.
+    const inReplyTo = this.requestLabels.observe(message, headers);
+    const context = inReplyTo === undefined ? summaryContext : { ...summaryContext, inReplyTo };
     const entry = relayedEntryFor(
       message,
       sender.record,
       recipient.record.principalId,
       `${this.options.transport}:agent.${to}.inbox`,
+      { ...(context ? { context } : {}), postedToChat: this.summariesPostedToChat },
     );
     const stored = this.broker.submit({
       id: headers["message-id"],

@@ -32,6 +32,9 @@ const SEMVER =
 
 export const MessageType = z.enum(["request", "response", "notification", "handoff"]);
 
+/** The longest `summary` header: a summary is 1–2 sentences; the transparency channel shows 240. */
+export const MAX_SUMMARY_HEADER_CHARS = 1000;
+
 /**
  * The six mandatory identity headers of the ACP core protocol, plus ACP's routing headers (see
  * docs/protocol.md).
@@ -52,6 +55,15 @@ export const Headers = z.object({
   /** Required on every signed envelope; optional only so the core protocol's unsigned examples stay valid. */
   "message-id": MessageId.optional(),
   "recipient-id": AgentId.optional(),
+  /**
+   * The sender's own human-readable summary of the message, for the principals' transparency
+   * channel (the ACP core protocol's summaries); signed with everything else. Optional.
+   */
+  summary: z
+    .string({ error: "must be a string" })
+    .min(1, "must not be empty")
+    .max(MAX_SUMMARY_HEADER_CHARS, `must be at most ${MAX_SUMMARY_HEADER_CHARS} characters`)
+    .optional(),
 });
 
 /** The headers every relayed (signed) envelope must carry: routing and dedup are signed with it. */

@@ -135,13 +135,13 @@ describe("acp audit show", () => {
     const lines = result.stdout.trimEnd().split("\n");
     expect(lines).toHaveLength(3);
     expect(lines[0]).toMatch(
-      /^2026-02-14 14:30:00Z {2}→ agent-beta \(principal-b\) +request +agent-alpha requested get-availability \(date_range/,
+      /^2026-02-14 14:30:00Z {2}→ agent-beta \(principal-b\) +request +agent-alpha asked agent-beta for get-availability \(date_range/,
     );
     expect(lines[1]).toMatch(
-      /^2026-02-14 14:30:05Z {2}← agent-beta \(principal-b\) +response +agent-beta responded to req-1/,
+      /^2026-02-14 14:30:05Z {2}← agent-beta \(principal-b\) +response +agent-beta answered agent-alpha's request/,
     );
     expect(lines[2]).toMatch(
-      /→ agent-beta +request +\[encrypted\] agent-alpha sent an end-to-end encrypted request;/,
+      /→ agent-beta +request +\[encrypted\] agent-alpha sent agent-beta an end-to-end encrypted request;/,
     );
     expect(result.stdout).not.toContain("\u001b");
   });

@@ -1,6 +1,12 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { AuditEntryInputSchema, AuditEntrySchema, auditEntryFor, summarize } from "../../src/audit/index.js";
+import {
+  AuditEntryInputSchema,
+  AuditEntrySchema,
+  auditEntryFor,
+  summarize,
+  summaryOf,
+} from "../../src/audit/index.js";
 import { headers, exampleRequest, exampleResponse } from "./fixtures.js";
 
 const isWellFormed = (s: string): boolean => (s as string & { isWellFormed(): boolean }).isWellFormed();
@@ -19,7 +25,7 @@ function notification(method: string, body: Record<string, unknown>, extra: Reco
 describe("summarize", () => {
   it("describes a request with an action and its parameters", () => {
     expect(summarize(exampleRequest())).toBe(
-      "agent-alpha requested get-availability (date_range: 2026-02-17/2026-02-21, duration_minutes: 60).",
+      "agent-alpha asked agent-beta for get-availability (date_range: 2026-02-17/2026-02-21, duration_minutes: 60)",
     );
   });
 
@@ -28,18 +34,84 @@ describe("summarize", () => {
       ...exampleRequest(),
       params: { ...exampleRequest().params, body: { question: "Lunch?", urgent: true } },
     };
-    expect(summarize(message)).toBe("agent-alpha sent a request (question: Lunch?, urgent: true).");
+    expect(summarize(message)).toBe("agent-alpha sent agent-beta a request (question: Lunch?, urgent: true)");
   });
 
-  it("describes a response with the request it answers", () => {
-    expect(summarize(exampleResponse())).toBe(
-      "agent-beta responded to req-7f3a-4b2c-9d1e with available_slots: 2026-02-18T10:00:00Z, 2026-02-19T14:00:00Z, 2026-02-20T09:00:00Z.",
+  it("describes a response as an answer to what was asked, never by the request's id", () => {
+    expect(summarize(exampleResponse(), { context: { inReplyTo: "get-availability" } })).toBe(
+      "agent-beta answered agent-alpha's get-availability: 3 slots",
     );
+    expect(summarize(exampleResponse())).toBe("agent-beta answered agent-alpha's request: 3 slots");
+    const one = {
+      ...exampleResponse(),
+      result: { ...exampleResponse().result, body: { open_items: ["x"] } },
+    };
+    expect(summarize(one)).toBe("agent-beta answered agent-alpha's request: 1 item");
+    const fields = {
+      ...exampleResponse(),
+      result: { ...exampleResponse().result, body: { booked: true, room: "B2" } },
+    };
+    expect(summarize(fields)).toBe("agent-beta answered agent-alpha's request: booked: true, room: B2");
+    const empty = { ...exampleResponse(), result: { ...exampleResponse().result, body: {} } };
+    expect(summarize(empty, { context: { inReplyTo: "book" } })).toBe(
+      "agent-beta answered agent-alpha's book",
+    );
+    expect(summarize(exampleResponse())).not.toContain("req-7f3a");
   });
 
   it("describes an error response by code and message", () => {
     const error = { jsonrpc: "2.0", error: { code: -32001, message: "handshake required" }, id: "req-9" };
-    expect(summarize(error)).toBe("Error response to req-9: -32001 handshake required.");
+    expect(summarize(error)).toBe("The sender answered a request with error -32001: handshake required");
+  });
+
+  it("describes negotiation offers by their terms and round, and a vote's result by its tally", () => {
+    const offer = (method: string, body: Record<string, unknown>) => ({
+      jsonrpc: "2.0",
+      method,
+      params: { headers: headers("beta", "principal-b", "request", { "recipient-id": "alpha" }), body },
+      id: "n-1",
+    });
+    const counter = offer("agent.negotiation.counter", { sessionId: "s1", round: 2, terms: { price: 80 } });
+    expect(summarize(counter, { context: { maxRounds: 10 } })).toBe(
+      "beta countered with price 80 (round 2 of 10)",
+    );
+    expect(summarize(counter)).toBe("beta countered with price 80 (round 2)");
+    const propose = offer("agent.negotiation.propose", {
+      sessionId: "s1",
+      subject: "GPU hours",
+      round: 1,
+      terms: { price: 100, hours: 10 },
+    });
+    expect(summarize(propose, { context: { maxRounds: 10 } })).toBe(
+      'beta proposed "GPU hours" to alpha: price 100, hours 10 (round 1 of 10)',
+    );
+    expect(summarize(offer("agent.negotiation.accept", { sessionId: "s1", round: 3 }))).toBe(
+      "beta accepted alpha's offer (round 3); both have signed the agreement",
+    );
+    const result = offer("agent.vote.result", {
+      voteId: "v1",
+      result: { outcome: "decided", winner: "yes", tally: { yes: 3, no: 0 } },
+    });
+    expect(summarize(result, { context: { question: "Ship on Friday?" } })).toBe(
+      "the vote 'Ship on Friday?' closed: yes 3, no 0",
+    );
+    const tie = offer("agent.vote.result", {
+      voteId: "v1",
+      result: { outcome: "undecided", winner: null, tally: { yes: 1, no: 1 } },
+    });
+    expect(summarize(tie)).toBe("the vote 'v1' closed: yes 1, no 1; undecided");
+    const handoff = offer("agent.handoff", {
+      completed: "drafted",
+      remaining: "translate",
+      context: {},
+      task: { handoffId: "h1", title: "Translate the report", requires: [], escrow: 50 },
+    });
+    expect(summarize(handoff)).toBe(
+      'beta handed alpha a task "Translate the report" with 50 credits in escrow: completed drafted; remaining translate',
+    );
+    expect(summarize(offer("agent.handoff.decline", { handoffId: "h1", reason: "busy" }))).toBe(
+      "beta declined alpha's task: busy",
+    );
   });
 
   it("describes the core protocol's example announce", () => {
@@ -48,7 +120,7 @@ describe("summarize", () => {
       purpose: "Coordinate scheduling between principals",
     });
     expect(summarize(announce)).toBe(
-      'agent-alpha announced itself to "Coordinate scheduling between principals"; capabilities: calendar-management, document-retrieval.',
+      'agent-alpha introduced itself: "Coordinate scheduling between principals"; capabilities: calendar-management, document-retrieval',
     );
   });
 
@@ -60,7 +132,7 @@ describe("summarize", () => {
       requests: ["availability"],
     });
     expect(summarize(capabilities)).toBe(
-      "agent-alpha shared its capabilities: tools calendar.read, calendar.write; domains scheduling; limits {max_requests_per_hour}; requests availability.",
+      "agent-alpha shared its capabilities: tools calendar.read, calendar.write; domains scheduling; limits {max_requests_per_hour}; requests availability",
     );
   });
 
@@ -69,7 +141,7 @@ describe("summarize", () => {
       summarize(
         notification("agent.notification", { status: "done", message: "Booked the room\nfor Tuesday" }),
       ),
-    ).toBe("agent-alpha sent a notification: Booked the room for Tuesday.");
+    ).toBe("agent-alpha sent a notification: Booked the room for Tuesday");
   });
 
   it("describes a handoff by what was completed and what remains", () => {
@@ -87,26 +159,57 @@ describe("summarize", () => {
       id: "handoff-1",
     };
     expect(summarize(handoff)).toBe(
-      "agent-alpha handed off a task: completed found 3 slots, asked principal-a; remaining confirm a slot with principal-b.",
+      "agent-alpha handed a task: completed found 3 slots, asked principal-a; remaining confirm a slot with principal-b",
     );
   });
 
   it("describes an unknown agent.* method generically", () => {
-    expect(summarize(notification("agent.ping", { n: 1 }))).toBe("agent-alpha sent agent.ping (n: 1).");
+    expect(summarize(notification("agent.ping", { n: 1 }))).toBe("agent-alpha sent agent.ping (n: 1)");
   });
 
   it("says only that an encrypted exchange happened, ignoring any given summary", () => {
     const encrypted = { ...exampleRequest(), params: { ...exampleRequest().params, body: { jwe: JWE } } };
     const summary = summarize(encrypted, { summary: "Asked about the medical appointment" });
-    expect(summary).toBe("agent-alpha sent an end-to-end encrypted request; the payload is not shown.");
+    expect(summary).toBe(
+      "agent-alpha sent agent-beta an end-to-end encrypted request; the payload is not shown",
+    );
     for (const part of JWE.split(".")) expect(summary).not.toContain(part);
     const response = {
       ...exampleResponse("req-5"),
       result: { ...exampleResponse().result, body: { jwe: JWE } },
     };
     expect(summarize(response)).toBe(
-      "agent-beta sent an end-to-end encrypted response in reply to req-5; the payload is not shown.",
+      "agent-beta sent agent-alpha an end-to-end encrypted response; the payload is not shown",
     );
+    // A summary header on an encrypted message is not shown either.
+    const withHeader = {
+      ...encrypted,
+      params: {
+        ...encrypted.params,
+        headers: { ...encrypted.params.headers, summary: "Medical appointment" },
+      },
+    };
+    expect(summaryOf(withHeader)).toEqual({
+      text: "agent-alpha sent agent-beta an end-to-end encrypted request; the payload is not shown",
+      by: "generated",
+    });
+  });
+
+  it("uses the summary the sender signed into the summary header, as the sender's words", () => {
+    const signed = {
+      ...exampleRequest(),
+      params: {
+        ...exampleRequest().params,
+        headers: { ...exampleRequest().params.headers, summary: "Asked for free slots next week" },
+      },
+    };
+    expect(summaryOf(signed)).toEqual({ text: "Asked for free slots next week", by: "sender" });
+    expect(summaryOf(exampleRequest()).by).toBe("generated");
+    expect(auditEntryFor(signed, { direction: "sent", channel: "c" })).toMatchObject({
+      summary: "Asked for free slots next week",
+      summaryBy: "sender",
+    });
+    expect(auditEntryFor(exampleRequest(), { direction: "sent", channel: "c" }).summaryBy).toBeUndefined();
   });
 
   it("uses the sender's summary, given as an option or in the body, cleaned up", () => {
@@ -132,7 +235,7 @@ describe("summarize", () => {
       expect(summarize(exampleRequest(), { summary: given })).toBe(expected);
     }
     expect(summarize(notification("agent.notification", { detail: "a\u00a0 b", short: "eyJ.x" }))).toBe(
-      "agent-alpha sent a notification (detail: a b, short: [redacted]).",
+      "agent-alpha sent a notification (detail: a b, short: [redacted])",
     );
   });
 
@@ -146,7 +249,7 @@ describe("summarize", () => {
     });
     const summary = summarize(message);
     expect(summary).toBe(
-      "agent-alpha sent a notification (api_key: [redacted], password: [redacted], token: [redacted], session: [redacted] (+1 more)).",
+      "agent-alpha sent a notification (api_key: [redacted], password: [redacted], token: [redacted], session: [redacted] (+1 more))",
     );
     expect(summarize(exampleRequest(), { summary: "Sent key sk-live_0123456789abcdef to beta" })).toBe(
       "Sent key [redacted] to beta",
@@ -169,8 +272,8 @@ describe("summarize", () => {
   });
 
   it("copes with things that are not ACP messages", () => {
-    expect(summarize(null)).toBe("The sender sent a message.");
-    expect(summarize({ method: 42, params: "x" })).toBe("The sender sent a message.");
+    expect(summarize(null)).toBe("The sender sent a message");
+    expect(summarize({ method: 42, params: "x" })).toBe("The sender sent a message");
   });
 
   it("is always one short, well-formed line without the encrypted payload (property)", () => {
@@ -220,7 +323,7 @@ describe("auditEntryFor", () => {
       id: "req-7f3a-4b2c-9d1e",
       messageId: "msg-0001-abcd",
       summary:
-        "agent-alpha requested get-availability (date_range: 2026-02-17/2026-02-21, duration_minutes: 60).",
+        "agent-alpha asked agent-beta for get-availability (date_range: 2026-02-17/2026-02-21, duration_minutes: 60)",
       channel: "nats:agent.agent-beta.inbox",
     });
     expect(AuditEntryInputSchema.safeParse(entry).success).toBe(true);

@@ -246,7 +246,8 @@ describe("acp agent / send / inbox / status against a real gateway", { timeout: 
       "bob-scheduler verified alice-scheduler's Ed25519 signature",
       "bob-scheduler → alice-scheduler  agent.capabilities",
       "alice-scheduler trusts bob-scheduler: elevated",
-      "alice-scheduler → bob-scheduler  agent.request: alice-scheduler requested get-availability",
+      // The summary alice gave travels signed with the request: bob shows her words.
+      "alice-scheduler → bob-scheduler  agent.request: Asked bob's assistant for free hour-long slots next week",
       "alice-scheduler got 3 slots",
       "bob-scheduler → alice-scheduler  agent.notification",
       "alice-scheduler → bob-scheduler  agent.handoff",

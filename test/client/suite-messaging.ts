@@ -198,8 +198,12 @@ export function messagingSuite(makeGateway: GatewayFactory): void {
       expect(entry.channel).toMatch(/^gateway:agent\.(alice|bob)-assistant\.inbox$/);
     }
     expect(log).toEqual([
-      expect.stringMatching(/^sent agent\.announce \[announce\]: alice-assistant announced itself/),
-      expect.stringMatching(/^received agent\.announce \[announce\]: bob-assistant announced itself/),
+      expect.stringMatching(
+        /^sent agent\.announce \[announce\]: alice-assistant introduced itself to bob-assistant/,
+      ),
+      expect.stringMatching(
+        /^received agent\.announce \[announce\]: bob-assistant introduced itself to alice-assistant/,
+      ),
       expect.stringMatching(
         /^received agent\.announce \[verify\]: Verified bob-assistant's announce signature/,
       ),
@@ -209,7 +213,7 @@ export function messagingSuite(makeGateway: GatewayFactory): void {
         /^received agent\.capabilities \[trust\]: Handshake with bob-assistant complete; initial trust baseline/,
       ),
       "sent agent.request: Asked for bob's free slots next week",
-      expect.stringMatching(/^received agent\.response: bob-assistant responded .*available_slots/),
+      expect.stringMatching(/^received agent\.response: bob-assistant answered alice-assistant's request/),
     ]);
     await alice.close();
     const verification = await verifyAudit(`${t.dir}/audit/alice-assistant`);

@@ -3,7 +3,7 @@ import { NegotiationClient, type NegotiationTurn } from "../../src/client/collab
 import { CollabCore } from "../../src/client/collab-core.js";
 import { verifyAgreement } from "../../src/collab/index.js";
 import { AcpError, ErrorCode } from "../../src/protocol/index.js";
-import { auditMethods, type GatewayFactory, until, useCollabBed } from "./testbed.js";
+import { auditMethods, auditSummaries, type GatewayFactory, until, useCollabBed } from "./testbed.js";
 
 export async function rejection(promise: Promise<unknown>): Promise<AcpError> {
   try {
@@ -80,6 +80,14 @@ export function negotiationSuite(makeGateway: GatewayFactory): void {
         "agent.negotiation.accept",
       ]),
     );
+    // Each step reads as a sentence: the terms and the round of the session's limit, no ids.
+    expect(await auditSummaries(bed, "agent.negotiation.counter")).toEqual([
+      "seller countered with price 100, deadline 2026-03-01, scope translation (round 2 of 10)",
+      "buyer countered with price 95, deadline 2026-03-01, scope translation (round 3 of 10)",
+    ]);
+    expect(await auditSummaries(bed, "agent.negotiation.accept")).toEqual([
+      "seller accepted buyer's offer (round 3 of 10); both have signed the agreement",
+    ]);
   });
 
   it("refuses an out-of-turn counter and an acceptance by the party that made the offer", async () => {

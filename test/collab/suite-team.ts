@@ -4,7 +4,14 @@ import { CollabCore } from "../../src/client/collab-core.js";
 import { recount, type VoteRule } from "../../src/collab/index.js";
 import { ErrorCode, importPublicKey } from "../../src/protocol/index.js";
 import { rejection } from "./suite-negotiation.js";
-import { type CollabBed, type GatewayFactory, type Member, until, useCollabBed } from "./testbed.js";
+import {
+  auditSummaries,
+  type CollabBed,
+  type GatewayFactory,
+  type Member,
+  until,
+  useCollabBed,
+} from "./testbed.js";
 
 /** Collects the channel notices each member hears. */
 function listen(members: Member[]): Map<string, CollabNotice[]> {
@@ -147,6 +154,11 @@ export function teamSuite(makeGateway: GatewayFactory): void {
       ["vote-no-quorum", "no-quorum", null, { yes: 1, no: 0 }],
       ["vote-decided", "decided", "yes", { yes: 2, no: 1 }],
       ["vote-undecided", "undecided", null, { yes: 1, no: 1 }],
+    ]);
+    expect(await auditSummaries(bed, "agent.vote.result")).toEqual([
+      "the vote 'Ship on Friday?' closed: yes 1, no 0; no quorum",
+      "the vote 'Ship on Friday?' closed: yes 2, no 1",
+      "the vote 'Ship on Friday?' closed: yes 1, no 1; undecided",
     ]);
     await until(
       () => heard.get("dave")?.filter((n) => n.method === "agent.vote.result").length ?? 0,

@@ -93,6 +93,15 @@ export function useCollabBed(
 }
 
 /** The methods in the collaboration audit log, in order (appends are asynchronous: poll for `expected`). */
+/** The collaboration audit's summaries of `method`, in order. */
+export async function auditSummaries(bed: CollabBed, method: string): Promise<string[]> {
+  const { readAudit } = await import("../../src/audit/index.js");
+  const summaries: string[] = [];
+  for await (const { entry } of readAudit({ root: join(bed.dir, "collab-audit"), agent: "collab" }))
+    if (entry.method === method) summaries.push(entry.summary);
+  return summaries;
+}
+
 export async function auditMethods(bed: CollabBed, expected?: string): Promise<string[]> {
   const { readAudit } = await import("../../src/audit/index.js");
   const read = async () => {

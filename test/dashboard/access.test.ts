@@ -165,7 +165,7 @@ describe("what each principal sees (server-side, on every endpoint)", () => {
     expect(handoffs).toMatchObject([
       { title: "alice-scheduler → bob-scheduler", participants: ["alice-scheduler", "bob-scheduler"] },
     ]);
-    expect(handoffs[0]!.lines?.[0]).toContain("handed off a task");
+    expect(handoffs[0]!.lines?.[0]).toContain("handed bob-scheduler a task");
     expect((await dashboard(c.gw, carol, "/panels/handoffs")).json.items).toEqual([]);
     const missing = await dashboard(c.gw, alice, "/panels/disputes");
     expect(missing.status).toBe(404);

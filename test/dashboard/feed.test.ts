@@ -28,7 +28,8 @@ describe("the summary feed", () => {
       encrypted: false,
       status: "queued",
     });
-    expect(response.summary).toContain("bob-scheduler responded");
+    // The gateway's sentence names what was asked, not the request's id.
+    expect(response.summary).toMatch(/^bob-scheduler answered alice-scheduler's /);
     await aliceStream.next("status", (d) => (d as { id: string; status: string }).id === response.id);
     await aliceStream.next("comment", (d) => d === "keep-alive");
 

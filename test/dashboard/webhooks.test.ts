@@ -1,7 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { join } from "node:path";
 import pino from "pino";
+import { readAudit } from "../../src/audit/index.js";
 import { afterEach, describe, expect, it } from "vitest";
 import type { FeedItem, WebhookStatus } from "../../src/extensions/dashboard/index.js";
 import { chatLine, parseWebhookTarget, SummaryWebhooks } from "../../src/extensions/dashboard/index.js";
@@ -72,6 +74,7 @@ const item = (n: number, summary = `summary number ${n}`): FeedItem => ({
   type: "request",
   method: "agent.request",
   summary,
+  summaryBy: "gateway",
   encrypted: false,
 });
 
@@ -228,7 +231,7 @@ describe("--summary-webhook on a real gateway", () => {
         "six summaries (4 handshake steps, request, response)",
       );
       const lines = good.lines("/services/T/B/x");
-      expect(lines.filter((l) => l.includes("announced itself"))).toHaveLength(2);
+      expect(lines.filter((l) => l.includes("introduced itself"))).toHaveLength(2);
       expect(lines.some((l) => l.startsWith("*bob-scheduler → alice-scheduler* (response):"))).toBe(true);
 
       await eventually(async () => {
@@ -249,6 +252,66 @@ describe("--summary-webhook on a real gateway", () => {
       );
     } finally {
       await c.close();
+    }
+  });
+
+  it("posts the agent's own summary, signed with the message, as its words; the gateway's sentence otherwise; the relay audit says so", async () => {
+    const r = await receiver();
+    const c = await startCast({
+      allowPrivateUrls: true,
+      summaryWebhooks: [`${r.url}/words`],
+      dashboard: { webhookOptions: quick },
+    });
+    const quiet = await startCast();
+    try {
+      for (const cast of [c, quiet]) {
+        const alice = await cast.connect(cast.alice);
+        await cast.connect(cast.bob);
+        await alice.request(
+          "bob-scheduler",
+          { action: "get-availability" },
+          { summary: "Asked bob for his free slots next week" },
+        );
+      }
+      await eventually(() => r.lines("/words").length === 6, "six summaries");
+      const lines = r.lines("/words");
+      expect(lines).toContain(
+        '*alice-scheduler → bob-scheduler* (request): "Asked bob for his free slots next week" (in alice-scheduler\'s words)',
+      );
+      expect(lines).toContain(
+        "*bob-scheduler → alice-scheduler* (response): bob-scheduler answered alice-scheduler's get-availability: 2 slots",
+      );
+      const feed = (await dashboard(c.gw, c.gw.adminToken, "/feed?type=request")).json.items as FeedItem[];
+      expect(feed[0]).toMatchObject({
+        summary: "Asked bob for his free slots next week",
+        summaryBy: "sender",
+      });
+      // The relay audit records whose words the summary is, and whether it went to chat.
+      const entries = async (cast: typeof c) => {
+        const found: { method: string; summaryBy?: string; discord_summary?: boolean }[] = [];
+        for await (const { entry } of readAudit({
+          root: join(cast.gw.dataDir, "relay-audit"),
+          agent: "alice-scheduler",
+        }))
+          found.push(entry);
+        return found;
+      };
+      await eventually(async () => (await entries(c)).some((e) => e.method === "agent.request"), "audited");
+      expect((await entries(c)).find((e) => e.method === "agent.request")).toMatchObject({
+        summaryBy: "sender",
+        discord_summary: true,
+      });
+      await eventually(
+        async () => (await entries(quiet)).some((e) => e.method === "agent.request"),
+        "audited",
+      );
+      expect((await entries(quiet)).find((e) => e.method === "agent.request")).toMatchObject({
+        summaryBy: "sender",
+        discord_summary: false,
+      });
+    } finally {
+      await c.close();
+      await quiet.close();
     }
   });
 
@@ -290,6 +353,6 @@ describe("--summary-webhook on a real gateway", () => {
     const b = await registerTestAgent(url, "agent-b", "pb");
     await handshake({ url } as never, a, b);
     await eventually(() => r.lines("/cli").length === 4, "the four handshake summaries");
-    expect(r.lines("/cli")[0]).toMatch(/^\*agent-a → agent-b\* \(notification\): agent-a announced itself/);
+    expect(r.lines("/cli")[0]).toMatch(/^\*agent-a → agent-b\* \(notification\): agent-a introduced itself/);
   });
 });

@@ -121,6 +121,11 @@ function signaturesVector() {
     },
     { now: SENT, messageId: "note-0a1b-2c3d-4e5f" },
   );
+  const summarized = buildRequest(alphaSender, "agent-beta", exampleRequest().params.body, {
+    now: SENT,
+    messageId: "req-8a4b-5c3d-0e2f",
+  });
+  summarized.params.headers.summary = "Asked agent-beta for free hour-long slots next week";
   const error = buildErrorResponse(
     betaSender,
     request,
@@ -162,6 +167,12 @@ function signaturesVector() {
         "agent-beta",
         error,
         "a signed agent error: headers in error.data.headers",
+      ),
+      signatureCase(
+        "request-with-summary",
+        "agent-alpha",
+        summarized,
+        "the sender's own summary in the optional summary header, signed with the rest",
       ),
     ],
   };
@@ -218,6 +229,7 @@ function invalidVector() {
         ["message-type", "query", ""],
         ["trust-layer-version", "1.0", ""],
         ["skill-layers-loaded", [0, -1], "/1"],
+        ["summary", "", ""],
       ] as const
     ).map(([name, value, suffix]) => ({
       name: `malformed-${name}`,

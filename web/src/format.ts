@@ -1,4 +1,5 @@
 import { h } from "./dom.js";
+import type { FeedItem } from "./types.js";
 
 const timeFormat = new Intl.DateTimeFormat(undefined, {
   hour: "2-digit",
@@ -56,4 +57,18 @@ export function short(id: string, length = 8): string {
 
 export function pre(value: unknown): HTMLPreElement {
   return h("pre", { class: "json" }, JSON.stringify(value, null, 2));
+}
+
+/**
+ * A message's summary: in the sending agent's own words (signed with the message) it is quoted and
+ * attributed; otherwise it is the gateway's description, shown plain.
+ */
+export function summaryOf(item: Pick<FeedItem, "summary" | "summaryBy" | "from">): HTMLElement | string {
+  if (item.summaryBy !== "sender") return item.summary;
+  return h(
+    "span",
+    { class: "agent-words", title: `In ${item.from.agent}'s own words, signed with the message` },
+    h("q", {}, item.summary),
+    h("span", { class: "words-by" }, ` — ${item.from.agent}`),
+  );
 }

@@ -36,7 +36,10 @@ export function registerSend(program: Command): void {
     .option("--notification", "send an extension method as a notification (no response)")
     .option("--encrypt", "encrypt the body end to end to the recipient's registered key")
     .option("--timeout <ms>", "how long to wait for the handshake and the response", "30000")
-    .option("--summary <text>", "the human-readable summary for the audit log")
+    .option(
+      "--summary <text>",
+      "your human-readable summary, signed with the message: the audit log, the dashboard and chat show it as the agent's words",
+    )
     .action((flags: SendFlags) => guarded(flags, () => sendCommand(flags)));
 
   withGatewayOptions(

@@ -12,6 +12,8 @@ export interface CollabAuditEvent {
   /** The signed message behind it, when there is one. */
   messageId?: string;
   summary: string;
+  /** The summary is the acting agent's own words (the signed message's `summary` header). */
+  summaryBy?: "sender";
 }
 
 /**
@@ -51,6 +53,7 @@ export class CollabAudit {
           id: event.id,
           ...(event.messageId ? { messageId: event.messageId } : {}),
           summary: event.summary,
+          ...(event.summaryBy ? { summaryBy: event.summaryBy } : {}),
           channel: "collab",
         };
         log.append(signedByGateway ? signedInCustody(entry) : entry).catch(this.onError);

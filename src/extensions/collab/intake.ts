@@ -5,6 +5,7 @@ import { readJsonBody } from "../../http/server.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
 import { refuseClaimedIdentity } from "../../gateway/sender-binding.js";
 import type { SubmitResponse } from "../../wire/api.js";
+import type { SummaryContext } from "../../audit/index.js";
 import {
   AcpError,
   type EnvelopeHeaders,
@@ -23,6 +24,8 @@ export interface Action<B> {
   body: B;
   /** Serialized size, for the relay's size limit. */
   size: number;
+  /** What the collaboration knows of it (a negotiation's round limit, a vote's question), for its summary. */
+  summaryContext?: SummaryContext;
 }
 
 export interface ActionSpec<B> {
@@ -113,7 +116,12 @@ export class Intake {
 
   /** Relays a checked message to its recipient through the gateway's relay pipeline. */
   relay(caller: ResolvedAgent, action: Action<unknown>): Promise<SubmitResponse> {
-    return this.ctx.relay.submit(caller, action.message, action.size);
+    return this.ctx.relay.submit(
+      caller,
+      action.message,
+      action.size,
+      action.summaryContext ? { summaryContext: action.summaryContext } : {},
+    );
   }
 }
 

@@ -1,5 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import type { z } from "zod";
+import { summaryOf } from "../../audit/index.js";
 import { authenticateAgent } from "../../gateway/context.js";
 import { type Router, sendJson } from "../../http/server.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
@@ -61,6 +62,7 @@ export function negotiationRoutes(router: Pick<Router, "add">, services: CollabS
       services.rules,
       now,
     );
+    action.summaryContext = { maxRounds: session.maxRounds };
     await commitAndRelay(
       services,
       caller,
@@ -73,12 +75,7 @@ export function negotiationRoutes(router: Pick<Router, "add">, services: CollabS
       },
       [action],
     );
-    record(
-      caller,
-      action,
-      session,
-      `proposed round 1 of negotiation ${session.sessionId} to ${responder.agentId}`,
-    );
+    record(caller, action, session);
     sendJson(res, 201, sessionView(session, now));
   });
 
@@ -88,7 +85,6 @@ export function negotiationRoutes(router: Pick<Router, "add">, services: CollabS
     method: string,
     schema: z.ZodType<B>,
     transition: (session: NegotiationSession, caller: string, action: Action<B>, now: Date) => Step,
-    describe: (session: NegotiationSession) => string,
   ) =>
     router.add("POST", `${BASE}/:session_id/${path}`, async (req, res, params) => {
       const caller = await authenticateAgent(ctx, req);
@@ -131,34 +127,18 @@ export function negotiationRoutes(router: Pick<Router, "add">, services: CollabS
         });
         throw refusal;
       }
+      action.summaryContext = { maxRounds: mutation.value.maxRounds };
       await relayOrUndo(services, caller, bucket, key, mutation, [action]);
-      record(caller, action, mutation.value, describe(mutation.value));
+      record(caller, action, mutation.value);
       // After an acceptance the view carries the agreement both parties signed.
       sendJson(res, 200, sessionView(mutation.value, now));
     });
 
-  act(
-    "counter",
-    CollabMethod.counter,
-    OfferBody,
-    (s, by, a, now) => counter(s, by, a.body, a.headers, a.message, now),
-    (s) => `countered with round ${s.rounds.length} of negotiation ${s.sessionId}`,
+  act("counter", CollabMethod.counter, OfferBody, (s, by, a, now) =>
+    counter(s, by, a.body, a.headers, a.message, now),
   );
-  act(
-    "accept",
-    CollabMethod.accept,
-    AcceptBody,
-    (s, by, a, now) => accept(s, by, a.body, a.headers, now),
-    (s) =>
-      `accepted round ${s.rounds.length} of negotiation ${s.sessionId}; agreement signed by both parties`,
-  );
-  act(
-    "reject",
-    CollabMethod.reject,
-    RejectBody,
-    (s, by, a, now) => reject(s, by, a.body, a.headers, now),
-    (s) => `rejected negotiation ${s.sessionId}${s.rejection?.reason ? ` (${s.rejection.reason})` : ""}`,
-  );
+  act("accept", CollabMethod.accept, AcceptBody, (s, by, a, now) => accept(s, by, a.body, a.headers, now));
+  act("reject", CollabMethod.reject, RejectBody, (s, by, a, now) => reject(s, by, a.body, a.headers, now));
 
   router.add("GET", BASE, async (req, res, _params, url) => {
     const reader = await readerOf(ctx, req);
@@ -197,20 +177,21 @@ export function negotiationRoutes(router: Pick<Router, "add">, services: CollabS
     sendJson(res, 200, session.agreement);
   });
 
-  function record(
-    caller: ResolvedAgent,
-    action: Action<unknown>,
-    session: NegotiationSession,
-    summary: string,
-  ) {
+  /** The collaboration audit's entry: the same sentence the relay audit has (or the agent's own words). */
+  function record(caller: ResolvedAgent, action: Action<unknown>, session: NegotiationSession) {
     const other = session.proposer.agentId === caller.record.agentId ? session.responder : session.proposer;
+    const summary = summaryOf(
+      action.message,
+      action.summaryContext ? { context: action.summaryContext } : {},
+    );
     audit.record({
       method: action.message.method,
       from: auditParty(caller.record),
       to: { agent: other.agentId, principal: other.principalId },
       id: session.sessionId,
       messageId: action.headers["message-id"],
-      summary: `${caller.record.agentId} ${summary}.`,
+      summary: summary.text,
+      ...(summary.by === "sender" ? { summaryBy: "sender" as const } : {}),
     });
   }
 }

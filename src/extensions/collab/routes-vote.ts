@@ -1,5 +1,6 @@
 import type { Team, TeamsRecord } from "../../collab/contracts.js";
 import type { IncomingMessage } from "node:http";
+import { summaryOf } from "../../audit/index.js";
 import { authenticateAgent } from "../../gateway/context.js";
 import { type Router, sendJson } from "../../http/server.js";
 import { AcpError, canonicalize } from "../../protocol/index.js";
@@ -230,6 +231,7 @@ export function voteRoutes(router: Pick<Router, "add">, services: CollabServices
       });
     }
     const result = tallyVote(vote, await ballotsOf(voteId));
+    for (const action of actions) action.summaryContext = { question: vote.question };
     if (canonicalize(body.result) !== canonicalize(result)) {
       throw new AcpError("InvalidParams", "the announced result is not the tally of the signed ballots", {
         problems: [{ path: "/envelopes/0/params/body/result", message: "does not match the tally" }],
@@ -254,12 +256,17 @@ export function voteRoutes(router: Pick<Router, "add">, services: CollabServices
         announced: { by: caller.record.agentId, at: post.at, postId: post.postId, result },
       };
     });
+    // The sentence every member's relayed copy has too: "the vote 'Ship on Friday?' closed: yes 3, no 0".
+    const summary = summaryOf((actions[0] as (typeof actions)[number]).message, {
+      context: { question: vote.question },
+    });
     audit.record({
       method: CollabMethod.voteResult,
       from: auditParty(caller.record),
       to: { agent: `team:${team.teamId}`, principal: null },
       id: voteId,
-      summary: `${caller.record.agentId} announced vote ${voteId}: ${result.outcome}${result.winner ? ` (${result.winner})` : ""}.`,
+      summary: summary.text,
+      ...(summary.by === "sender" ? { summaryBy: "sender" as const } : {}),
     });
     sendJson(res, 200, { ...value, post: postView(post) });
   });

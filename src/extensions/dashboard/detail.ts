@@ -101,10 +101,12 @@ export async function messageDetail(
     message = undefined;
   }
   // Only the audit knows the gateway signed it (the envelope reads like any other).
-  const custodial = audit.find((record) => record.entry.custodial)?.entry;
-  if (custodial) {
-    item.custodial = true;
-    if (!item.encrypted) item.summary = custodial.summary;
+  if (audit.some((record) => record.entry.custodial)) item.custodial = true;
+  // The summary made when it was relayed knew more (the request a response answers).
+  const relayed = audit[0]?.entry;
+  if (relayed && !item.encrypted) {
+    item.summary = relayed.summary;
+    item.summaryBy = relayed.summaryBy === "sender" ? "sender" : "gateway";
   }
   if (!message && audit[0]) {
     // The envelope left retention: the audit entry still tells what it was.

@@ -64,6 +64,8 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
       const panels = new Map<string, DashboardPanel>();
       for (const panel of options.panels ?? []) panels.set(panel.name, panel);
       if (webhooks.size > 0) {
+        // Every accepted message's summary goes to chat: the relay audit says so (discord_summary).
+        ctx.relay.summariesPostedToChat = true;
         live.subscribe((event) => {
           if (event.type === "summary") webhooks.push(event.item);
         });

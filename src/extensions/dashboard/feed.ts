@@ -1,5 +1,5 @@
 import type { AuditEntry, AuditEntryInput } from "../../audit/index.js";
-import { auditEntryFor } from "../../audit/index.js";
+import { auditEntryFor, requestLabel, type SummaryContext } from "../../audit/index.js";
 import type {
   Broker,
   BrokerEvent,
@@ -25,6 +25,8 @@ export interface FeedItem {
   type: MessageKind;
   method: string;
   summary: string;
+  /** `sender`: the summary is the sending agent's own words (signed with the message); else the gateway's. */
+  summaryBy: "sender" | "gateway";
   /** End-to-end encrypted: the summary only says that an exchange occurred. */
   encrypted: boolean;
   /** Signed by the gateway on the sender's behalf, with the key it holds for a custodial agent. */
@@ -69,6 +71,7 @@ type EntryLike = Pick<
   | "custodial"
   | "error"
   | "summary"
+  | "summaryBy"
 >;
 
 /**
@@ -94,6 +97,7 @@ export function feedItemOf(
     type: entry.type,
     method: entry.method,
     summary: encrypted ? encryptedSummary(entry.from.agent, entry.to.agent) : entry.summary,
+    summaryBy: entry.summaryBy === "sender" && !encrypted ? "sender" : "gateway",
     encrypted,
     custodial: entry.custodial ? true : undefined,
     step: entry.step || undefined,
@@ -112,6 +116,7 @@ export function feedItemOfMessage(
   record: MessageRecord,
   envelope: string | null,
   principals: { from: string | null; to: string | null },
+  context?: SummaryContext,
 ): FeedItem {
   let entry: EntryLike | undefined;
   if (envelope !== null) {
@@ -121,6 +126,7 @@ export function feedItemOfMessage(
         channel: `agent.${record.to}.inbox`,
         ...(principals.from !== null ? { self: { principal: principals.from } } : {}),
         ...(principals.to !== null ? { peer: { principal: principals.to } } : {}),
+        ...(context ? { context } : {}),
       });
     } catch {
       // Stored envelopes were validated on the way in; if one still cannot be read, say only what is known.
@@ -135,7 +141,8 @@ export function feedItemOfMessage(
       to: { agent: record.to, principal: principals.to },
       type: record.kind,
       method: record.method,
-      summary: `${record.from} sent a ${record.kind} (${record.method}); its content is no longer kept.`,
+      summary: `${record.from} sent ${record.to} a ${record.kind} (${record.method}); its content is no longer kept`,
+      summaryBy: "gateway",
       encrypted: false,
     } satisfies FeedItem);
   return { ...item, status: record.status, retryCount: record.retryCount };
@@ -287,7 +294,28 @@ export class LiveFeed {
       this.principalOf(record.from),
       this.principalOf(record.to),
     ]);
-    return feedItemOfMessage(record, stored?.envelope ?? null, { from: fromPrincipal, to: toPrincipal });
+    const envelope = stored?.envelope ?? null;
+    const context = record.kind === "response" ? await this.answered(record, envelope) : undefined;
+    return feedItemOfMessage(record, envelope, { from: fromPrincipal, to: toPrincipal }, context);
+  }
+
+  /**
+   * What a response relayed elsewhere answers, as that gateway's relay knew it: the request stored
+   * under the response's JSON-RPC id (the SDK's requests use their message-id), between the same two.
+   */
+  private async answered(
+    record: MessageRecord,
+    envelope: string | null,
+  ): Promise<SummaryContext | undefined> {
+    try {
+      const id = envelope === null ? undefined : (JSON.parse(envelope) as { id?: unknown }).id;
+      if (typeof id !== "string" && typeof id !== "number") return undefined;
+      const request = await this.broker.get(String(id));
+      if (!request?.envelope || request.from !== record.to || request.to !== record.from) return undefined;
+      return { inReplyTo: requestLabel(JSON.parse(request.envelope)) };
+    } catch {
+      return undefined;
+    }
   }
 
   private async principalOf(agentId: string): Promise<string | null> {

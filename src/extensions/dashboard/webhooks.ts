@@ -82,12 +82,14 @@ function escapeDiscord(text: string): string {
   return text.replace(/([\\*_~`|>#[\]()-])/g, "\\$1");
 }
 
-/** One summary as a chat line, in the target's markup. */
+/** One summary as a chat line, in the target's markup; the agent's own words quoted and attributed. */
 export function chatLine(kind: WebhookKind, item: FeedItem): string {
   const markup = kind === "slack" ? escapeSlack : escapeDiscord;
   const bold = kind === "slack" ? "*" : "**";
   const who = markup(`${item.from.agent} → ${item.to.agent}`);
-  const line = `${bold}${who}${bold} (${markup(item.type)}): ${markup(item.summary)}`;
+  const summary =
+    item.summaryBy === "sender" ? `"${item.summary}" (in ${item.from.agent}'s words)` : item.summary;
+  const line = `${bold}${who}${bold} (${markup(item.type)}): ${markup(summary)}`;
   return line.length > MAX_CHARS[kind] ? `${line.slice(0, MAX_CHARS[kind] - 1)}…` : line;
 }
 

@@ -1,7 +1,7 @@
 import { ApiError } from "../api.js";
 import type { View } from "../app.js";
 import { h, notice, replaceChildren } from "../dom.js";
-import { badge, when } from "../format.js";
+import { badge, summaryOf, when } from "../format.js";
 import type { FeedItem } from "../types.js";
 
 const TYPES = ["request", "response", "notification", "handoff"] as const;
@@ -55,7 +55,7 @@ export function feedRow(item: FeedItem): HTMLLIElement {
         { class: "feed-summary" },
         item.encrypted ? "🔒 " : "",
         item.custodial ? [badge("custodial"), " "] : "",
-        item.summary,
+        summaryOf(item),
       ),
       status,
     ),

@@ -1,7 +1,7 @@
 import { ApiError } from "../api.js";
 import type { View } from "../app.js";
 import { h, notice, replaceChildren } from "../dom.js";
-import { badge, duration, short, when } from "../format.js";
+import { badge, duration, short, summaryOf, when } from "../format.js";
 import type { MessageDetail } from "../types.js";
 
 const FLOW = ["queued", "delivered", "acknowledged"] as const;
@@ -87,7 +87,7 @@ function auditTable(detail: MessageDetail): HTMLElement {
       h(
         "tr",
         {},
-        ["Seq", "Time", "Direction", "Channel", "Summary", "Hash", "File"].map((t) =>
+        ["Seq", "Time", "Direction", "Channel", "Summary", "Posted to chat", "Hash", "File"].map((t) =>
           h("th", { scope: "col" }, t),
         ),
       ),
@@ -104,6 +104,7 @@ function auditTable(detail: MessageDetail): HTMLElement {
           h("td", {}, entry.direction),
           h("td", {}, entry.channel),
           h("td", {}, entry.encrypted ? "An encrypted exchange occurred." : entry.summary),
+          h("td", {}, entry.discord_summary === undefined ? "—" : entry.discord_summary ? "yes" : "no"),
           h("td", { title: entry.hash }, h("code", {}, short(entry.hash, 12))),
           h("td", {}, h("code", {}, `${entry.file}:${entry.line}`)),
         ),
@@ -143,7 +144,7 @@ function render(heading: HTMLElement, body: HTMLElement, detail: MessageDetail):
     h(
       "section",
       { class: "card", "aria-label": "Summary" },
-      h("p", { class: "summary-line" }, badge(item.type), " ", item.encrypted ? "🔒 " : "", item.summary),
+      h("p", { class: "summary-line" }, badge(item.type), " ", item.encrypted ? "🔒 " : "", summaryOf(item)),
       item.encrypted ? notice("An encrypted exchange occurred: the payload is not shown.", "info") : null,
       item.custodial
         ? notice(
