@@ -12,7 +12,7 @@
  * real agent is its own process, connected over the gateway's WebSocket), the echo server in a
  * third; the load generator (64 concurrent callers) runs here. "Server CPU" is the gateway's CPU
  * per call against the echo server's; the ACP agent's CPU per call is measured in the same run
- * and printed beside it, not added. Issue 13's target: the bridge costs at most 2× a direct call.
+ * and printed beside it, not added. The target: the bridge costs at most 2× a direct call.
  *
  * A third row, "acp", is the bridge's ACP half alone, measured in the same run: an AcpAgent in this
  * process sends the same text as a signed `agent.request` to the same target through the same
@@ -353,7 +353,7 @@ async function main(): Promise<void> {
     console.log(
       `\nbridge vs direct: ${(bridged.rps / direct.rps).toFixed(2)}× the round trips/s, ` +
         `${(bridged.cpuMicrosPerCall / direct.cpuMicrosPerCall).toFixed(2)}× the server CPU per call ` +
-        "(issue 13's target: cost ≤ 2×)",
+        "(target: cost ≤ 2×)",
     );
     if (has("acp")) {
       const acpHalf = summary("acp").cpuMicrosPerCall;

@@ -1,5 +1,5 @@
 /**
- * Issue 15's goals, as ratios inside one run: the gateway's cost per message against one raw
+ * The gateway's goals, as ratios inside one run: the gateway's cost per message against one raw
  * Ed25519 verify and against the plain node:http + verify ceiling, NATS against embedded, and the
  * tail latency against the ceiling's.
  */
@@ -121,7 +121,7 @@ export function checkGoals(rows: Row[], rawVerifyMicros: number): GoalCheck[] {
 
 export function printGoals(checks: GoalCheck[], rawVerifyMicros: number): void {
   if (checks.length === 0) return;
-  console.log(`\nissue 15 goals (one raw Ed25519 verify here: ${rawVerifyMicros.toFixed(0)} µs CPU):`);
+  console.log(`\ngoals (one raw Ed25519 verify here: ${rawVerifyMicros.toFixed(0)} µs CPU):`);
   for (const check of checks) {
     console.log(
       `  ${check.met ? "met    " : "NOT met"}  ${check.goal}: ${check.value.toFixed(2)}× (goal ${check.target}×)` +
@@ -172,7 +172,7 @@ export function medianOf(values: number[]): number {
 
 export function printGoalSummary(summaries: GoalSummary[], runCount: number): void {
   if (summaries.length === 0) return;
-  console.log(`\nissue 15 goals, median of ${runCount} runs (each ratio within its own run):`);
+  console.log(`\ngoals, median of ${runCount} runs (each ratio within its own run):`);
   for (const summary of summaries) {
     const runs = summary.runs.map((value) => value.toFixed(2)).join(", ");
     console.log(

@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- gateway` (issue 3): end-to-end ACP relay throughput and latency. One sending
+ * `npm run bench -- gateway`: end-to-end ACP relay throughput and latency. One sending
  * agent signs each ~1 KB request in the timed loop and submits it; the gateway (the real
  * `acp gateway` CLI, in its own process) validates, verifies the Ed25519 signature, checks the
  * handshake, persists and audits it, then delivers it over WebSocket to the recipient, which
@@ -9,15 +9,14 @@
  *
  * Configurations: each broker (embedded SQLite; NATS JetStream on a nats-server started here) ×
  * each submit path (WebSocket `submit` frame; HTTP POST /api/v1/messages with keep-alive). Peers in
- * the same run: plain node:http + one Ed25519 verify per request (the issue's ceiling), and the
+ * the same run: plain node:http + one Ed25519 verify per request (the ceiling), and the
  * A2A JS SDK (echo agent, `sendMessage`). Every server runs in a child process, so on this 2-core
  * machine the load generator (this process) and the server under test each get a core.
  *
  * Env: BENCH_SECONDS (timed window per configuration, default 10), BENCH_WARMUP_SECONDS (default 3),
  * BENCH_ONLY (comma list of a2a, http-verify, embedded, nats), BENCH_GATEWAY_PROFILE=1 (run the
  * gateway under --cpu-prof and print its hot spots), BENCH_RUNS (default 1: run everything this many
- * times, one after the other, and end with the median of the runs' goal ratios and round trips, as
- * issue 15 asks). JSON goes to bench/results/gateway.json.
+ * times, one after the other, and end with the median of the runs' goal ratios and round trips). JSON goes to bench/results/gateway.json.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
@@ -309,7 +308,7 @@ async function measureOnce(): Promise<RunResult> {
     rows: report.rows,
     goal: report.goal,
     rawVerifyMicros: Number(rawVerifyMicros.toFixed(1)),
-    issue15Goals: goals,
+    goals: goals,
     profiles,
   };
 }

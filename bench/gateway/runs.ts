@@ -1,6 +1,6 @@
 /**
- * Several runs of the gateway benchmark, summarised: issue 15 asks for each goal as the median of
- * three runs' ratios, each ratio taken within its own run (the machine's speed drifts between runs).
+ * Several runs of the gateway benchmark, summarised: each goal as the median of the runs' ratios,
+ * each ratio taken within its own run (the machine's speed drifts between runs).
  */
 import { type GoalCheck, type GoalSummary, medianOf, printGoalSummary, summarizeGoals } from "./goals.js";
 import type { printReport } from "./report.js";
@@ -14,7 +14,7 @@ export interface RunResult {
   rows: ReportedRow[];
   goal: ReturnType<typeof printReport>["goal"];
   rawVerifyMicros: number;
-  issue15Goals: GoalCheck[];
+  goals: GoalCheck[];
   profiles: Record<string, ProfileSummary>;
 }
 
@@ -50,7 +50,7 @@ export function summarizeRuns(runs: RunResult[]): RunsSummary {
       return { key, figure, median: medianOf(values), runs: values };
     }),
   );
-  return { runs: runs.length, goals: summarizeGoals(runs.map((run) => run.issue15Goals)), figures };
+  return { runs: runs.length, goals: summarizeGoals(runs.map((run) => run.goals)), figures };
 }
 
 const LABELS: Record<FigureSummary["figure"], string> = {

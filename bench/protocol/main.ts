@@ -1,8 +1,8 @@
 /**
- * Protocol core throughput (issue 2): sign, verify, validate and the full receive check
+ * Protocol core throughput: sign, verify, validate and the full receive check
  * (verifyEnvelope = validate + verify) of a ~1 KB signed request, beside node:crypto's raw Ed25519
- * verify of the very same signing input, which is the ceiling any verifier can reach. The issue asks
- * validate + verify to stay at or above 80% of raw verify.
+ * verify of the very same signing input, which is the ceiling any verifier can reach. The target:
+ * validate + verify at or above 80% of raw verify.
  *
  * Method: rates are per second of this process's CPU time (process.cpuUsage), so other processes on
  * the machine do not distort them. Each case runs for a slice after a warm-up, between two slices of

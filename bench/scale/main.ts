@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- scale` (issue 15): many connected agents on one gateway. N agents (default
+ * `npm run bench -- scale`: many connected agents on one gateway. N agents (default
  * 5,000) are registered in pairs, each pair handshaken through the gateway, and each agent holds
  * its own WebSocket. Measured: the gateway's RSS per idle connected agent (the gateway is restarted
  * on the same data after the handshakes; RSS with all N connected and idle, minus RSS before they
