@@ -241,6 +241,12 @@ export interface Broker {
   kv<T = unknown>(bucket: string): KvBucket<T>;
   events(handler: (event: BrokerEvent) => void): Promise<Unsubscribe>;
   health(): Promise<BrokerHealth>;
+  /**
+   * Bytes the store can still take. Embedded: the free space of the data directory's file system
+   * (for an unprivileged user). NATS: what the JetStream account's storage limit leaves, or null
+   * when the account has no limit (JetStream then only refuses at the server's own reservation).
+   */
+  storageRoom(): Promise<number | null>;
   /** Flushes pending writes, closes inboxes and releases the store or connection. */
   close(): Promise<void>;
 }

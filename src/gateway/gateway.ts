@@ -26,10 +26,12 @@ import { Metrics } from "./metrics.js";
 import { OpenedByKey } from "./opened-by-key.js";
 import { PresenceTracker } from "./presence.js";
 import { PrincipalStore } from "./principals.js";
+import { brokerQuotasOf, type GatewayQuotas, resolveGatewayQuotas } from "./quotas.js";
 import { FailedCredentialLimiter, type FailedCredentialLimits, RateLimiter } from "./rate-limit.js";
 import { Registry } from "./registry.js";
 import { Relay } from "./relay.js";
 import { RelayAudit } from "./relay-audit.js";
+import { StorageFloor } from "./storage-floor.js";
 import { agentRoutes } from "./routes/agents.js";
 import { messageRoutes } from "./routes/messages.js";
 import { WS_PATH } from "../wire/api.js";
@@ -73,6 +75,8 @@ export interface GatewayOptions {
     /** WebSocket connections still authenticating, gateway-wide; past it an upgrade gets 503. Default 1,024. */
     maxUnauthenticatedSockets?: number;
   };
+  /** What one agent may make the gateway store, and the storage floor (defaults: DEFAULT_QUOTAS). */
+  quotas?: GatewayQuotas;
   delivery?: DeliveryOptions;
   retentionMs?: number;
   heartbeatMs?: number;
@@ -184,9 +188,11 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     if (names.has(name)) throw new TypeError(`two gateway extensions are named ${JSON.stringify(name)}`);
     names.add(name);
   }
+  const quotas = resolveGatewayQuotas(options.quotas);
   const common = {
     ...(options.delivery ? { delivery: options.delivery } : {}),
     ...(options.retentionMs ? { retentionMs: options.retentionMs } : {}),
+    quotas: brokerQuotasOf(quotas),
   };
   const broker = await openBroker(options.nats ? { nats: options.nats, ...common } : { data, ...common });
   const transport = options.nats ? "nats" : "embedded";
@@ -202,7 +208,9 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   const principals = new PrincipalStore(broker);
   await Promise.all([registry.start(), gate.start(), principals.start()]);
   const presence = new PresenceTracker(broker, heartbeatMs);
-  const health = new GatewayHealth(broker);
+  const storage = new StorageFloor(broker, quotas.storageFloorBytes, metrics, logger);
+  await storage.start();
+  const health = new GatewayHealth(broker, storage);
   const audit =
     options.audit === false
       ? undefined
@@ -220,6 +228,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     maxEnvelopeBytes,
     skewMs: options.skewMs ?? 5 * 60_000,
     transport,
+    handshakeBytes: quotas.handshakeBytes > 0 ? quotas.handshakeBytes : Number.POSITIVE_INFINITY,
+    storage,
   });
   const credentials = new Credentials(
     admin.hash,
@@ -336,6 +346,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     presence.close();
     gate.stop();
     principals.stop();
+    storage.stop();
     await audit?.close();
     await broker.close();
     outbound.close();

@@ -95,6 +95,15 @@ export class HandshakeGate {
     throw new AcpError("Conflict", "the handshake state changed concurrently; retry");
   }
 
+  /** Whether `from` and `to` completed the handshake (cached like `require`'s reads). */
+  async completed(from: string, to: string): Promise<boolean> {
+    const key = pairKey(from, to);
+    const state = await this.pairs.read(key, async () => (await this.bucket.get(key))?.value);
+    const complete = state !== undefined && isComplete(state, from, to);
+    if (!complete) this.pairs.forget(key);
+    return complete;
+  }
+
   /**
    * Throws HandshakeRequired unless the pair completed the handshake with these keys and layers.
    * A response answers a request that already passed this gate; while the pair re-handshakes it is

@@ -9,7 +9,10 @@ export interface HealthReport {
   broker: Broker["kind"];
   /** The broker's parts, one line each, and `since` while degraded (BrokerHealth.detail). */
   detail: Record<string, string>;
-  /** Problems that do not stop relaying: `audit` (relay audit appends failing) and its `since`. */
+  /**
+   * Problems that do not stop relaying: `audit` (relay audit appends failing) and its `since`;
+   * `storage` while free storage is below its floor (new messages refused, deliveries go on).
+   */
   warnings?: Record<string, string>;
 }
 
@@ -40,7 +43,11 @@ export class GatewayHealth {
   private readonly failingAuditLogs = new Map<string, number>();
   private lastAuditFailure = "";
 
-  constructor(private readonly broker: Broker) {}
+  constructor(
+    private readonly broker: Broker,
+    /** Below its floor, new messages are refused: a warning (deliveries go on). */
+    private readonly storage?: { warning(): string | undefined },
+  ) {}
 
   auditFailed(sender: string, error: unknown): void {
     if (!this.failingAuditLogs.has(sender)) this.failingAuditLogs.set(sender, Date.now());
@@ -61,8 +68,10 @@ export class GatewayHealth {
       broker: this.broker.kind,
       detail: health.detail,
     };
-    const audit = this.auditWarning();
-    if (audit) report.warnings = audit;
+    const warnings = { ...this.auditWarning() };
+    const storage = this.storage?.warning();
+    if (storage) warnings.storage = storage;
+    if (Object.keys(warnings).length > 0) report.warnings = warnings;
     return report;
   }
 

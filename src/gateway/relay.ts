@@ -23,6 +23,7 @@ import type { Registry, ResolvedAgent } from "./registry.js";
 import { type RelayAudit, RequestLabels, relayedEntryFor } from "./relay-audit.js";
 import { refuseClaimedIdentity } from "./sender-binding.js";
 import { SignatureVerifier } from "./signature-verifier.js";
+import type { StorageFloor } from "./storage-floor.js";
 
 export interface RelayOptions {
   maxEnvelopeBytes: number;
@@ -30,6 +31,13 @@ export interface RelayOptions {
   skewMs: number;
   /** `embedded` or `nats`, for audit channel names. */
   transport: string;
+  /**
+   * Largest `agent.announce` / `agent.capabilities` envelope from a sender whose handshake with
+   * the recipient is not complete (anyone may send those, so anyone could fill inboxes with them).
+   */
+  handshakeBytes: number;
+  /** Refuses new submissions while storage is below its floor. */
+  storage?: StorageFloor;
 }
 
 const HANDSHAKE_METHODS = new Set(["agent.announce", "agent.capabilities"]);
@@ -127,6 +135,9 @@ export class Relay {
       this.metrics.count("acp_messages_rejected_total", {
         reason: err instanceof AcpError ? err.reason : "InternalError",
       });
+      if (err instanceof AcpError && typeof err.data.quota === "string") {
+        this.metrics.count("acp_quota_refusals_total", { quota: err.data.quota });
+      }
       throw err;
     }
   }
@@ -185,6 +196,7 @@ export class Relay {
       );
     }
     this.limiter.take(sender.record.agentId);
+    this.options.storage?.check();
     const parsed = typeof input === "string" ? parseMessageText(input) : input;
     refuseDeepNesting(parsed, "message");
     const message = validateMessage(parsed, { envelope: true });
@@ -199,12 +211,12 @@ export class Relay {
     // Awaited later, in the sender's lane; until then a refusal must not count as unhandled.
     verified.catch(() => undefined);
     const envelope = typeof input === "string" ? input : JSON.stringify(input);
-    return { message, headers, envelope, verified, signedHere };
+    return { message, headers, envelope, size, verified, signedHere };
   }
 
   private async routeAndStore(
     sender: ResolvedAgent,
-    { message, headers, envelope, verified, signedHere }: SignedSubmit,
+    { message, headers, envelope, size, verified, signedHere }: SignedSubmit,
     summaryContext: SummaryContext | undefined,
   ): Promise<{ message: AcpMessage; stored: Promise<SubmitResult>; entry: AuditEntryInput }> {
     const kid = await verified;
@@ -234,8 +246,10 @@ export class Relay {
     this.checkVersion(sender, recipient, headers, message);
     const kind = messageKind(message);
     const method = "method" in message ? message.method : kind === "error" ? "error" : "response";
-    if (HANDSHAKE_METHODS.has(method)) await this.gate.observe(method as "agent.announce", headers, kid);
-    else if (kind !== "error") await this.gate.require(headers, kid, kind === "response");
+    if (HANDSHAKE_METHODS.has(method)) {
+      if (size > this.options.handshakeBytes) await this.refuseLargeHandshake(from, to, size);
+      await this.gate.observe(method as "agent.announce", headers, kid);
+    } else if (kind !== "error") await this.gate.require(headers, kid, kind === "response");
 
     // Built before the broker has it: its change event may reach the live feed before `submit` resolves.
     const inReplyTo = this.requestLabels.observe(message, headers);
@@ -269,6 +283,17 @@ export class Relay {
         verifiedKid: signedHere ? undefined : kid,
       });
     return { message, stored, entry };
+  }
+
+  /** A large announce or capabilities is relayed only between agents whose handshake is complete. */
+  private async refuseLargeHandshake(from: string, to: string, size: number): Promise<void> {
+    if (await this.gate.completed(from, to)) return;
+    const limit = this.options.handshakeBytes;
+    throw new AcpError(
+      "RateLimited",
+      `a handshake message from an agent that has not completed the handshake with ${to} may be ${limit} bytes at most; this one is ${size}`,
+      { quota: "handshake-bytes", limit, size },
+    );
   }
 
   private emitAccepted(accepted: AcceptedMessage): void {
@@ -344,6 +369,8 @@ interface SignedSubmit {
   headers: EnvelopeHeaders;
   /** The text stored and delivered: exactly what was submitted. */
   envelope: string;
+  /** Its size as received (bytes). */
+  size: number;
   /** Resolves to the key id that signed the message. */
   verified: Promise<string>;
   /** The Ed25519 verify was skipped: a signature made in this process (SubmitOptions). */

@@ -4,7 +4,7 @@
  * skipped with a visible note (install with `apt-get install nats-server`).
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { accessSync, constants, mkdtempSync, rmSync } from "node:fs";
+import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { afterEach, describe, it } from "vitest";
@@ -16,6 +16,8 @@ export interface NatsServerOptions {
   token?: string;
   /** Require TLS with this certificate and key (PEM files). */
   tls?: { certFile: string; keyFile: string };
+  /** Server configuration (nats-server's format), e.g. accounts with JetStream limits; given with `-c`. */
+  config?: string;
 }
 
 export interface NatsServer {
@@ -121,6 +123,11 @@ export async function startNatsServer(
     if (options.user !== undefined) args.push("--user", options.user, "--pass", options.pass ?? "");
     if (options.token !== undefined) args.push("--auth", options.token);
     if (options.tls) args.push("--tls", "--tlscert", options.tls.certFile, "--tlskey", options.tls.keyFile);
+    if (options.config !== undefined) {
+      const file = `${storeDir}.conf`;
+      writeFileSync(file, options.config);
+      args.push("-c", file);
+    }
     return launch(binary, args);
   });
   running.add(child);
@@ -144,6 +151,7 @@ export async function startNatsServer(
     async dispose() {
       await stop("SIGKILL");
       rmSync(storeDir, { recursive: true, force: true });
+      rmSync(`${storeDir}.conf`, { force: true });
     },
   };
 }

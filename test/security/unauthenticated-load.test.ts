@@ -16,17 +16,7 @@ import { buildNotification, signMessage } from "../../src/protocol/index.js";
 import { principalToken } from "../dashboard/helpers.js";
 import { handshake } from "../gateway/suite.js";
 import { api, FrameClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
-
-/** `acp_…` lines of /metrics as name{labels} → value. */
-async function metrics(gw: TestGateway): Promise<Map<string, number>> {
-  const text = await (await fetch(`${gw.url}/metrics`)).text();
-  const values = new Map<string, number>();
-  for (const line of text.split("\n")) {
-    const match = /^(acp_\S+) (\S+)$/.exec(line);
-    if (match) values.set(match[1] as string, Number(match[2]));
-  }
-  return values;
-}
+import { scrapeMetrics } from "../helpers/metrics.js";
 
 /** Runs `count` calls of `task`, `concurrency` at a time. */
 async function inParallel(count: number, concurrency: number, task: (i: number) => Promise<void>) {
@@ -75,9 +65,9 @@ describe("a stranger without credentials", () => {
     });
     expect(answers).toEqual(new Map([[401, flood]]));
     expect(gw.gateway.context.principals.cachedTokens).toBeLessThanOrEqual(CACHED_PRINCIPAL_TOKENS);
-    expect((await metrics(gw)).get('acp_auth_cache_entries{cache="principal-tokens"}')).toBeLessThanOrEqual(
-      CACHED_PRINCIPAL_TOKENS,
-    );
+    expect(
+      (await scrapeMetrics(gw.url)).get('acp_auth_cache_entries{cache="principal-tokens"}'),
+    ).toBeLessThanOrEqual(CACHED_PRINCIPAL_TOKENS);
     // The real principal signs in as before.
     const me = await api(gw.url, "/api/v1/dashboard/me", { headers: { authorization: `Bearer ${alice}` } });
     expect([me.status, me.json.viewer]).toEqual([200, { kind: "principal", principalId: "alice" }]);
@@ -100,10 +90,12 @@ describe("a stranger without credentials", () => {
       if (!("ws" in opened)) throw new Error(`connection ${i} refused with ${opened.status}`);
       sockets.push(opened.ws);
     }
-    expect((await metrics(gw)).get("acp_ws_unauthenticated")).toBe(cap);
+    expect((await scrapeMetrics(gw.url)).get("acp_ws_unauthenticated")).toBe(cap);
     const refused = await openBare(wsUrl);
     expect(refused).toEqual({ status: 503 });
-    expect((await metrics(gw)).get('acp_ws_upgrades_refused_total{reason="unauthenticated-cap"}')).toBe(1);
+    expect(
+      (await scrapeMetrics(gw.url)).get('acp_ws_upgrades_refused_total{reason="unauthenticated-cap"}'),
+    ).toBe(1);
 
     // An agent with its key in a header is not held up: it connects and gets what was queued.
     const receiver = await FrameClient.connect(wsUrl, beta.apiKey);
@@ -122,7 +114,7 @@ describe("a stranger without credentials", () => {
     // The others go; a browser-style connection (first-frame auth) gets in again.
     for (const ws of sockets.splice(0)) ws.terminate();
     const deadline = Date.now() + 10_000;
-    while ((await metrics(gw)).get("acp_ws_unauthenticated") !== 0) {
+    while ((await scrapeMetrics(gw.url)).get("acp_ws_unauthenticated") !== 0) {
       if (Date.now() > deadline) throw new Error("unauthenticated sockets were never released");
       await new Promise((resolve) => setTimeout(resolve, 20));
     }

@@ -1,3 +1,5 @@
+import { statfs } from "node:fs/promises";
+import { resolve } from "node:path";
 import type Database from "better-sqlite3";
 import { BrokerError } from "../errors.js";
 import { Listeners } from "../listeners.js";
@@ -65,12 +67,14 @@ export class EmbeddedBroker implements Broker, InboxHost {
     const policy = resolvePolicy(options);
     const quotas = resolveQuotas(options.quotas);
     const warn = warner(options, "acp broker");
-    const db = openDatabase(options.data ?? DEFAULT_DATA_DIR, options.synchronous ?? "normal", warn);
-    return new EmbeddedBroker(db, policy, warn, quotas && UsageCounters.load(db, quotas));
+    const dataDir = resolve(options.data ?? DEFAULT_DATA_DIR);
+    const db = openDatabase(dataDir, options.synchronous ?? "normal", warn);
+    return new EmbeddedBroker(db, dataDir, policy, warn, quotas && UsageCounters.load(db, quotas));
   }
 
   private constructor(
     private readonly db: Database.Database,
+    private readonly dataDir: string,
     policy: BrokerPolicy,
     private readonly warn: Warn,
     /** Kept only while quotas are set. */
@@ -219,6 +223,12 @@ export class EmbeddedBroker implements Broker, InboxHost {
   async events(handler: (event: BrokerEvent) => void): Promise<Unsubscribe> {
     this.assertOpen();
     return this.listeners.add(handler);
+  }
+
+  async storageRoom(): Promise<number | null> {
+    this.assertOpen();
+    const { bavail, bsize } = await statfs(this.dataDir);
+    return bavail * bsize;
   }
 
   async health(): Promise<BrokerHealth> {

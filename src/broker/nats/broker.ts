@@ -297,6 +297,13 @@ export class NatsBroker implements Broker, NatsInboxHost {
     return this.guard(() => this.changes.add(handler));
   }
 
+  storageRoom(): Promise<number | null> {
+    return this.guard(async () => {
+      const { storage, limits } = await this.jsm.getAccountInfo();
+      return limits.max_storage > 0 ? Math.max(0, limits.max_storage - storage) : null;
+    });
+  }
+
   async health(): Promise<BrokerHealth> {
     if (this.closed || this.nc.isClosed()) return { ok: false, detail: { nats: "closed" } };
     return this.healthCheck.check();

@@ -21,6 +21,11 @@ export interface GatewayCliOptions {
   maxEnvelope?: string;
   rateLimit?: string;
   maxUnauthenticatedSockets?: string;
+  quotaRecipientMessages?: string;
+  quotaRecipientBytes?: string;
+  quotaSenderBytes?: string;
+  quotaHandshakeBytes?: string;
+  storageFloor?: string;
   audit: boolean;
   summaryWebhook: string[];
 }
@@ -32,6 +37,23 @@ function positiveInt(value: string | undefined, flag: string): number | undefine
   if (!/^\d+$/.test(value))
     throw new CliError(`${flag} must be a whole number, got ${JSON.stringify(value)}`);
   return Number(value);
+}
+
+/** The quota flags given (0 turns one off); the gateway fills in the defaults. */
+function quotasFrom(options: GatewayCliOptions): Record<string, number> {
+  const flags = {
+    recipientPendingMessages: [options.quotaRecipientMessages, "--quota-recipient-messages"],
+    recipientPendingBytes: [options.quotaRecipientBytes, "--quota-recipient-bytes"],
+    senderStoredBytes: [options.quotaSenderBytes, "--quota-sender-bytes"],
+    handshakeBytes: [options.quotaHandshakeBytes, "--quota-handshake-bytes"],
+    storageFloorBytes: [options.storageFloor, "--storage-floor"],
+  } as const;
+  const quotas: Record<string, number> = {};
+  for (const [name, [value, flag]] of Object.entries(flags)) {
+    const parsed = positiveInt(value, flag);
+    if (parsed !== undefined) quotas[name] = parsed;
+  }
+  return quotas;
 }
 
 export function natsOptionsFrom(options: GatewayCliOptions): NatsConnectionOptions | undefined {
@@ -97,6 +119,26 @@ export function registerGateway(program: Command): void {
       "--max-unauthenticated-sockets <n>",
       "WebSocket connections still authenticating, gateway-wide; more get 503 (default 1024)",
     )
+    .option(
+      "--quota-recipient-messages <n>",
+      "messages waiting for one recipient, at most (default 100000; 0: no limit)",
+    )
+    .option(
+      "--quota-recipient-bytes <bytes>",
+      "bytes waiting for one recipient, at most (default 1073741824; 0: no limit)",
+    )
+    .option(
+      "--quota-sender-bytes <bytes>",
+      "bytes one sender may have stored within retention (default 10737418240; 0: no limit)",
+    )
+    .option(
+      "--quota-handshake-bytes <bytes>",
+      "largest announce/capabilities from an agent without a completed handshake (default 65536; 0: no limit)",
+    )
+    .option(
+      "--storage-floor <bytes>",
+      "free storage below which new messages are refused (default 536870912; 0: none)",
+    )
     .option("--no-audit", "do not keep the relay audit log")
     .option(
       "--summary-webhook <url>",
@@ -139,6 +181,7 @@ export function registerGateway(program: Command): void {
             "--max-unauthenticated-sockets",
           ),
         },
+        quotas: quotasFrom(options),
         audit: options.audit,
         summaryWebhooks: options.summaryWebhook,
       }).catch((err: Error) => {
