@@ -14,14 +14,22 @@ export class DeliveryQueue<T> implements AsyncIterable<T> {
   /**
    * `onLeave` runs when the consumer leaves its loop early (break/throw): it closes the inbox.
    * `onTake` runs for each item the consumer receives (handed to the agent, as far as the broker knows).
+   * `onDemand` runs when the consumer asks for an item and none is ready: a broker that hands out
+   * on demand pushes one now.
    */
   constructor(
     private readonly onLeave: () => Promise<void>,
     private readonly onTake: (item: T) => void,
+    private readonly onDemand: () => void = () => undefined,
   ) {}
 
   get isClosed(): boolean {
     return this.closed;
+  }
+
+  /** The consumer is waiting for an item: the next `push` goes straight to it. */
+  get wanted(): boolean {
+    return this.waiter !== null;
   }
 
   push(item: T): void {
@@ -56,9 +64,11 @@ export class DeliveryQueue<T> implements AsyncIterable<T> {
           return Promise.resolve({ value: item, done: false });
         }
         if (this.closed) return Promise.resolve({ value: undefined, done: true });
-        return new Promise((resolve) => {
+        const next = new Promise<IteratorResult<T>>((resolve) => {
           this.waiter = resolve;
         });
+        this.onDemand();
+        return next;
       },
       return: async () => {
         await this.onLeave();

@@ -85,6 +85,11 @@ export interface Delivery {
    * come back with the same number (docs/brokers.md, "Resume").
    */
   attempt: number;
+  /**
+   * How long this delivery waits for its acknowledgement, counted from when the consumer took it
+   * from the inbox; each `broker.working` for it starts this wait again.
+   */
+  ackWaitMs: number;
 }
 
 export interface InboxOptions {
@@ -94,8 +99,11 @@ export interface InboxOptions {
 
 /**
  * An agent's open inbox: deliveries in submit order (redeliveries come when their ack wait ends).
- * Iterate it once. Closing it (or leaving the loop) gives unacknowledged hand-outs back: the next
- * open delivers them at once, in order.
+ * Iterate it once. A delivery is handed out, and its ack wait starts, when the consumer takes it:
+ * an inbox that fetches ahead (NATS) keeps what it holds from timing out until then, so a consumer
+ * that takes only what it can handle never sees a delivery expire before it asked for it. Closing
+ * it (or leaving the loop) gives unacknowledged hand-outs back: the next open delivers them at
+ * once, in order.
  */
 export interface Inbox extends AsyncIterable<Delivery> {
   readonly agentId: string;
@@ -212,6 +220,8 @@ export interface AgentUsage {
 
 export interface Broker {
   readonly kind: "embedded" | "nats";
+  /** The ack wait of a first delivery (`delivery.ackWaitMs`); later attempts wait longer. */
+  readonly ackWaitMs: number;
   /**
    * The largest envelope (UTF-8 bytes) `submit` stores; a larger one is refused (`invalid_argument`,
    * field `envelope`). Infinity on the embedded broker; on NATS the server's `max_payload` minus
@@ -233,6 +243,12 @@ export interface Broker {
   openInbox(agentId: string, options?: InboxOptions): Promise<Inbox>;
   /** Only the recipient may acknowledge. Acknowledging twice is harmless. */
   ack(agentId: string, id: string): Promise<MessageRecord>;
+  /**
+   * The recipient is still working on a delivery it holds: its ack wait starts again from now, as
+   * for a new delivery of the same attempt (JetStream's in-progress acknowledgement, `+WPI`). Only
+   * the recipient; `invalid_state` for a message not out for delivery (queued, settled, expired).
+   */
+  working(agentId: string, id: string): Promise<void>;
   /** The recipient declines the message: it ends `failed` with a dead-letter record. */
   reject(agentId: string, id: string, reason: string): Promise<MessageRecord>;
   status(id: string): Promise<MessageRecord | null>;

@@ -19,7 +19,14 @@ import { HandshakeStore, resolveStateRoot } from "./handshake-store.js";
 import { GatewayClient, normaliseGatewayUrl } from "./http.js";
 import { Inbound } from "./inbound.js";
 import { DeliveryLedger } from "./ledger.js";
-import { checkBody, checkOptions, checkPeer, coreSettings, invalidOption } from "./options.js";
+import {
+  checkBody,
+  checkOptions,
+  checkPeer,
+  coreSettings,
+  invalidOption,
+  maxAckPendingOf,
+} from "./options.js";
 import type {
   AcpAgentOptions,
   AgentDirectory,
@@ -360,6 +367,7 @@ export class AcpAgent {
     const events: ConnectionEvents = {
       message: (frame) => this.inbound?.onFrame(frame),
       connected: ({ deprecation, ...info }) => {
+        this.inbound?.connected(info.ackWaitMs);
         this.emit("connected", info);
         if (deprecation) this.warnDeprecated(deprecation);
       },
@@ -374,6 +382,7 @@ export class AcpAgent {
       agentId: identity.agentId,
       ...(this.options.reconnect ? { reconnect: this.options.reconnect } : {}),
       ...(this.options.submitRetry ? { submitRetry: this.options.submitRetry } : {}),
+      maxAckPending: maxAckPendingOf(this.options),
       events,
     });
   }

@@ -1,5 +1,11 @@
 import WebSocket from "ws";
-import { type ClientFrame, type ServerFrame, type SubmitResponse, WS_PATH } from "../wire/api.js";
+import {
+  type ClientFrame,
+  MAX_ACK_PENDING_PARAM,
+  type ServerFrame,
+  type SubmitResponse,
+  WS_PATH,
+} from "../wire/api.js";
 import type { VersionDeprecation } from "../wire/versions.js";
 import { AcpError, type VerifiedEnvelope } from "../protocol/index.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
@@ -35,6 +41,8 @@ export interface ConnectionEvents {
   connected(info: {
     gateway: string;
     heartbeatMs: number;
+    /** A first delivery's ack wait at this gateway: held deliveries get `working` well within it. */
+    ackWaitMs: number;
     reconnected: boolean;
     deprecation?: VersionDeprecation;
   }): void;
@@ -56,6 +64,8 @@ export interface AgentConnection {
   /** False when the message cannot be acknowledged now (the gateway redelivers it). */
   acknowledge(id: string): boolean;
   reject(id: string, reason: string): boolean;
+  /** The agent is still working on delivery `id`: its ack wait starts again. False when not connected. */
+  working(id: string): boolean;
   close(): Promise<void>;
 }
 
@@ -81,6 +91,12 @@ export class GatewayConnection implements AgentConnection {
   private reconnectTimer: NodeJS.Timeout | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private lastHeard = 0;
+  /**
+   * Deliveries the agent said it is working on and has not settled yet. The gateway refuses
+   * `working` for a message that is not out at that moment (given back by a reconnect, and not
+   * redelivered yet): that is not news, the redelivery is.
+   */
+  private readonly workingOn = new Set<string>();
   /** The caller of connect(), until the first attempt succeeds or fails. */
   private firstAttempt: { resolve(): void; reject(err: Error): void } | undefined;
 
@@ -91,6 +107,8 @@ export class GatewayConnection implements AgentConnection {
       agentId: string;
       reconnect?: ReconnectOptions;
       submitRetry?: SubmitRetryOptions;
+      /** The socket's window: unacknowledged deliveries the gateway may send it (MAX_ACK_PENDING_PARAM). */
+      maxAckPending?: number;
       events: ConnectionEvents;
     },
   ) {
@@ -121,11 +139,18 @@ export class GatewayConnection implements AgentConnection {
 
   /** False when the socket is down: the gateway will redeliver the message and it is acked then. */
   acknowledge(id: string): boolean {
+    this.workingOn.delete(id);
     return this.ready && this.send({ type: "acknowledge", id });
   }
 
   reject(id: string, reason: string): boolean {
+    this.workingOn.delete(id);
     return this.ready && this.send({ type: "reject", id, reason: reason.slice(0, 1000) || "rejected" });
+  }
+
+  working(id: string): boolean {
+    this.workingOn.add(id);
+    return this.ready && this.send({ type: "working", id });
   }
 
   async close(): Promise<void> {
@@ -153,7 +178,10 @@ export class GatewayConnection implements AgentConnection {
   }
 
   private open(first?: { resolve(): void; reject(err: Error): void }): void {
-    const ws = new WebSocket(websocketUrl(this.options.baseUrl, WS_PATH), {
+    const url = new URL(websocketUrl(this.options.baseUrl, WS_PATH));
+    if (this.options.maxAckPending !== undefined)
+      url.searchParams.set(MAX_ACK_PENDING_PARAM, String(this.options.maxAckPending));
+    const ws = new WebSocket(url, {
       headers: { "x-api-key": this.options.apiKey },
       handshakeTimeout: 10_000,
     });
@@ -248,6 +276,7 @@ export class GatewayConnection implements AgentConnection {
     this.options.events.connected({
       gateway: frame.gateway,
       heartbeatMs: frame.heartbeatMs,
+      ackWaitMs: frame.ackWaitMs,
       reconnected: this.everConnected,
       ...(frame.deprecation ? { deprecation: frame.deprecation } : {}),
     });
@@ -272,7 +301,7 @@ export class GatewayConnection implements AgentConnection {
         const ref = frame.ref === undefined ? undefined : Number(frame.ref);
         // An answer to a submission already settled (its caller's deadline passed) is not news.
         if (ref !== undefined && this.outbox.issued(ref)) this.outbox.refused(ref, err);
-        else this.options.events.error(err);
+        else if (frame.id === undefined || !this.workingOn.has(frame.id)) this.options.events.error(err);
         return;
       }
       default:

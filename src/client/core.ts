@@ -50,6 +50,8 @@ export interface CoreSettings {
   replayWindowMs: number;
   undeclaredLayers: "decline" | "maximum-caution";
   consume: "all" | "replies";
+  /** Handlers running at once (`flow.concurrency`). */
+  concurrency: number;
 }
 
 /**

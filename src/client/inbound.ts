@@ -15,6 +15,7 @@ import {
 import type { DeliveredFrame, NewMessageFrame } from "./connection.js";
 import type { AgentCore } from "./core.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
+import { ConcurrencyLimiter } from "./limiter.js";
 import { submissionUnsettled } from "./outbox.js";
 import type { InboundContext, InboundMessage } from "./types.js";
 
@@ -35,8 +36,31 @@ export class Inbound {
   private readonly tasks = new Set<Promise<void>>();
   private stopping = false;
   private readonly announces = new Map<string, number[]>();
+  /** Handlers running at once (`flow.concurrency`); the rest wait their turn, in arrival order. */
+  private readonly handlerSlots: ConcurrencyLimiter;
+  /** Deliveries taken and not settled yet: the gateway hears every third of its ack wait that they are in hand. */
+  private readonly inHand = new Set<string>();
+  private keepAlive: NodeJS.Timeout | undefined;
 
-  constructor(private readonly core: AgentCore) {}
+  constructor(private readonly core: AgentCore) {
+    this.handlerSlots = new ConcurrencyLimiter(core.settings.concurrency);
+  }
+
+  /**
+   * Connected, to a gateway with this ack wait: a delivery in hand (running, or waiting for a
+   * handler slot) gets a `working` notice every third of it, so however long it takes its message
+   * is neither redelivered nor dead-lettered (JetStream's in-progress acknowledgement).
+   */
+  connected(ackWaitMs: number): void {
+    clearInterval(this.keepAlive);
+    this.keepAlive = setInterval(
+      () => {
+        for (const id of this.inHand) this.core.connection.working(id);
+      },
+      Math.max(50, Math.floor(ackWaitMs / 3)),
+    );
+    this.keepAlive.unref();
+  }
 
   onFrame(frame: DeliveredFrame): void {
     if (this.stopping) return;
@@ -51,6 +75,7 @@ export class Inbound {
       return; // someone else's work: leave it unacknowledged for the agent's real consumer
     }
     ledger.start(frame.id);
+    this.inHand.add(frame.id);
     this.chain = this.chain
       .then(() => this.process(frame))
       .catch((err: unknown) => {
@@ -64,6 +89,7 @@ export class Inbound {
     this.stopping = true;
     await this.chain;
     while (this.tasks.size > 0) await Promise.allSettled([...this.tasks]);
+    clearInterval(this.keepAlive);
   }
 
   private async process(frame: DeliveredFrame): Promise<void> {
@@ -73,7 +99,7 @@ export class Inbound {
     } catch (err) {
       if (notTheMessagesFault(err)) {
         // The registry could not be asked (gateway restarting, our key refused): try again on redelivery.
-        this.core.ledger.abandon(frame.id);
+        this.abandon(frame.id);
         this.core.emit("error", err as Error);
         return;
       }
@@ -229,16 +255,22 @@ export class Inbound {
       handshake,
       trust: core.trust.get(peer),
     };
-    const task = (
-      expectsAnswer
-        ? this.answer(message as MethodMessage & { id: JsonRpcId }, body, context)
-        : this.notify(body, context)
-    )
+    const task = this.handlerSlots
+      .acquire()
+      .then(async (release) => {
+        try {
+          await (expectsAnswer
+            ? this.answer(message as MethodMessage & { id: JsonRpcId }, body, context)
+            : this.notify(body, context));
+        } finally {
+          release();
+        }
+      })
       .then(() => this.complete(frame))
       .catch((err: unknown) => {
         // The handler ran but its response never reached the gateway (it is down, the agent is
         // closing): left unhandled, the redelivery runs it again, for the requester needs an answer.
-        if (notTheMessagesFault(err) || submissionUnsettled(err)) core.ledger.abandon(frame.id);
+        if (notTheMessagesFault(err) || submissionUnsettled(err)) this.abandon(frame.id);
         else this.markHandled(frame.id);
         core.emit("error", err as Error);
       })
@@ -324,6 +356,7 @@ export class Inbound {
       .finish(frame.id)
       .catch((err: unknown) => this.core.emit("error", err as Error))
       .then(() => {
+        this.inHand.delete(frame.id);
         connection.acknowledge(frame.id);
       })
       .finally(() => this.tasks.delete(acknowledged));
@@ -332,7 +365,14 @@ export class Inbound {
 
   /** Handled without an ack (refused, or failed for good): a redelivery is only acknowledged. */
   private markHandled(id: string): void {
+    this.inHand.delete(id);
     this.core.ledger.finish(id).catch((err: unknown) => this.core.emit("error", err as Error));
+  }
+
+  /** Not handled after all: the redelivery runs it again. */
+  private abandon(id: string): void {
+    this.inHand.delete(id);
+    this.core.ledger.abandon(id);
   }
 
   private view(

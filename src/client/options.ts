@@ -3,6 +3,9 @@ import { AcpError, AgentId } from "../protocol/index.js";
 import type { CoreSettings } from "./core.js";
 import type { AcpAgentOptions } from "./types.js";
 
+/** The most unacknowledged deliveries a gateway sends one agent (its `maxInFlight`). */
+const MAX_ACK_PENDING = 256;
+
 /** The gateway keeps messages 7 days; allow that plus clock skew for an offline queue. */
 const DEFAULT_REPLAY_WINDOW_MS = 7 * 24 * 3_600_000 + 5 * 60_000;
 
@@ -18,7 +21,17 @@ export function coreSettings(options: AcpAgentOptions, identity: PrivateIdentity
     replayWindowMs: options.replayWindowMs ?? DEFAULT_REPLAY_WINDOW_MS,
     undeclaredLayers: options.undeclaredLayers ?? "decline",
     consume: options.consume ?? "all",
+    concurrency: options.flow?.concurrency ?? DEFAULT_CONCURRENCY,
   };
+}
+
+/** Flow control defaults: handlers at once, and deliveries held ready behind them. */
+export const DEFAULT_CONCURRENCY = 32;
+export const DEFAULT_PREFETCH = 32;
+
+/** The socket's window (`maxAckPending`): what the handlers can start plus the prefetch. */
+export function maxAckPendingOf(options: AcpAgentOptions): number {
+  return (options.flow?.concurrency ?? DEFAULT_CONCURRENCY) + (options.flow?.prefetch ?? DEFAULT_PREFETCH);
 }
 
 /** Refuses options that cannot work, naming the option (the constructor's first step after the URL). */
@@ -33,6 +46,16 @@ export function checkOptions(options: AcpAgentOptions): void {
     if (!Number.isInteger(layer) || layer < 0)
       throw invalidOption(`layers/${i}`, "must be a non-negative integer");
   }
+  const { concurrency, prefetch } = options.flow ?? {};
+  if (concurrency !== undefined && !(Number.isInteger(concurrency) && concurrency >= 1))
+    throw invalidOption("flow/concurrency", "must be an integer of at least 1");
+  if (prefetch !== undefined && !(Number.isInteger(prefetch) && prefetch >= 0))
+    throw invalidOption("flow/prefetch", "must be a non-negative integer");
+  if (maxAckPendingOf(options) > MAX_ACK_PENDING)
+    throw invalidOption(
+      "flow",
+      `concurrency + prefetch must be at most ${MAX_ACK_PENDING} (the gateway's limit)`,
+    );
   const { maxAttempts, initialDelayMs, maxDelayMs } = options.submitRetry ?? {};
   if (
     maxAttempts !== undefined &&

@@ -66,6 +66,16 @@ export interface AcpAgentOptions {
    */
   consume?: "all" | "replies";
   /**
+   * Flow control, as an AMQP consumer's prefetch count. `concurrency` handlers (requests,
+   * notifications, handoffs) run at once, default 32; `prefetch` more deliveries wait ready behind
+   * them, default 32. The gateway sends this agent no more unacknowledged deliveries than the two
+   * together (at most 256), so the rest of its queue waits at the gateway, where no ack wait runs.
+   * Responses and handshake messages take no handler slot. While a delivery is in hand (running
+   * or waiting for a slot) the agent tells the gateway it is working on it, every third of the ack
+   * wait, so a slow handler never has its message redelivered or dead-lettered.
+   */
+  flow?: { concurrency?: number; prefetch?: number };
+  /**
    * Replaces the WebSocket to the gateway (then `reconnect` and `submitRetry` do not apply). For a
    * gateway's own agents, which reach its relay and broker in the same process. Such a connection
    * is trusted: a delivery it marks `verifiedByRelay` is not verified again by the agent.
@@ -126,7 +136,12 @@ export interface InboundMessage {
 export interface AgentEvents {
   message: (message: InboundMessage) => void;
   handshake: (event: HandshakeEvent) => void;
-  connected: (info: { gateway: string; heartbeatMs: number; reconnected: boolean }) => void;
+  connected: (info: {
+    gateway: string;
+    heartbeatMs: number;
+    ackWaitMs: number;
+    reconnected: boolean;
+  }) => void;
   disconnected: (info: { code: number; reason: string; willReconnect: boolean }) => void;
   /** A submission is about to be sent again (its first outcome was unknown, or a 503/429). */
   resubmit: (info: ResubmitInfo) => void;

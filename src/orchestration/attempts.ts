@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { type BreakerState, CircuitBreaker } from "./breaker.js";
 import { type OrchestrationConfig, timeoutFor } from "./config.js";
 import { TimeoutAbort } from "./errors.js";
-import { ConcurrencyLimiter } from "./limiter.js";
+import { ConcurrencyLimiter } from "../client/limiter.js";
 import type { OrchestrationMetrics } from "./metrics.js";
 import { baseOf, cancelledResponse, failureReason, failureResponse } from "./responses.js";
 import { backoffDelay, backoffPolicyFor, isRetriable, sleep } from "./retry.js";

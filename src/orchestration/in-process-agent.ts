@@ -97,7 +97,12 @@ export class InProcessConnection implements AgentConnection {
     this.#inbox = await this.ctx.broker.openInbox(this.agentId, { maxInFlight: MAX_IN_FLIGHT });
     await this.ctx.presence.connected(this.agentId).catch(() => undefined);
     this.#ready = true;
-    this.events.connected({ gateway: this.ctx.gatewayId, heartbeatMs: 0, reconnected: false });
+    this.events.connected({
+      gateway: this.ctx.gatewayId,
+      heartbeatMs: 0,
+      ackWaitMs: this.ctx.broker.ackWaitMs,
+      reconnected: false,
+    });
     this.#pump = this.#deliver(this.#inbox);
   }
 
@@ -128,6 +133,13 @@ export class InProcessConnection implements AgentConnection {
     this.ctx.broker
       .reject(this.agentId, id, reason.slice(0, 1000) || "rejected")
       .catch((err: unknown) => this.events.error(err as Error));
+    return true;
+  }
+
+  working(id: string): boolean {
+    if (!this.#ready) return false;
+    // Refused only for a message no longer out (settled meanwhile): nothing to report.
+    this.ctx.broker.working(this.agentId, id).catch(() => undefined);
     return true;
   }
 

@@ -122,6 +122,14 @@ export const PresenceUpdate = z.strictObject({
 });
 export type PresenceUpdate = z.infer<typeof PresenceUpdate>;
 
+/**
+ * Query parameter of the WebSocket upgrade (`/api/v1/ws?maxAckPending=16`): the socket's window,
+ * as an AMQP prefetch count or JetStream's `max_ack_pending`: the gateway sends it at most this many
+ * deliveries it has not acknowledged or rejected (or whose ack wait has not ended). From 1 to the
+ * gateway's per-agent limit (256); without it, that limit. The `flow` frame changes it later.
+ */
+export const MAX_ACK_PENDING_PARAM = "maxAckPending";
+
 /** Frames an agent sends on its WebSocket. */
 export const ClientFrame = z.discriminatedUnion("type", [
   /** Only needed when the upgrade request carried no API key header (browsers cannot set one). */
@@ -134,6 +142,14 @@ export const ClientFrame = z.discriminatedUnion("type", [
   }),
   z.strictObject({ type: z.literal("acknowledge"), id: z.string().min(1) }),
   z.strictObject({ type: z.literal("reject"), id: z.string().min(1), reason: z.string().min(1).max(1000) }),
+  /**
+   * Still working on a delivery it holds: its ack wait starts again (JetStream's in-progress
+   * acknowledgement). Send it for each delivery held, every third of `ready.ackWaitMs`; silence on
+   * success, an `error` frame with the id if the message is no longer out for delivery.
+   */
+  z.strictObject({ type: z.literal("working"), id: z.string().min(1) }),
+  /** Changes the socket's window (`maxAckPending`, see MAX_ACK_PENDING_PARAM). */
+  z.strictObject({ type: z.literal("flow"), maxAckPending: z.number().int().min(1) }),
   z.strictObject({ type: z.literal("presence"), presence: PresenceUpdate }),
   z.strictObject({ type: z.literal("heartbeat") }),
 ]);
@@ -149,6 +165,10 @@ export type ServerFrame =
       agentId: string;
       gateway: string;
       heartbeatMs: number;
+      /** A first delivery's ack wait (later attempts wait longer): send `working` well within it. */
+      ackWaitMs: number;
+      /** The socket's window in effect (see MAX_ACK_PENDING_PARAM). */
+      maxAckPending: number;
       /** The agent's newest protocol version is deprecated: when, and when it will be refused. */
       deprecation?: VersionDeprecation;
     }

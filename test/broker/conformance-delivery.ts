@@ -166,6 +166,58 @@ export function deliveryConformance(ctx: SuiteContext): void {
       expect(await broker.status(input.id)).toMatchObject({ status: "acknowledged", retryCount: 1 });
     });
 
+    it("restarts a delivery's ack wait on working(): no redelivery while the recipient works on it", async () => {
+      const broker = await ctx.open(await ctx.harness(), { delivery: { ackWaitMs: 300, maxDeliver: 2 } });
+      const input = message("alice", "bob");
+      await broker.submit(input);
+      const inbox = reader(await broker.openInbox("bob"));
+      const delivery = await inbox.next();
+      expect(delivery).toMatchObject({ id: input.id, attempt: 1, ackWaitMs: 300 });
+      // Four ack waits long, on its last allowed delivery: only `working` keeps it alive.
+      for (let i = 0; i < 12; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        await broker.working("bob", input.id);
+      }
+      expect(await broker.status(input.id)).toMatchObject({ status: "delivered", retryCount: 0 });
+      await inbox.expectNone(100);
+      await broker.ack("bob", input.id);
+      expect(await broker.status(input.id)).toMatchObject({ status: "acknowledged", retryCount: 0 });
+    });
+
+    it("refuses working() from another agent, for a message not out for delivery, or unknown", async () => {
+      const broker = await ctx.open(await ctx.harness());
+      const input = message("alice", "bob");
+      await broker.submit(input);
+      await expectBrokerError(broker.working("bob", input.id), "invalid_state");
+      const inbox = reader(await broker.openInbox("bob"));
+      await inbox.next();
+      await expectBrokerError(broker.working("carol", input.id), "forbidden");
+      await expectBrokerError(broker.working("bob", "unknown-message-id"), "not_found");
+      await broker.ack("bob", input.id);
+      await expectBrokerError(broker.working("bob", input.id), "invalid_state");
+    });
+
+    it("starts a delivery's ack wait when it is taken, not while it waits in the inbox", async () => {
+      const broker = await ctx.open(await ctx.harness(), { delivery: { ackWaitMs: 300, maxDeliver: 2 } });
+      const inputs = [message("alice", "bob"), message("alice", "bob"), message("alice", "bob")];
+      for (const input of inputs) await broker.submit(input);
+      const inbox = reader(await broker.openInbox("bob"));
+      const first = await inbox.next();
+      // The consumer is busy for four ack waits; the others must not use up their deliveries meanwhile.
+      for (let i = 0; i < 12; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        await broker.working("bob", first.id);
+      }
+      await broker.ack("bob", first.id);
+      for (const input of inputs.slice(1)) {
+        expect(await inbox.next()).toMatchObject({ id: input.id, attempt: 1 });
+        await broker.ack("bob", input.id);
+      }
+      for (const input of inputs) {
+        expect(await broker.status(input.id)).toMatchObject({ status: "acknowledged", retryCount: 0 });
+      }
+    });
+
     it("dead-letters after maxDeliver deliveries: failed, visible to the sender", async () => {
       const broker = await ctx.open(await ctx.harness(), {
         delivery: { ackWaitMs: 200, maxDeliver: 3, backoffFactor: 1.5 },

@@ -23,6 +23,13 @@ export interface Testbed {
   statusOf(as: TestAgent, id: string): Promise<MessageStatusView>;
   /** Replaces the gateway by one whose ack wait is 100 ms, so redeliveries come quickly. */
   quickRedeliveryGateway(): Promise<void>;
+  /** Replaces the gateway by one made with `options`; alice's and bob's assistants are registered again. */
+  replaceGateway(options?: Record<string, unknown>): Promise<void>;
+  /**
+   * Replaces the gateway by one on a data directory of its own; the function returned stops it
+   * and starts it again on the same data and port (the agents reconnect by themselves).
+   */
+  restartableGateway(): Promise<() => Promise<void>>;
 }
 
 /** Per test: a fresh gateway from the factory with alice's and bob's assistants registered. */
@@ -51,11 +58,23 @@ export function useTestbed(makeGateway: GatewayFactory): Testbed {
     return Object.assign(agent, { errors });
   };
   t.statusOf = (as, id) => new GatewayClient({ gateway: t.gw.url, apiKey: as.apiKey }).messageStatus(id);
-  t.quickRedeliveryGateway = async () => {
+  t.replaceGateway = async (options = {}) => {
     await t.gw.close();
-    t.gw = await makeGateway({ delivery: { ackWaitMs: 100, maxDeliver: 5, backoffFactor: 1 } });
+    t.gw = await makeGateway(options);
     t.cleanups.push(() => t.gw.close());
     await register();
+  };
+  t.quickRedeliveryGateway = () =>
+    t.replaceGateway({ delivery: { ackWaitMs: 100, maxDeliver: 5, backoffFactor: 1 } });
+  t.restartableGateway = async () => {
+    const dataDir = tmp();
+    await t.replaceGateway({ dataDir });
+    const port = Number(new URL(t.gw.url).port);
+    return async () => {
+      await t.gw.close();
+      t.gw = await makeGateway({ dataDir, port });
+      t.cleanups.push(() => t.gw.close());
+    };
   };
   return t;
 }

@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { buildNotification } from "../../src/protocol/index.js";
 import { handshake, receive, submit } from "../gateway/suite.js";
-import { FrameClient, startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
+import { api, FrameClient, startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { until } from "../helpers/until.js";
 
 const SOCKET_LIMIT = 256 * 1024;
@@ -59,17 +59,20 @@ class BufferedBytesSampler {
 }
 
 /** Queues MESSAGES_EACH large notifications to each stuck agent, then lets the gateway settle. */
-async function flood(gw: TestGateway, sender: TestAgent, stuck: TestAgent[]): Promise<void> {
+async function flood(gw: TestGateway, sender: TestAgent, stuck: TestAgent[]): Promise<string[]> {
   const padding = "x".repeat(BODY_BYTES);
+  const last: string[] = [];
   for (let round = 0; round < MESSAGES_EACH; round++) {
     for (const agent of stuck) {
       const note = buildNotification(sender.sender, agent.sender.agentId, { round, padding });
       const accepted = await submit(gw, sender, note);
       expect(accepted.status, JSON.stringify(accepted.json)).toBe(202);
+      if (round === MESSAGES_EACH - 1) last.push(note.params.headers["message-id"] as string);
     }
   }
   // Whatever the gateway would still push into the stuck sockets, it does within this.
   await new Promise((resolve) => setTimeout(resolve, 500));
+  return last;
 }
 
 describe("a recipient that never reads its socket", () => {
@@ -103,8 +106,9 @@ describe("a recipient that never reads its socket", () => {
     await receive(normalSocket, 2); // the handshake's announce and capabilities
 
     const buffered = new BufferedBytesSampler(gw.url);
+    let lastIds: string[];
     try {
-      await flood(gw, sender, stuck);
+      lastIds = await flood(gw, sender, stuck);
     } finally {
       await buffered.stop();
     }
@@ -119,6 +123,10 @@ describe("a recipient that never reads its socket", () => {
     expect(await metric(gw.url, "acp_ws_deliveries_paused_total")).toBeGreaterThanOrEqual(NON_READERS);
     const delivered = await metric(gw.url, "acp_messages_delivered_total");
     expect(delivered).toBeLessThan(NON_READERS * MESSAGES_EACH);
+    for (const id of lastIds) {
+      const status = await api(gw.url, `/api/v1/messages/${id}/status`, { apiKey: sender.apiKey });
+      expect(status.json.status, "never handed to a socket that does not read").toBe("queued");
+    }
 
     // A normal agent still gets its messages, promptly and in order.
     const notes = Array.from({ length: 5 }, (_, i) =>

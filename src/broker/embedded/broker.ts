@@ -53,6 +53,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
   /** SQLite stores any envelope the gateway accepts: no limit of its own. */
   readonly maxEnvelopeBytes = Number.POSITIVE_INFINITY;
   readonly policy: BrokerPolicy;
+  readonly ackWaitMs: number;
   readonly table: MessageTable;
   readonly commits: CommitQueue;
   private readonly kvStore: KvStore;
@@ -81,6 +82,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
     private readonly counters: UsageCounters | undefined,
   ) {
     this.policy = policy;
+    this.ackWaitMs = policy.ackWaitMs;
     this.listeners = new Listeners(warn);
     this.table = new MessageTable(db);
     this.commits = new CommitQueue(db, warn);
@@ -167,6 +169,21 @@ export class EmbeddedBroker implements Broker, InboxHost {
 
   ack(agentId: string, id: string): Promise<MessageRecord> {
     return this.settle(agentId, id, { action: "ack" });
+  }
+
+  async working(agentId: string, id: string): Promise<void> {
+    this.assertOpen();
+    checkAgentId(agentId);
+    checkMessageId(id);
+    const inbox = this.inboxes.get(agentId);
+    if (inbox?.extend(id)) return;
+    // Not out through an inbox of this process: say why, as `ack` would.
+    this.commits.flush();
+    const row = this.table.byId(id);
+    if (!row) throw new BrokerError("not_found", `no message ${id}`);
+    this.checkRecipient(row, agentId);
+    const status = effectiveStatus(this.policy, row.status, row.queued_at, Date.now());
+    throw new BrokerError("invalid_state", `message ${id} is ${status}, not out for delivery`);
   }
 
   reject(agentId: string, id: string, reason: string): Promise<MessageRecord> {
@@ -335,9 +352,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
     settlement: Settlement,
     now: number,
   ): "settle" | "already" {
-    if (row.recipient !== agentId) {
-      throw new BrokerError("forbidden", `${agentId} is not the recipient of message ${row.id}`);
-    }
+    this.checkRecipient(row, agentId);
     const status = effectiveStatus(this.policy, row.status, row.queued_at, now);
     if (settlement.action === "ack" && status === "acknowledged") return "already";
     if (status !== "queued" && status !== "delivered") {
@@ -347,6 +362,12 @@ export class EmbeddedBroker implements Broker, InboxHost {
       );
     }
     return "settle";
+  }
+
+  private checkRecipient(row: MessageRow, agentId: string): void {
+    if (row.recipient !== agentId) {
+      throw new BrokerError("forbidden", `${agentId} is not the recipient of message ${row.id}`);
+    }
   }
 
   private writeSettlement(row: MessageRow, settlement: Settlement, now: number): boolean {

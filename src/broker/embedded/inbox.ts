@@ -27,9 +27,10 @@ interface InFlight {
 /**
  * One agent's inbox in this process. Messages come from two sources that never overlap: pages read
  * from the database (`seq` above `lastSeq`) and rows offered right after their submit committed,
- * accepted only while everything older is already in memory. Every hand-out arms an ack timer;
- * when it fires the message is redelivered, or dead-lettered after `maxDeliver` deliveries.
- * Closing the inbox gives its hand-outs back, due at once for the next open (see `giveBack`).
+ * accepted only while everything older is already in memory. A message is handed out when the
+ * consumer asks for the next one, and each hand-out arms an ack timer (`extend` restarts it); when
+ * it fires the message is next in line again: redelivered, or dead-lettered after `maxDeliver`
+ * deliveries. Closing the inbox gives its hand-outs back, due at once for the next open (see `giveBack`).
  */
 export class EmbeddedInbox implements Inbox {
   private readonly queue: DeliveryQueue<Delivery>;
@@ -52,6 +53,7 @@ export class EmbeddedInbox implements Inbox {
         const entry = this.inFlight.get(delivery.id);
         if (entry) entry.taken = true;
       },
+      () => this.pump(),
     );
   }
 
@@ -85,6 +87,22 @@ export class EmbeddedInbox implements Inbox {
     return this.inFlight.get(id)?.row ?? this.waiting.find((row) => row.id === id);
   }
 
+  /**
+   * The agent is still working on delivery `id`: its ack wait starts again. False when this inbox
+   * does not hold it out.
+   */
+  extend(id: string): boolean {
+    const entry = this.inFlight.get(id);
+    if (!entry || this.closed) return false;
+    const { row } = entry;
+    const wait = ackWaitFor(this.host.policy, row.attempts);
+    clearTimeout(entry.timer);
+    entry.timer = this.ackTimer(id, wait);
+    row.next_attempt_at = Date.now() + wait;
+    this.host.commits.defer(() => row.status === "delivered" && this.host.table.markDelivered(row));
+    return true;
+  }
+
   /** The message was acknowledged or rejected through the broker: stop tracking it. */
   settled(id: string): void {
     const entry = this.inFlight.get(id);
@@ -112,8 +130,9 @@ export class EmbeddedInbox implements Inbox {
     this.host.commits.flush();
   }
 
+  /** Hands out the next deliverable message when the consumer asks for one (its ack wait starts then). */
   private pump(): void {
-    while (!this.closed && this.inFlight.size < this.maxInFlight) {
+    while (!this.closed && this.queue.wanted && this.inFlight.size < this.maxInFlight) {
       if (this.waiting.length === 0) {
         if (this.caughtUp) return;
         this.readPage();
@@ -196,14 +215,14 @@ export class EmbeddedInbox implements Inbox {
     // one more delivery after the restart.
     this.host.commits.defer(() => row.status === "delivered" && this.host.table.markDelivered(row));
     this.host.statusChanged(row);
-    this.track(row, wait);
-    this.queue.push(toDelivery(row));
+    this.inFlight.set(row.id, { row, timer: this.ackTimer(row.id, wait), taken: false });
+    this.queue.push(toDelivery(row, wait));
   }
 
-  private track(row: LoadedMessage, waitMs: number): void {
-    const timer = setTimeout(() => this.ackWaitEnded(row.id), waitMs);
+  private ackTimer(id: string, waitMs: number): NodeJS.Timeout {
+    const timer = setTimeout(() => this.ackWaitEnded(id), waitMs);
     timer.unref();
-    this.inFlight.set(row.id, { row, timer, taken: false });
+    return timer;
   }
 
   private ackWaitEnded(id: string): void {
@@ -212,13 +231,12 @@ export class EmbeddedInbox implements Inbox {
     if (!entry || this.closed || entry.row.status !== "delivered") return;
     this.inFlight.delete(id);
     const { row } = entry;
-    const now = Date.now();
-    if (now < expiresAtMs(this.host.policy, row.queued_at)) {
-      if (row.attempts >= this.host.policy.maxDeliver) {
-        this.host.deadLetter(row, maxDeliveriesDetail(row.attempts));
-      } else {
-        this.deliver(row, now);
-      }
+    if (Date.now() >= expiresAtMs(this.host.policy, row.queued_at)) {
+      // the sweep marks it expired
+    } else if (row.attempts >= this.host.policy.maxDeliver) {
+      this.host.deadLetter(row, maxDeliveriesDetail(row.attempts));
+    } else {
+      this.waiting.unshift(row); // next in line: redelivered when the consumer asks for a message
     }
     this.pump();
   }

@@ -310,7 +310,7 @@ export function toStoredMessage(
   return { ...toRecord(row, policy, now), envelope: expired ? null : envelope };
 }
 
-export function toDelivery(row: LoadedMessage): Delivery {
+export function toDelivery(row: LoadedMessage, ackWaitMs: number): Delivery {
   return {
     id: row.id,
     from: row.sender,
@@ -321,5 +321,6 @@ export function toDelivery(row: LoadedMessage): Delivery {
     submittedAt: row.submitted_at,
     queuedAt: isoTime(row.queued_at),
     attempt: row.attempts,
+    ackWaitMs,
   };
 }

@@ -20,7 +20,7 @@ import {
   warner,
 } from "../policy.js";
 import { resolveQuotas } from "../quotas.js";
-import { buildRecord, currentStatus } from "../records.js";
+import { buildRecord } from "../records.js";
 import type {
   AgentUsage,
   Broker,
@@ -61,6 +61,7 @@ import {
 } from "./layout.js";
 import { listMessages } from "./listing.js";
 import { Orphans } from "./orphans.js";
+import { Settlement } from "./settlement.js";
 import { StreamPublisher } from "./publisher.js";
 import { type StatusDoc, StatusStore } from "./status-store.js";
 import { checkEnvelopeSize, maxEnvelopeBytes, storeMessage } from "./submission.js";
@@ -84,6 +85,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
   private readonly changes: ChangeFeed;
   private readonly healthCheck: NatsHealth;
   private readonly orphans: Orphans;
+  private readonly settlement: Settlement;
   /** This broker (gateway process) among all on the same NATS: the holder of its hand-outs. */
   readonly instanceId = randomUUID();
   private closed = false;
@@ -151,6 +153,18 @@ export class NatsBroker implements Broker, NatsInboxHost {
     this.changes = new ChangeFeed(nc, policy, warn);
     this.healthCheck = new NatsHealth(nc, publisher.failures);
     this.orphans = new Orphans(nc, jsm, statuses, this.instanceId, warn);
+    this.settlement = new Settlement(
+      nc,
+      publisher,
+      statuses,
+      policy,
+      (agentId) => this.inboxes.get(agentId),
+      (doc) => this.pendingSettled(doc),
+    );
+  }
+
+  get ackWaitMs(): number {
+    return this.policy.ackWaitMs;
   }
 
   /** The server's `max_payload` (from the connected server's INFO) minus room for the headers. */
@@ -238,6 +252,22 @@ export class NatsBroker implements Broker, NatsInboxHost {
 
   ack(agentId: string, id: string): Promise<MessageRecord> {
     return this.settle(agentId, id, "ack", "");
+  }
+
+  private settle(agentId: string, id: string, action: "ack" | "reject", detail: string) {
+    return this.guard(async () => {
+      checkAgentId(agentId);
+      checkMessageId(id);
+      return this.settlement.settle(agentId, id, action, detail);
+    });
+  }
+
+  working(agentId: string, id: string): Promise<void> {
+    return this.guard(async () => {
+      checkAgentId(agentId);
+      checkMessageId(id);
+      await this.settlement.working(agentId, id);
+    });
   }
 
   reject(agentId: string, id: string, reason: string): Promise<MessageRecord> {
@@ -359,68 +389,6 @@ export class NatsBroker implements Broker, NatsInboxHost {
         this.nc.request(replySubject(msg) ?? "", "-NAK", { timeout: 5_000 }).catch(() => undefined),
       ),
     );
-  }
-
-  /**
-   * The status record decides (recipient, state) with compare-and-set; then the JetStream ack or
-   * term goes through the live delivery if it is here, else through the ack subject recorded at
-   * delivery, so an ack reaches the consumer whichever gateway holds the inbox.
-   */
-  private settle(
-    agentId: string,
-    id: string,
-    action: "ack" | "reject",
-    detail: string,
-  ): Promise<MessageRecord> {
-    return this.guard(async () => {
-      checkAgentId(agentId);
-      checkMessageId(id);
-      const now = Date.now();
-      const [doc, settled] = await this.statuses.mutate<[StatusDoc, boolean]>(id, (current) => {
-        if (!current) throw new BrokerError("not_found", `no message ${id}`);
-        const value = current.value;
-        if (value.to !== agentId)
-          throw new BrokerError("forbidden", `${agentId} is not the recipient of message ${id}`);
-        const status = currentStatus(value, this.policy, now);
-        if (action === "ack" && status === "acknowledged") return { result: [value, false] };
-        if (status !== "queued" && status !== "delivered") {
-          throw new BrokerError(
-            "invalid_state",
-            `message ${id} is ${status}; it can no longer be ${action}ed`,
-          );
-        }
-        const next: StatusDoc =
-          action === "ack"
-            ? { ...value, status: "acknowledged", acknowledgedAt: now, dueAt: undefined }
-            : {
-                ...value,
-                status: "failed",
-                failedAt: now,
-                dueAt: undefined,
-                lastError: detail,
-                deadLetter: { reason: "rejected", detail },
-              };
-        return { next, result: [next, true] };
-      });
-      if (settled) this.pendingSettled(doc);
-      this.settleDelivery(agentId, id, doc.ackSubject, action === "ack" ? "+ACK" : "+TERM");
-      return buildRecord(doc, this.policy, Date.now());
-    });
-  }
-
-  private settleDelivery(agentId: string, id: string, ackSubject: string | undefined, verb: string): void {
-    // No need to wait for the server (ackAck): the status is already settled, so if this ack were
-    // lost the redelivery would be acknowledged silently by the inbox.
-    this.publisher.turnWrites.hold();
-    const live = this.inboxes.get(agentId)?.take(id);
-    if (live) {
-      if (verb === "+ACK") live.ack();
-      else live.term();
-    } else if (ackSubject) {
-      // Handed out through another gateway: its ack subject reaches that consumer from here.
-      this.nc.publish(ackSubject, verb);
-    }
-    // Never handed out: the inbox skips it when it comes, seeing the status.
   }
 
   /** Runs broker work; anything that is not already a BrokerError means NATS is unreachable or refused. */

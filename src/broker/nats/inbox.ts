@@ -17,6 +17,8 @@ export interface NatsInboxHost {
   readonly policy: BrokerPolicy;
   /** Recorded as the holder of each hand-out (see orphans.ts). */
   readonly instanceId: string;
+  /** `broker.working`: restarts a delivery's ack wait, in its status record and here. */
+  working(agentId: string, id: string): Promise<void>;
   readonly statuses: StatusStore;
   /** Quota usage, when kept (records this inbox creates then carry their bytes). */
   readonly ledger: UsageLedger | undefined;
@@ -35,6 +37,8 @@ interface InFlight {
   ackSubject: string | undefined;
   /** When the policy's ack wait for this attempt ends (the record's `dueAt`). */
   dueAt: number;
+  /** The policy's ack wait for this attempt. */
+  waitMs: number;
   /** Redelivers at `dueAt` when JetStream would wait longer (see `catchUp`). */
   timer: NodeJS.Timeout | null;
   /** The consumer received it (it left the delivery queue towards the agent). */
@@ -114,6 +118,7 @@ export class NatsInbox implements Inbox {
   private handOut: Promise<void> = Promise.resolve();
   private readonly running: Promise<void>;
   private closing: Promise<void> | null = null;
+  private readonly keepAlive: NodeJS.Timeout;
 
   constructor(
     readonly agentId: string,
@@ -128,6 +133,8 @@ export class NatsInbox implements Inbox {
       },
     );
     this.running = this.run();
+    this.keepAlive = setInterval(() => this.keepUntaken(), Math.max(50, host.policy.ackWaitMs / 3));
+    this.keepAlive.unref();
   }
 
   [Symbol.asyncIterator](): AsyncIterator<Delivery> {
@@ -147,12 +154,41 @@ export class NatsInbox implements Inbox {
     return entry.msg;
   }
 
+  /** Restarts the ack wait of the live delivery of `id` (its status record says `dueAt` now). */
+  extend(id: string, dueAt: number): boolean {
+    const entry = this.inFlight.get(id);
+    if (!entry || this.closing) return false;
+    entry.msg.working();
+    entry.dueAt = dueAt;
+    if (entry.timer) clearTimeout(entry.timer);
+    entry.timer = this.catchUp(id, entry.msg, entry.waitMs);
+    return true;
+  }
+
   close(): Promise<void> {
     this.closing ??= this.shutdown();
     return this.closing;
   }
 
+  /**
+   * The agent's time to answer starts when it takes a delivery, but the pull fetches ahead and
+   * JetStream's ack wait runs from when it sent: a delivery not taken yet is extended, as the
+   * agent's `working` would, once a third of its wait has passed.
+   */
+  private keepUntaken(): void {
+    const now = Date.now();
+    for (const entry of this.inFlight.values()) {
+      if (entry.taken || entry.dueAt - now > (entry.waitMs * 2) / 3) continue;
+      this.host.working(this.agentId, entry.id).catch((error: unknown) => {
+        this.host.warn(
+          `inbox ${this.agentId}: could not extend ${entry.id} while it waits: ${String(error)}`,
+        );
+      });
+    }
+  }
+
   private async shutdown(): Promise<void> {
+    clearInterval(this.keepAlive);
     this.queue.close();
     // Stop pulling first, so nothing given back can come to this inbox again. Draining the pull's
     // subscription (the consume API supports it) still takes what the server sent before it saw
@@ -271,6 +307,7 @@ export class NatsInbox implements Inbox {
       msg,
       ackSubject,
       dueAt: now + wait,
+      waitMs: wait,
       timer: this.catchUp(headers.id, msg, wait),
       taken: false,
     });
@@ -284,6 +321,7 @@ export class NatsInbox implements Inbox {
       submittedAt: headers.submittedAt,
       queuedAt: isoTime(headers.queuedAt),
       attempt,
+      ackWaitMs: wait,
     };
   }
 

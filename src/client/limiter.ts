@@ -1,6 +1,7 @@
 /**
- * Bounds how many commands are in flight at once (`performance.max_parallel`). Waiters are served
- * in arrival order; a waiter whose signal aborts leaves the queue without taking a slot.
+ * Bounds how many tasks run at once: an agent's handlers (`flow.concurrency`), an orchestrator's
+ * commands (`performance.max_parallel`). Waiters are served in arrival order; a waiter whose signal
+ * aborts leaves the queue without taking a slot.
  */
 export class ConcurrencyLimiter {
   private active = 0;

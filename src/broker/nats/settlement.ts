@@ -1,0 +1,92 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { BrokerError } from "../errors.js";
+import { ackWaitFor, type BrokerPolicy } from "../policy.js";
+import { buildRecord, currentStatus } from "../records.js";
+import type { MessageRecord } from "../types.js";
+import type { NatsInbox } from "./inbox.js";
+import type { StreamPublisher } from "./publisher.js";
+import type { StatusDoc, StatusStore } from "./status-store.js";
+
+/**
+ * Acknowledging, rejecting, and extending a delivery's ack wait. The status record decides
+ * (recipient, state) with compare-and-set; then JetStream is told through the live delivery if it
+ * is in this process, else through the ack subject recorded at delivery, so it reaches the
+ * consumer whichever gateway holds it.
+ */
+export class Settlement {
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly publisher: StreamPublisher,
+    private readonly statuses: StatusStore,
+    private readonly policy: BrokerPolicy,
+    private readonly inboxOf: (agentId: string) => NatsInbox | undefined,
+    /** A message this settlement took from pending to settled (quota usage ends). */
+    private readonly settled: (doc: StatusDoc) => void,
+  ) {}
+
+  async settle(
+    agentId: string,
+    id: string,
+    action: "ack" | "reject",
+    detail: string,
+  ): Promise<MessageRecord> {
+    const now = Date.now();
+    const [doc, changed] = await this.statuses.mutate<[StatusDoc, boolean]>(id, (current) => {
+      const value = recipientsRecord(current?.value, agentId, id);
+      const status = currentStatus(value, this.policy, now);
+      if (action === "ack" && status === "acknowledged") return { result: [value, false] };
+      if (status !== "queued" && status !== "delivered") {
+        throw new BrokerError("invalid_state", `message ${id} is ${status}; it can no longer be ${action}ed`);
+      }
+      const next: StatusDoc =
+        action === "ack"
+          ? { ...value, status: "acknowledged", acknowledgedAt: now, dueAt: undefined }
+          : {
+              ...value,
+              status: "failed",
+              failedAt: now,
+              dueAt: undefined,
+              lastError: detail,
+              deadLetter: { reason: "rejected", detail },
+            };
+      return { next, result: [next, true] };
+    });
+    if (changed) this.settled(doc);
+    // No need to wait for the server (ackAck): the status is already settled, so if this ack were
+    // lost the redelivery would be acknowledged silently by the inbox.
+    this.publisher.turnWrites.hold();
+    const live = this.inboxOf(agentId)?.take(id);
+    if (live) {
+      if (action === "ack") live.ack();
+      else live.term();
+    } else if (doc.ackSubject) {
+      // Handed out through another gateway: its ack subject reaches that consumer from here.
+      this.nc.publish(doc.ackSubject, action === "ack" ? "+ACK" : "+TERM");
+    }
+    // Never handed out: the inbox skips it when it comes, seeing the status.
+    return buildRecord(doc, this.policy, Date.now());
+  }
+
+  /** Moves the record's `dueAt`, then has JetStream restart the ack wait (`+WPI`) wherever the delivery is. */
+  async working(agentId: string, id: string): Promise<void> {
+    const now = Date.now();
+    const doc = await this.statuses.mutate<StatusDoc>(id, (current) => {
+      const value = recipientsRecord(current?.value, agentId, id);
+      const status = currentStatus(value, this.policy, now);
+      if (status !== "delivered")
+        throw new BrokerError("invalid_state", `message ${id} is ${status}, not out for delivery`);
+      const next: StatusDoc = { ...value, dueAt: now + ackWaitFor(this.policy, value.attempts) };
+      return { next, result: next };
+    });
+    if (this.inboxOf(agentId)?.extend(id, doc.dueAt ?? now)) return;
+    if (doc.ackSubject) this.nc.publish(doc.ackSubject, "+WPI");
+  }
+}
+
+/** The record of message `id`, if `agentId` is its recipient. */
+function recipientsRecord(value: StatusDoc | undefined, agentId: string, id: string): StatusDoc {
+  if (!value) throw new BrokerError("not_found", `no message ${id}`);
+  if (value.to !== agentId)
+    throw new BrokerError("forbidden", `${agentId} is not the recipient of message ${id}`);
+  return value;
+}

@@ -1,0 +1,287 @@
+import type { Logger } from "pino";
+import { type RawData, WebSocket } from "ws";
+import type { Broker, Delivery, Inbox } from "../broker/index.js";
+import { brokerToAcp } from "../http/server.js";
+import { AcpError, toErrorObject } from "../protocol/index.js";
+import { ClientFrame, type ServerFrame } from "../wire/api.js";
+import type { ProtocolVersions } from "../wire/versions.js";
+import { DeliveryWindow } from "./delivery-window.js";
+import type { Metrics } from "./metrics.js";
+import { netSocketOf, type SocketBacklog } from "./outbound-buffers.js";
+import type { PresenceTracker } from "./presence.js";
+import type { ResolvedAgent } from "./registry.js";
+import type { Relay } from "./relay.js";
+import type { SubmitIntake } from "./submit-intake.js";
+import type { WsOptions } from "./ws.js";
+
+/**
+ * One agent's WebSocket: authenticated before it is made. Streams the agent's inbox as
+ * `new_message` frames within the socket's window, and takes acknowledgements, rejections,
+ * in-progress notices, presence and submissions.
+ */
+export class Session {
+  private inbox: Inbox | undefined;
+  private pump: Promise<void> | undefined;
+  private lastSeen = Date.now();
+  private heartbeat: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private corked = false;
+  private readonly agentId: string;
+  private readonly window: DeliveryWindow;
+
+  constructor(
+    private readonly ws: WebSocket,
+    private readonly agent: ResolvedAgent,
+    private readonly deps: {
+      broker: Broker;
+      /** The protocol version table, to tell an agent on a deprecated version so in `ready`. */
+      versions: ProtocolVersions;
+      relay: Relay;
+      presence: PresenceTracker;
+      metrics: Metrics;
+      logger: Logger;
+      intake: SubmitIntake;
+      backlog: SocketBacklog;
+    },
+    private readonly options: WsOptions,
+    maxAckPending: number,
+    private readonly onEnd: () => void,
+  ) {
+    this.agentId = agent.record.agentId;
+    this.window = new DeliveryWindow(maxAckPending);
+  }
+
+  async start(): Promise<void> {
+    this.ws.on("message", (data: RawData, isBinary: boolean) => this.onFrame(data, isBinary));
+    this.ws.on("pong", () => {
+      this.lastSeen = Date.now();
+    });
+    this.ws.on("close", () => void this.stop());
+    this.ws.on("error", () => void this.stop());
+    if (this.agent.record.custodial) {
+      // Its inbox is served by the gateway that holds its keys (src/extensions/custody).
+      this.ws.close(1008, "a custodial agent has no socket: it works through the MCP endpoint");
+      return;
+    }
+    let inbox: Inbox;
+    try {
+      inbox = await this.deps.broker.openInbox(this.agentId, { maxInFlight: this.options.maxInFlight });
+    } catch (err) {
+      this.deps.logger.warn({ agent: this.agentId, err: (err as Error).message }, "cannot open inbox");
+      this.ws.close(1011, "inbox unavailable");
+      return;
+    }
+    if (this.stopped) {
+      // The socket went while the inbox was opening: nobody would read it, and left open it would
+      // keep the agent's next connection from opening its own.
+      await inbox.close().catch(() => undefined);
+      return;
+    }
+    this.inbox = inbox;
+    await this.deps.presence.connected(this.agentId).catch(() => undefined);
+    this.deps.metrics.count("acp_ws_connections_total");
+    const deprecation = this.deps.versions.deprecationOf(this.agent.record.protocolVersions);
+    this.send({
+      type: "ready",
+      agentId: this.agentId,
+      gateway: this.options.gatewayId,
+      heartbeatMs: this.options.heartbeatMs,
+      ackWaitMs: this.deps.broker.ackWaitMs,
+      maxAckPending: this.window.maxAckPending,
+      ...(deprecation ? { deprecation } : {}),
+    });
+    this.heartbeat = setInterval(() => this.checkAlive(), this.options.heartbeatMs);
+    this.heartbeat.unref();
+    this.pump = this.deliver(this.inbox);
+  }
+
+  /** Stops delivery and closes the socket; unacknowledged messages stay queued for the next connection. */
+  async stop(code?: number, reason?: string): Promise<void> {
+    if (this.stopped) return this.pump;
+    this.stopped = true;
+    clearInterval(this.heartbeat);
+    if (code !== undefined && this.ws.readyState === WebSocket.OPEN) this.ws.close(code, reason);
+    await this.inbox?.close().catch(() => undefined);
+    this.deps.backlog.release();
+    this.window.notify();
+    await this.pump?.catch(() => undefined);
+    if (this.inbox) await this.deps.presence.disconnected(this.agentId).catch(() => undefined);
+    this.onEnd();
+  }
+
+  /**
+   * Sends the inbox's deliveries in order, as many as the socket's window allows (the agent's
+   * pace), and none while its send buffer holds too much (a recipient that does not read).
+   */
+  private async deliver(inbox: Inbox): Promise<void> {
+    const deliveries = inbox[Symbol.asyncIterator]();
+    const { backlog, metrics } = this.deps;
+    for (;;) {
+      while (!this.stopped && (backlog.full || !this.window.hasRoom)) {
+        if (backlog.full) {
+          metrics.count("acp_ws_deliveries_paused_total");
+          await backlog.untilDrained();
+        } else {
+          await this.window.untilRoom();
+        }
+      }
+      if (this.stopped) break;
+      const next = await deliveries.next();
+      if (next.done) return;
+      if (this.stopped || this.ws.readyState !== WebSocket.OPEN) break;
+      this.corkUntilNextTurn();
+      this.ws.send(deliveryFrame(next.value));
+      this.window.sent(next.value);
+      backlog.sent();
+      metrics.count("acp_messages_delivered_total");
+    }
+    await deliveries.return?.();
+  }
+
+  /**
+   * Frames sent in one turn of the event loop (deliveries and answers: the submits a commit batch
+   * settles are answered together) leave in one write (one syscall) instead of one each.
+   * (nextTick would uncork before the inbox's next promise resolves, batching nothing.)
+   */
+  private corkUntilNextTurn(): void {
+    const socket = netSocketOf(this.ws);
+    if (!socket || this.corked) return;
+    this.corked = true;
+    socket.cork();
+    setImmediate(() => {
+      this.corked = false;
+      socket.uncork();
+    });
+  }
+
+  private checkAlive(): void {
+    if (Date.now() - this.lastSeen > this.options.heartbeatMs * 3) {
+      this.ws.terminate();
+      void this.stop();
+      return;
+    }
+    this.ws.ping();
+  }
+
+  private onFrame(data: RawData, isBinary: boolean): void {
+    this.lastSeen = Date.now();
+    const size = Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : (data as Buffer).byteLength;
+    let frame: ClientFrame;
+    let raw: unknown;
+    try {
+      if (isBinary) throw new AcpError("InvalidRequest", "frames must be JSON text");
+      raw = JSON.parse(data.toString());
+      if (isPlainAck(raw)) {
+        // The most frequent frame: its shape is checked by hand, without the schema's overhead.
+        void this.handle(raw, size);
+        return;
+      }
+      const parsed = ClientFrame.safeParse(raw);
+      if (!parsed.success) {
+        throw new AcpError("InvalidRequest", "unknown or malformed frame", {
+          problems: parsed.error.issues.map((i) => ({ path: `/${i.path.join("/")}`, message: i.message })),
+        });
+      }
+      frame = parsed.data;
+    } catch (err) {
+      const error =
+        err instanceof SyntaxError ? new AcpError("ParseError", "the frame is not valid JSON") : err;
+      // A malformed `submit` still gets its answer by ref, so the sender is not left waiting.
+      const ref = (raw as { ref?: unknown } | null | undefined)?.ref;
+      const echo = (typeof ref === "string" && ref.length <= 256) || Number.isFinite(ref);
+      this.send({
+        type: "error",
+        ...(echo ? { ref: ref as string | number } : {}),
+        error: toErrorObject(error),
+      });
+      return;
+    }
+    void this.handle(frame, size);
+  }
+
+  private async handle(frame: ClientFrame, size: number): Promise<void> {
+    // Stopped (its key rotated, its agent revoked, replaced): nothing more is taken from it.
+    if (this.stopped) return;
+    switch (frame.type) {
+      case "submit":
+        this.deps.intake.begin(this.ws);
+        try {
+          const result = await this.deps.relay.submit(this.agent, frame.envelope, size);
+          this.send({ type: "submitted", ref: frame.ref, ...result });
+        } catch (err) {
+          this.send({ type: "error", ref: frame.ref, error: toErrorObject(brokerToAcp(err)) });
+        } finally {
+          this.deps.intake.end();
+        }
+        return;
+      case "acknowledge":
+      case "reject":
+        this.window.settled(frame.id);
+        try {
+          if (frame.type === "acknowledge") await this.deps.broker.ack(this.agentId, frame.id);
+          else await this.deps.broker.reject(this.agentId, frame.id, frame.reason);
+          this.deps.metrics.count(
+            frame.type === "acknowledge"
+              ? "acp_messages_acknowledged_total"
+              : "acp_messages_rejected_by_recipient_total",
+          );
+        } catch (err) {
+          this.send({ type: "error", id: frame.id, error: toErrorObject(brokerToAcp(err)) });
+        }
+        return;
+      case "working":
+        try {
+          await this.deps.broker.working(this.agentId, frame.id);
+          this.window.working(frame.id);
+        } catch (err) {
+          this.send({ type: "error", id: frame.id, error: toErrorObject(brokerToAcp(err)) });
+        }
+        return;
+      case "flow":
+        if (frame.maxAckPending > this.options.maxInFlight) {
+          this.send({ type: "error", error: toErrorObject(invalidWindow(this.options.maxInFlight)) });
+          return;
+        }
+        this.window.resize(frame.maxAckPending);
+        return;
+      case "presence":
+        await this.deps.presence.update(this.agentId, frame.presence).catch(() => undefined);
+        return;
+      case "heartbeat":
+        await this.deps.presence.heartbeat(this.agentId).catch(() => undefined);
+        return;
+      case "auth":
+        return;
+    }
+  }
+
+  /** Answers (`submitted`, errors) of one turn leave together with that turn's deliveries. */
+  private send(frame: ServerFrame): void {
+    if (this.ws.readyState !== WebSocket.OPEN) return;
+    this.corkUntilNextTurn();
+    this.ws.send(JSON.stringify(frame));
+  }
+}
+
+/** Built by concatenation: the stored envelope text is embedded as is, never re-parsed. */
+function deliveryFrame(d: Delivery): string {
+  return `{"type":"new_message","id":${JSON.stringify(d.id)},"from":${JSON.stringify(d.from)},"kind":"${d.kind}","method":${JSON.stringify(d.method)},"attempt":${d.attempt},"envelope":${d.envelope}}`;
+}
+
+function isPlainAck(raw: unknown): raw is { type: "acknowledge"; id: string } {
+  if (typeof raw !== "object" || raw === null) return false;
+  const frame = raw as Record<string, unknown>;
+  return (
+    frame.type === "acknowledge" &&
+    typeof frame.id === "string" &&
+    frame.id.length > 0 &&
+    Object.keys(frame).length === 2
+  );
+}
+
+/** A window that is not a whole number from 1 to what the gateway hands out to one agent at a time. */
+export function invalidWindow(limit: number): AcpError {
+  return new AcpError("InvalidParams", `maxAckPending must be an integer from 1 to ${limit}`, {
+    problems: [{ path: "/maxAckPending", message: `must be an integer from 1 to ${limit}` }],
+  });
+}
