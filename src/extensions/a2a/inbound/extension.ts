@@ -154,6 +154,19 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
           requestedVersion: legacy ? "0.3" : "1.0",
         });
         const endpoint = open.for(record);
+        // One message per task: its answer is the ACP agent's one answer to one request.
+        const continued = continuedTaskOf(call);
+        if (continued !== undefined && (await endpoint.unfinished(continued, context))) {
+          const busy = new A2aRpcError(
+            A2aErrorCode.UnsupportedOperation,
+            `task ${continued} is still waiting for ${record.agentId}'s answer to an earlier message: a task ` +
+              "here takes one message; follow it (GetTask, SubscribeToTask, a push notification), cancel it, " +
+              "or send this message without taskId to start a new task",
+            [{ field: "params.message.taskId", description: "names a task that is still working" }],
+          );
+          sendJson(res, 200, { jsonrpc: "2.0", id: call.id, error: busy.toJSON() });
+          return;
+        }
         const transport = legacy ? endpoint.legacy : endpoint.transport;
         // Answered without holding the gateway's request slot: a blocking SendMessage may wait long
         // for its agent and a stream lasts, and shutdown must not wait for them (close() ends them).
@@ -247,6 +260,12 @@ async function respond(
 
 function statusWorking(taskId: string, contextId: string, text: string) {
   return statusEvent(taskId, contextId, TaskState.TASK_STATE_WORKING, text);
+}
+
+/** The task a message names (`params.message.taskId`, 1.0 and 0.3 alike), if the call sends one. */
+function continuedTaskOf(call: A2aCall): string | undefined {
+  const message = call.params?.message as { taskId?: unknown } | undefined;
+  return typeof message?.taskId === "string" && message.taskId !== "" ? message.taskId : undefined;
 }
 
 /** The `A2A-Version` header, else the query parameter of that name (A2A 1.0 §3.6.1); "" when neither. */

@@ -28,6 +28,8 @@ export interface AgentEndpoint {
   legacy: LegacyJsonRpcTransportHandler;
   /** Persists and pushes an event of a task whose executor already returned. */
   late(taskId: string, context: ServerCallContext, event: AgentExecutionEvent): Promise<void>;
+  /** The caller's task exists and still waits for the agent's answer. */
+  unfinished(taskId: string, context: ServerCallContext): Promise<boolean>;
 }
 
 export interface EndpointOptions {
@@ -135,7 +137,14 @@ export class AgentEndpoints {
     const pushes = new KvPushNotificationStore(this.#pushes, record.agentId);
     const sender = new GatewayPushSender(this.ctx, pushes, this.options.pushTimeoutMs);
     const late = async (taskId: string, context: ServerCallContext, event: AgentExecutionEvent) => {
-      if (isTerminal(await store.load(taskId, context))) return;
+      const stored = await store.load(taskId, context);
+      if (isTerminal(stored)) {
+        this.ctx.logger.info(
+          { taskId, agent: record.agentId, state: stored?.status?.state },
+          "A2A: an update came for a task already final (canceled, or answered); it is ignored",
+        );
+        return;
+      }
       await new ResultManager(store, context).processEvent(event);
       await sender.send(streamResponseOf(event), context, await store.load(taskId, context));
     };
@@ -163,6 +172,10 @@ export class AgentEndpoints {
       transport: new JsonRpcTransportHandler(handler),
       legacy: new LegacyJsonRpcTransportHandler(handler),
       late,
+      unfinished: async (taskId, context) => {
+        const task = await store.load(taskId, context);
+        return task !== undefined && !isTerminal(task);
+      },
     };
   }
 }
