@@ -9,18 +9,20 @@
  * The hot path makes no round trip: each gateway follows the bucket (a KV watch), so it knows
  * every record as last written, and adds what it accepted or settled itself and has not written
  * yet. Its own changes are written in the background, one compare-and-set per agent per flush
- * (every 50 ms while there are any), retried on a conflict with another gateway's write. So the
- * limits hold across gateways to within what the others accepted in the last moment (a flush and
+ * (every second while there are any), retried on a conflict with another gateway's write. So the
+ * limits hold across gateways to within what the others accepted in the last second (a flush and
  * a watch delivery), and the write cost does not grow with the message rate. What a gateway that
- * dies had not written yet is lost: at most 50 ms of its changes, which stop counting, like
+ * dies had not written yet is lost: at most a second of its changes, which stop counting, like
  * everything else, when their slot ends (retention plus one slot).
  */
 import { type KV, type Kvm, KvWatchInclude } from "@nats-io/kv";
+import { headers } from "@nats-io/transport-node";
 import { isBrokerError } from "../errors.js";
 import type { BrokerPolicy, Warn } from "../policy.js";
 import { checkQuotas, envelopeBytes, NO_USAGE, type ResolvedQuotas } from "../quotas.js";
 import type { AgentUsage, SubmitInput, SubmitResult } from "../types.js";
 import { bucketOptions, USAGE_BUCKET } from "./layout.js";
+import type { StreamPublisher } from "./publisher.js";
 import { isRevisionConflict } from "./status-store.js";
 
 /** Per slot: [pending messages, pending bytes, stored bytes]. */
@@ -33,7 +35,13 @@ interface UsageRecord {
   write?: string;
 }
 
-const FLUSH_MS = 50;
+/**
+ * How often this gateway writes the changes it made. Each agent changed in that time costs one
+ * write, so with many agents sending a message now and then this is what bounds the writes (at
+ * most one per agent per second); the quotas are large, so one second of other gateways' traffic
+ * over a limit is nothing next to it.
+ */
+const FLUSH_MS = 1_000;
 const MAX_CAS_ATTEMPTS = 10;
 /** Slots per retention period: expiry is seen at most retention/48 late (3.5 h of 7 days). */
 const SLOTS_PER_RETENTION = 48;
@@ -58,6 +66,7 @@ export class UsageLedger {
 
   private constructor(
     private readonly kv: KV,
+    private readonly publisher: StreamPublisher,
     private readonly quotas: ResolvedQuotas,
     private readonly policy: BrokerPolicy,
     private readonly warn: Warn,
@@ -67,6 +76,7 @@ export class UsageLedger {
 
   static async open(
     kvm: Kvm,
+    publisher: StreamPublisher,
     replicas: number,
     quotas: ResolvedQuotas,
     policy: BrokerPolicy,
@@ -76,7 +86,7 @@ export class UsageLedger {
     // A record nobody wrote for this long holds only slots past retention.
     const slotMs = Math.max(1_000, Math.ceil(policy.retentionMs / SLOTS_PER_RETENTION));
     const kv = await kvm.create(USAGE_BUCKET, { ...options, ttl: policy.retentionMs + 2 * slotMs });
-    const ledger = new UsageLedger(kv, quotas, policy, warn);
+    const ledger = new UsageLedger(kv, publisher, quotas, policy, warn);
     await ledger.#follow();
     return ledger;
   }
@@ -231,6 +241,16 @@ export class UsageLedger {
     } finally {
       if (this.#writing.get(agentId) === writing) this.#writing.delete(agentId);
     }
+  }
+
+  /**
+   * Compare-and-set through the broker's publisher (as the status records are written): the KV
+   * client's update costs a request of its own per write. `expected` 0: the key must not exist.
+   */
+  async #put(agentId: string, text: string, expected: number): Promise<number> {
+    const h = headers();
+    h.set("Nats-Expected-Last-Subject-Sequence", String(expected));
+    return (await this.publisher.publish(`$KV.${USAGE_BUCKET}.${agentId}`, text, h)).seq;
   }
 
   async #landed(agentId: string, tag: string): Promise<boolean> {
