@@ -56,7 +56,7 @@ export const errorMeanings: Record<ErrorCodeName, string> = {
   Unauthorized: "missing or invalid credentials",
   Forbidden: "the credentials do not allow this (e.g. signing as another agent)",
   PayloadTooLarge: "the envelope exceeds the size limit",
-  RateLimited: "too many requests; retry after the indicated delay",
+  RateLimited: "too many requests, or a quota reached (data.quota); retry after the indicated delay",
   UnknownRecipient: "no agent with this id is registered",
   NoCommonVersion: "the two agents share no protocol version",
   NotFound: "no such message or resource",
