@@ -8,7 +8,6 @@
  * past retention counts until the sweep marks it (within a minute).
  */
 import type Database from "better-sqlite3";
-import { isBrokerError } from "../errors.js";
 import { checkQuotas, NO_USAGE, type ResolvedQuotas } from "../quotas.js";
 import type { AgentUsage, SubmitInput } from "../types.js";
 import type { MessageRow } from "./messages.js";
@@ -44,27 +43,20 @@ export class UsageCounters {
   }
 
   /**
-   * Counts a submission before it is written, refusing it past a quota. `isStored` says whether
-   * the id is stored already: a resubmission is never refused (it stores nothing) and counts
-   * nothing. Returns whether it was counted (then `uncount` if it turns out not to be stored).
+   * Counts a submission before it is written, or refuses it past a quota (BrokerError `quota`).
+   * `uncount` it if it turns out not to be stored.
    */
-  count(input: SubmitInput, bytes: number, isStored: () => boolean): boolean {
-    try {
-      checkQuotas(
-        this.quotas,
-        input.to,
-        this.#byAgent.get(input.to) ?? NO_USAGE,
-        input.from,
-        this.#byAgent.get(input.from) ?? NO_USAGE,
-        bytes,
-      );
-    } catch (error) {
-      if (isBrokerError(error, "quota") && isStored()) return false;
-      throw error;
-    }
+  count(input: SubmitInput, bytes: number): void {
+    checkQuotas(
+      this.quotas,
+      input.to,
+      this.#byAgent.get(input.to) ?? NO_USAGE,
+      input.from,
+      this.#byAgent.get(input.from) ?? NO_USAGE,
+      bytes,
+    );
     this.#move(input.to, 1, bytes, 0);
     this.#move(input.from, 0, 0, bytes);
-    return true;
   }
 
   /** A counted submission was not stored after all (a duplicate, or the write failed). */
