@@ -61,11 +61,16 @@ export interface DefaultGatewayOptions extends GatewayOptions {
    * key-encryption key: `key`, else `ACP_CUSTODY_KEY`, else `<data>/custody.key` (docs/gateway.md).
    */
   custody?: { enabled?: boolean; key?: string };
+  /**
+   * A published A2A agent (capability `a2a`) whose card is also served at the origin's
+   * `/.well-known/agent-card.json`, for A2A clients given only the gateway's address. Default none: 404.
+   */
+  a2aWellKnownAgent?: string;
 }
 
 /** The standard gateway: core, dashboard, collaboration, MCP endpoint, approvals, custody and the A2A bridge. */
 export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promise<Gateway> {
-  const { summaryWebhooks, dashboard, custody, extensions: extra = [], ...core } = options;
+  const { summaryWebhooks, dashboard, custody, a2aWellKnownAgent, extensions: extra = [], ...core } = options;
   const data = core.data ?? "./.acp";
   const audited = core.audit !== false;
   const given = (name: string) => extra.find((e) => e.name === name);
@@ -90,6 +95,7 @@ export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promis
       dataDir: data,
       secrets,
       ...(audited ? { auditRoot: join(data, "a2a-audit") } : {}),
+      ...(a2aWellKnownAgent !== undefined && { wellKnownAgent: a2aWellKnownAgent }),
     });
   // Built before anything is opened: a malformed webhook URL stops start-up with nothing to clean up.
   const dashboardExt = dashboardExtension({

@@ -1,43 +1,14 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { buildNotification, signMessage } from "../../src/protocol/index.js";
-import { CLI_PATH, runAcp } from "../helpers/cli.js";
+import { runAcp, spawnGateway } from "../helpers/cli.js";
 import { ADMIN_TOKEN, api, FrameClient, registerTestAgent } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { tlsCertificate } from "../helpers/tls.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { handshake } from "./suite.js";
-
-interface RunningGateway {
-  child: ChildProcess;
-  url: string;
-  output: () => string;
-}
-
-/** Runs `acp gateway` as a real child process and waits for its URL line. */
-function spawnGateway(args: string[]): Promise<RunningGateway> {
-  const child = spawn(process.execPath, [CLI_PATH, "gateway", "--port", "0", ...args], {
-    env: { ...process.env, ACP_ADMIN_TOKEN: ADMIN_TOKEN, ACP_LOG_LEVEL: "debug" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${output}`)), 15_000);
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = /ACP gateway on (\S+)/.exec(output);
-      if (match) {
-        clearTimeout(timer);
-        resolve({ child, url: match[1] as string, output: () => output });
-      }
-    };
-    child.stdout.on("data", onData);
-    child.stderr.on("data", onData);
-    child.on("exit", (code) => reject(new Error(`gateway exited ${code}: ${output}`)));
-  });
-}
 
 const exited = (child: ChildProcess) =>
   new Promise<number | null>((resolve) => {

@@ -1,5 +1,6 @@
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { ADMIN_TOKEN } from "./gateway.js";
 
 export const CLI_PATH = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
 
@@ -35,5 +36,34 @@ export function runAcp(
       resolve({ code: code ?? -1, stdout, stderr });
     });
     child.stdin.end(options.input ?? "");
+  });
+}
+
+export interface RunningGateway {
+  child: ChildProcess;
+  url: string;
+  output: () => string;
+}
+
+/** Runs `acp gateway` (on a free port, admin token ADMIN_TOKEN) as a real child process and waits for its URL line. */
+export function spawnGateway(args: string[]): Promise<RunningGateway> {
+  const child = spawn(process.execPath, [CLI_PATH, "gateway", "--port", "0", ...args], {
+    env: { ...process.env, ACP_ADMIN_TOKEN: ADMIN_TOKEN, ACP_LOG_LEVEL: "debug" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${output}`)), 15_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /ACP gateway on (\S+)/.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        resolve({ child, url: match[1] as string, output: () => output });
+      }
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    child.on("exit", (code) => reject(new Error(`gateway exited ${code}: ${output}`)));
   });
 }

@@ -28,6 +28,7 @@ export interface GatewayCliOptions {
   storageFloor?: string;
   audit: boolean;
   summaryWebhook: string[];
+  a2aWellKnown?: string;
 }
 
 const collect = (value: string, previous: string[]) => [...previous, value];
@@ -139,6 +140,10 @@ export function registerGateway(program: Command): void {
       "--storage-floor <bytes>",
       "free storage below which new messages are refused (default 536870912; 0: none)",
     )
+    .option(
+      "--a2a-well-known <agent-id>",
+      "also serve this A2A-published agent's card at /.well-known/agent-card.json, where A2A clients given only the gateway's address look",
+    )
     .option("--no-audit", "do not keep the relay audit log")
     .option(
       "--summary-webhook <url>",
@@ -149,6 +154,13 @@ export function registerGateway(program: Command): void {
     .action(async (options: GatewayCliOptions) => {
       if (Boolean(options.tlsCert) !== Boolean(options.tlsKey))
         throw new CliError("--tls-cert and --tls-key go together");
+      if (options.a2aWellKnown !== undefined) {
+        const { AgentId } = await import("../../protocol/index.js");
+        if (!AgentId.safeParse(options.a2aWellKnown).success)
+          throw new CliError(
+            `--a2a-well-known: ${JSON.stringify(options.a2aWellKnown)} is not a valid agent id`,
+          );
+      }
       const nats = natsOptionsFrom(options);
       const rate = positiveInt(options.rateLimit, "--rate-limit") ?? 2000;
       // Loaded on use: the gateway pulls in both brokers, MCP and the dashboard, which no other
@@ -184,6 +196,7 @@ export function registerGateway(program: Command): void {
         quotas: quotasFrom(options),
         audit: options.audit,
         summaryWebhooks: options.summaryWebhook,
+        ...(options.a2aWellKnown !== undefined && { a2aWellKnownAgent: options.a2aWellKnown }),
       }).catch((err: Error) => {
         throw new CliError(err.message);
       });

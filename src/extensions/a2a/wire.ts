@@ -204,6 +204,11 @@ export function requestedA2aVersion(asked: string): A2aVersion | undefined {
   return A2A_VERSIONS.find((supported) => supported === version);
 }
 
+/** What a request names as its version: the `A2A-Version` header, else that query parameter (A2A 1.0 §3.6.1); "" when neither. */
+export function askedA2aVersion(header: string | string[] | undefined, url: URL): string {
+  return (Array.isArray(header) ? header[0] : header) ?? url.searchParams.get(A2A_VERSION_HEADER) ?? "";
+}
+
 /** VersionNotSupported (-32009) naming the version asked for and those served. */
 export function versionNotSupported(asked: string, requestId: A2aCall["id"] = null): A2aRpcError {
   const err = new A2aRpcError(

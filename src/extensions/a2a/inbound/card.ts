@@ -7,6 +7,10 @@ import { AgentCard, type AgentSkill } from "@a2a-js/sdk";
 import type { AgentRecord } from "../../../gateway/registry.js";
 import { A2A_CAPABILITY, a2aAgentBaseUrl } from "../../../wire/a2a.js";
 import { A2A_REMOTE_CAPABILITY } from "../../../wire/a2a-outbound.js";
+import { A2A_VERSION_HEADER, A2A_VERSIONS, requestedA2aVersion } from "../wire.js";
+
+/** Where an A2A agent card is, under an agent's base URL or at the origin (RFC 8615). */
+export const AGENT_CARD_PATH = "/.well-known/agent-card.json";
 
 const MODES = ["text/plain", "application/json"];
 
@@ -111,4 +115,35 @@ export function legacyAgentCardOf(record: AgentRecord, publicUrl: string): Recor
     supportsAuthenticatedExtendedCard: false,
     supportedInterfaces: (AgentCard.toJSON(card) as { supportedInterfaces: unknown }).supportedInterfaces,
   };
+}
+
+/**
+ * The answer to a card request that names `asked` as its A2A version: the card in that version's
+ * shape, or (a version not spoken) A2A 1.0 §6.4's problem. Always `Vary: A2A-Version`.
+ */
+export function cardAnswer(
+  record: AgentRecord,
+  publicUrl: string,
+  asked: string,
+): { status: number; body: unknown; headers: Record<string, string> } {
+  const vary = { vary: A2A_VERSION_HEADER };
+  const version = requestedA2aVersion(asked);
+  if (version === undefined) {
+    return {
+      status: 400,
+      headers: { ...vary, "content-type": "application/problem+json" },
+      body: {
+        type: "https://a2a-protocol.org/errors/version-not-supported",
+        title: "Protocol Version Not Supported",
+        status: 400,
+        detail: `A2A version ${JSON.stringify(asked)} is not supported here: send ${A2A_VERSION_HEADER} ${A2A_VERSIONS.join(" or ")}`,
+        supportedVersions: [...A2A_VERSIONS],
+      },
+    };
+  }
+  const body =
+    version === "0.3"
+      ? legacyAgentCardOf(record, publicUrl)
+      : AgentCard.toJSON(agentCardOf(record, publicUrl));
+  return { status: 200, body, headers: { ...vary, "cache-control": "max-age=60" } };
 }

@@ -9,7 +9,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { TLSSocket } from "node:tls";
-import { AgentCard, formatSSEEvent, SSE_HEADERS, TaskState } from "@a2a-js/sdk";
+import { formatSSEEvent, SSE_HEADERS, TaskState } from "@a2a-js/sdk";
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import { JsonRpcTransportHandler, ServerCallContext } from "@a2a-js/sdk/server";
 import { authenticate, type GatewayContext } from "../../../gateway/context.js";
@@ -17,21 +17,20 @@ import type { GatewayExtension } from "../../../gateway/extension.js";
 import type { SecretKeeper } from "../../../gateway/secrets.js";
 import { displayUrl, type OutboundPolicy, OutboundUrlRefused } from "../../../http/outbound.js";
 import { type Router, readJsonBody, selfUrlOf, sendError, sendJson } from "../../../http/server.js";
-import { AcpError } from "../../../protocol/index.js";
+import { AcpError, AgentId } from "../../../protocol/index.js";
 import { A2A_BASE_PATH } from "../../../wire/a2a.js";
 import {
-  A2A_VERSION_HEADER,
-  A2A_VERSIONS,
   type A2aCall,
   A2aErrorCode,
   A2aRpcError,
   checkA2aCall,
+  askedA2aVersion,
   isLegacyMethod,
   requestedA2aVersion,
   versionNotSupported,
 } from "../wire.js";
 import { BridgeIdentities } from "./bridge-identities.js";
-import { agentCardOf, isPublished, legacyAgentCardOf } from "./card.js";
+import { AGENT_CARD_PATH, cardAnswer, isPublished } from "./card.js";
 import { A2aCaller } from "./durable-stores.js";
 import { A2aAcpMethods, statusEvent } from "./executor.js";
 import { AgentEndpoints } from "./handlers.js";
@@ -52,6 +51,12 @@ export interface A2aInboundOptions {
   pushTimeoutMs?: number;
   /** The gateway's URL as A2A clients see it, for cards (default: from the request's Host). */
   publicUrl?: string;
+  /**
+   * A published agent whose card is also served at the origin's `/.well-known/agent-card.json`,
+   * where A2A clients that are given only the gateway's address look (`acp gateway
+   * --a2a-well-known`). Default: none, and that path answers 404.
+   */
+  wellKnownAgent?: string;
 }
 
 export interface A2aInboundExtension extends GatewayExtension {
@@ -60,6 +65,9 @@ export interface A2aInboundExtension extends GatewayExtension {
 }
 
 export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInboundExtension {
+  if (options.wellKnownAgent !== undefined && !AgentId.safeParse(options.wellKnownAgent).success) {
+    throw new Error(`wellKnownAgent: ${JSON.stringify(options.wellKnownAgent)} is not a valid agent id`);
+  }
   /** Open answers and the JSON-RPC id each is for. */
   const answering = new Map<ServerResponse, A2aCall["id"]>();
   let endpoints: AgentEndpoints | undefined;
@@ -107,28 +115,21 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
         return agent.record;
       };
 
-      router.add(
-        "GET",
-        `${A2A_BASE_PATH}/:agent_id/.well-known/agent-card.json`,
-        async (req, res, params, url) => {
-          const record = await publishedAgent(params.agent_id ?? "");
-          const asked = askedVersion(req, url);
-          const version = requestedA2aVersion(asked);
-          // The card's shape depends on the version asked for: caches must keep one per version.
-          const vary = { vary: A2A_VERSION_HEADER };
-          if (version === undefined) {
-            sendJson(res, 400, versionProblem(asked), {
-              ...vary,
-              "content-type": "application/problem+json",
-            });
-            return;
-          }
-          const base = options.publicUrl ?? publicUrlOf(req);
-          const card =
-            version === "0.3" ? legacyAgentCardOf(record, base) : AgentCard.toJSON(agentCardOf(record, base));
-          sendJson(res, 200, card, { ...vary, "cache-control": "max-age=60" });
-        },
+      const serveCard = async (req: IncomingMessage, res: ServerResponse, url: URL, agentId: string) => {
+        const record = await publishedAgent(agentId);
+        const asked = askedA2aVersion(req.headers["a2a-version"], url);
+        const { status, body, headers } = cardAnswer(record, options.publicUrl ?? publicUrlOf(req), asked);
+        sendJson(res, status, body, headers);
+      };
+      router.add("GET", `${A2A_BASE_PATH}/:agent_id${AGENT_CARD_PATH}`, (req, res, params, url) =>
+        serveCard(req, res, url, params.agent_id ?? ""),
       );
+      // The origin's card, for clients given only the gateway's address: the operator's choice.
+      const { wellKnownAgent } = options;
+      if (wellKnownAgent !== undefined)
+        router.add("GET", AGENT_CARD_PATH, (req, res, _params, url) =>
+          serveCard(req, res, url, wellKnownAgent),
+        );
 
       router.add("POST", `${A2A_BASE_PATH}/:agent_id`, async (req, res, params, url) => {
         const caller = await authenticate(ctx, req);
@@ -139,7 +140,7 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
         let call: A2aCall;
         try {
           call = checkA2aCall(body);
-          const asked = askedVersion(req, url);
+          const asked = askedA2aVersion(req.headers["a2a-version"], url);
           if (requestedA2aVersion(asked) === undefined) throw versionNotSupported(asked, call.id);
           await refusePushUrls(call, ctx.outbound);
         } catch (err) {
@@ -266,23 +267,6 @@ function statusWorking(taskId: string, contextId: string, text: string) {
 function continuedTaskOf(call: A2aCall): string | undefined {
   const message = call.params?.message as { taskId?: unknown } | undefined;
   return typeof message?.taskId === "string" && message.taskId !== "" ? message.taskId : undefined;
-}
-
-/** The `A2A-Version` header, else the query parameter of that name (A2A 1.0 §3.6.1); "" when neither. */
-function askedVersion(req: IncomingMessage, url: URL): string {
-  const header = req.headers["a2a-version"];
-  return (Array.isArray(header) ? header[0] : header) ?? url.searchParams.get(A2A_VERSION_HEADER) ?? "";
-}
-
-/** The card's answer to a version the gateway does not speak (A2A 1.0 §6.4, as problem+json). */
-function versionProblem(asked: string) {
-  return {
-    type: "https://a2a-protocol.org/errors/version-not-supported",
-    title: "Protocol Version Not Supported",
-    status: 400,
-    detail: `A2A version ${JSON.stringify(asked)} is not supported here: send ${A2A_VERSION_HEADER} ${A2A_VERSIONS.join(" or ")}`,
-    supportedVersions: [...A2A_VERSIONS],
-  };
 }
 
 function publicUrlOf(req: IncomingMessage): string {
