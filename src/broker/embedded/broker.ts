@@ -1,7 +1,7 @@
 import { statfs } from "node:fs/promises";
 import { resolve } from "node:path";
 import type Database from "better-sqlite3";
-import { BrokerError, isBrokerError } from "../errors.js";
+import { BrokerError } from "../errors.js";
 import { Listeners } from "../listeners.js";
 import {
   type BrokerPolicy,
@@ -113,7 +113,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
     this.assertOpen();
     checkSubmit(input);
     const bytes = envelopeBytes(input.envelope);
-    const counted = this.count(input, bytes);
+    const counted = this.counters?.count(input, bytes, this.table) ?? false;
     const stored = this.commits.run(
       () => {
         // queued_at never decreases with seq: the retention sweeps rely on it.
@@ -144,21 +144,6 @@ export class EmbeddedBroker implements Broker, InboxHost {
     // A new message is reported as stored (queued), even if its inbox already picked it up.
     const status = duplicate ? effectiveStatus(this.policy, row.status, row.queued_at, Date.now()) : "queued";
     return { id: input.id, status, duplicate };
-  }
-
-  /**
-   * Counts a submission against the quotas, or refuses it (BrokerError `quota`). A resubmission of
-   * a stored message stores nothing, so it is never refused, and not counted (false).
-   */
-  private count(input: SubmitInput, bytes: number): boolean {
-    if (!this.counters) return false;
-    try {
-      this.counters.count(input, bytes);
-      return true;
-    } catch (error) {
-      if (isBrokerError(error, "quota") && this.table.byId(input.id) !== undefined) return false;
-      throw error;
-    }
   }
 
   async openInbox(agentId: string, options: InboxOptions = {}): Promise<Inbox> {

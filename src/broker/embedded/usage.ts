@@ -8,9 +8,10 @@
  * past retention counts until the sweep marks it (within a minute).
  */
 import type Database from "better-sqlite3";
+import { isBrokerError } from "../errors.js";
 import { checkQuotas, NO_USAGE, type ResolvedQuotas } from "../quotas.js";
 import type { AgentUsage, SubmitInput } from "../types.js";
-import type { MessageRow } from "./messages.js";
+import type { MessageRow, MessageTable } from "./messages.js";
 
 export class UsageCounters {
   readonly #byAgent = new Map<string, AgentUsage>();
@@ -43,20 +44,27 @@ export class UsageCounters {
   }
 
   /**
-   * Counts a submission before it is written, or refuses it past a quota (BrokerError `quota`).
-   * `uncount` it if it turns out not to be stored.
+   * Counts a submission before it is written (true; `uncount` it if it turns out not to be
+   * stored), or refuses it past a quota (BrokerError `quota`). A resubmission of a message the
+   * table holds stores nothing: never refused, not counted (false).
    */
-  count(input: SubmitInput, bytes: number): void {
-    checkQuotas(
-      this.quotas,
-      input.to,
-      this.#byAgent.get(input.to) ?? NO_USAGE,
-      input.from,
-      this.#byAgent.get(input.from) ?? NO_USAGE,
-      bytes,
-    );
+  count(input: SubmitInput, bytes: number, table: MessageTable): boolean {
+    try {
+      checkQuotas(
+        this.quotas,
+        input.to,
+        this.#byAgent.get(input.to) ?? NO_USAGE,
+        input.from,
+        this.#byAgent.get(input.from) ?? NO_USAGE,
+        bytes,
+      );
+    } catch (error) {
+      if (isBrokerError(error, "quota") && table.byId(input.id) !== undefined) return false;
+      throw error;
+    }
     this.#move(input.to, 1, bytes, 0);
     this.#move(input.from, 0, 0, bytes);
+    return true;
   }
 
   /** A counted submission was not stored after all (a duplicate, or the write failed). */
