@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import type { Broker } from "../broker/index.js";
 import type { OutboundPolicy } from "../http/outbound.js";
+import type { GatewayAddress } from "./address.js";
 import { AcpError } from "../protocol/index.js";
 import type { Caller, Credentials } from "./credentials.js";
 import type { Metrics } from "./metrics.js";
@@ -35,6 +36,8 @@ export interface GatewayContext {
   gatewayId: string;
   /** The one policy for URLs others supply (push notifications, A2A cards, webhooks): use its `fetch`. */
   outbound: OutboundPolicy;
+  /** The gateway's own URL, hosts and allowed browser origins, from its configuration (never a request). */
+  address: GatewayAddress;
 }
 
 /** An agent or the admin, as most endpoints accept; anything else is 401. */

@@ -13,6 +13,7 @@ import pino, { type Logger } from "pino";
 import type { Broker, DeliveryOptions, NatsConnectionOptions } from "../broker/index.js";
 import { openBroker } from "../broker/open.js";
 import { OutboundPolicy } from "../http/outbound.js";
+import { GatewayAddress } from "./address.js";
 import { describeNarrowed, ensurePrivateDir, type ModeNarrowed } from "../jsonl/private-files.js";
 import { AcpError } from "../protocol/index.js";
 import { checkAdminTokenStrength, hashSecret, newAdminToken } from "./auth.js";
@@ -60,6 +61,16 @@ export interface GatewayOptions {
    * (docs/security.md, "Outbound URLs").
    */
   allowPrivateUrls?: boolean | string[];
+  /**
+   * The gateway's URL as its clients see it (behind a proxy: `https://acp.example.com`), for the URLs
+   * it gives out (A2A agent cards). Default: the address it listens on. Never taken from a request.
+   */
+  publicUrl?: string;
+  /**
+   * Browser origins, besides the gateway's own, allowed to call `/mcp` (`https://app.example.com`).
+   * A request with any other `Origin` is refused with 403 (docs/security.md, "Browser origins").
+   */
+  allowedOrigins?: string[];
   /** Use this admin token instead of the stored/generated one (also `ACP_ADMIN_TOKEN`). */
   adminToken?: string;
   limits?: {
@@ -178,6 +189,12 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     );
   // Before anything is opened: a malformed range stops start-up with nothing to clean up.
   const outbound = new OutboundPolicy({ allowPrivate: options.allowPrivateUrls ?? false });
+  const address = new GatewayAddress({
+    host,
+    tls: options.tls !== undefined,
+    ...(options.publicUrl !== undefined && { publicUrl: options.publicUrl }),
+    ...(options.allowedOrigins !== undefined && { allowedOrigins: options.allowedOrigins }),
+  });
   const data = options.data ?? "./.acp";
   // A table that breaks the compatibility policy is refused before anything is opened.
   const versions = ProtocolVersions.of(options.protocolVersions);
@@ -253,6 +270,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     startedAt: new Date(),
     gatewayId,
     outbound,
+    address,
   };
   const hub = new WsHub(
     { broker, credentials, openedByKey, versions, relay, presence, metrics, logger },
@@ -362,10 +380,23 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     throw err;
   }
   const { port } = server.address() as AddressInfo;
+  address.bound(port);
   const scheme = options.tls ? "https" : "http";
   const shownHost = host.includes(":") ? `[${host}]` : host;
   const url = `${scheme}://${shownHost}:${port}`;
   logger.info({ url, broker: broker.kind }, "gateway listening");
+  if (!LOOPBACK.test(host) && !options.tls) {
+    logger.warn(
+      { url },
+      "serving plain HTTP on a non-loopback address (--insecure): API keys, tokens and messages cross the network unencrypted; put TLS in front or give --tls-cert/--tls-key",
+    );
+  }
+  if (address.publicUrl === undefined) {
+    logger.warn(
+      { url },
+      "listening on every address without a public URL: the URLs the gateway gives out (A2A agent cards) follow each request's Host and are not cached; give --public-url",
+    );
+  }
 
   let closing: Promise<void> | undefined;
   const close = () => {

@@ -1,5 +1,4 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { TLSSocket } from "node:tls";
 import { AcpError, type ErrorCodeName, toErrorObject } from "../protocol/index.js";
 
 /** HTTP status for each ACP error: the JSON-RPC error object is always the body. */
@@ -227,14 +226,4 @@ export class Router {
     }
     return { status: pathMatched ? 405 : 404 };
   }
-}
-
-/**
- * The base URL by which this process reaches the gateway a request came in to: over plain HTTP the
- * address of the socket it arrived on; over TLS the Host the client used (the certificate names it).
- */
-export function selfUrlOf(req: IncomingMessage): string {
-  if (req.socket instanceof TLSSocket) return `https://${req.headers.host ?? "localhost"}`;
-  const address = (req.socket.localAddress ?? "127.0.0.1").replace(/^::ffff:/, "");
-  return `http://${address.includes(":") ? `[${address}]` : address}:${req.socket.localPort}`;
 }

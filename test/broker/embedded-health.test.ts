@@ -4,7 +4,6 @@
  * test/reliability/storage.test.ts), then lifted again.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
@@ -77,7 +76,7 @@ describe.runIf(process.platform === "linux" && hasCommand("prlimit"))(
 
       expect(await ask("health")).toEqual({
         ok: true,
-        detail: { storage: `sqlite ${join(data, "acp.db")}` },
+        detail: { storage: "sqlite" },
       });
       expect(await ask("submit")).toHaveProperty("submitted");
 
@@ -98,7 +97,7 @@ describe.runIf(process.platform === "linux" && hasCommand("prlimit"))(
       setLimit(pid, "fsize", "unlimited");
       expect(await ask("health")).toMatchObject({
         ok: true,
-        detail: { storage: expect.stringMatching(/^sqlite /) },
+        detail: { storage: "sqlite" },
       });
 
       // A real write that succeeds ends it as well; a new failure starts a new run.

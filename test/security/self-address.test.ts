@@ -69,7 +69,7 @@ describe("the gateway's own address", () => {
     return agent;
   }
 
-  it("MCP: agents/run with Host: <attacker> runs in process; the attacker's host hears nothing", async () => {
+  it("MCP: a Host naming the attacker is refused at the door; agents/run goes in process; the attacker hears nothing", async () => {
     const dir = tmp();
     const tls = tlsCertificate(dir);
     const ca = readFileSync(tls.cert);
@@ -88,9 +88,7 @@ describe("the gateway's own address", () => {
           ...(session && { "mcp-session-id": session }),
         },
       });
-
-    const host = `localhost:${evil.port}`;
-    const opened = await mcp(host, {
+    const initialize = {
       jsonrpc: "2.0",
       id: 1,
       method: "initialize",
@@ -99,7 +97,15 @@ describe("the gateway's own address", () => {
         capabilities: {},
         clientInfo: { name: "mallory", version: "1" },
       },
-    });
+    };
+
+    // Bound to loopback, the gateway refuses a Host that is not its own (docs/security.md, "Browser origins").
+    const refused = await mcp(`localhost:${evil.port}`, initialize);
+    expect(refused.status).toBe(403);
+
+    // With its own Host the run works, and the bridge agent that carries it reaches no address at all.
+    const host = new URL(gw.url).host;
+    const opened = await mcp(host, initialize);
     expect(opened.status).toBe(200);
     const session = String(opened.headers["mcp-session-id"]);
     await mcp(host, { jsonrpc: "2.0", method: "notifications/initialized" }, session);
@@ -108,11 +114,8 @@ describe("the gateway's own address", () => {
       { jsonrpc: "2.0", id: 2, method: "agents/run", params: { name: "target", input: { text: "hi" } } },
       session,
     );
-
     expect(resultOf(run, 2)).toMatchObject({ output: { echo: { text: "hi" } } });
     expect(evil.connections).toBe(0);
-    expect(evil.received().length).toBe(0);
-    // The gateway is healthy and the run works as well with the right Host.
     expect((await rawRequest(`${gw.url}/healthz`, { ca })).status).toBe(200);
   });
 
@@ -165,6 +168,37 @@ describe("the gateway's own address", () => {
     }
     expect(evil.connections).toBe(0);
     expect((await rawRequest(`${gw.url}/healthz`, { ca })).status).toBe(200);
+  });
+});
+
+describe("the URLs the gateway gives out (A2A agent cards)", () => {
+  const cleanups: (() => Promise<unknown>)[] = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
+  });
+
+  async function cardWith(gw: TestGateway, host: string) {
+    await gw.register("helper", "p-helper", { capabilities: ["a2a"] });
+    const answer = await rawRequest(`${gw.url}/a2a/helper/.well-known/agent-card.json`, {
+      headers: { host },
+    });
+    const card = JSON.parse(answer.text) as { supportedInterfaces: { url: string }[] };
+    return { urls: card.supportedInterfaces.map((i) => i.url), headers: answer.headers };
+  }
+
+  it("name the address the gateway listens on, whatever the Host: nothing for a shared cache to poison", async () => {
+    const gw = await startTestGateway();
+    cleanups.push(() => gw.close());
+    const { urls, headers } = await cardWith(gw, "evil.example.com");
+    expect(urls).toEqual([`${gw.url}/a2a/helper`, `${gw.url}/a2a/helper`]);
+    expect(headers["cache-control"]).toBe("max-age=60");
+  });
+
+  it("name the configured public URL", async () => {
+    const gw = await startTestGateway({ publicUrl: "https://acp.example.com/gateway/" });
+    cleanups.push(() => gw.close());
+    const { urls } = await cardWith(gw, "evil.example.com");
+    expect(urls[0]).toBe("https://acp.example.com/gateway/a2a/helper");
   });
 });
 

@@ -39,7 +39,8 @@ export class StorageHealth {
     }
     try {
       this.read.get();
-      return { ok: true, detail: { storage: `sqlite ${this.db.name}` } };
+      // No path: /healthz is public, and where the data lives is the operator's business.
+      return { ok: true, detail: { storage: "sqlite" } };
     } catch (error) {
       return { ok: false, detail: { storage: `read failed: ${String(error)}` } };
     }

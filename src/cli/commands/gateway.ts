@@ -1,5 +1,7 @@
 import type { Command } from "commander";
 import type { NatsConnectionOptions } from "../../broker/index.js";
+import { readFileSync } from "node:fs";
+import { checkOrigin, checkPublicUrl } from "../../gateway/address.js";
 import { AddressRanges } from "../../http/addresses.js";
 import { CliError, printLine } from "../io.js";
 
@@ -8,7 +10,9 @@ export interface GatewayCliOptions {
   nats?: string;
   natsUser?: string;
   natsPass?: string;
+  natsPassFile?: string;
   natsToken?: string;
+  natsTokenFile?: string;
   natsCreds?: string;
   natsTls?: boolean;
   natsReplicas?: string;
@@ -18,6 +22,8 @@ export interface GatewayCliOptions {
   tlsKey?: string;
   insecure?: boolean;
   allowPrivateUrls?: string | boolean;
+  publicUrl?: string;
+  allowOrigin: string[];
   maxEnvelope?: string;
   rateLimit?: string;
   maxUnauthenticatedSockets?: string;
@@ -57,14 +63,41 @@ function quotasFrom(options: GatewayCliOptions): Record<string, number> {
   return quotas;
 }
 
+/**
+ * A NATS secret from its flag, its file flag or its environment variable, in that order. The flag
+ * puts it in the process list (`ps`) for every local user to read: the file or the variable do not.
+ */
+function natsSecret(
+  flag: string | undefined,
+  file: string | undefined,
+  env: string,
+  name: string,
+): string | undefined {
+  if (flag !== undefined && file !== undefined)
+    throw new CliError(`give --${name} or --${name}-file, not both`);
+  if (file === undefined) return flag ?? (process.env[env] || undefined);
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw new CliError(`--${name}-file: cannot read ${file} (${why})`);
+  }
+  const secret = text.replace(/\r?\n$/, "");
+  if (secret === "") throw new CliError(`--${name}-file: ${file} is empty`);
+  return secret;
+}
+
 export function natsOptionsFrom(options: GatewayCliOptions): NatsConnectionOptions | undefined {
   if (!options.nats) return undefined;
   const replicas = positiveInt(options.natsReplicas, "--nats-replicas");
+  const pass = natsSecret(options.natsPass, options.natsPassFile, "ACP_NATS_PASS", "nats-pass");
+  const token = natsSecret(options.natsToken, options.natsTokenFile, "ACP_NATS_TOKEN", "nats-token");
   return {
     servers: options.nats.split(","),
     ...(options.natsUser ? { user: options.natsUser } : {}),
-    ...(options.natsPass ? { pass: options.natsPass } : {}),
-    ...(options.natsToken ? { token: options.natsToken } : {}),
+    ...(pass ? { pass } : {}),
+    ...(token ? { token } : {}),
     ...(options.natsCreds ? { credsFile: options.natsCreds } : {}),
     ...(options.natsTls ? { tls: true } : {}),
     ...(replicas ? { replicas } : {}),
@@ -88,6 +121,23 @@ export function allowPrivateUrlsFrom(value: string | boolean | undefined): boole
   return ranges;
 }
 
+function publicUrlFrom(value: string | undefined): { publicUrl?: string } {
+  if (value === undefined || value === "") return {};
+  try {
+    return { publicUrl: checkPublicUrl(value) };
+  } catch (err) {
+    throw new CliError(`--public-url: ${(err as Error).message}`);
+  }
+}
+
+function allowedOriginsFrom(values: string[]): string[] {
+  try {
+    return values.map(checkOrigin);
+  } catch (err) {
+    throw new CliError(`--allow-origin: ${(err as Error).message}`);
+  }
+}
+
 export function registerGateway(program: Command): void {
   program
     .command("gateway")
@@ -100,8 +150,16 @@ export function registerGateway(program: Command): void {
       "use NATS JetStream instead (comma-separated server URLs, e.g. nats://127.0.0.1:4222)",
     )
     .option("--nats-user <user>")
-    .option("--nats-pass <pass>")
-    .option("--nats-token <token>")
+    .option(
+      "--nats-pass <pass>",
+      "NATS password (shown in the process list: prefer --nats-pass-file or ACP_NATS_PASS)",
+    )
+    .option("--nats-pass-file <file>", "read the NATS password from this file")
+    .option(
+      "--nats-token <token>",
+      "NATS token (shown in the process list: prefer --nats-token-file or ACP_NATS_TOKEN)",
+    )
+    .option("--nats-token-file <file>", "read the NATS token from this file")
     .option("--nats-creds <file>", "NATS credentials file")
     .option("--nats-tls", "require TLS to NATS")
     .option("--nats-replicas <n>", "JetStream stream/KV replicas (3 on a 3-node cluster)")
@@ -110,6 +168,16 @@ export function registerGateway(program: Command): void {
     .option("--tls-cert <file>", "TLS certificate (PEM)")
     .option("--tls-key <file>", "TLS private key (PEM)")
     .option("--insecure", "allow plain HTTP on a non-loopback address")
+    .option(
+      "--public-url <url>",
+      "the gateway's URL as clients see it (behind a proxy), for the URLs it gives out (A2A agent cards); also ACP_PUBLIC_URL",
+    )
+    .option(
+      "--allow-origin <origin>",
+      "a browser origin, besides the gateway's own, allowed to call /mcp (repeatable)",
+      collect,
+      [],
+    )
     .option(
       "--allow-private-urls [ranges]",
       "let URLs others supply (A2A push notifications, A2A agent cards, webhooks) reach private addresses: all loopback, private, CGNAT and unique-local ones, or only these comma-separated ranges (e.g. 127.0.0.1,10.1.0.0/16); also ACP_ALLOW_PRIVATE_URLS",
@@ -184,6 +252,8 @@ export function registerGateway(program: Command): void {
         allowPrivateUrls: allowPrivateUrlsFrom(
           options.allowPrivateUrls ?? process.env.ACP_ALLOW_PRIVATE_URLS,
         ),
+        ...publicUrlFrom(options.publicUrl ?? process.env.ACP_PUBLIC_URL),
+        ...(options.allowOrigin.length > 0 && { allowedOrigins: allowedOriginsFrom(options.allowOrigin) }),
         limits: {
           maxEnvelopeBytes: positiveInt(options.maxEnvelope, "--max-envelope") ?? 1048576,
           ratePerSecond: rate,

@@ -12,6 +12,7 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CONTEXT_ROOT_ENV, type WatchOptions } from "../../coordination/index.js";
+import { refuseForeignBrowser } from "../../gateway/address.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
 import { type Router, readJsonBody, sendError, sendJson } from "../../http/server.js";
@@ -146,6 +147,7 @@ export function mcpEndpointExtension(options: McpEndpointOptions): McpEndpointEx
       };
 
       const streamable = async (req: IncomingMessage, res: ServerResponse) => {
+        refuseForeignBrowser(ctx.address, req);
         const who = await authenticateMcp(ctx, req);
         const sessionId = req.headers["mcp-session-id"];
         if (typeof sessionId === "string") {
@@ -202,6 +204,7 @@ export function mcpEndpointExtension(options: McpEndpointOptions): McpEndpointEx
       router.add("DELETE", MCP_PATH, streamable);
 
       router.add("GET", LEGACY_SSE_PATH, async (req, res) => {
+        refuseForeignBrowser(ctx.address, req);
         const who = await authenticateMcp(ctx, req);
         open.assertRoom(who.caller.record.agentId);
         const state: SessionCaller = { ...who };
@@ -226,6 +229,7 @@ export function mcpEndpointExtension(options: McpEndpointOptions): McpEndpointEx
         });
       });
       router.add("POST", `${LEGACY_POST_PATH}/:session_id`, async (req, res, params) => {
+        refuseForeignBrowser(ctx.address, req);
         const who = await authenticateMcp(ctx, req);
         const session = open.claim(params.session_id ?? "", "sse", who);
         await (session.transport as LegacySseTransport).handlePost(req, res, ctx.maxEnvelopeBytes);

@@ -16,7 +16,7 @@ import { authenticate, type GatewayContext } from "../../../gateway/context.js";
 import type { GatewayExtension } from "../../../gateway/extension.js";
 import type { SecretKeeper } from "../../../gateway/secrets.js";
 import { displayUrl, type OutboundPolicy, OutboundUrlRefused } from "../../../http/outbound.js";
-import { type Router, readJsonBody, selfUrlOf, sendError, sendJson } from "../../../http/server.js";
+import { type Router, readJsonBody, sendError, sendJson } from "../../../http/server.js";
 import { AcpError, AgentId } from "../../../protocol/index.js";
 import { A2A_BASE_PATH } from "../../../wire/a2a.js";
 import {
@@ -49,8 +49,6 @@ export interface A2aInboundOptions {
   requestTimeoutMs?: number;
   /** Timeout of one push notification POST. Default 5 s. Push URLs follow the gateway's outbound URL policy (`allowPrivateUrls`). */
   pushTimeoutMs?: number;
-  /** The gateway's URL as A2A clients see it, for cards (default: from the request's Host). */
-  publicUrl?: string;
   /**
    * A published agent whose card is also served at the origin's `/.well-known/agent-card.json`,
    * where A2A clients that are given only the gateway's address look (`acp gateway
@@ -98,7 +96,7 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
       });
       const open = new AgentEndpoints(ctx, {
         bridge,
-        publicUrl: options.publicUrl ?? "http://127.0.0.1",
+        publicUrl: () => ctx.address.publicUrl ?? "http://127.0.0.1",
         requestTimeoutMs: options.requestTimeoutMs ?? 3_600_000,
         pushTimeoutMs: options.pushTimeoutMs ?? 5_000,
         ...(options.secrets !== undefined && { secrets: options.secrets }),
@@ -118,8 +116,16 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
       const serveCard = async (req: IncomingMessage, res: ServerResponse, url: URL, agentId: string) => {
         const record = await publishedAgent(agentId);
         const asked = askedA2aVersion(req.headers["a2a-version"], url);
-        const { status, body, headers } = cardAnswer(record, options.publicUrl ?? publicUrlOf(req), asked);
-        sendJson(res, status, body, headers);
+        // The gateway's own URL, never the request's Host (which a shared cache would then serve to
+        // everyone); bound to every address without a public URL, the Host, and nothing cached.
+        const configured = ctx.address.publicUrl;
+        const { status, body, headers } = cardAnswer(record, configured ?? hostUrlOf(req), asked);
+        sendJson(
+          res,
+          status,
+          body,
+          configured ? headers : { ...headers, vary: `${headers.vary}, Host`, "cache-control": "no-store" },
+        );
       };
       router.add("GET", `${A2A_BASE_PATH}/:agent_id${AGENT_CARD_PATH}`, (req, res, params, url) =>
         serveCard(req, res, url, params.agent_id ?? ""),
@@ -269,9 +275,11 @@ function continuedTaskOf(call: A2aCall): string | undefined {
   return typeof message?.taskId === "string" && message.taskId !== "" ? message.taskId : undefined;
 }
 
-function publicUrlOf(req: IncomingMessage): string {
+function hostUrlOf(req: IncomingMessage): string {
   const scheme = req.socket instanceof TLSSocket ? "https" : "http";
-  return req.headers.host ? `${scheme}://${req.headers.host}` : selfUrlOf(req);
+  const local = req.socket.localAddress ?? "127.0.0.1";
+  const host = req.headers.host ?? `${local.includes(":") ? `[${local}]` : local}:${req.socket.localPort}`;
+  return `${scheme}://${host}`;
 }
 
 /** Where each shape of request carries a push notification URL (A2A 1.0 and 0.3). */

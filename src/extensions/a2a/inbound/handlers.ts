@@ -35,7 +35,7 @@ export interface AgentEndpoint {
 export interface EndpointOptions {
   bridge: BridgeIdentities;
   /** The gateway's URL as A2A clients see it (the capabilities card is built with it). */
-  publicUrl: string;
+  publicUrl(): string;
   requestTimeoutMs: number;
   pushTimeoutMs: number;
   /** Seals push configs' tokens and credentials at rest (without it they are stored as given). */
@@ -161,7 +161,7 @@ export class AgentEndpoints {
     });
     // The card here decides capabilities only; the one served is built per request with the public URL.
     const handler = new DefaultRequestHandler(
-      agentCardOf(record, this.options.publicUrl),
+      agentCardOf(record, this.options.publicUrl()),
       store,
       executor,
       undefined,
