@@ -1,11 +1,11 @@
-import type Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { CommitQueue, DEFERRED_WRITE_DELAY_MS } from "../../src/broker/embedded/commit-queue.js";
 import { openDatabase } from "../../src/broker/embedded/database.js";
+import type { SqliteDatabase } from "../../src/broker/embedded/sqlite.js";
 import { useTmpDir } from "../helpers/tmp.js";
 
 const tmp = useTmpDir("acp-commit-queue-");
-let db: Database.Database;
+let db: SqliteDatabase;
 let queue: CommitQueue;
 let warnings: string[];
 

@@ -1,6 +1,5 @@
 import { statfs } from "node:fs/promises";
 import { resolve } from "node:path";
-import type Database from "better-sqlite3";
 import { BrokerError } from "../errors.js";
 import { Listeners } from "../listeners.js";
 import {
@@ -45,6 +44,7 @@ import { StorageHealth } from "./health.js";
 import { EmbeddedInbox, type InboxHost } from "./inbox.js";
 import { KvStore } from "./kv.js";
 import { type LoadedMessage, type MessageRow, MessageTable, toRecord, toStoredMessage } from "./messages.js";
+import type { SqliteDatabase } from "./sqlite.js";
 import { UsageCounters } from "./usage.js";
 
 /** The single-process broker: one SQLite file, group-committed writes, redelivery timers in memory. */
@@ -74,7 +74,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
   }
 
   private constructor(
-    private readonly db: Database.Database,
+    private readonly db: SqliteDatabase,
     private readonly dataDir: string,
     policy: BrokerPolicy,
     private readonly warn: Warn,

@@ -1,8 +1,8 @@
-import type Database from "better-sqlite3";
 import { BrokerError } from "../errors.js";
 import type { Warn } from "../policy.js";
 import { WriteFailures } from "../write-failures.js";
 import { describeWriteFailure, storageError } from "./database.js";
+import type { SqliteDatabase, SqliteStatement } from "./sqlite.js";
 
 interface QueuedWrite {
   op: () => unknown;
@@ -39,10 +39,10 @@ export class CommitQueue {
   private deferredTimer: NodeJS.Timeout | null = null;
   private scheduled: NodeJS.Immediate | null = null;
   private closed = false;
-  private readonly totalChanges: Database.Statement<[], { n: number }>;
+  private readonly totalChanges: SqliteStatement<[], { n: number }>;
 
   constructor(
-    private readonly db: Database.Database,
+    private readonly db: SqliteDatabase,
     private readonly warn: Warn,
   ) {
     this.totalChanges = db.prepare("SELECT total_changes() AS n");

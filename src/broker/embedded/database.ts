@@ -3,6 +3,7 @@ import Database from "better-sqlite3";
 import { describeNarrowed, ensurePrivateDir, ensurePrivateFile } from "../../jsonl/private-files.js";
 import { BrokerError } from "../errors.js";
 import type { Warn } from "../policy.js";
+import type { SqliteDatabase } from "./sqlite.js";
 
 export const DEFAULT_DATA_DIR = ".acp";
 export const DATABASE_FILE = "acp.db";
@@ -68,7 +69,7 @@ export function openDatabase(
   dataDir: string,
   synchronous: "normal" | "full",
   warn: Warn = (message) => process.emitWarning(message),
-): Database.Database {
+): SqliteDatabase {
   const dir = resolve(dataDir);
   const file = join(dir, DATABASE_FILE);
   try {
@@ -91,7 +92,7 @@ export function openDatabase(
   } catch (error) {
     throw new BrokerError("unavailable", `cannot open ${file}: ${String(error)}`, { cause: error });
   }
-  let db: Database.Database;
+  let db: SqliteDatabase;
   try {
     db = new Database(file, { timeout: 250 });
   } catch (error) {
@@ -127,7 +128,7 @@ export function openDatabase(
  * Schema 2 records each envelope's UTF-8 size in `messages.bytes` (what the quotas count). A
  * database made before it gets the column, filled for the envelopes still stored, once.
  */
-function addEnvelopeSizes(db: Database.Database): void {
+function addEnvelopeSizes(db: SqliteDatabase): void {
   const columns = db.prepare("PRAGMA table_info(messages)").all() as { name: string }[];
   if (columns.some((column) => column.name === "bytes")) return;
   db.exec("ALTER TABLE messages ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0");

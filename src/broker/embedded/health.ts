@@ -1,6 +1,6 @@
-import type Database from "better-sqlite3";
 import type { BrokerHealth } from "../types.js";
 import type { CommitQueue } from "./commit-queue.js";
+import type { SqliteDatabase, SqliteStatement } from "./sqlite.js";
 
 /**
  * The embedded broker's health: degraded from the first failed write (disk full, I/O error,
@@ -14,11 +14,11 @@ import type { CommitQueue } from "./commit-queue.js";
  * whatever else is queued, and only while degraded.
  */
 export class StorageHealth {
-  private readonly probe: Database.Statement<[number]>;
-  private readonly read: Database.Statement;
+  private readonly probe: SqliteStatement<[number]>;
+  private readonly read: SqliteStatement;
 
   constructor(
-    private readonly db: Database.Database,
+    private readonly db: SqliteDatabase,
     private readonly commits: CommitQueue,
   ) {
     this.probe = db.prepare(

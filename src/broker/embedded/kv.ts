@@ -1,10 +1,10 @@
-import type Database from "better-sqlite3";
 import { BrokerError } from "../errors.js";
 import { Listeners } from "../listeners.js";
 import type { Warn } from "../policy.js";
 import type { KvBucket, KvChange, KvEntry, Unsubscribe } from "../types.js";
 import { checkBucketName, checkKvKey, serializeKvValue } from "../validation.js";
 import type { CommitQueue } from "./commit-queue.js";
+import type { SqliteDatabase, SqliteStatement } from "./sqlite.js";
 
 interface KvRow {
   value: string | null;
@@ -16,14 +16,14 @@ interface KvRow {
  * ever grow, even across restarts, and a stale revision can never match again.
  */
 export class KvStore {
-  private readonly getStmt: Database.Statement<[string, string], KvRow>;
-  private readonly writeStmt: Database.Statement;
-  private readonly keysStmt: Database.Statement<[string, string, string], { key: string }>;
+  private readonly getStmt: SqliteStatement<[string, string], KvRow>;
+  private readonly writeStmt: SqliteStatement;
+  private readonly keysStmt: SqliteStatement<[string, string, string], { key: string }>;
   private readonly watchers = new Map<string, Listeners<KvChange<unknown>>>();
   private revision: number;
 
   constructor(
-    db: Database.Database,
+    db: SqliteDatabase,
     readonly commits: CommitQueue,
     private readonly warn: Warn,
     private readonly onChange: (change: KvChange<unknown>) => void,

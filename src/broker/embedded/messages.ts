@@ -1,4 +1,3 @@
-import type Database from "better-sqlite3";
 import { type BrokerPolicy, expiresAtMs, isoTime } from "../policy.js";
 import { buildRecord } from "../records.js";
 import type {
@@ -11,6 +10,7 @@ import type {
   StoredMessage,
   SubmitInput,
 } from "../types.js";
+import type { SqliteDatabase, SqliteStatement } from "./sqlite.js";
 
 /** A message's row in `messages` (status and routing; the envelope is in `message_bodies`). */
 export interface MessageRow {
@@ -48,25 +48,25 @@ const UNSETTLED = "status IN ('queued', 'delivered')";
 
 /** The `messages` and `message_bodies` tables: every statement prepared once, no SQL elsewhere. */
 export class MessageTable {
-  private readonly insertStmt: Database.Statement;
-  private readonly insertBodyStmt: Database.Statement;
-  private readonly byIdStmt: Database.Statement<[string], MessageRow>;
-  private readonly bodyStmt: Database.Statement<[number], { envelope: string }>;
-  private readonly deliveredStmt: Database.Statement;
-  private readonly acknowledgedStmt: Database.Statement;
-  private readonly failedStmt: Database.Statement;
-  private readonly unsettledStmt: Database.Statement<[string, number, number], LoadedMessage>;
-  private readonly exhaustedStmt: Database.Statement<[number, number], MessageRow>;
-  private readonly afterSeqStmt: Database.Statement<[number, number], MessageRow>;
-  private readonly expiredThroughStmt: Database.Statement<[], { value: number }>;
-  private readonly setExpiredThroughStmt: Database.Statement;
-  private readonly dropBodiesStmt: Database.Statement;
-  private readonly expireRangeStmt: Database.Statement;
-  private readonly purgeStmt: Database.Statement;
-  private readonly latestStmt: Database.Statement<[], { queued_at: number }>;
-  private readonly listStatements = new Map<string, Database.Statement<unknown[], MessageRow>>();
+  private readonly insertStmt: SqliteStatement;
+  private readonly insertBodyStmt: SqliteStatement;
+  private readonly byIdStmt: SqliteStatement<[string], MessageRow>;
+  private readonly bodyStmt: SqliteStatement<[number], { envelope: string }>;
+  private readonly deliveredStmt: SqliteStatement;
+  private readonly acknowledgedStmt: SqliteStatement;
+  private readonly failedStmt: SqliteStatement;
+  private readonly unsettledStmt: SqliteStatement<[string, number, number], LoadedMessage>;
+  private readonly exhaustedStmt: SqliteStatement<[number, number], MessageRow>;
+  private readonly afterSeqStmt: SqliteStatement<[number, number], MessageRow>;
+  private readonly expiredThroughStmt: SqliteStatement<[], { value: number }>;
+  private readonly setExpiredThroughStmt: SqliteStatement;
+  private readonly dropBodiesStmt: SqliteStatement;
+  private readonly expireRangeStmt: SqliteStatement;
+  private readonly purgeStmt: SqliteStatement;
+  private readonly latestStmt: SqliteStatement<[], { queued_at: number }>;
+  private readonly listStatements = new Map<string, SqliteStatement<unknown[], MessageRow>>();
 
-  constructor(private readonly db: Database.Database) {
+  constructor(private readonly db: SqliteDatabase) {
     this.insertStmt = db.prepare(
       `INSERT INTO messages (id, sender, recipient, kind, method, submitted_at, queued_at, status, bytes)
        VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?) ON CONFLICT(id) DO NOTHING`,

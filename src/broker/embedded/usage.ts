@@ -7,11 +7,12 @@
  * subtracts from their senders' stored bytes. Counters follow the rows' stored status, so a message
  * past retention counts until the sweep marks it (within a minute).
  */
-import type Database from "better-sqlite3";
+
 import { isBrokerError } from "../errors.js";
 import { checkQuotas, NO_USAGE, type ResolvedQuotas } from "../quotas.js";
 import type { AgentUsage, SubmitInput } from "../types.js";
 import type { MessageRow, MessageTable } from "./messages.js";
+import type { SqliteDatabase } from "./sqlite.js";
 
 export class UsageCounters {
   readonly #byAgent = new Map<string, AgentUsage>();
@@ -19,7 +20,7 @@ export class UsageCounters {
   private constructor(private readonly quotas: ResolvedQuotas) {}
 
   /** The usage of every agent, from the database. */
-  static load(db: Database.Database, quotas: ResolvedQuotas): UsageCounters {
+  static load(db: SqliteDatabase, quotas: ResolvedQuotas): UsageCounters {
     const counters = new UsageCounters(quotas);
     const pending = db
       .prepare(
