@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { type OutboundPolicy, OutboundResponseTooLarge, OutboundUrlRefused } from "../../../http/outbound.js";
+import { sseData } from "../../../http/sse.js";
 import { A2A_VERSION, causeOf } from "./card.js";
 import { fromLegacyResult, legacyMethod, toLegacyParams } from "./legacy.js";
 
@@ -169,30 +170,16 @@ export class A2AClient {
       );
     }
     if (!response.body) throw new A2AFailure("bad-response", "SendStreamingMessage answered an empty stream");
-    const decoder = new TextDecoder();
-    let buffer = "";
     try {
-      for await (const chunk of response.body) {
-        // SSE allows CRLF line ends; a CR and its LF split across chunks join on the next pass.
-        buffer = (buffer + decoder.decode(chunk as Uint8Array, { stream: true })).replace(/\r\n/g, "\n");
-        for (let end = buffer.indexOf("\n\n"); end !== -1; end = buffer.indexOf("\n\n")) {
-          const block = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          const data = block
-            .split("\n")
-            .filter((line) => line.startsWith("data:"))
-            .map((line) => line.slice(5).trimStart())
-            .join("\n");
-          if (!data) continue;
-          let parsed: unknown;
-          try {
-            parsed = JSON.parse(data);
-          } catch {
-            throw new A2AFailure("bad-response", "SendStreamingMessage sent an event that is not JSON");
-          }
-          const event = this.fromWire("SendStreamingMessage", this.unwrap(parsed, "SendStreamingMessage"));
-          yield this.check(StreamEvent, event, "SendStreamingMessage");
+      for await (const data of sseData(response.body)) {
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(data);
+        } catch {
+          throw new A2AFailure("bad-response", "SendStreamingMessage sent an event that is not JSON");
         }
+        const event = this.fromWire("SendStreamingMessage", this.unwrap(parsed, "SendStreamingMessage"));
+        yield this.check(StreamEvent, event, "SendStreamingMessage");
       }
     } catch (err) {
       if (err instanceof A2AFailure) throw err;
