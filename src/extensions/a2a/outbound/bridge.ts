@@ -54,6 +54,8 @@ export interface OutboundBridgeOptions {
   attempts?: number;
   /** Wait before the second call; doubled each time. Default 1000 ms. */
   retryDelayMs?: number;
+  /** `agent.a2a.progress` notifications per request, at most (interim text, artifacts). Default 1000. */
+  maxProgressPerRequest?: number;
 }
 
 /** One A2A agent the bridge answers for: its inbox, its handshakes, its signer. */
@@ -104,6 +106,7 @@ export class OutboundBridge {
     this.exchanges = new Exchanges(new TaskLinks(deps.broker), deps.logger, {
       attempts: options.attempts ?? 3,
       retryDelayMs: options.retryDelayMs ?? 1000,
+      maxProgress: options.maxProgressPerRequest ?? 1000,
       notify: (served, to, method, body) =>
         this.send(served, buildNotification(served.sender, to, body, { method })),
     });

@@ -21,6 +21,8 @@ import type { TaskLinks } from "./tasks.js";
 export interface ExchangeOptions {
   attempts: number;
   retryDelayMs: number;
+  /** `agent.a2a.progress` notifications per request, at most. */
+  maxProgress: number;
   /** Sends a notification (`agent.a2a.status`, `agent.a2a.progress`) from the served agent to `to`. */
   notify(served: Served, to: string, method: string, body: Record<string, unknown>): Promise<void>;
 }
@@ -129,15 +131,25 @@ export class Exchanges {
       if (!restated)
         await this.#tell(served, from, A2AMethods.status, { messageId, ...taskRef(task), state });
     };
-    // Interim status text and artifacts, numbered so that the requester can put them in order.
+    // Interim status text and artifacts, numbered so that the requester can put them in order; a
+    // chatty agent does not flood it (the answer carries the artifacts whole anyway).
     let seq = 0;
-    const onInterim = (interim: Interim) =>
-      this.#tell(served, from, A2AMethods.progress, {
+    const onInterim = async (interim: Interim) => {
+      const { maxProgress } = this.options;
+      if (seq === maxProgress) {
+        this.logger.warn(
+          { agent: served.record.agentId, messageId },
+          `A2A agent sent more than ${maxProgress} updates: the rest are left out of agent.a2a.progress`,
+        );
+      }
+      if (++seq > maxProgress) return;
+      await this.#tell(served, from, A2AMethods.progress, {
         messageId,
         ...taskRef(interim.task),
-        seq: ++seq,
+        seq,
         ...interimBody(interim),
       });
+    };
     let outcome: RunOutcome | undefined;
     for (let attempt = 1; outcome === undefined; attempt++) {
       try {

@@ -33,7 +33,8 @@ export interface TestA2AServer {
  * - `ask-name`: asks for the caller's name (input-required); a message continuing the task
  *   re-announces it as it was (as the SDK's agent contract asks), then completes `hello, <name>`;
  * - `stepwise`: says "step 1" (working), then at each release: an artifact chunk "Hel", the chunk
- *   "lo" appended, "step 2", and completes.
+ *   "lo" appended, "step 2", and completes;
+ * - `chatty`: says "step 1" to "step 20" (working), then completes.
  */
 export type Behaviour =
   | "echo-message"
@@ -41,7 +42,8 @@ export type Behaviour =
   | "slow-task"
   | "large-message"
   | "ask-name"
-  | "stepwise";
+  | "stepwise"
+  | "chatty";
 
 /** Steps of an agent that the test lets go one at a time. */
 export class Gate {
@@ -168,6 +170,13 @@ export class TestExecutor implements AgentExecutor {
       await this.gate.pass();
       bus.publish(status(context, TaskState.TASK_STATE_WORKING, "step 2"));
       await this.gate.pass();
+      bus.publish(status(context, TaskState.TASK_STATE_COMPLETED, "done"));
+      bus.finished();
+      return;
+    }
+    if (this.behaviour === "chatty") {
+      for (let step = 1; step <= 20; step++)
+        bus.publish(status(context, TaskState.TASK_STATE_WORKING, `step ${step}`));
       bus.publish(status(context, TaskState.TASK_STATE_COMPLETED, "done"));
       bus.finished();
       return;

@@ -90,3 +90,25 @@ describe("A2A out: interim text and artifacts, and input-required follow-ups", (
     },
   );
 });
+
+describe("A2A out: a chatty A2A agent", () => {
+  const bed = useOutboundBed({}, { maxProgressPerRequest: 5 });
+
+  it("is forwarded only up to the bridge's limit of progress per request; the answer still comes", async () => {
+    const server = await bed.a2a({ behaviour: "chatty", streaming: true });
+    await bed.addA2A({ url: server.url, agentId: "chatty" });
+    const alice = await bed.caller();
+    const seqs: number[] = [];
+    alice.onNotification((body, context) => {
+      if (context.method === "agent.a2a.progress") seqs.push(body.seq as number);
+    });
+    expect(await alice.request("chatty", { text: "go" })).toMatchObject({ text: "done" });
+    await until(
+      () => seqs.length,
+      (n) => n >= 5,
+      "the caller has the progress sent",
+    );
+    // Sent before the answer, so had a sixth been sent it would be here too.
+    expect(seqs.sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5]);
+  });
+});

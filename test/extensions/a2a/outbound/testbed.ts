@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { afterEach, beforeEach } from "vitest";
 import type { AcpAgent } from "../../../../src/client/index.js";
+import type { OutboundBridgeOptions } from "../../../../src/extensions/a2a/outbound/bridge.js";
 import { a2aOutboundExtension } from "../../../../src/extensions/a2a/outbound/extension.js";
 import { secretKeeper } from "../../../../src/extensions/custody/sealing.js";
 import type { GatewayOptions } from "../../../../src/gateway/index.js";
@@ -22,7 +23,10 @@ export interface OutboundBed {
 }
 
 /** Per test: a real gateway with the outbound bridge (short retry timers), real A2A SDK servers, real AcpAgents. */
-export function useOutboundBed(gatewayOptions: Partial<GatewayOptions> = {}): OutboundBed {
+export function useOutboundBed(
+  gatewayOptions: Partial<GatewayOptions> = {},
+  bridgeOptions: OutboundBridgeOptions = {},
+): OutboundBed {
   const tmp = useTmpDir("acp-a2a-out-");
   const cleanups: (() => Promise<unknown>)[] = [];
   const bed = {} as OutboundBed;
@@ -39,6 +43,7 @@ export function useOutboundBed(gatewayOptions: Partial<GatewayOptions> = {}): Ou
           secrets: secretKeeper({ data: join(bed.dir, "data") }),
           attempts: 2,
           retryDelayMs: 50,
+          ...bridgeOptions,
         }),
       ],
     });
