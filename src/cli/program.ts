@@ -1,12 +1,18 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { registerCommands } from "./commands/index.js";
 import { CliError } from "./io.js";
 
-/** The installed package's version (package.json sits two levels above both src/cli and dist/cli). */
+/**
+ * The installed package's version: the nearest package.json above this module. That is two levels
+ * up from src/cli and dist/cli, three from the benchmarks' build (.bench-build/src/cli).
+ */
 function packageVersion(): string {
-  const file = new URL("../../package.json", import.meta.url);
-  return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version;
+  for (let dir = new URL("../", import.meta.url); ; dir = new URL("../", dir)) {
+    const file = new URL("package.json", dir);
+    if (existsSync(file)) return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version;
+    if (dir.pathname === "/") throw new Error(`no package.json above ${import.meta.url}`);
+  }
 }
 
 /** The program with the commands `argv` needs registered (see registerCommands). */
