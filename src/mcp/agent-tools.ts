@@ -12,7 +12,7 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult, ServerNotification } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import type { AgentSource } from "./agent-source.js";
-import { AgentsRpcError } from "./errors.js";
+import { UnknownAgentError } from "./errors.js";
 import type { JsonValue } from "./json.js";
 import { type AgentRunEvent, handleAgentsList, handleAgentsRun } from "./server.js";
 
@@ -104,9 +104,6 @@ export function addAgentTools(server: McpServer, agents: AgentSource, options: A
 /** A tool error the model can act on: the agents capability's own message (unknown agent, bad input…). */
 function failure(err: unknown): CallToolResult {
   const message = err instanceof Error ? err.message : String(err);
-  const hint =
-    err instanceof AgentsRpcError && /^unknown agent /.test(message)
-      ? `; ${AgentToolNames.list} names the agents here`
-      : "";
+  const hint = err instanceof UnknownAgentError ? `; ${AgentToolNames.list} names the agents here` : "";
   return { isError: true, content: [{ type: "text", text: `${message}${hint}` }] };
 }
