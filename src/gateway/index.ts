@@ -3,7 +3,7 @@
  * implements. The default gateway, with the dashboard, collaboration, the MCP endpoint and
  * approvals mounted, is `startDefaultGateway` in `acp-kit/server`.
  */
-export { httpStatusOf, Router, readJsonBody, sendError, sendJson } from "../http/server.js";
+export { Router, readJsonBody, sendError, sendJson } from "../http/server.js";
 export * from "../wire/api.js";
 export * from "../wire/versions.js";
 export * from "./auth.js";

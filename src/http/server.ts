@@ -1,39 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { AcpError, type ErrorCodeName, toErrorObject } from "../protocol/index.js";
-
-/** HTTP status for each ACP error: the JSON-RPC error object is always the body. */
-const STATUS: Partial<Record<ErrorCodeName, number>> = {
-  ParseError: 400,
-  InvalidRequest: 400,
-  InvalidParams: 400,
-  MethodNotFound: 404,
-  SignatureMissing: 400,
-  SignatureInvalid: 401,
-  UnknownKey: 401,
-  HandshakeRequired: 409,
-  Replay: 409,
-  StaleTimestamp: 400,
-  Misrouted: 400,
-  LayersDeclined: 403,
-  DecryptionFailed: 400,
-  Unauthorized: 401,
-  Forbidden: 403,
-  PayloadTooLarge: 413,
-  RateLimited: 429,
-  UnknownRecipient: 404,
-  NoCommonVersion: 400,
-  NotFound: 404,
-  Conflict: 409,
-  StorageUnavailable: 503,
-  Timeout: 504,
-  Cancelled: 499,
-  PermissionDenied: 403,
-  CapabilityMissing: 422,
-};
-
-export function httpStatusOf(err: AcpError): number {
-  return STATUS[err.reason] ?? 500;
-}
+import { AcpError, toErrorObject } from "../protocol/index.js";
 
 export function sendJson(
   res: ServerResponse,
@@ -87,7 +53,7 @@ export function brokerToAcp(err: unknown): unknown {
 export function sendError(res: ServerResponse, thrown: unknown): void {
   const err = brokerToAcp(thrown);
   const error = toErrorObject(err);
-  const status = err instanceof AcpError ? httpStatusOf(err) : 500;
+  const status = err instanceof AcpError ? err.httpStatus : 500;
   const headers: Record<string, string> = {};
   if (err instanceof AcpError && typeof err.data.retryAfterSeconds === "number") {
     headers["retry-after"] = String(err.data.retryAfterSeconds);

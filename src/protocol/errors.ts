@@ -1,71 +1,67 @@
+/** One row of the error table. */
+export interface ErrorRow {
+  /** The JSON-RPC `error.code`. */
+  readonly code: number;
+  /** The HTTP status of a REST answer whose body is this error (the JSON-RPC error object). */
+  readonly status: number;
+  /** One line: what the failure means. */
+  readonly meaning: string;
+}
+
 /**
- * The one table of ACP error codes. JSON-RPC's own codes where JSON-RPC defines the failure,
- * the implementation-defined range -32000..-32099 for ACP's. Codes are stable: never renumber,
- * only add. `docs/protocol.md` renders this table; `test/protocol/errors.test.ts` keeps them in step.
+ * The one table of ACP errors: one row per kind, with its JSON-RPC code, the HTTP status a REST
+ * answer carrying it gets, and its one-line meaning (the default message, and what the docs show).
+ * JSON-RPC's own codes where JSON-RPC defines the failure, the implementation-defined range
+ * -32000..-32099 for ACP's. Codes are stable: never renumber, only add. A row without a status or
+ * a meaning does not compile. `docs/protocol.md` renders this table; `test/protocol/errors.test.ts`
+ * keeps them in step.
  */
-export const ErrorCode = {
-  ParseError: -32700,
-  InvalidRequest: -32600,
-  MethodNotFound: -32601,
-  InvalidParams: -32602,
-  InternalError: -32603,
+// biome-ignore format: one row per code, aligned like the table it is
+export const errorTable = {
+  ParseError:         { code: -32700, status: 400, meaning: "the input is not valid JSON" },
+  InvalidRequest:     { code: -32600, status: 400, meaning: "not a valid ACP JSON-RPC message (structure, id rules)" },
+  MethodNotFound:     { code: -32601, status: 404, meaning: "no handler for this method" },
+  InvalidParams:      { code: -32602, status: 400, meaning: "headers or body malformed or missing" },
+  InternalError:      { code: -32603, status: 500, meaning: "the receiver failed while processing a valid message" },
 
-  SignatureMissing: -32001,
-  SignatureInvalid: -32002,
-  UnknownKey: -32003,
-  HandshakeRequired: -32004,
-  Replay: -32005,
-  StaleTimestamp: -32006,
-  Misrouted: -32007,
-  LayersDeclined: -32008,
-  DecryptionFailed: -32009,
-  Unauthorized: -32010,
-  Forbidden: -32011,
-  PayloadTooLarge: -32012,
-  RateLimited: -32013,
-  UnknownRecipient: -32014,
-  NoCommonVersion: -32015,
-  NotFound: -32016,
-  Conflict: -32017,
-  StorageUnavailable: -32018,
-  Timeout: -32019,
-  Cancelled: -32020,
-  PermissionDenied: -32021,
-  CapabilityMissing: -32022,
-} as const;
+  SignatureMissing:   { code: -32001, status: 400, meaning: "the message carries no signature" },
+  SignatureInvalid:   { code: -32002, status: 401, meaning: "the signature does not verify (tampered bytes, wrong key, re-routed)" },
+  UnknownKey:         { code: -32003, status: 401, meaning: "no registered public key for the signing agent and key id" },
+  HandshakeRequired:  { code: -32004, status: 409, meaning: "the four-step handshake with this peer is not complete (or keys/layers changed)" },
+  Replay:             { code: -32005, status: 409, meaning: "this message id was already seen within the replay window" },
+  StaleTimestamp:     { code: -32006, status: 400, meaning: "the timestamp is outside the allowed clock-skew window" },
+  Misrouted:          { code: -32007, status: 400, meaning: "the message is addressed to a different recipient" },
+  LayersDeclined:     { code: -32008, status: 403, meaning: "the sender declares no skill layers (or too few) and is declined" },
+  DecryptionFailed:   { code: -32009, status: 400, meaning: "the end-to-end encrypted body cannot be decrypted by this recipient" },
+  Unauthorized:       { code: -32010, status: 401, meaning: "missing or invalid credentials" },
+  Forbidden:          { code: -32011, status: 403, meaning: "the credentials do not allow this (e.g. signing as another agent)" },
+  PayloadTooLarge:    { code: -32012, status: 413, meaning: "the envelope exceeds the size limit" },
+  RateLimited:        { code: -32013, status: 429, meaning: "too many requests, or a quota reached (data.quota); retry after the indicated delay" },
+  UnknownRecipient:   { code: -32014, status: 404, meaning: "no agent with this id is registered" },
+  NoCommonVersion:    { code: -32015, status: 400, meaning: "the two agents share no protocol version" },
+  NotFound:           { code: -32016, status: 404, meaning: "no such message or resource" },
+  Conflict:           { code: -32017, status: 409, meaning: "the operation conflicts with the current state" },
+  StorageUnavailable: { code: -32018, status: 503, meaning: "the message cannot be persisted (disk full, read-only); nothing was accepted" },
+  Timeout:            { code: -32019, status: 504, meaning: "no response within the allowed time" },
+  Cancelled:          { code: -32020, status: 499, meaning: "the operation was cancelled" },
+  PermissionDenied:   { code: -32021, status: 403, meaning: "the sender lacks the permission this command requires" },
+  CapabilityMissing:  { code: -32022, status: 422, meaning: "the recipient did not announce a capability this requires" },
+} as const satisfies Record<string, ErrorRow>;
 
-export type ErrorCodeName = keyof typeof ErrorCode;
-export type ErrorCodeValue = (typeof ErrorCode)[ErrorCodeName];
+/** A failure's kind: the name of its row, sent as `error.data.reason`. */
+export type ErrorCodeName = keyof typeof errorTable;
+export type ErrorCodeValue = (typeof errorTable)[ErrorCodeName]["code"];
 
-/** One-line meaning of each code, shown in docs and used as the default message. */
-export const errorMeanings: Record<ErrorCodeName, string> = {
-  ParseError: "the input is not valid JSON",
-  InvalidRequest: "not a valid ACP JSON-RPC message (structure, id rules)",
-  MethodNotFound: "no handler for this method",
-  InvalidParams: "headers or body malformed or missing",
-  InternalError: "the receiver failed while processing a valid message",
-  SignatureMissing: "the message carries no signature",
-  SignatureInvalid: "the signature does not verify (tampered bytes, wrong key, re-routed)",
-  UnknownKey: "no registered public key for the signing agent and key id",
-  HandshakeRequired: "the four-step handshake with this peer is not complete (or keys/layers changed)",
-  Replay: "this message id was already seen within the replay window",
-  StaleTimestamp: "the timestamp is outside the allowed clock-skew window",
-  Misrouted: "the message is addressed to a different recipient",
-  LayersDeclined: "the sender declares no skill layers (or too few) and is declined",
-  DecryptionFailed: "the end-to-end encrypted body cannot be decrypted by this recipient",
-  Unauthorized: "missing or invalid credentials",
-  Forbidden: "the credentials do not allow this (e.g. signing as another agent)",
-  PayloadTooLarge: "the envelope exceeds the size limit",
-  RateLimited: "too many requests, or a quota reached (data.quota); retry after the indicated delay",
-  UnknownRecipient: "no agent with this id is registered",
-  NoCommonVersion: "the two agents share no protocol version",
-  NotFound: "no such message or resource",
-  Conflict: "the operation conflicts with the current state",
-  StorageUnavailable: "the message cannot be persisted (disk full, read-only); nothing was accepted",
-  Timeout: "no response within the allowed time",
-  Cancelled: "the operation was cancelled",
-  PermissionDenied: "the sender lacks the permission this command requires",
-  CapabilityMissing: "the recipient did not announce a capability this requires",
+const kinds = Object.keys(errorTable) as ErrorCodeName[];
+
+/** The JSON-RPC code of each kind (`ErrorCode.InvalidParams` is -32602): the table's `code` column. */
+export const ErrorCode = Object.fromEntries(kinds.map((kind) => [kind, errorTable[kind].code])) as {
+  readonly [K in ErrorCodeName]: (typeof errorTable)[K]["code"];
+};
+
+/** One-line meaning of each kind: the table's `meaning` column. */
+export const errorMeanings = Object.fromEntries(kinds.map((kind) => [kind, errorTable[kind].meaning])) as {
+  readonly [K in ErrorCodeName]: string;
 };
 
 const nameByCode = new Map<number, ErrorCodeName>(
@@ -95,20 +91,29 @@ export interface JsonRpcErrorObject {
   data?: unknown;
 }
 
-/** An ACP failure carrying its JSON-RPC error object. Thrown by validation, verification and the SDK. */
+/**
+ * An ACP failure carrying its JSON-RPC error object: what a peer or the gateway answers, or will be
+ * answered. Thrown by validation, verification, the gateway and the SDK.
+ */
 export class AcpError extends Error {
   readonly code: ErrorCodeValue;
   readonly data: AcpErrorData;
 
-  constructor(reason: ErrorCodeName, message?: string, extra: Omit<AcpErrorData, "reason"> = {}) {
-    super(message ?? errorMeanings[reason]);
+  constructor(kind: ErrorCodeName, message?: string, extra: Omit<AcpErrorData, "reason"> = {}) {
+    super(message ?? errorTable[kind].meaning);
     this.name = "AcpError";
-    this.code = ErrorCode[reason];
-    this.data = { reason, ...extra };
+    this.code = errorTable[kind].code;
+    this.data = { reason: kind, ...extra };
   }
 
+  /** The failure's kind, e.g. `"NotFound"` (the wire's `error.data.reason`). */
   get reason(): ErrorCodeName {
     return this.data.reason;
+  }
+
+  /** The HTTP status of a REST answer carrying this error. */
+  get httpStatus(): number {
+    return errorTable[this.reason].status;
   }
 
   toJSON(): JsonRpcErrorObject {

@@ -6,6 +6,7 @@ import {
   type ErrorCodeName,
   errorCodeName,
   errorMeanings,
+  errorTable,
   pointerToken,
   toErrorObject,
   toPointer,
@@ -15,10 +16,11 @@ const PROTOCOL_DOC = new URL("../../docs/protocol.md", import.meta.url);
 
 /** The rows docs/protocol.md must list between its error-codes markers, from the code. */
 const expectedRows = () =>
-  Object.entries(ErrorCode).map(([name, code]) => [
-    String(code),
+  Object.entries(errorTable).map(([name, row]) => [
+    String(row.code),
     `\`${name}\``,
-    errorMeanings[name as ErrorCodeName],
+    String(row.status),
+    row.meaning,
   ]);
 
 /** The rows of the Markdown table in the doc, cells trimmed (the formatter pads them). */
@@ -32,24 +34,32 @@ function documentedRows(): string[][] {
       .slice(1, -1)
       .map((cell) => cell.trim()),
   );
-  expect(rows[0]).toEqual(["Code", "Reason (`data.reason`)", "Meaning"]);
+  expect(rows[0]).toEqual(["Code", "Reason (`data.reason`)", "HTTP", "Meaning"]);
   return rows.slice(2);
 }
 
 describe("the error code table", () => {
-  it("in docs/protocol.md lists exactly the codes, names and meanings of errors.ts, in order", () => {
+  it("in docs/protocol.md lists exactly the codes, names, HTTP statuses and meanings of errors.ts, in order", () => {
     expect(documentedRows()).toEqual(expectedRows());
   });
 
-  it("uses JSON-RPC's codes and ACP's -32000..-32099 range, each code once, each with a meaning", () => {
+  it("uses JSON-RPC's codes and ACP's -32000..-32099 range, each code once, each with a meaning and an HTTP status", () => {
     const codes = Object.values(ErrorCode);
     expect(new Set(codes).size).toBe(codes.length);
-    for (const [name, code] of Object.entries(ErrorCode)) {
+    expect(Object.keys(ErrorCode)).toEqual(Object.keys(errorTable));
+    for (const [name, row] of Object.entries(errorTable)) {
+      const { code, status, meaning } = row;
       expect(
         (code >= -32099 && code <= -32000) || [-32700, -32600, -32601, -32602, -32603].includes(code),
         name,
       ).toBe(true);
-      expect(errorMeanings[name as ErrorCodeName].length).toBeGreaterThan(10);
+      expect(ErrorCode[name as ErrorCodeName]).toBe(code);
+      expect(meaning.length, name).toBeGreaterThan(10);
+      expect(errorMeanings[name as ErrorCodeName]).toBe(meaning);
+      // A client or server error status, and 500 only for InternalError: no code falls through to 500.
+      expect(Number.isInteger(status) && status >= 400 && status <= 599, name).toBe(true);
+      expect(status === 500, name).toBe(name === "InternalError");
+      expect(new AcpError(name as ErrorCodeName).httpStatus).toBe(status);
       expect(errorCodeName(code)).toBe(name);
     }
     expect(errorCodeName(-1)).toBeUndefined();
