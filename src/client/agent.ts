@@ -1,6 +1,4 @@
 import { EventEmitter } from "node:events";
-import { PresenceUpdate } from "../wire/api.js";
-import type { VersionDeprecation } from "../wire/versions.js";
 import type { HandshakeState, PeerHandshake } from "../handshake/index.js";
 import { readIdentityFile, TrustLedger, type TrustRecord } from "../identity/index.js";
 import {
@@ -12,6 +10,8 @@ import {
   type PrivateIdentity,
   toPointer,
 } from "../protocol/index.js";
+import { PresenceUpdate } from "../wire/api.js";
+import type { VersionDeprecation } from "../wire/versions.js";
 import { AgentAudit } from "./audit.js";
 import { type AgentConnection, type ConnectionEvents, GatewayConnection } from "./connection.js";
 import { AgentCore, type Emit, type Handlers } from "./core.js";
@@ -406,6 +406,7 @@ export class AcpAgent {
       new DeliveryLedger({
         retentionMs: settings.replayWindowMs,
         ...(root === undefined ? {} : { persist: { root, agentId: identity.agentId } }),
+        ...(options.handledStore ? { store: options.handledStore } : {}),
       }),
       this.handlers,
       this.emit,

@@ -1,5 +1,3 @@
-import { negotiateVersion } from "../wire/versions.js";
-import { type AgentView, API_PREFIX } from "../wire/api.js";
 import {
   AcpError,
   buildHandoff,
@@ -11,6 +9,8 @@ import {
   type Signer,
   signMessage,
 } from "../protocol/index.js";
+import { type AgentView, API_PREFIX } from "../wire/api.js";
+import { negotiateVersion } from "../wire/versions.js";
 import type { AcpAgent } from "./agent.js";
 import { GatewayClient, normaliseGatewayUrl } from "./http.js";
 import { requestGatewayJson } from "./request.js";

@@ -1,5 +1,5 @@
-import type { Balance, Movement } from "../collab/contracts.js";
 import { randomUUID } from "node:crypto";
+import type { Balance, Movement } from "../collab/contracts.js";
 import type { HandoffView } from "../collab/handoff.js";
 import { CollabMethod, type HandoffTask } from "../collab/messages.js";
 import type { HandoffBody } from "../protocol/index.js";

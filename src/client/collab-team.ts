@@ -1,5 +1,5 @@
-import type { ChannelPost, Dispute, KnowledgeEntry, SearchHit, Team } from "../collab/contracts.js";
 import { randomUUID } from "node:crypto";
+import type { ChannelPost, Dispute, KnowledgeEntry, SearchHit, Team } from "../collab/contracts.js";
 import type { HandoffView } from "../collab/handoff.js";
 import { CollabMethod, type VoteResult, type VoteRule } from "../collab/messages.js";
 import type { Ballot, Vote } from "../collab/votes.js";

@@ -1,9 +1,9 @@
-import type { StatusEvent, StatusRecord } from "../collab/contracts.js";
 import { EventEmitter } from "node:events";
+import type { StatusEvent, StatusRecord } from "../collab/contracts.js";
 import { CollabMethod, type StatusBody } from "../collab/messages.js";
+import { AcpError } from "../protocol/index.js";
 import type { Presence } from "../wire/api.js";
 import { API_PREFIX } from "../wire/api.js";
-import { AcpError } from "../protocol/index.js";
 import { type CollabClientOptions, CollabCore, path } from "./collab-core.js";
 import { HandoffClient } from "./collab-handoff.js";
 import { NegotiationClient } from "./collab-negotiate.js";

@@ -1,4 +1,5 @@
 import WebSocket from "ws";
+import { AcpError, type VerifiedEnvelope } from "../protocol/index.js";
 import {
   type ClientFrame,
   MAX_ACK_PENDING_PARAM,
@@ -7,7 +8,6 @@ import {
   WS_PATH,
 } from "../wire/api.js";
 import type { VersionDeprecation } from "../wire/versions.js";
-import { AcpError, type VerifiedEnvelope } from "../protocol/index.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
 import { websocketUrl } from "./http.js";
 import {

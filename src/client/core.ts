@@ -203,11 +203,30 @@ export class AgentCore {
     note: Omit<AuditNote, "direction" | "peer"> = {},
     limits: { deadline?: number; signal?: AbortSignal } = {},
   ): Promise<{ signed: M & { signature: string }; id: string; duplicate: boolean }> {
+    return this.submitSigned(await this.sign(message, peer, note.summary), peer, note, limits);
+  }
+
+  /** Stamps the protocol version negotiated with `peer` (and the summary header, if any) and signs. */
+  async sign<M extends object>(
+    message: M,
+    peer: string,
+    summaryText?: string,
+  ): Promise<M & { signature: string }> {
     const headers = headersOf(message as unknown as AcpMessage);
     if (headers) headers["trust-layer-version"] = await this.peers.protocolVersion(peer);
-    const summary = summaryHeaderOf(message, note.summary);
+    const summary = summaryHeaderOf(message, summaryText);
     if (headers && summary !== undefined) headers.summary = summary;
-    const signed = signMessage(message, this.signer);
+    return signMessage(message, this.signer);
+  }
+
+  /** The second half of `send`: submits an envelope signed already (sent again as it is), then audits it. */
+  async submitSigned<M extends object>(
+    signed: M,
+    peer: string,
+    note: Omit<AuditNote, "direction" | "peer"> = {},
+    limits: { deadline?: number; signal?: AbortSignal } = {},
+  ): Promise<{ signed: M; id: string; duplicate: boolean }> {
+    const headers = headersOf(signed as unknown as AcpMessage);
     const submitted = await this.connection.submit(signed as unknown as Record<string, unknown>, {
       messageId: headers?.["message-id"] ?? "",
       ...limits,

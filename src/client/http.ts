@@ -1,4 +1,5 @@
 import type { MessageRecord } from "../broker/index.js";
+import { AcpError } from "../protocol/index.js";
 import {
   AgentView,
   API_PREFIX,
@@ -7,7 +8,6 @@ import {
   RegisterAgentResponse,
   SubmitResponse,
 } from "../wire/api.js";
-import { AcpError } from "../protocol/index.js";
 import { requestGatewayJson } from "./request.js";
 
 export interface GatewayClientOptions {

@@ -3,9 +3,7 @@ import {
   AcpError,
   type AcpMessage,
   buildErrorResponse,
-  buildResponse,
   decryptBody,
-  type HandoffBody,
   headerPointer,
   isEncryptedBody,
   type JsonRpcId,
@@ -15,8 +13,10 @@ import {
 import type { DeliveredFrame, NewMessageFrame } from "./connection.js";
 import type { AgentCore } from "./core.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
+import type { HandledRecord } from "./handled-store.js";
 import { ConcurrencyLimiter } from "./limiter.js";
 import { submissionUnsettled } from "./outbox.js";
+import { Responder } from "./responder.js";
 import type { InboundContext, InboundMessage } from "./types.js";
 
 const HANDSHAKE_METHODS = new Set(["agent.announce", "agent.capabilities"]);
@@ -41,9 +41,11 @@ export class Inbound {
   /** Deliveries taken and not settled yet: the gateway hears every third of its ack wait that they are in hand. */
   private readonly inHand = new Set<string>();
   private keepAlive: NodeJS.Timeout | undefined;
+  private readonly responder: Responder;
 
   constructor(private readonly core: AgentCore) {
     this.handlerSlots = new ConcurrencyLimiter(core.settings.concurrency);
+    this.responder = new Responder(core);
   }
 
   /**
@@ -93,6 +95,27 @@ export class Inbound {
   }
 
   private async process(frame: DeliveredFrame): Promise<void> {
+    let record: HandledRecord | undefined;
+    try {
+      record = await this.core.ledger.recorded(frame.id);
+    } catch (err) {
+      // The application's store could not be read: nothing is decided, the redelivery asks again.
+      this.abandon(frame.id);
+      this.core.emit("error", err as Error);
+      return;
+    }
+    const expectsAnswer = frame.kind === "request" || frame.kind === "handoff";
+    if (record?.response) {
+      this.track(
+        this.responder.resend(frame.from, record.response).then(() => this.complete(frame)),
+        frame,
+      );
+      return;
+    }
+    if (record && (record.done || !expectsAnswer)) {
+      this.complete(frame); // handled by an earlier run: only the ack is missing
+      return;
+    }
     let verified: VerifiedEnvelope;
     try {
       verified = await this.verify(frame);
@@ -107,6 +130,15 @@ export class Inbound {
       return;
     }
     const { message } = verified;
+    if (record && "method" in message && "id" in message) {
+      // A request the application recorded as handled, whose response never went out.
+      const request = message as MethodMessage & { id: JsonRpcId };
+      this.track(
+        this.responder.answerRecorded(verified, request, record).then(() => this.complete(frame)),
+        frame,
+      );
+      return;
+    }
     if ("method" in message && HANDSHAKE_METHODS.has(message.method)) {
       await this.handshakeStep(frame, verified, message);
     } else if ("method" in message) {
@@ -255,70 +287,82 @@ export class Inbound {
       handshake,
       trust: core.trust.get(peer),
     };
-    const task = this.handlerSlots
-      .acquire()
-      .then(async (release) => {
-        try {
-          await (expectsAnswer
-            ? this.answer(message as MethodMessage & { id: JsonRpcId }, body, context)
-            : this.notify(body, context));
-        } finally {
-          release();
-        }
-      })
-      .then(() => this.complete(frame))
+    const request = message as MethodMessage & { id: JsonRpcId };
+    const run = (release: () => void): Promise<void> | undefined => {
+      if (expectsAnswer) {
+        return this.responder
+          .answer(request, body, context)
+          .finally(release)
+          .then(() => this.complete(frame));
+      }
+      const handled = () => {
+        release();
+        this.complete(frame);
+        core.trust.observe(peer, "clean-exchange");
+      };
+      const running = this.notify(body, context, 0);
+      if (running) return running.then(handled);
+      // Synchronous handlers are followed by the handled record in the same turn: nothing else runs
+      // between the handler's effect and the record's write (see DeliveryLedger).
+      handled();
+      return undefined;
+    };
+    const free = this.handlerSlots.tryAcquire();
+    const work = free ? run(free) : this.handlerSlots.acquire().then(run);
+    if (work) this.track(work, frame);
+  }
+
+  /**
+   * Runs work on a delivery beside the others (drain waits for it). With `frame`, a failure leaves
+   * the delivery for its redelivery when it says nothing about the message — a response that never
+   * reached the gateway (it is down, the agent is closing) is recorded already and goes out again
+   * then — and marks it handled otherwise.
+   */
+  private track(work: Promise<void>, frame?: NewMessageFrame): void {
+    const task: Promise<void> = work
       .catch((err: unknown) => {
-        // The handler ran but its response never reached the gateway (it is down, the agent is
-        // closing): left unhandled, the redelivery runs it again, for the requester needs an answer.
-        if (notTheMessagesFault(err) || submissionUnsettled(err)) this.abandon(frame.id);
-        else this.markHandled(frame.id);
-        core.emit("error", err as Error);
+        if (frame) this.settleFailed(frame.id, err);
+        this.core.emit("error", err as Error);
       })
       .finally(() => this.tasks.delete(task));
     this.tasks.add(task);
   }
 
-  /** Runs the request's handler; its value becomes the signed response, a throw a signed error response. */
-  private async answer(
-    message: MethodMessage & { id: JsonRpcId },
-    body: Record<string, unknown>,
-    context: InboundContext,
-  ) {
-    const { core } = this;
-    const handlers = core.handlers;
-    let reply: object;
-    try {
-      const handler =
-        message.method === "agent.handoff"
-          ? handlers.handoff && ((b: Record<string, unknown>) => handlers.handoff!(b as HandoffBody, context))
-          : (handlers.byMethod.get(message.method) ?? handlers.anyRequest);
-      if (!handler) {
-        throw new AcpError("MethodNotFound", `${core.self.agentId} has no handler for ${message.method}`, {
-          method: message.method,
-        });
-      }
-      const result = responseBody(await handler(body, context));
-      const outgoing = context.encrypted ? await core.encryptFor(context.from, result) : result;
-      reply = buildResponse(core.self, message, outgoing);
-      core.trust.observe(context.from, "clean-exchange");
-    } catch (err) {
-      if (!(err instanceof AcpError)) core.emit("error", err as Error);
-      // Anything but an AcpError is reported as -32603 without its message or stack.
-      const error = err instanceof AcpError ? err : new AcpError("InternalError");
-      reply = buildErrorResponse(core.self, message, error);
-    }
-    await core.send(reply, context.from);
+  private settleFailed(id: string, err: unknown): void {
+    if (notTheMessagesFault(err) || submissionUnsettled(err)) this.abandon(id);
+    else this.markHandled(id);
   }
 
-  private async notify(body: Record<string, unknown>, context: InboundContext): Promise<void> {
-    for (const handler of this.core.handlers.notifications) {
+  /**
+   * Runs the notification handlers from `from` on, one after another: a promise if one of them
+   * returned one, nothing when all ran synchronously. A handler that throws is reported and the
+   * next one still runs.
+   */
+  private notify(
+    body: Record<string, unknown>,
+    context: InboundContext,
+    from: number,
+  ): Promise<void> | undefined {
+    const handlers = this.core.handlers.notifications;
+    for (let i = from; i < handlers.length; i++) {
+      let result: unknown;
       try {
-        await handler(body, context);
+        result = handlers[i]!(body, context);
       } catch (err) {
         this.core.emit("error", err as Error);
+        continue;
+      }
+      if (isThenable(result)) {
+        return Promise.resolve(result).then(
+          () => this.notify(body, context, i + 1),
+          (err: unknown) => {
+            this.core.emit("error", err as Error);
+            return this.notify(body, context, i + 1);
+          },
+        );
       }
     }
-    this.core.trust.observe(context.from, "clean-exchange");
+    return undefined;
   }
 
   private async response(frame: NewMessageFrame, verified: VerifiedEnvelope): Promise<void> {
@@ -397,18 +441,14 @@ export class Inbound {
   }
 }
 
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null)?.then === "function";
+}
+
 /** A failed registry lookup (unreachable, or any HTTP answer) says nothing about the message itself. */
 function notTheMessagesFault(err: unknown): boolean {
   return (
     err instanceof GatewayUnreachableError || (err instanceof AcpError && err.data.httpStatus !== undefined)
-  );
-}
-
-function responseBody(value: unknown): Record<string, unknown> {
-  if (value === undefined || value === null) return {};
-  if (typeof value === "object" && !Array.isArray(value)) return value as Record<string, unknown>;
-  throw new TypeError(
-    `a handler must return a JSON object (or nothing), not ${Array.isArray(value) ? "an array" : typeof value}`,
   );
 }
 

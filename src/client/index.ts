@@ -5,6 +5,13 @@ export { CollabClient } from "./collab.js";
 export type { ReconnectOptions } from "./connection.js";
 export { errorFromObject, GatewayUnreachableError } from "./errors.js";
 export {
+  type HandledRecord,
+  type HandledStore,
+  type SqliteConnection,
+  SqliteHandledStore,
+  type SqliteHandledStoreOptions,
+} from "./handled-store.js";
+export {
   GatewayClient,
   type GatewayClientOptions,
   type ListMessagesQuery,

@@ -17,6 +17,13 @@ export class ConcurrencyLimiter {
     return this.waiting.length;
   }
 
+  /** A release function if a slot is free now (and nobody waits before us), else undefined. */
+  tryAcquire(): (() => void) | undefined {
+    if (this.active >= this.limit) return undefined;
+    this.active++;
+    return this.releaser();
+  }
+
   /** Resolves with a release function once a slot is free; rejects with the signal's reason on abort. */
   acquire(signal?: AbortSignal): Promise<() => void> {
     if (signal?.aborted) return Promise.reject(signal.reason);

@@ -6,7 +6,10 @@
  * directly.
  */
 import { z } from "zod";
+import type { AgentHandler } from "../mcp/agent-source.js";
 import { combineDelta } from "../mcp/delta.js";
+import type { JsonObject, JsonValue } from "../mcp/json.js";
+import { describeIssues } from "../mcp/protocol.js";
 import {
   McpAgentName,
   McpCancelBody,
@@ -14,9 +17,6 @@ import {
   McpRunMethods,
   type PublishedAgentBody,
 } from "../mcp/signing-wire.js";
-import type { JsonObject, JsonValue } from "../mcp/json.js";
-import { describeIssues } from "../mcp/protocol.js";
-import type { AgentHandler } from "../mcp/agent-source.js";
 import { AcpError } from "../protocol/index.js";
 import type { AcpAgent } from "./agent.js";
 import { GatewayUnreachableError } from "./errors.js";

@@ -56,6 +56,10 @@ export function checkOptions(options: AcpAgentOptions): void {
       "flow",
       `concurrency + prefetch must be at most ${MAX_ACK_PENDING} (the gateway's limit)`,
     );
+  const store = options.handledStore;
+  if (store !== undefined && (typeof store?.get !== "function" || typeof store.record !== "function")) {
+    throw invalidOption("handledStore", "must have get(messageId) and record(messageId, record) methods");
+  }
   const { maxAttempts, initialDelayMs, maxDelayMs } = options.submitRetry ?? {};
   if (
     maxAttempts !== undefined &&

@@ -1,5 +1,5 @@
-import type { SubmitResponse } from "../wire/api.js";
 import { AcpError } from "../protocol/index.js";
+import type { SubmitResponse } from "../wire/api.js";
 
 export interface SubmitRetryOptions {
   /**

@@ -1,6 +1,4 @@
 import type { KeyObject } from "node:crypto";
-import { negotiateVersion } from "../wire/versions.js";
-import type { AgentView } from "../wire/api.js";
 import {
   AcpError,
   importPublicKey,
@@ -9,6 +7,8 @@ import {
   TRUST_LAYER_VERSION,
   type X25519PublicJwk,
 } from "../protocol/index.js";
+import type { AgentView } from "../wire/api.js";
+import { negotiateVersion } from "../wire/versions.js";
 import type { AgentDirectory } from "./types.js";
 
 interface PeerKeys {

@@ -1,7 +1,7 @@
-import { normaliseGatewayUrl } from "./http.js";
-import { requestGatewayJson } from "./request.js";
 import { AcpError } from "../protocol/index.js";
 import { DASHBOARD_API, type PrincipalView } from "../wire/api.js";
+import { normaliseGatewayUrl } from "./http.js";
+import { requestGatewayJson } from "./request.js";
 
 /**
  * The dashboard's administrative API (principal tokens) over HTTP, with the gateway's admin token.

@@ -15,6 +15,7 @@ import type { AgentView, PresenceUpdate } from "../wire/api.js";
 import type { VersionDeprecation } from "../wire/versions.js";
 import type { AuditSettings } from "./audit.js";
 import type { AgentConnection, ConnectionEvents, ReconnectOptions } from "./connection.js";
+import type { HandledStore } from "./handled-store.js";
 import type { ResubmitInfo, SubmitRetryOptions } from "./outbox.js";
 
 export interface AcpAgentOptions {
@@ -42,6 +43,12 @@ export interface AcpAgentOptions {
    * redelivery without running its handler again. `false`: both live in memory only.
    */
   state?: { root?: string } | false;
+  /**
+   * The application's record of handled messages (see HandledStore, SqliteHandledStore): asked
+   * before each handler runs and trusted, so a handler that records its message handled in the same
+   * transaction as its own effect runs exactly once, across crashes. It replaces `handled.log`.
+   */
+  handledStore?: HandledStore;
   /**
    * How old (or how far in the future) a delivered message's timestamp may be. Default: 7 days and
    * 5 minutes, the gateway's retention plus clock skew, so an offline queue is still accepted.

@@ -11,11 +11,15 @@
  * - `writers: "shared"` — any number of processes append. Each append opens the file by path (so
  *   it follows a `rewrite` by another process) and first ends a fragment a crashed writer left, so
  *   its own line starts on a line of its own. Nothing is truncated: the bytes may be a line in flight.
- * - `fsync` — fdatasync after each append, and sync the directory when the file is created or
+ *   The write happens before `append` returns (not on a later turn), so a line is in the kernel
+ *   the moment its caller asked for it.
+ * - `fsync` — appends are durable once their promise resolves: fdatasync (a single writer: after
+ *   each append; shared writers: one fdatasync, on the thread pool, covers every line written while
+ *   the previous one ran — a group commit), and the directory is synced when the file is created or
  *   rewritten. Without it a killed process loses nothing the kernel has; a power loss may lose the
  *   last lines.
  */
-import { closeSync, fdatasyncSync, fstatSync, openSync, readSync, writeSync } from "node:fs";
+import { closeSync, fstatSync, mkdirSync, openSync, readSync, writeSync } from "node:fs";
 import { type FileHandle, mkdir, open, rename } from "node:fs/promises";
 import { dirname } from "node:path";
 import { AppendLogError } from "./errors.js";
@@ -28,6 +32,12 @@ export interface AppendLogOptions {
   dirMode?: number;
   /** Durable appends: fdatasync each one; sync the directory when the file is created or rewritten. */
   fsync?: boolean;
+  /**
+   * Shared writers: keep the descriptor open between appends (call `close()` when done) instead of
+   * opening the file by path each time. An append then costs an fstat and the write; a rewrite by
+   * another process is still followed (the old file's link count drops to 0, and it is reopened).
+   */
+  keepOpen?: boolean;
 }
 
 export interface SingleWriterOptions extends AppendLogOptions {
@@ -43,6 +53,12 @@ export class AppendLog {
   private queue: Promise<unknown> = Promise.resolve();
   private dirReady: boolean;
   private closed = false;
+  /** Shared writers with keepOpen: the descriptor, and the file's size after our last append through it. */
+  private sharedFd: number | undefined;
+  private sharedEnd = -1;
+  /** Shared writers with fsync: the latest fdatasync queued or running, and one not started yet (joinable). */
+  private syncTail: Promise<void> = Promise.resolve();
+  private syncQueued: Promise<void> | undefined;
 
   private constructor(
     readonly file: string,
@@ -103,6 +119,8 @@ export class AppendLog {
       if (this.writers === "single") {
         await this.fh?.close();
         await this.openDescriptor();
+      } else {
+        this.dropSharedDescriptor(); // it is the replaced file's
       }
     };
     return this.writers === "shared" ? replace() : this.enqueue(replace);
@@ -115,6 +133,8 @@ export class AppendLog {
     await this.queue;
     await this.fh?.close();
     this.fh = undefined;
+    await this.syncTail.catch(() => undefined);
+    this.dropSharedDescriptor();
   }
 
   /** Set once a failed write could not be cut back: the file may end in part of a line. */
@@ -153,24 +173,102 @@ export class AppendLog {
     this.size += bytes.length;
   }
 
-  private async appendShared(bytes: Buffer): Promise<void> {
-    if (!this.dirReady) await this.ensureDir();
-    // Synchronous calls on purpose: each takes microseconds on a local file, and the thread-pool
-    // round trips of the async API would cost several times the write itself.
-    // a+ = O_APPEND|O_CREAT|O_RDWR: every write lands at the end, and we can peek at the last byte.
-    const fd = openSync(this.file, "a+", this.options.fileMode ?? 0o600);
+  private appendShared(bytes: Buffer): Promise<void> {
+    // Synchronous calls on purpose: each takes microseconds on a local file, the thread-pool round
+    // trips of the async API would cost several times the write itself, and a busy pool would hold
+    // the line back for as long as it is busy.
+    let fd = -1;
+    let keep = false;
     try {
-      // A torn line left by a crashed writer is ended first, so ours starts on a line of its own.
-      const out = (await endsInFragment(fd)) ? Buffer.concat([Buffer.from("\n"), bytes]) : bytes;
-      // One write only: a second one could land after another writer's line.
-      const written = writeSync(fd, out);
-      if (written !== out.length) {
-        throw new AppendLogError(`short write (${written} of ${out.length} bytes)`, this.file);
+      if (!this.dirReady) {
+        mkdirSync(dirname(this.file), { recursive: true, mode: this.options.dirMode });
+        this.dirReady = true;
       }
-      if (this.options.fsync) fdatasyncSync(fd);
+      const opened = this.sharedDescriptor();
+      fd = opened.fd;
+      keep = this.options.keepOpen === true;
+      // Only a file another writer appended to since our last append can end in part of a line.
+      if (opened.size !== this.sharedEnd && opened.size > 0 && lastByte(fd, opened.size) !== NEWLINE) {
+        const appended = this.appendAfterFragment(fd, opened.size, bytes, keep);
+        fd = -1; // appendAfterFragment closes it (unless kept)
+        return appended;
+      }
+      writeWhole(fd, bytes, this.file);
+      this.sharedEnd = keep ? opened.size + bytes.length : -1;
+    } catch (err) {
+      if (keep) this.dropSharedDescriptor();
+      return Promise.reject(err);
     } finally {
-      closeSync(fd);
+      if (fd >= 0 && !keep) closeSync(fd);
     }
+    return this.options.fsync ? this.groupSync() : Promise.resolve();
+  }
+
+  /**
+   * The descriptor to append through and the file's size now. a+ = O_APPEND|O_CREAT|O_RDWR: every
+   * write lands at the end, and we can peek at the last byte. A kept descriptor whose file another
+   * process replaced (a rewrite: the old file has no link left) is reopened by path.
+   */
+  private sharedDescriptor(): { fd: number; size: number } {
+    if (this.sharedFd !== undefined) {
+      const { nlink, size } = fstatSync(this.sharedFd);
+      if (nlink > 0) return { fd: this.sharedFd, size };
+      this.dropSharedDescriptor();
+    }
+    const fd = openSync(this.file, "a+", this.options.fileMode ?? 0o600);
+    if (this.options.keepOpen) this.sharedFd = fd;
+    return { fd, size: fstatSync(fd).size };
+  }
+
+  private dropSharedDescriptor(): void {
+    if (this.sharedFd === undefined) return;
+    closeSync(this.sharedFd);
+    this.sharedFd = undefined;
+    this.sharedEnd = -1;
+  }
+
+  /**
+   * The file ends in part of a line: another writer's line caught mid-copy finishes within
+   * microseconds, so it is looked at again; a fragment that stays (a crashed writer's) is ended
+   * first, so ours starts on a line of its own. (Should the second look still race, the cost is
+   * one blank line, which readers pass over.)
+   */
+  private async appendAfterFragment(fd: number, size: number, bytes: Buffer, keep: boolean): Promise<void> {
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      const now = fstatSync(fd).size;
+      const torn = now === size && lastByte(fd, now) !== NEWLINE;
+      // One write only: a second one could land after another writer's line.
+      writeWhole(fd, torn ? Buffer.concat([Buffer.from("\n"), bytes]) : bytes, this.file);
+      this.sharedEnd = -1;
+    } finally {
+      if (!keep) closeSync(fd);
+    }
+    if (this.options.fsync) await this.groupSync();
+  }
+
+  /**
+   * Resolves once an fdatasync that started after this call has finished. Calls made while one
+   * runs share the next: every line written meanwhile is made durable by one disk flush, on the
+   * thread pool, while the event loop goes on. fdatasync flushes the file, whichever descriptor
+   * asks, so a descriptor opened for it covers what the others wrote.
+   */
+  private groupSync(): Promise<void> {
+    if (this.syncQueued) return this.syncQueued;
+    const queued = this.syncTail
+      .catch(() => undefined)
+      .then(async () => {
+        if (this.syncQueued === queued) this.syncQueued = undefined;
+        const handle = await open(this.file, "r");
+        try {
+          await handle.datasync();
+        } finally {
+          await handle.close();
+        }
+      });
+    this.syncQueued = queued;
+    this.syncTail = queued;
+    return queued;
   }
 
   private async openDescriptor(): Promise<void> {
@@ -184,24 +282,19 @@ export class AppendLog {
   }
 }
 
-/**
- * True when the file ends in a fragment that stays: another writer's line caught mid-copy finishes
- * within microseconds, so the fragment is looked at twice. (Should the second look still race, the
- * cost is one blank line, which readers pass over.)
- */
-async function endsInFragment(fd: number): Promise<boolean> {
-  const lastByte = (): { size: number; byte: number | undefined } => {
-    const { size } = fstatSync(fd);
-    if (size === 0) return { size, byte: undefined };
-    const last = Buffer.alloc(1);
-    readSync(fd, last, 0, 1, size - 1);
-    return { size, byte: last[0] };
-  };
-  const first = lastByte();
-  if (first.byte === undefined || first.byte === NEWLINE) return false;
-  await new Promise((resolve) => setTimeout(resolve, 2));
-  const second = lastByte();
-  return second.size === first.size && second.byte !== NEWLINE;
+/** The last byte of a file of `size` bytes (size > 0). */
+function lastByte(fd: number, size: number): number | undefined {
+  const last = Buffer.alloc(1);
+  readSync(fd, last, 0, 1, size - 1);
+  return last[0];
+}
+
+/** One write(2) of all of `bytes` on an O_APPEND descriptor; a short write is an error. */
+function writeWhole(fd: number, bytes: Buffer, file: string): void {
+  const written = writeSync(fd, bytes);
+  if (written !== bytes.length) {
+    throw new AppendLogError(`short write (${written} of ${bytes.length} bytes)`, file);
+  }
 }
 
 /** A new or renamed file's directory entry is only durable once the directory itself is synced. */

@@ -42,6 +42,36 @@ describe("DeliveryLedger", () => {
     expect(second.state("m-2")).toBe("new"); // started, never finished: it must run again
   });
 
+  it("writes the line before finish() returns (a kill -9 right after loses nothing), durable when it resolves", async () => {
+    const root = tmp();
+    const ledger = ledgerIn(root);
+    await ledger.open();
+    const durable = ledger.finish("m-1");
+    // Nothing awaited yet: the line is in the file already, not queued behind other work.
+    expect(lines(join(root, "bob-assistant", "handled.log"))).toEqual([expect.stringContaining('"m-1"')]);
+    await durable;
+  });
+
+  it("keeps a request's recorded response until it is finished, across a restart", async () => {
+    const root = tmp();
+    const response = { jsonrpc: "2.0", id: "r-1", result: { body: { ok: true } }, signature: "sig" };
+    const first = ledgerIn(root);
+    await first.open();
+    first.start("r-1");
+    await first.respond("r-1", response);
+    await first.close(); // the process stops before the gateway accepted the response
+
+    const second = ledgerIn(root);
+    await second.open();
+    expect(second.state("r-1")).toBe("respond");
+    expect(await second.recorded("r-1")).toEqual({ response });
+    await second.finish("r-1"); // sent again and accepted
+    const third = ledgerIn(root);
+    await third.open();
+    expect(third.state("r-1")).toBe("done");
+    expect(await third.recorded("r-1")).toEqual({ done: true });
+  });
+
   it("without a state root nothing is written and a new ledger starts empty", async () => {
     const memoryOnly = new DeliveryLedger({ retentionMs: DAY });
     await memoryOnly.open();

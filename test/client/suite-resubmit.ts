@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { expect, it } from "vitest";
-import type { ResubmitInfo } from "../../src/client/index.js";
+import { GatewayClient, type ResubmitInfo } from "../../src/client/index.js";
 import type { GatewayOptions } from "../../src/gateway/index.js";
 import { ErrorCode } from "../../src/protocol/index.js";
 import { startAnswerDroppingProxy } from "./answer-dropping-proxy.js";
@@ -110,6 +110,13 @@ export function resubmitSuite(makeGateway: GatewayFactory): void {
       await release.promise;
     });
     await alice.handshake("bob-assistant");
+    // Bob acknowledges each handshake message once its record is on disk: wait for those acks, so
+    // the notification is the only delivery the gateway's stop leaves unacknowledged.
+    const bobsView = new GatewayClient({ gateway: t.gw.url, apiKey: t.beta.apiKey });
+    await eventually(
+      async () => (await bobsView.listMessages({ status: "delivered" })).items.length === 0,
+      "bob acknowledged the handshake",
+    );
     const { id } = await alice.notify("bob-assistant", { pay: "invoice 42" });
     await eventually(() => firstRuns === 1, "bob's handler started");
     // The gateway goes away while the handler runs, so the ack that follows it cannot reach it.

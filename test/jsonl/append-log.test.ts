@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -69,25 +69,29 @@ describe("AppendLog: concurrent appends", () => {
     expect(lines.map((line) => JSON.parse(line).i)).toEqual(Array.from({ length: 200 }, (_, i) => i));
   });
 
-  it("shared writers: four processes appending at once never interleave inside a line", async () => {
-    const file = join(tmp(), "log.jsonl");
-    const writers = ["w1", "w2", "w3", "w4"];
-    const results = await Promise.all(writers.map((writer) => runAppender(["shared", file, writer, "300"])));
-    for (const result of results) expect(result, result.stderr).toMatchObject({ code: 0 });
-    const lines = readFileSync(file, "utf8").split("\n");
-    expect(lines.pop()).toBe("");
-    // A writer that looks at the file's end while another one's long line is half copied, and still
-    // is 2 ms later (a busy machine), ends that "fragment" first: the documented cost is one blank
-    // line, which every reader passes over. Anything else must be a whole line of one writer.
-    const parsed = lines
-      .filter((line) => line !== "")
-      .map((line) => JSON.parse(line) as { writer: string; i: number });
-    for (const writer of writers) {
-      const own = parsed.filter((entry) => entry.writer === writer).map((entry) => entry.i);
-      expect(own).toEqual(Array.from({ length: 300 }, (_, i) => i + 1));
-    }
-    expect(parsed).toHaveLength(1200);
-  }, 60_000);
+  it.each(["shared", "shared-kept"])(
+    "%s writers: four processes appending at once never interleave inside a line",
+    async (mode) => {
+      const file = join(tmp(), "log.jsonl");
+      const writers = ["w1", "w2", "w3", "w4"];
+      const results = await Promise.all(writers.map((writer) => runAppender([mode, file, writer, "300"])));
+      for (const result of results) expect(result, result.stderr).toMatchObject({ code: 0 });
+      const lines = readFileSync(file, "utf8").split("\n");
+      expect(lines.pop()).toBe("");
+      // A writer that looks at the file's end while another one's long line is half copied, and still
+      // is 2 ms later (a busy machine), ends that "fragment" first: the documented cost is one blank
+      // line, which every reader passes over. Anything else must be a whole line of one writer.
+      const parsed = lines
+        .filter((line) => line !== "")
+        .map((line) => JSON.parse(line) as { writer: string; i: number });
+      for (const writer of writers) {
+        const own = parsed.filter((entry) => entry.writer === writer).map((entry) => entry.i);
+        expect(own).toEqual(Array.from({ length: 300 }, (_, i) => i + 1));
+      }
+      expect(parsed).toHaveLength(1200);
+    },
+    60_000,
+  );
 });
 
 describe("AppendLog: reopen, rewrite, failed writes", () => {
@@ -120,6 +124,22 @@ describe("AppendLog: reopen, rewrite, failed writes", () => {
     await shared.append("last\n");
     expect(readFileSync(file, "utf8")).toBe("again\nlast\n");
     expect(readdirSync(join(file, ".."))).toEqual(["log.jsonl"]);
+  });
+
+  it("shared writer, descriptor kept open: the line is written before append returns; another process's rewrite and torn line are followed", async () => {
+    const file = join(tmp(), "log.jsonl");
+    const kept = AppendLog.shared(file, { keepOpen: true, fsync: true, dirMode: 0o700 });
+    const durable = kept.append("1\n");
+    expect(readFileSync(file, "utf8")).toBe("1\n"); // nothing awaited yet
+    await durable;
+    await AppendLog.shared(file).rewrite("rewritten\n"); // as another process would
+    await kept.append("2\n");
+    expect(readFileSync(file, "utf8")).toBe("rewritten\n2\n");
+    appendFileSync(file, "torn"); // a writer that died mid-line
+    await kept.append("3\n");
+    expect(readFileSync(file, "utf8")).toBe("rewritten\n2\ntorn\n3\n");
+    await kept.close();
+    await expect(kept.append("4\n")).rejects.toThrow("the log is closed");
   });
 
   it("single writer: a write cut short by the file size limit is cut back, and the log goes on", async () => {
