@@ -41,4 +41,4 @@ it(`a handler recording its message in its own transaction runs exactly once thr
   expect(figures.sent).toBeGreaterThan(KILLS);
   expect(figures.duplicates).toBe(0);
   expect(figures.missing).toBe(0);
-}, 300_000);
+}, 420_000);
