@@ -59,6 +59,8 @@ export class HandledLog {
   async load(now = Date.now()): Promise<[string, HandledEntry][]> {
     const { entries, lines } = await this.read(now);
     this.lines = lines;
+    // Open the file before the first delivery: its record then costs what every later one does.
+    this.log.prepare();
     return newest(entries, this.keep.capacity);
   }
 

@@ -102,6 +102,21 @@ export class AppendLog {
     return this.enqueue(() => this.appendSingle(bytes));
   }
 
+  /**
+   * Shared writers with keepOpen: creates the directory and opens the file now, so the first
+   * append costs what every later one does (an fstat and the write).
+   */
+  prepare(): void {
+    if (this.writers !== "shared" || !this.options.keepOpen || this.closed) return;
+    if (!this.dirReady) {
+      mkdirSync(dirname(this.file), { recursive: true, mode: this.options.dirMode });
+      this.dirReady = true;
+    }
+    const { size } = this.sharedDescriptor();
+    // A file that ends in a whole line (or is empty) needs no look at its last byte before our first line.
+    if (size === 0 || lastByte(this.sharedFd as number, size) === NEWLINE) this.sharedEnd = size;
+  }
+
   /** Replaces the whole content (temp file + rename: a crash leaves the old or the new file, never a mix). */
   rewrite(text: string | Buffer): Promise<void> {
     const replace = async () => {
