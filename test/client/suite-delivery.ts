@@ -48,6 +48,13 @@ export function deliverySuite(makeGateway: GatewayFactory): void {
       return { ok: true };
     });
     await alice.handshake("bob-assistant");
+    // Bob acknowledges the handshake messages once their records are on disk: wait for that, so the
+    // request is the delivery the restart counts.
+    const bobsView = new GatewayClient({ gateway: t.gw.url, apiKey: t.beta.apiKey });
+    await eventually(
+      async () => (await bobsView.listMessages({ status: "delivered" })).items.length === 0,
+      "bob acknowledged the handshake",
+    );
     const response = alice.request("bob-assistant", { action: "slow" }, { timeoutMs: 30_000 });
     await eventually(() => calls === 1, "the handler started");
     const requestId = (
