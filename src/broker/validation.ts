@@ -13,10 +13,25 @@ const Method = z
   .max(128, "must be at most 128 characters")
   .regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces");
 
+/**
+ * An inbox that is no agent's: a gateway's own queue, such as a federation peer's outbound queue
+ * (`_fed_b_example`). It starts with `_`, which no agent id can (they start alphanumeric), so it
+ * never collides with an agent; otherwise it is a valid NATS subject token like an agent id.
+ */
+export const SystemInboxName = z
+  .string()
+  .regex(/^_[a-z0-9][a-z0-9_-]{0,126}$/, "must be _ then 1-127 characters of a-z 0-9 _ -");
+
+/** Whom a message is from or for, as the broker names it: an agent id or a system inbox. */
+const InboxName = z.union([AgentId, SystemInboxName], {
+  error:
+    "must be an agent id (1-128 characters of A-Z a-z 0-9 _ - starting alphanumeric) or a system inbox (_name)",
+});
+
 const SubmitSchema = z.object({
   id: MessageId,
-  from: AgentId,
-  to: AgentId,
+  from: InboxName,
+  to: InboxName,
   kind: z.enum(MESSAGE_KINDS),
   method: Method,
   envelope: z.string().min(2, "must be the serialized envelope"),
@@ -24,9 +39,9 @@ const SubmitSchema = z.object({
 });
 
 const ListSchema = z.object({
-  participant: AgentId,
-  from: AgentId.optional(),
-  to: AgentId.optional(),
+  participant: InboxName,
+  from: InboxName.optional(),
+  to: InboxName.optional(),
   kind: z.enum(MESSAGE_KINDS).optional(),
   method: Method.optional(),
   status: z.enum(MESSAGE_STATUSES).optional(),
@@ -63,8 +78,9 @@ export function checkListQuery(query: ListQuery): void {
   parseOrThrow(ListSchema, query, "list");
 }
 
+/** An inbox's owner: an agent id, or a system inbox (SystemInboxName). */
 export function checkAgentId(agentId: string, field = "agentId"): void {
-  const result = AgentId.safeParse(agentId);
+  const result = InboxName.safeParse(agentId);
   if (!result.success) {
     throw new BrokerError(
       "invalid_argument",

@@ -42,11 +42,16 @@ function failed(message: string): AcpError {
   return new AcpError("DecryptionFailed", message, { problems: [{ path: "/params/body/jwe", message }] });
 }
 
-/** Decrypts a body encrypted to `recipient`; `senderId` is the verified signer of the message. */
+/**
+ * Decrypts a body encrypted to `recipient`; `senderId` is the verified signer of the message (its
+ * `agent-id` header). A body from another domain is encrypted to the recipient's address
+ * (`recipientAddress`, docs/federation.md) rather than to its agent id.
+ */
 export async function decryptBody(
   body: EncryptedBody,
   recipient: PrivateIdentity,
   senderId: string,
+  recipientAddress?: string,
 ): Promise<Record<string, unknown>> {
   let header: Record<string, unknown>;
   try {
@@ -54,7 +59,10 @@ export async function decryptBody(
   } catch {
     throw failed("the JWE protected header cannot be decoded");
   }
-  if (header["acp-to"] !== recipient.agentId)
+  if (
+    header["acp-to"] !== recipient.agentId &&
+    (recipientAddress === undefined || header["acp-to"] !== recipientAddress)
+  )
     throw failed(`the body is encrypted to ${String(header["acp-to"])}`);
   if (header["acp-from"] !== senderId) {
     throw failed(`the body was encrypted by ${String(header["acp-from"])}, not by the signer ${senderId}`);

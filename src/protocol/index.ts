@@ -1,3 +1,4 @@
+export * from "./address.js";
 export * from "./canonical.js";
 export * from "./e2e.js";
 export * from "./envelope.js";

@@ -1,4 +1,5 @@
 import { sign as edSign, verify as edVerify, type KeyObject } from "node:crypto";
+import { localPartOf } from "./address.js";
 import { CanonicalizationError, canonicalize } from "./canonical.js";
 import { AcpError } from "./errors.js";
 import { agentOfKeyId, importPrivateKey, keyId, type PrivateIdentity } from "./keys.js";
@@ -87,7 +88,7 @@ export type KeyResolver = (agentId: string, kid: string) => KeyObject | undefine
 
 /**
  * Verifies a message's detached JWS against the key its signer registered. The signer (kid's agent)
- * must be the agent named in the message's `agent-id` header. Throws AcpError on any failure.
+ * must be the agent named in the message's `agent-id` header (its local part, for an address). Throws AcpError on any failure.
  * Returns the key id that signed it.
  */
 export function verifyMessageSignature(message: AcpMessage, resolveKey: KeyResolver): string {
@@ -152,7 +153,9 @@ export function prepareSignatureCheck(message: AcpMessage, resolveKey: KeyResolv
   const protectedB64 = signature.slice(0, separator);
   const { kid } = decodeProtectedHeader(protectedB64);
   const agentId = headersOf(message)?.["agent-id"];
-  if (agentOfKeyId(kid) !== agentId) {
+  // A key is named by the agent's own id; a message to another domain names the agent by its
+  // address (`alpha@a.example`), whose local part is that id.
+  if (typeof agentId !== "string" || agentOfKeyId(kid) !== localPartOf(agentId)) {
     throw invalid(`signed with key ${kid}, which does not belong to agent-id ${String(agentId)}`);
   }
   const key = resolveKey(agentId, kid);

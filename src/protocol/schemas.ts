@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { AgentRef } from "./address.js";
 
 /**
  * The ACP wire types. These zod schemas are the single source of truth: every TypeScript type of a
@@ -40,7 +41,8 @@ export const MAX_SUMMARY_HEADER_CHARS = 1000;
  * docs/protocol.md).
  */
 export const Headers = z.object({
-  "agent-id": AgentId,
+  /** The sender: its agent id, or its address (`agent@domain`) in a message to another domain. */
+  "agent-id": AgentRef,
   "principal-id": PrincipalId,
   timestamp: z.iso.datetime({
     offset: true,
@@ -54,7 +56,7 @@ export const Headers = z.object({
   ),
   /** Required on every signed envelope; optional only so the core protocol's unsigned examples stay valid. */
   "message-id": MessageId.optional(),
-  "recipient-id": AgentId.optional(),
+  "recipient-id": AgentRef.optional(),
   /**
    * The sender's own human-readable summary of the message, for the principals' transparency
    * channel (the ACP core protocol's summaries); signed with everything else. Optional.
@@ -69,7 +71,7 @@ export const Headers = z.object({
 /** The headers every relayed (signed) envelope must carry: routing and dedup are signed with it. */
 export const EnvelopeHeaders = Headers.extend({
   "message-id": MessageId,
-  "recipient-id": AgentId,
+  "recipient-id": AgentRef,
 });
 
 export const JsonRpcId = z.union([z.string().min(1, "must not be empty"), z.int()], {

@@ -66,7 +66,22 @@ export function deliveryConformance(ctx: SuiteContext): void {
       await expectBrokerError(broker.submit({ ...good, envelope: "" }), "invalid_argument", "envelope");
       await expectBrokerError(broker.openInbox("no.dots"), "invalid_argument", "agentId");
       await expectBrokerError(broker.openInbox("bob", { maxInFlight: 0 }), "invalid_argument", "maxInFlight");
+      await expectBrokerError(broker.submit({ ...good, to: "_Fed" }), "invalid_argument", "to");
+      await expectBrokerError(broker.openInbox("_"), "invalid_argument", "agentId");
       expect(await broker.status(good.id)).toBeNull();
+    });
+
+    it("queues for a system inbox (a gateway's own queue, `_name`) like for an agent", async () => {
+      const broker = await ctx.open(await ctx.harness());
+      const out = message("alice", "_fed_b_example");
+      await broker.submit(out);
+      const back = message("_fed_b_example", "alice");
+      await broker.submit(back);
+      const queue = reader(await broker.openInbox("_fed_b_example"));
+      const delivery = await queue.next();
+      expect(delivery).toMatchObject({ id: out.id, from: "alice", to: "_fed_b_example" });
+      expect((await broker.ack("_fed_b_example", out.id)).status).toBe("acknowledged");
+      expect((await broker.list({ participant: "alice" })).items.map((m) => m.id)).toEqual([out.id, back.id]);
     });
   });
 
