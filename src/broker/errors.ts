@@ -1,10 +1,9 @@
+import { AcpError, type ErrorCodeName } from "../protocol/index.js";
 import type { QuotaName } from "./types.js";
 
 /**
- * Every failure the broker reports on purpose. The gateway maps codes to HTTP and JSON-RPC errors:
- * invalid_argument → InvalidParams/400, not_found → NotFound/404, forbidden → Forbidden/403,
- * conflict and exists → Conflict/409, invalid_state → Conflict/409, unavailable → StorageUnavailable/503,
- * quota → RateLimited/429.
+ * Every failure the broker reports on purpose. `brokerToAcp` maps each to the ACP error clients see
+ * (and so to its HTTP status, from the error table).
  */
 export type BrokerErrorCode =
   | "invalid_argument"
@@ -46,4 +45,28 @@ export class BrokerError extends Error {
 
 export function isBrokerError(error: unknown, code?: BrokerErrorCode): error is BrokerError {
   return error instanceof BrokerError && (code === undefined || error.code === code);
+}
+
+/** What a quota refusal (-32013) tells the sender to wait before trying again. */
+export const QUOTA_RETRY_AFTER_SECONDS = 30;
+
+/** The ACP error each broker error becomes (a Record, so a new broker code cannot go unmapped). */
+const ACP_KIND_OF: Record<BrokerErrorCode, ErrorCodeName> = {
+  invalid_argument: "InvalidParams",
+  not_found: "NotFound",
+  forbidden: "Forbidden",
+  conflict: "Conflict",
+  exists: "Conflict",
+  invalid_state: "Conflict",
+  unavailable: "StorageUnavailable",
+  closed: "StorageUnavailable",
+  // Room comes back as the recipient reads (or retention passes): worth trying again later.
+  quota: "RateLimited",
+};
+
+/** A broker error as the ACP error clients see, with a stable code; anything else is returned as is. */
+export function brokerToAcp(err: unknown): unknown {
+  if (!(err instanceof BrokerError)) return err;
+  const extra = err.code === "quota" ? { ...err.quota, retryAfterSeconds: QUOTA_RETRY_AFTER_SECONDS } : {};
+  return new AcpError(ACP_KIND_OF[err.code], err.message, extra);
 }

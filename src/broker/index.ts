@@ -1,7 +1,13 @@
 /** `acp-kit/broker`: the message broker behind the gateway (embedded SQLite or NATS JetStream). */
 export { EmbeddedBroker } from "./embedded/broker.js";
 export { DATABASE_FILE, DEFAULT_DATA_DIR } from "./embedded/database.js";
-export { BrokerError, type BrokerErrorCode, isBrokerError } from "./errors.js";
+export {
+  BrokerError,
+  type BrokerErrorCode,
+  brokerToAcp,
+  isBrokerError,
+  QUOTA_RETRY_AFTER_SECONDS,
+} from "./errors.js";
 export { NatsBroker } from "./nats/broker.js";
 export {
   consumerName,

@@ -11,6 +11,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import pino, { type Logger } from "pino";
 import type { Broker, DeliveryOptions, NatsConnectionOptions } from "../broker/index.js";
+import { brokerToAcp } from "../broker/errors.js";
 import { openBroker } from "../broker/open.js";
 import { OutboundPolicy } from "../http/outbound.js";
 import { GatewayAddress } from "./address.js";
@@ -325,7 +326,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     } catch (err) {
       if (!(err instanceof AcpError))
         logger.error({ err: (err as Error).message, path: req.url?.split("?")[0] }, "request failed");
-      if (!res.headersSent) sendError(res, err);
+      if (!res.headersSent) sendError(res, brokerToAcp(err));
       else res.destroy();
     } finally {
       metrics.observe("acp_http_request_duration_ms", performance.now() - started, {

@@ -1,7 +1,8 @@
 import type { AuditEntryInput, SummaryContext } from "../audit/index.js";
 import type { Broker, MessageKind as BrokerKind, SubmitResult } from "../broker/index.js";
 import { SerialByKey } from "../broker/serial-by-key.js";
-import { brokerToAcp, refuseDeepNesting } from "../http/server.js";
+import { brokerToAcp } from "../broker/errors.js";
+import { refuseDeepNesting } from "../http/server.js";
 import {
   AcpError,
   type AcpMessage,

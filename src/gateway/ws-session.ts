@@ -1,7 +1,7 @@
 import type { Logger } from "pino";
 import { type RawData, WebSocket } from "ws";
 import type { Broker, Delivery, Inbox } from "../broker/index.js";
-import { brokerToAcp } from "../http/server.js";
+import { brokerToAcp } from "../broker/errors.js";
 import { AcpError, toErrorObject } from "../protocol/index.js";
 import { ClientFrame, type ServerFrame } from "../wire/api.js";
 import type { ProtocolVersions } from "../wire/versions.js";

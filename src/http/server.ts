@@ -17,41 +17,11 @@ export function sendJson(
   res.end(text);
 }
 
-/** What a quota refusal (-32013) tells the sender to wait before trying again. */
-export const QUOTA_RETRY_AFTER_SECONDS = 30;
-
-/** Broker errors surface as ACP errors with stable codes. */
-export function brokerToAcp(err: unknown): unknown {
-  if (!(err instanceof Error) || err.name !== "BrokerError") return err;
-  const code = (err as { code?: string }).code;
-  switch (code) {
-    case "not_found":
-      return new AcpError("NotFound", err.message);
-    case "forbidden":
-      return new AcpError("Forbidden", err.message);
-    case "invalid_argument":
-      return new AcpError("InvalidParams", err.message);
-    case "conflict":
-    case "exists":
-    case "invalid_state":
-      return new AcpError("Conflict", err.message);
-    case "unavailable":
-    case "closed":
-      return new AcpError("StorageUnavailable", err.message);
-    case "quota":
-      // Room comes back as the recipient reads (or retention passes): worth trying again later.
-      return new AcpError("RateLimited", err.message, {
-        ...(err as { quota?: Record<string, unknown> }).quota,
-        retryAfterSeconds: QUOTA_RETRY_AFTER_SECONDS,
-      });
-    default:
-      return err;
-  }
-}
-
-/** Every rejection is a JSON-RPC error response body with the mapped HTTP status. */
-export function sendError(res: ServerResponse, thrown: unknown): void {
-  const err = brokerToAcp(thrown);
+/**
+ * Every rejection is a JSON-RPC error response body with its code's HTTP status; anything but an
+ * AcpError is a 500 that names nothing. (The gateway turns its broker's errors into AcpErrors first.)
+ */
+export function sendError(res: ServerResponse, err: unknown): void {
   const error = toErrorObject(err);
   const status = err instanceof AcpError ? err.httpStatus : 500;
   const headers: Record<string, string> = {};

@@ -1,4 +1,5 @@
 import type { z } from "zod";
+import { GatewayUnreachableError } from "../client/errors.js";
 import { AcpError, type Problem, toPointer } from "../protocol/index.js";
 import { AgentCommand, ErrorCategory } from "./schemas.js";
 
@@ -125,7 +126,7 @@ export function classify(err: unknown): Classified {
       return { category: "user_error", recoverable: false, reason: "invalid_command", message: err.message };
     return { category: "agent_error", recoverable: false, reason: "transport_failed", message: err.message };
   }
-  if (err instanceof Error && err.name === "GatewayUnreachableError")
+  if (err instanceof GatewayUnreachableError)
     return { category: "system_error", recoverable: true, reason: "transport_failed", message: err.message };
   return {
     category: ErrorCategory.AGENT_ERROR,

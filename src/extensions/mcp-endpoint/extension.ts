@@ -11,6 +11,7 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { brokerToAcp } from "../../broker/errors.js";
 import { CONTEXT_ROOT_ENV, type WatchOptions } from "../../coordination/index.js";
 import { refuseForeignBrowser } from "../../gateway/address.js";
 import type { GatewayContext } from "../../gateway/context.js";
@@ -131,7 +132,7 @@ export function mcpEndpointExtension(options: McpEndpointOptions): McpEndpointEx
         res.setTimeout(0);
         work.catch((err: unknown) => {
           ctx.logger.warn({ err: (err as Error).message }, "MCP request failed");
-          if (!res.headersSent) sendError(res, err);
+          if (!res.headersSent) sendError(res, brokerToAcp(err));
           else res.destroy();
         });
       };
