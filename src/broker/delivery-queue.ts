@@ -1,11 +1,26 @@
+import { priorityRank } from "../protocol/priority.js";
 import { BrokerError } from "./errors.js";
+import type { Delivery } from "./types.js";
+
+/**
+ * Removes and returns the first of the highest-ranked items: a recipient's queue serves higher
+ * priorities first, and within one priority keeps its order (redeliveries first, then oldest).
+ */
+export function takeNext<T>(items: T[], rank: (item: T) => number): T | undefined {
+  let best = 0;
+  for (let i = 1; i < items.length; i++) if (rank(items[i] as T) > rank(items[best] as T)) best = i;
+  return items.length === 0 ? undefined : items.splice(best, 1)[0];
+}
+
+/** A delivery's rank for `takeNext`: its priority. */
+export const deliveryRank = (delivery: Delivery) => priorityRank(delivery.priority);
 
 /**
  * The async-iterable side of an inbox: the broker pushes deliveries, the gateway pulls them with
  * `for await`. Items still buffered when it closes are dropped on purpose: they are unacknowledged,
  * so the broker redelivers them to the next open inbox.
  */
-export class DeliveryQueue<T> implements AsyncIterable<T> {
+export class DeliveryQueue<T extends Delivery> implements AsyncIterable<T> {
   private items: T[] = [];
   private waiter: ((result: IteratorResult<T>) => void) | null = null;
   private closed = false;
@@ -58,7 +73,8 @@ export class DeliveryQueue<T> implements AsyncIterable<T> {
     this.iterated = true;
     return {
       next: () => {
-        const item = this.items.shift();
+        // Items wait here only while the consumer is busy: the highest priority among them goes next.
+        const item = takeNext(this.items, deliveryRank);
         if (item !== undefined) {
           this.onTake(item);
           return Promise.resolve({ value: item, done: false });

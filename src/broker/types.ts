@@ -4,6 +4,8 @@
  * validation and signature checks happen in the gateway before `submit`.
  */
 
+import type { Priority } from "../protocol/priority.js";
+
 export const MESSAGE_KINDS = ["request", "response", "notification", "handoff"] as const;
 export type MessageKind = (typeof MESSAGE_KINDS)[number];
 
@@ -27,6 +29,12 @@ export interface SubmitInput {
   envelope: string;
   /** ISO 8601 time the sender created the message (its `timestamp` header). */
   submittedAt: string;
+  /**
+   * How it ranks in the recipient's queue (default medium): of the messages waiting for the
+   * recipient, the highest priority goes first, and one priority oldest first. Not part of the
+   * signed envelope: the sender's authenticated submission sets it.
+   */
+  priority?: Priority;
 }
 
 export interface SubmitResult {
@@ -85,6 +93,7 @@ export interface Delivery {
    * come back with the same number (docs/brokers.md, "Resume").
    */
   attempt: number;
+  priority: Priority;
   /**
    * How long this delivery waits for its acknowledgement, counted from when the consumer took it
    * from the inbox; each `broker.working` for it starts this wait again.

@@ -165,6 +165,7 @@ export class InProcessConnection implements AgentConnection {
         kind: delivery.kind,
         method: delivery.method,
         attempt: delivery.attempt,
+        priority: delivery.priority,
         envelope: (verifiedByRelay?.message ?? JSON.parse(delivery.envelope)) as Record<string, unknown>,
         ...(verifiedByRelay && { verifiedByRelay }),
       });

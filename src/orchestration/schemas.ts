@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { AgentId } from "../protocol/index.js";
+import { AgentId, PRIORITIES, priorityRank } from "../protocol/index.js";
 
 /**
  * The wire types of the ACP v2.0 command layer: exactly its `AgentCommand` and `AgentResponse`
@@ -13,7 +13,8 @@ export const COMMAND_METHOD = "agent.command";
 export const COMMAND_CANCEL_METHOD = "agent.command.cancel";
 export const COMMAND_VERSION = "2.0";
 
-export const PRIORITIES = ["low", "medium", "high", "critical"] as const;
+/** The toolkit's one priority vocabulary (src/protocol/priority.ts): it also ranks a message in its recipient's queue. */
+export { PRIORITIES, priorityRank };
 export const Priority = z.enum(PRIORITIES);
 export type Priority = z.infer<typeof Priority>;
 
@@ -134,10 +135,6 @@ export interface CommandDraft {
   priority?: Priority;
   context?: AgentCommand["context"];
   security?: AgentCommand["security"];
-}
-
-export function priorityRank(priority: Priority): number {
-  return PRIORITIES.indexOf(priority);
 }
 
 /** success and partial carry results; everything else is a failure of some kind. */

@@ -7,6 +7,7 @@ export * from "./jws.js";
 export * from "./keys.js";
 export * from "./message.js";
 export * from "./message-id.js";
+export * from "./priority.js";
 export * from "./replay.js";
 export * from "./schemas.js";
 export * from "./validate.js";

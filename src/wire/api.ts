@@ -1,5 +1,14 @@
 import { z } from "zod";
-import { AgentId, Ed25519PublicJwk, PrincipalId, X25519PublicJwk } from "../protocol/index.js";
+import {
+  AgentId,
+  DEFAULT_PRIORITY,
+  Ed25519PublicJwk,
+  PRIORITIES,
+  type Priority,
+  PrincipalId,
+  parsePriority,
+  X25519PublicJwk,
+} from "../protocol/index.js";
 import type { VersionDeprecation } from "./versions.js";
 
 /**
@@ -130,6 +139,15 @@ export type PresenceUpdate = z.infer<typeof PresenceUpdate>;
  */
 export const MAX_ACK_PENDING_PARAM = "maxAckPending";
 
+/**
+ * A message's priority as its sender gives it (a submit's `priority`, `?priority=` of
+ * POST /messages, the messaging platform's body): one of PRIORITIES, or the platform's "normal"
+ * (medium). It ranks the message in the recipient's queue; it is not part of the signed envelope.
+ */
+export const PriorityInput = z
+  .enum([...PRIORITIES, "normal"], { error: `must be one of ${[...PRIORITIES, "normal"].join(", ")}` })
+  .transform((given): Priority => parsePriority(given) ?? DEFAULT_PRIORITY);
+
 /** Frames an agent sends on its WebSocket. */
 export const ClientFrame = z.discriminatedUnion("type", [
   /** Only needed when the upgrade request carried no API key header (browsers cannot set one). */
@@ -139,6 +157,7 @@ export const ClientFrame = z.discriminatedUnion("type", [
     type: z.literal("submit"),
     ref: z.union([z.string(), z.number()]),
     envelope: z.record(z.string(), z.unknown()),
+    priority: PriorityInput.optional(),
   }),
   z.strictObject({ type: z.literal("acknowledge"), id: z.string().min(1) }),
   z.strictObject({ type: z.literal("reject"), id: z.string().min(1), reason: z.string().min(1).max(1000) }),
@@ -179,6 +198,8 @@ export type ServerFrame =
       kind: string;
       method: string;
       attempt: number;
+      /** How the sender ranked it in this agent's queue. */
+      priority: Priority;
       envelope: Record<string, unknown>;
     }
   | {

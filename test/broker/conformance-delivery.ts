@@ -106,6 +106,35 @@ export function deliveryConformance(ctx: SuiteContext): void {
       expect(received).toEqual(sent);
     });
 
+    it("delivers the queue an agent finds waiting highest priority first, one priority oldest first", async () => {
+      const broker = await ctx.open(await ctx.harness());
+      const queued = [
+        message("alice", "bob", { priority: "low" }),
+        message("alice", "bob"),
+        message("carol", "bob", { priority: "critical" }),
+        message("alice", "bob", { priority: "medium" }),
+        message("carol", "bob", { priority: "high" }),
+        message("alice", "bob", { priority: "critical" }),
+      ];
+      for (const input of queued) await broker.submit(input);
+      const inbox = reader(await broker.openInbox("bob", { maxInFlight: 8 }));
+      const received: [string, string][] = [];
+      for (let i = 0; i < queued.length; i++) {
+        const delivery = await inbox.next();
+        received.push([delivery.id, delivery.priority]);
+        await broker.ack("bob", delivery.id);
+      }
+      const [low, plain, critical1, medium, high, critical2] = queued.map((q) => q.id);
+      expect(received).toEqual([
+        [critical1, "critical"],
+        [critical2, "critical"],
+        [high, "high"],
+        [plain, "medium"],
+        [medium, "medium"],
+        [low, "low"],
+      ]);
+    });
+
     it("delivers messages submitted while the inbox is open, with their envelope and metadata", async () => {
       const broker = await ctx.open(await ctx.harness());
       const inbox = reader(await broker.openInbox("bob"));
@@ -121,6 +150,7 @@ export function deliveryConformance(ctx: SuiteContext): void {
         envelope: input.envelope,
         submittedAt: input.submittedAt,
         attempt: 1,
+        priority: "medium",
       });
       const status = await broker.status(input.id);
       expect(status?.status).toBe("delivered");

@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS messages (
   last_error TEXT,
   dead_letter_reason TEXT,
   dead_letter_detail TEXT,
-  bytes INTEGER NOT NULL DEFAULT 0
+  bytes INTEGER NOT NULL DEFAULT 0,
+  priority INTEGER NOT NULL DEFAULT 1
 );
 CREATE TABLE IF NOT EXISTS message_bodies (seq INTEGER PRIMARY KEY, envelope TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS messages_unsettled ON messages(recipient, seq) WHERE status IN ('queued', 'delivered');
@@ -48,7 +49,7 @@ CREATE TABLE IF NOT EXISTS kv (
   PRIMARY KEY (bucket, key)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', 2), ('expired_through_seq', 0);
+INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', 3), ('expired_through_seq', 0);
 `;
 
 function isBusy(error: unknown): boolean {
@@ -107,6 +108,7 @@ export function openDatabase(
     db.exec("BEGIN IMMEDIATE");
     db.exec(SCHEMA);
     addEnvelopeSizes(db);
+    addPriorities(db);
     db.exec("COMMIT");
   } catch (error) {
     db.close();
@@ -137,6 +139,14 @@ function addEnvelopeSizes(db: SqliteDatabase): void {
      WHERE seq IN (SELECT seq FROM message_bodies)`,
   );
   db.exec("UPDATE meta SET value = 2 WHERE name = 'schema_version'");
+}
+
+/** Schema 3 ranks each message in its recipient's queue (`priority`, 0 low to 3 critical; 1 medium). */
+function addPriorities(db: SqliteDatabase): void {
+  const columns = db.prepare("PRAGMA table_info(messages)").all() as { name: string }[];
+  if (columns.some((column) => column.name === "priority")) return;
+  db.exec("ALTER TABLE messages ADD COLUMN priority INTEGER NOT NULL DEFAULT 1");
+  db.exec("UPDATE meta SET value = 3 WHERE name = 'schema_version'");
 }
 
 /** What the SQLite result codes a failed write can end with mean, for `health()`. */

@@ -1,4 +1,4 @@
-import { DeliveryQueue } from "../delivery-queue.js";
+import { DeliveryQueue, takeNext } from "../delivery-queue.js";
 import { ackWaitFor, type BrokerPolicy, expiresAtMs, maxDeliveriesDetail } from "../policy.js";
 import type { Delivery, Inbox } from "../types.js";
 import type { CommitQueue } from "./commit-queue.js";
@@ -138,7 +138,7 @@ export class EmbeddedInbox implements Inbox {
         this.readPage();
         continue;
       }
-      const row = this.waiting.shift()!;
+      const row = takeNext(this.waiting, (waiting) => waiting.priority)!;
       const now = Date.now();
       if (now >= expiresAtMs(this.host.policy, row.queued_at)) continue; // the sweep marks it expired
       if (row.attempts >= this.host.policy.maxDeliver) {

@@ -1,3 +1,4 @@
+import { DEFAULT_PRIORITY, priorityOfRank, priorityRank } from "../../protocol/priority.js";
 import { type BrokerPolicy, expiresAtMs, isoTime } from "../policy.js";
 import { buildRecord } from "../records.js";
 import type {
@@ -33,6 +34,8 @@ export interface MessageRow {
   dead_letter_detail: string | null;
   /** The envelope's UTF-8 size (what the quotas count). */
   bytes: number;
+  /** Its rank in the recipient's queue (priorityRank: 0 low to 3 critical). */
+  priority: number;
 }
 
 /** A row with its envelope, as inboxes hold them (null once retention removed it). */
@@ -42,7 +45,7 @@ export interface LoadedMessage extends MessageRow {
 
 const COLUMNS = `m.seq, m.id, m.sender, m.recipient, m.kind, m.method, m.submitted_at, m.queued_at, m.status,
   m.delivered_at, m.acknowledged_at, m.failed_at, m.attempts, m.next_attempt_at, m.last_error,
-  m.dead_letter_reason, m.dead_letter_detail, m.bytes`;
+  m.dead_letter_reason, m.dead_letter_detail, m.bytes, m.priority`;
 const SWEEP_BATCH = 500;
 const UNSETTLED = "status IN ('queued', 'delivered')";
 
@@ -68,8 +71,8 @@ export class MessageTable {
 
   constructor(private readonly db: SqliteDatabase) {
     this.insertStmt = db.prepare(
-      `INSERT INTO messages (id, sender, recipient, kind, method, submitted_at, queued_at, status, bytes)
-       VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?) ON CONFLICT(id) DO NOTHING`,
+      `INSERT INTO messages (id, sender, recipient, kind, method, submitted_at, queued_at, status, bytes, priority)
+       VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) ON CONFLICT(id) DO NOTHING`,
     );
     this.insertBodyStmt = db.prepare("INSERT INTO message_bodies (seq, envelope) VALUES (?, ?)");
     this.byIdStmt = db.prepare(`SELECT ${COLUMNS} FROM messages m WHERE m.id = ?`);
@@ -117,6 +120,7 @@ export class MessageTable {
 
   /** Returns the new row, or undefined if the id exists already. */
   insert(input: SubmitInput, queuedAt: number, bytes: number): LoadedMessage | undefined {
+    const priority = priorityRank(input.priority ?? DEFAULT_PRIORITY);
     const info = this.insertStmt.run(
       input.id,
       input.from,
@@ -126,6 +130,7 @@ export class MessageTable {
       input.submittedAt,
       queuedAt,
       bytes,
+      priority,
     );
     if (info.changes === 0) return undefined;
     const seq = Number(info.lastInsertRowid);
@@ -150,6 +155,7 @@ export class MessageTable {
       dead_letter_reason: null,
       dead_letter_detail: null,
       bytes,
+      priority,
     };
   }
 
@@ -321,6 +327,7 @@ export function toDelivery(row: LoadedMessage, ackWaitMs: number): Delivery {
     submittedAt: row.submitted_at,
     queuedAt: isoTime(row.queued_at),
     attempt: row.attempts,
+    priority: priorityOfRank(row.priority),
     ackWaitMs,
   };
 }

@@ -222,7 +222,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
         const info = await this.inboxConsumer(agentId, maxInFlight);
         const consumer = this.js.consumers.getConsumerFromInfo(info);
         const messages = await consumer.consume({ max_messages: maxInFlight });
-        const inbox = new NatsInbox(agentId, messages, this);
+        const inbox = new NatsInbox(agentId, messages, this, Math.min(info.num_pending, maxInFlight));
         this.inboxes.set(agentId, inbox);
         // What a dead gateway handed out to this agent goes to the pull just opened (orphans.ts).
         void this.orphans.reclaim(agentId, info);

@@ -1,5 +1,6 @@
 import type { ConsumerMessages, JsMsg } from "@nats-io/jetstream";
-import { DeliveryQueue } from "../delivery-queue.js";
+import { DEFAULT_PRIORITY, type Priority, priorityOfRank } from "../../protocol/priority.js";
+import { DeliveryQueue, deliveryRank, takeNext } from "../delivery-queue.js";
 import { ackWaitFor, type BrokerPolicy, expiresAtMs, isoTime, maxDeliveriesDetail } from "../policy.js";
 import type { Delivery, Inbox, MessageKind } from "../types.js";
 import { agentOfInboxSubject, Header } from "./layout.js";
@@ -53,6 +54,7 @@ interface Headers {
   method: string;
   submittedAt: string;
   queuedAt: number;
+  priority: Priority;
 }
 
 type Outcome = "deliver" | "ack" | "term" | "dead" | "again";
@@ -61,6 +63,8 @@ type Outcome = "deliver" | "ack" | "term" | "dead" | "again";
 const CATCH_UP_MARGIN_MS = 1_000;
 /** How long a closing inbox waits for the server to confirm it stopped pulling. */
 const DRAIN_TIMEOUT_MS = 2_000;
+/** How long a new inbox holds its first deliveries back while the backlog JetStream reported arrives. */
+const BACKLOG_WAIT_MS = 250;
 
 /** Waits for `promise` to settle, at most `ms`; its outcome does not matter. */
 function settledWithin(promise: Promise<unknown>, ms: number): Promise<void> {
@@ -97,6 +101,7 @@ function readHeaders(msg: JsMsg): Headers | null {
     method: h.get(Header.Method),
     submittedAt: h.get(Header.SubmittedAt),
     queuedAt,
+    priority: h.has(Header.Priority) ? priorityOfRank(Number(h.get(Header.Priority))) : DEFAULT_PRIORITY,
   };
 }
 
@@ -119,12 +124,25 @@ export class NatsInbox implements Inbox {
   private readonly running: Promise<void>;
   private closing: Promise<void> | null = null;
   private readonly keepAlive: NodeJS.Timeout;
+  /**
+   * The backlog waiting when the inbox opened, held back until it has all arrived (or
+   * BACKLOG_WAIT_MS passed) and then handed out highest priority first: JetStream sends in stream
+   * order, and the first message would otherwise go out before a more urgent one behind it came.
+   */
+  private held: { deliveries: Delivery[]; left: number; timer: NodeJS.Timeout } | null = null;
 
   constructor(
     readonly agentId: string,
     private readonly messages: ConsumerMessages,
     private readonly host: NatsInboxHost,
+    /** Messages JetStream had for this agent at open, up to what one pull takes (maxInFlight). */
+    backlog = 0,
   ) {
+    if (backlog > 1) {
+      const timer = setTimeout(() => this.releaseHeld(), BACKLOG_WAIT_MS);
+      timer.unref();
+      this.held = { deliveries: [], left: backlog, timer };
+    }
     this.queue = new DeliveryQueue<Delivery>(
       () => this.close(),
       (delivery) => {
@@ -189,6 +207,7 @@ export class NatsInbox implements Inbox {
 
   private async shutdown(): Promise<void> {
     clearInterval(this.keepAlive);
+    if (this.held) clearTimeout(this.held.timer);
     this.queue.close();
     // Stop pulling first, so nothing given back can come to this inbox again. Draining the pull's
     // subscription (the consume API supports it) still takes what the server sent before it saw
@@ -219,7 +238,10 @@ export class NatsInbox implements Inbox {
         });
         this.handOut = this.handOut.then(async () => {
           const delivery = await prepared;
-          if (delivery && !this.closing) this.queue.push(delivery);
+          if (!this.closing && this.held) {
+            if (delivery) this.held.deliveries.push(delivery);
+            if (--this.held.left <= 0) this.releaseHeld();
+          } else if (delivery && !this.closing) this.queue.push(delivery);
         });
       }
     } catch (error) {
@@ -228,6 +250,19 @@ export class NatsInbox implements Inbox {
     // The consumer ended without close() (deleted on the server): end the iteration so the
     // gateway sees it and can open the inbox again.
     if (!this.closing) void this.close();
+  }
+
+  /** Hands out the backlog held at open, highest priority first (one priority in stream order). */
+  private releaseHeld(): void {
+    const held = this.held;
+    if (!held) return;
+    this.held = null;
+    clearTimeout(held.timer);
+    if (this.closing) return;
+    const byPriority = [...held.deliveries];
+    for (let next = takeNext(byPriority, deliveryRank); next; next = takeNext(byPriority, deliveryRank)) {
+      this.queue.push(next);
+    }
   }
 
   private async prepare(msg: JsMsg): Promise<Delivery | null> {
@@ -321,6 +356,7 @@ export class NatsInbox implements Inbox {
       submittedAt: headers.submittedAt,
       queuedAt: isoTime(headers.queuedAt),
       attempt,
+      priority: headers.priority,
       ackWaitMs: wait,
     };
   }

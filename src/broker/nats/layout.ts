@@ -49,6 +49,8 @@ export const Header = {
   Method: "Acp-Method",
   SubmittedAt: "Acp-Submitted-At",
   QueuedAt: "Acp-Queued-At",
+  /** The message's rank in its recipient's queue (priorityRank); absent: medium. */
+  Priority: "Acp-Priority",
 } as const;
 
 export function inboxSubject(agentId: string): string {

@@ -1,4 +1,5 @@
 import { headers } from "@nats-io/transport-node";
+import { DEFAULT_PRIORITY, priorityRank } from "../../protocol/priority.js";
 import { BrokerError } from "../errors.js";
 import type { BrokerPolicy } from "../policy.js";
 import { currentStatus } from "../records.js";
@@ -55,6 +56,8 @@ export async function storeMessage(
   h.set(Header.Method, input.method);
   h.set(Header.SubmittedAt, input.submittedAt);
   h.set(Header.QueuedAt, String(queuedAt));
+  if (input.priority !== undefined && input.priority !== DEFAULT_PRIORITY)
+    h.set(Header.Priority, String(priorityRank(input.priority)));
   const indexHeaders = headers();
   indexHeaders.set("Nats-Msg-Id", input.id);
   const entry: IndexEntry = {
