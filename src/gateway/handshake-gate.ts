@@ -95,6 +95,12 @@ export class HandshakeGate {
     throw new AcpError("Conflict", "the handshake state changed concurrently; retry");
   }
 
+  /** When `from` last announced itself to `to` (its side of the pair), if it has. */
+  async announcedAt(from: string, to: string): Promise<number | undefined> {
+    const side = (await this.bucket.get(pairKey(from, to)))?.value?.[from];
+    return side?.announced ? Date.parse(side.at) : undefined;
+  }
+
   /** Whether `from` and `to` completed the handshake (cached like `require`'s reads). */
   async completed(from: string, to: string): Promise<boolean> {
     const key = pairKey(from, to);

@@ -14,6 +14,7 @@ import {
   ReplayGuard,
   signatureKeyId,
   validateMessage,
+  type Priority,
 } from "../protocol/index.js";
 import type { SubmitResponse } from "../wire/api.js";
 import { negotiateVersion } from "../wire/versions.js";
@@ -81,6 +82,8 @@ export interface SubmitOptions {
    * question), for the summary the gateway writes when the sender gave none.
    */
   summaryContext?: SummaryContext;
+  /** How the message ranks in the recipient's queue (default medium): the sender's choice, not signed. */
+  priority?: Priority;
 }
 
 /**
@@ -152,7 +155,7 @@ export class Relay {
     // Checked and verified on arrival, concurrently; then routed and stored in arrival order.
     const signed = this.checkSigned(sender, input, size, options);
     const { message, stored, entry } = await this.senderLanes.run(sender.record.agentId, () =>
-      this.routeAndStore(sender, signed, options.summaryContext),
+      this.routeAndStore(sender, signed, options),
     );
     const result = await stored;
     if (result.duplicate) {
@@ -161,6 +164,11 @@ export class Relay {
       this.audit?.record(entry);
     }
     return { id: result.id, status: result.status, duplicate: result.duplicate };
+  }
+
+  /** When `from` last announced itself to `to` through the relay (the handshake gate's record), if it has. */
+  announcedAt(from: string, to: string): Promise<number | undefined> {
+    return this.gate.announcedAt(from, to);
   }
 
   /** Lets the signature verifies under way finish and stops their thread. */
@@ -218,7 +226,7 @@ export class Relay {
   private async routeAndStore(
     sender: ResolvedAgent,
     { message, headers, envelope, size, verified, signedHere }: SignedSubmit,
-    summaryContext: SummaryContext | undefined,
+    { summaryContext, priority }: SubmitOptions,
   ): Promise<{ message: AcpMessage; stored: Promise<SubmitResult>; entry: AuditEntryInput }> {
     const kid = await verified;
     const from = headers["agent-id"];
@@ -270,6 +278,7 @@ export class Relay {
       method,
       envelope,
       submittedAt: headers.timestamp,
+      ...(priority !== undefined && { priority }),
     });
     // Awaited by `relay`, outside the lane; this keeps an early failure from going unhandled.
     stored.catch(() => undefined);

@@ -206,7 +206,9 @@ export class Session {
       case "submit":
         this.deps.intake.begin(this.ws);
         try {
-          const result = await this.deps.relay.submit(this.agent, frame.envelope, size);
+          const result = await this.deps.relay.submit(this.agent, frame.envelope, size, {
+            ...(frame.priority !== undefined && { priority: frame.priority }),
+          });
           this.send({ type: "submitted", ref: frame.ref, ...result });
         } catch (err) {
           this.send({ type: "error", ref: frame.ref, error: toErrorObject(brokerToAcp(err)) });
@@ -265,7 +267,7 @@ export class Session {
 
 /** Built by concatenation: the stored envelope text is embedded as is, never re-parsed. */
 function deliveryFrame(d: Delivery): string {
-  return `{"type":"new_message","id":${JSON.stringify(d.id)},"from":${JSON.stringify(d.from)},"kind":"${d.kind}","method":${JSON.stringify(d.method)},"attempt":${d.attempt},"envelope":${d.envelope}}`;
+  return `{"type":"new_message","id":${JSON.stringify(d.id)},"from":${JSON.stringify(d.from)},"kind":"${d.kind}","method":${JSON.stringify(d.method)},"attempt":${d.attempt},"priority":"${d.priority}","envelope":${d.envelope}}`;
 }
 
 function isPlainAck(raw: unknown): raw is { type: "acknowledge"; id: string } {

@@ -11,16 +11,11 @@ import type { Delivery, Inbox, Unsubscribe } from "../../broker/index.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { AgentRecord, Custodian } from "../../gateway/registry.js";
 import {
-  buildAnnounce,
-  buildCapabilities,
-  createSigner,
-  type MethodMessage,
-  signMessage,
-} from "../../protocol/index.js";
-import { negotiateVersion } from "../../wire/versions.js";
-
-/** The skill layers a custodial agent declares (those its task tools sign with: src/mcp/gateway-signing.ts). */
-export const CUSTODIAL_LAYERS = [0, 1];
+  custodialAnnounce,
+  custodialCapabilities,
+  custodialSender,
+  submitInCustody,
+} from "../../gateway/custodial.js";
 
 export class CustodialResponder {
   private readonly inboxes = new Map<string, Inbox>();
@@ -94,7 +89,7 @@ export class CustodialResponder {
       await broker.reject(
         agentId,
         delivery.id,
-        `${agentId} is a custodial agent: it works only through the MCP task tools of the gateway, and answers no requests`,
+        `${agentId} is a custodial agent: it works only through the gateway (MCP task tools, REST messages), and answers no requests`,
       );
       return;
     }
@@ -110,41 +105,14 @@ export class CustodialResponder {
     const self = await this.ctx.registry.resolve(agentId);
     const peer = await this.ctx.registry.resolve(delivery.from);
     if (!self || !peer) return; // revoked meanwhile: nobody to answer, or for
-    const { versions } = this.ctx.registry;
-    const trustLayerVersion = negotiateVersion(
-      versions.usable(self.record.protocolVersions),
-      versions.usable(peer.record.protocolVersions),
-    );
-    const sender = {
-      agentId,
-      principalId: self.record.principalId,
-      layers: CUSTODIAL_LAYERS,
-      ...(trustLayerVersion !== undefined && { trustLayerVersion }),
-    };
-    const out: MethodMessage[] = [];
+    const sender = custodialSender(this.ctx.registry, self.record, peer.record);
     // A reply announce proves the peer has ours; answering it with another would loop.
-    if (announce.params.body.reply !== true) {
-      out.push(
-        buildAnnounce(sender, delivery.from, {
-          capabilities: self.record.capabilities,
-          purpose: `${agentId} works for ${self.record.principalId} through MCP clients; the gateway holds its key`,
-          reply: true,
-        }),
-      );
-    }
-    out.push(
-      buildCapabilities(sender, delivery.from, {
-        tools: [],
-        domains: self.record.capabilities,
-        limits: ["acts only through the gateway's MCP task tools; answers no requests"],
-        requests: [],
-      }),
-    );
-    const signer = createSigner(await this.custodian.identity(agentId));
-    for (const message of out) {
-      const signed = signMessage(message, signer);
-      const text = JSON.stringify(signed);
-      await this.ctx.relay.submit(self, text, Buffer.byteLength(text));
-    }
+    const messages = [
+      ...(announce.params.body.reply === true
+        ? []
+        : [custodialAnnounce(sender, self.record, delivery.from, true)]),
+      custodialCapabilities(sender, self.record, delivery.from),
+    ];
+    await submitInCustody(this.custodian, this.ctx.relay, self, messages);
   }
 }

@@ -1,5 +1,7 @@
 import type { ListQuery, MessageRecord } from "../../broker/index.js";
-import { AcpError } from "../../protocol/index.js";
+import { AcpError, type Priority } from "../../protocol/index.js";
+import { PriorityInput } from "../../wire/api.js";
+import { platformMessageOf, sendPlatformMessage } from "../platform-message.js";
 import { announceDeprecation, authenticateAgent, type GatewayContext } from "../context.js";
 import { type Router, readBody, sendJson } from "../../http/server.js";
 
@@ -24,6 +26,19 @@ export function statusView(r: MessageRecord): Record<string, unknown> {
   };
 }
 
+/** `?priority=` of a submitted envelope: how it ranks in the recipient's queue. */
+function priorityParam(url: URL): Priority | undefined {
+  const given = url.searchParams.get("priority");
+  if (given === null) return undefined;
+  const parsed = PriorityInput.safeParse(given);
+  if (!parsed.success) {
+    throw new AcpError("InvalidParams", "invalid query parameters", {
+      problems: [{ path: "priority", message: parsed.error.issues[0]?.message ?? "invalid" }],
+    });
+  }
+  return parsed.data;
+}
+
 function queryParam(url: URL, ...names: string[]): string | undefined {
   for (const name of names) {
     const value = url.searchParams.get(name);
@@ -34,11 +49,16 @@ function queryParam(url: URL, ...names: string[]): string | undefined {
 
 /** Messages: submit, list, read, status, acknowledge; an agent sees only messages it sent or received. */
 export function messageRoutes(router: Router, ctx: GatewayContext): void {
-  router.add("POST", "/api/v1/messages", async (req, res) => {
+  router.add("POST", "/api/v1/messages", async (req, res, _params, url) => {
     const agent = await authenticateAgent(ctx, req);
     announceDeprecation(ctx, res, { kind: "agent", agent });
     const body = await readBody(req, ctx.maxEnvelopeBytes);
-    const result = await ctx.relay.submit(agent, body.toString("utf8"), body.length);
+    const text = body.toString("utf8");
+    // The messaging platform's unsigned shape: signed here for a custodial agent, else refused.
+    const platform = platformMessageOf(text);
+    if (platform) return sendJson(res, 202, await sendPlatformMessage(ctx, agent, platform));
+    const priority = priorityParam(url);
+    const result = await ctx.relay.submit(agent, text, body.length, priority ? { priority } : {});
     sendJson(res, 202, result);
   });
 
