@@ -116,6 +116,33 @@ export class CollabCore {
   }
 
   /**
+   * As `reach`, but for a message the gateway may hold (a handoff offer): a peer that is not
+   * registered is refused at once; one that is offline and not yet met gets the handshake started
+   * (it completes when the peer comes online) without waiting for it.
+   */
+  async reachOrQueue(peer: string): Promise<void> {
+    let view: AgentView;
+    try {
+      // Not the cached view: whether the peer is online now matters.
+      view = await this.registry.getAgent(peer);
+    } catch (err) {
+      if (err instanceof AcpError && (err.reason === "NotFound" || err.reason === "UnknownRecipient")) {
+        throw new AcpError("UnknownRecipient", `no agent ${peer} is registered at the gateway`, {
+          problems: [{ path: "/params/headers/recipient-id", message: "not a registered agent" }],
+        });
+      }
+      throw err;
+    }
+    const established = this.agent?.handshakeState(peer) === "established";
+    if (!established && this.agent && view.presence.state === "offline") {
+      // The peer answers the announce when it connects; the gateway holds the message until then.
+      this.agent.handshake(peer, { timeoutMs: QUEUED_HANDSHAKE_MS }).catch(() => undefined);
+      return;
+    }
+    await this.reach(peer);
+  }
+
+  /**
    * Builds and signs a notification (or, for `agent.handoff`, a request) to `to`. `body` may be a
    * function of the headers, for bodies that sign over the message id and timestamp.
    */
@@ -155,3 +182,6 @@ export class CollabCore {
 }
 
 export const path = (...parts: string[]) => parts.map(encodeURIComponent).join("/");
+
+/** How long a handshake with an offline peer is waited for in the background (its message is held meanwhile). */
+const QUEUED_HANDSHAKE_MS = 24 * 3_600_000;

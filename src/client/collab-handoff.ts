@@ -29,14 +29,25 @@ export class HandoffClient {
 
   /**
    * Offers a task (the ACP core protocol's completed / remaining / context); refused if `peer` lacks a
-   * required capability.
+   * required capability, and at once if it is not registered. `respondBy` (the offer expires then
+   * unanswered) and `deadline` (the accepted task expires then) default to the gateway's. A peer
+   * that is offline and has not met this agent yet gets the offer queued at the gateway (`delivery:
+   * "queued"`) and delivered once it comes online and completes the handshake: this call does not
+   * wait for that.
    */
   async offer(
     peer: string,
     handoff: HandoffBody,
-    task: { handoffId?: string; title?: string; requires?: string[]; escrow?: number } = {},
+    task: {
+      handoffId?: string;
+      title?: string;
+      requires?: string[];
+      escrow?: number;
+      respondBy?: string;
+      deadline?: string;
+    } = {},
   ): Promise<HandoffView> {
-    await this.core.reach(peer);
+    await this.core.reachOrQueue(peer);
     const { message } = await this.core.sign(CollabMethod.handoffOffer, peer, {
       ...handoff,
       task: { requires: [], escrow: 0, ...task, handoffId: task.handoffId ?? randomUUID() },

@@ -20,6 +20,7 @@ export const CollabMethod = {
   handoffFail: "agent.handoff.fail",
   handoffCancel: "agent.handoff.cancel",
   handoffProgress: "agent.handoff.progress",
+  handoffExpired: "agent.handoff.expired",
   teamCreate: "agent.team.create",
   teamMembers: "agent.team.members",
   teamMessage: "agent.team.message",
@@ -69,6 +70,10 @@ export const HandoffTask = z.strictObject({
   requires: z.array(z.string().min(1).max(128)).max(32).default([]),
   /** Credits held in escrow for the delegate (0: none). */
   escrow: z.int("must be a whole number of credits").nonnegative().max(1_000_000_000).default(0),
+  /** The offer expires unless accepted or declined by then (default: the gateway's, 24 hours). */
+  respondBy: z.iso.datetime({ offset: true, message: "must be an ISO 8601 date-time" }).optional(),
+  /** The accepted task expires unless completed by then (default: the gateway's, 7 days after acceptance). */
+  deadline: z.iso.datetime({ offset: true, message: "must be an ISO 8601 date-time" }).optional(),
 });
 export type HandoffTask = z.infer<typeof HandoffTask>;
 
@@ -81,6 +86,24 @@ export const HandoffActionBody = z.strictObject({
   result: z.unknown().optional(),
 });
 export type HandoffActionBody = z.infer<typeof HandoffActionBody>;
+
+/**
+ * What the gateway tells both parties when a handoff expired (its collaboration agent signs it):
+ * an offer nobody answered by `respondBy`, or an accepted task not completed by its `deadline`.
+ */
+export const HandoffExpiredBody = z.strictObject({
+  handoffId: CollabId,
+  title: z.string().optional(),
+  delegator: AgentId,
+  delegate: AgentId,
+  /** What expired: the offer (never answered) or the accepted task (not completed in time). */
+  expired: z.enum(["offer", "task"]),
+  /** The time that passed: the offer's respondBy or the task's deadline. */
+  due: z.iso.datetime({ offset: true }),
+  /** Credits given back to the delegator from the escrow (0: none). */
+  refunded: z.int().nonnegative(),
+});
+export type HandoffExpiredBody = z.infer<typeof HandoffExpiredBody>;
 
 export const HandoffProgressBody = z.strictObject({
   handoffId: CollabId,

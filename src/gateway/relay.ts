@@ -84,6 +84,12 @@ export interface SubmitOptions {
   summaryContext?: SummaryContext;
   /** How the message ranks in the recipient's queue (default medium): the sender's choice, not signed. */
   priority?: Priority;
+  /**
+   * When the gateway first took this envelope in (ms), for one it held back (a handoff offer kept
+   * until its pair's handshake completed): freshness is judged at that time. Only the gateway's own
+   * code passes it; an HTTP or WebSocket submission never does.
+   */
+  receivedAt?: number;
 }
 
 /**
@@ -226,7 +232,7 @@ export class Relay {
   private async routeAndStore(
     sender: ResolvedAgent,
     { message, headers, envelope, size, verified, signedHere }: SignedSubmit,
-    { summaryContext, priority }: SubmitOptions,
+    { summaryContext, priority, receivedAt }: SubmitOptions,
   ): Promise<{ message: AcpMessage; stored: Promise<SubmitResult>; entry: AuditEntryInput }> {
     const kid = await verified;
     const from = headers["agent-id"];
@@ -244,7 +250,7 @@ export class Relay {
         },
       );
     }
-    this.freshness.checkTimestamp(headers.timestamp, headerPointer(message));
+    this.freshness.checkTimestamp(headers.timestamp, headerPointer(message), receivedAt);
     const to = headers["recipient-id"];
     const recipient = await this.registry.resolve(to);
     if (!recipient) {

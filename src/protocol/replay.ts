@@ -38,9 +38,10 @@ export class ReplayGuard {
     this.seen.set(messageId, Date.parse(timestamp) + 2 * this.skewMs);
   }
 
-  checkTimestamp(timestamp: string, path = "/params/headers"): void {
+  /** `receivedAt`: judge it as of that time (a message the receiver took in earlier and held). */
+  checkTimestamp(timestamp: string, path = "/params/headers", receivedAt = this.now()): void {
     const at = Date.parse(timestamp);
-    const drift = at - this.now();
+    const drift = at - receivedAt;
     if (!Number.isFinite(at) || Math.abs(drift) > this.skewMs) {
       throw new AcpError(
         "StaleTimestamp",

@@ -1,13 +1,16 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { readAudit } from "../../src/audit/index.js";
 import { CollabClient } from "../../src/client/collab.js";
+import { collabExtension } from "../../src/server.js";
 import { agentFor } from "../client/fixtures.js";
-import { startTestGateway } from "../helpers/gateway.js";
+import { api, startTestGateway } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { communitySuite } from "./suite-community.js";
 import { handoffSuite } from "./suite-handoff.js";
+import { handoffDeadlineSuite } from "./suite-handoff-deadlines.js";
 import { negotiationSuite } from "./suite-negotiation.js";
 import { teamSuite } from "./suite-team.js";
 import type { GatewayFactory } from "./testbed.js";
@@ -22,6 +25,7 @@ const onNats: GatewayFactory = async (options = {}) =>
 describeWithNats("collaboration on NATS JetStream", () => {
   describe("negotiation", () => negotiationSuite(onNats));
   describe("handoff", () => handoffSuite(onNats));
+  describe("handoff deadlines", () => handoffDeadlineSuite(onNats));
   describe("teams", () => teamSuite(onNats));
   describe("knowledge, disputes, status", () => communitySuite(onNats));
 
@@ -76,6 +80,82 @@ describeWithNats("collaboration on NATS JetStream", () => {
         "A's subscriber sees B's status",
       );
       subscription.close();
+    } finally {
+      for (const agent of agents) await agent.close();
+      await a.close();
+      await b.close();
+      for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("two gateways on one NATS both sweep, and exactly one expires a handoff: one refund, one audit entry, one notice each", async () => {
+    const server = await startNats();
+    const dirs = [mkdtempSync(join(tmpdir(), "acp-expiry-a-")), mkdtempSync(join(tmpdir(), "acp-expiry-b-"))];
+    let offset = 0;
+    const gateway = (dir: string) =>
+      startTestGateway({
+        natsUrl: server.url,
+        dataDir: dir,
+        extensions: [
+          collabExtension({
+            clock: () => new Date(Date.now() + offset),
+            handoff: { sweepMs: 20 },
+            auditRoot: join(dir, "collab-audit"),
+          }),
+        ],
+      });
+    const [a, b] = [await gateway(dirs[0] as string), await gateway(dirs[1] as string)];
+    const agents: { close(): Promise<void> }[] = [];
+    try {
+      const boss = await a.register("boss");
+      const worker = await a.register("worker");
+      const bossAgent = agentFor(a, boss, dirs[0] as string);
+      const workerAgent = agentFor(b, worker, dirs[1] as string);
+      for (const agent of [bossAgent, workerAgent]) {
+        await agent.connect();
+        agents.push(agent);
+      }
+      const atA = new CollabClient({ agent: bossAgent, identity: boss.identity, apiKey: boss.apiKey });
+      const atB = new CollabClient({ agent: workerAgent, identity: worker.identity, apiKey: worker.apiKey });
+      const told: string[] = [];
+      for (const [who, client] of [
+        ["boss", atA],
+        ["worker", atB],
+      ] as const)
+        client.on("handoff", (n) => n.method === "agent.handoff.expired" && told.push(who));
+      const grant = await api(a.url, "/api/v1/ledger/grants", {
+        headers: { authorization: `Bearer ${a.adminToken}` },
+        body: { agentId: "boss", amount: 10 },
+      });
+      expect(grant.status).toBe(201);
+      const offered = await atA.handoffs.offer(
+        "worker",
+        { completed: "-", remaining: "all", context: {} },
+        { escrow: 10 },
+      );
+
+      offset = 25 * 3_600_000;
+      await until(
+        () => told.length,
+        (n) => n === 2,
+        "both parties are told",
+      );
+      await until(
+        () => atA.handoffs.get(offered.handoffId),
+        (h) => h.status === "expired" && (h.toTell ?? []).length === 0,
+        "expired, nobody left to tell",
+      );
+      // Several more sweeps of both gateways: nothing more happens.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(told.sort()).toEqual(["boss", "worker"]);
+      const movements = (await atA.handoffs.balance()).movements.map((m) => m.kind);
+      expect(movements).toEqual(["grant", "reserve", "refund"]);
+      const expiries: string[] = [];
+      // A gateway that audited nothing has no log at all.
+      for (const dir of dirs.filter((d) => existsSync(join(d, "collab-audit", "collab"))))
+        for await (const { entry } of readAudit({ root: join(dir, "collab-audit"), agent: "collab" }))
+          if (entry.method === "collab.handoff.expired") expiries.push(entry.id as string);
+      expect(expiries).toEqual([offered.handoffId]);
     } finally {
       for (const agent of agents) await agent.close();
       await a.close();

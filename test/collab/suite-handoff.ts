@@ -220,7 +220,8 @@ export function handoffSuite(makeGateway: GatewayFactory): void {
 
   it("refunds the reservation when the offer cannot be delivered (the relay refuses it)", async () => {
     const boss = await bed.offline("lonely-boss");
-    await bed.offline("lonely-worker");
+    // Online, so the offer is not queued for it: the relay's refusal (no handshake) stands.
+    await bed.member("lonely-worker");
     await grant(bed, "lonely-boss", 25);
     const core = new CollabCore({
       gateway: bed.gw.url,

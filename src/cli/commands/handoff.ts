@@ -22,17 +22,40 @@ type Flags = GatewayFlags & {
   role?: "delegate" | "delegator";
   status?: string;
   amount?: string;
+  respondBy?: string;
+  deadline?: string;
 };
 
 function describe(h: HandoffView): void {
   printLine(`handoff ${h.handoffId}${h.title ? ` (${h.title})` : ""}: ${h.status}`);
   printLine(`  ${h.delegator} → ${h.delegate}`);
+  if (h.delivery === "queued")
+    printLine(`  queued    until ${h.delegate} is online and has completed the handshake`);
   if (h.escrow > 0) printLine(`  escrow    ${h.escrow} credits, ${h.escrowState}`);
+  if (h.status === "offered") printLine(`  respond   by ${h.respondBy}`);
+  if (h.deadline && (h.status === "offered" || h.status === "accepted"))
+    printLine(`  deadline  ${h.deadline}`);
   if (h.requires.length > 0) printLine(`  requires  ${h.requires.join(", ")}`);
   if (h.progress)
     printLine(`  progress  ${h.progress.percent}%${h.progress.note ? ` ${h.progress.note}` : ""}`);
   if (h.reason) printLine(`  reason    ${h.reason}`);
   if (h.result !== undefined) printLine(`  result    ${JSON.stringify(h.result)}`);
+}
+
+const UNITS: Record<string, number> = { m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** `--respond-by`/`--deadline`: an ISO 8601 date-time, or a time from now (`90m`, `12h`, `3d`). */
+function timeFromNow(value: string | undefined, flag: string): string | undefined {
+  if (value === undefined) return undefined;
+  const relative = /^(\d+)([mhd])$/.exec(value);
+  const ms = relative
+    ? Date.now() + Number(relative[1]) * (UNITS[relative[2] as string] as number)
+    : Date.parse(value);
+  if (Number.isNaN(ms))
+    throw new CliError(
+      `${flag}: expected an ISO 8601 date-time or a time from now (90m, 12h, 3d), got ${JSON.stringify(value)}`,
+    );
+  return new Date(ms).toISOString();
 }
 
 function wholeNumber(value: string | undefined, flag: string, min: number, max: number): number {
@@ -76,6 +99,14 @@ export function registerHandoff(program: Command): void {
     .option("--escrow <credits>", "credits held for the delegate until completion", "0")
     .option("--title <text>", "a short title")
     .option("--id <handoff-id>", "the handoff id (default: a new UUID)")
+    .option(
+      "--respond-by <time>",
+      "the offer expires unanswered then: ISO 8601, or from now (90m, 12h, 3d); default the gateway's (24h)",
+    )
+    .option(
+      "--deadline <time>",
+      "the accepted task expires then unless completed; default the gateway's (7d after acceptance)",
+    )
     .action((flags: Flags) =>
       withCollab(flags, true, async (collab) => {
         const context = flags.context ? await jsonObject(flags.context, "--context") : {};
@@ -87,6 +118,8 @@ export function registerHandoff(program: Command): void {
             escrow: wholeNumber(flags.escrow, "--escrow", 0, 1_000_000_000),
             ...(flags.title ? { title: flags.title } : {}),
             ...(flags.id ? { handoffId: flags.id } : {}),
+            ...(flags.respondBy ? { respondBy: timeFromNow(flags.respondBy, "--respond-by") } : {}),
+            ...(flags.deadline ? { deadline: timeFromNow(flags.deadline, "--deadline") } : {}),
           },
         );
         show(flags, view);

@@ -9,6 +9,9 @@ import { Intake } from "./intake.js";
 import { KnowledgeIndex } from "./knowledge-index.js";
 import { Ledger } from "./ledger.js";
 import { DEFAULT_NEGOTIATION_RULES, type NegotiationRules } from "../../collab/negotiation.js";
+import { DEFAULT_HANDOFF_LIMITS, type HandoffLimits, type HandoffRecord } from "../../collab/handoff.js";
+import { HandoffExpiry } from "./handoff-expiry.js";
+import { bucketOf } from "./store.js";
 import { disputeRoutes } from "./routes-dispute.js";
 import { type HandoffService, handoffRoutes } from "./routes-handoff.js";
 import { knowledgeRoutes } from "./routes-knowledge.js";
@@ -27,6 +30,12 @@ export interface CollabOptions {
   auditRoot?: string;
   /** Keep-alive interval of status streams. Default 15 s. */
   keepAliveMs?: number;
+  /**
+   * Handoff deadlines when an offer names none: `offerTtlMs` (default 24 h) until an offer expires
+   * unanswered, `taskTtlMs` (default 7 days) from acceptance until an accepted task expires; and
+   * how often the gateway looks for due work (`sweepMs`, default 5 s).
+   */
+  handoff?: Partial<HandoffLimits> & { sweepMs?: number };
 }
 
 /**
@@ -79,6 +88,10 @@ export function collabExtension(options: CollabOptions = {}): CollabExtension {
         ledger: new Ledger(ctx.broker, audit, principalOf, clock),
         knowledge: new KnowledgeIndex(ctx.broker),
         rules: { ...DEFAULT_NEGOTIATION_RULES, ...options.negotiation },
+        handoffLimits: {
+          offerTtlMs: options.handoff?.offerTtlMs ?? DEFAULT_HANDOFF_LIMITS.offerTtlMs,
+          taskTtlMs: options.handoff?.taskTtlMs ?? DEFAULT_HANDOFF_LIMITS.taskTtlMs,
+        },
         now: clock,
         streams: new Set<EventStream>(),
         keepAliveMs: options.keepAliveMs ?? 15_000,
@@ -98,12 +111,18 @@ export function collabExtension(options: CollabOptions = {}): CollabExtension {
       knowledgeRoutes(gated, services);
       disputeRoutes(gated, services);
       const status = statusRoutes(gated, services);
-      ready = Promise.all([services.knowledge.start(), status.start()]).then(() => undefined);
+      const expiry = new HandoffExpiry(
+        services,
+        bucketOf<HandoffRecord>(ctx.broker, "handoffs"),
+        options.handoff?.sweepMs,
+      );
+      ready = Promise.all([services.knowledge.start(), status.start()]).then(() => expiry.start());
       const starting = ready;
       starting.catch((err: Error) => ctx.logger.error({ err: err.message }, "collab start-up failed"));
       stop = async () => {
         for (const stream of services.streams) stream.end();
         await starting.catch(() => undefined);
+        await expiry.stop();
         status.stop();
         services.knowledge.stop();
         await audit.close();

@@ -26,6 +26,8 @@ export interface Action<B> {
   size: number;
   /** What the collaboration knows of it (a negotiation's round limit, a vote's question), for its summary. */
   summaryContext?: SummaryContext;
+  /** When the gateway first took it in, for one held back (a queued handoff offer): see SubmitOptions. */
+  receivedAt?: number;
 }
 
 export interface ActionSpec<B> {
@@ -116,12 +118,10 @@ export class Intake {
 
   /** Relays a checked message to its recipient through the gateway's relay pipeline. */
   relay(caller: ResolvedAgent, action: Action<unknown>): Promise<SubmitResponse> {
-    return this.ctx.relay.submit(
-      caller,
-      action.message,
-      action.size,
-      action.summaryContext ? { summaryContext: action.summaryContext } : {},
-    );
+    return this.ctx.relay.submit(caller, action.message, action.size, {
+      ...(action.summaryContext ? { summaryContext: action.summaryContext } : {}),
+      ...(action.receivedAt !== undefined ? { receivedAt: action.receivedAt } : {}),
+    });
   }
 }
 

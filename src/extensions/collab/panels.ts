@@ -79,7 +79,16 @@ export function handoffsPanel(brokerOf: () => Broker): DashboardPanel {
           participants: [h.delegator, h.delegate],
           at: h.updatedAt,
           lines: [
-            ...(h.escrow > 0 ? [`${h.escrow} credits in escrow`] : []),
+            ...(h.delivery === "queued"
+              ? [`Queued until ${h.delegate} is online and has completed the handshake`]
+              : []),
+            ...(h.status === "offered" ? [`Respond by ${h.respondBy}`] : []),
+            ...(h.status === "accepted" && h.deadline ? [`Deadline ${h.deadline}`] : []),
+            ...(h.escrow > 0
+              ? [
+                  `${h.escrow} credits in escrow${h.status === "expired" ? `, refunded to ${h.delegator}` : ""}`,
+                ]
+              : []),
             ...h.events.map(
               (e) =>
                 `${e.status === "progress" ? `progress ${e.progress ?? 0}%` : e.status} by ${e.by}${e.reason ? `: ${e.reason}` : ""}${e.note ? ` (${e.note})` : ""}`,

@@ -5,7 +5,9 @@ import { authenticate, authenticateAgent, requireAdmin } from "../../gateway/con
 import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
 import { AcpError, AgentId } from "../../protocol/index.js";
+import { summaryOf } from "../../audit/index.js";
 import {
+  checkDeadlines,
   counterpartOf,
   HANDOFF_KEY,
   type HandoffAction,
@@ -16,6 +18,7 @@ import {
   transition,
   withProgress,
 } from "../../collab/handoff.js";
+import { settleEscrow, trackTask } from "./handoff-effects.js";
 import { pendingHandoffs, watchPendingHandoffs } from "./handoff-store.js";
 import type { Action } from "./intake.js";
 import {
@@ -32,7 +35,7 @@ import {
   type Reader,
   readerOf,
 } from "./services.js";
-import { bucketOf, listValues } from "./store.js";
+import { bucketOf, listValues, mutate } from "./store.js";
 import { conflict, notFound, parseOrThrow } from "../../collab/util.js";
 
 const BASE = "/api/v1/handoffs";
@@ -64,14 +67,7 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
   const { ctx, intake, ledger, audit } = services;
   const bucket = bucketOf<HandoffRecord>(ctx.broker, "handoffs");
 
-  /** Brings the escrow in line with the handoff's state; each step is a no-op once done. */
-  const settle = async (record: HandoffRecord): Promise<void> => {
-    if (record.escrow === 0) return;
-    if (record.status === "accepted" || record.status === "completed") await ledger.hold(record.handoffId);
-    if (record.status === "completed") await ledger.release(record.handoffId);
-    if (record.status === "failed" || record.status === "declined" || record.status === "cancelled")
-      await ledger.refund(record.handoffId);
-  };
+  const settle = (record: HandoffRecord) => settleEscrow(services, record);
 
   const view = async (record: HandoffRecord, withEnvelope = false) =>
     handoffView(
@@ -109,6 +105,8 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
     if (await bucket.get(HANDOFF_KEY(task.handoffId)))
       throw conflict(`handoff ${task.handoffId} already exists`);
     const now = services.now();
+    const due = checkDeadlines(task, services.handoffLimits, now);
+    const delegateOffline = (await ctx.presence.get(delegate.record.agentId)).state === "offline";
     const record = newHandoff(
       {
         delegator: caller.record.agentId,
@@ -119,34 +117,39 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
       action.body,
       action.headers,
       action.message,
+      due,
       now,
     );
     if (task.escrow > 0)
       await ledger.reserve(task.handoffId, caller.record.agentId, delegate.record.agentId, task.escrow);
+    const create = (value: HandoffRecord) => (current: HandoffRecord | undefined) => {
+      if (current) throw conflict(`handoff ${task.handoffId} already exists`);
+      return value;
+    };
+    let offered = record;
     try {
-      await commitAndRelay(
-        services,
-        caller,
-        bucket,
-        HANDOFF_KEY(task.handoffId),
-        (current) => {
-          if (current) throw conflict(`handoff ${task.handoffId} already exists`);
-          return record;
-        },
-        [action],
-      );
+      await commitAndRelay(services, caller, bucket, HANDOFF_KEY(task.handoffId), create(record), [action]);
     } catch (err) {
-      // Not offered after all: the reservation goes back.
-      if (task.escrow > 0) await ledger.refund(task.handoffId);
-      throw err;
+      // An offline delegate that has not met the delegator yet cannot take the offer now: it waits
+      // at the gateway until their handshake completes (handoff-expiry.ts delivers it).
+      const queue = delegateOffline && err instanceof AcpError && err.reason === "HandshakeRequired";
+      if (queue)
+        offered = (
+          await mutate(bucket, HANDOFF_KEY(task.handoffId), create({ ...record, delivery: "queued" }))
+        ).value;
+      else {
+        // Not offered after all: the reservation goes back.
+        if (task.escrow > 0) await ledger.refund(task.handoffId);
+        throw err;
+      }
     }
     auditAction(
       caller,
       action,
-      record,
-      `offered handoff ${record.handoffId}${record.escrow ? ` with ${record.escrow} credits in escrow` : ""}`,
+      offered,
+      offered.delivery === "queued" ? " (queued until the handshake completes)" : "",
     );
-    sendJson(res, 201, await view(record));
+    sendJson(res, 201, await view(offered));
   });
 
   const METHODS: Record<HandoffAction, string> = {
@@ -174,18 +177,13 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
       (current) => {
         const record = partyRecord(current, caller.record.agentId, handoffId);
         checkRecipient(signed, counterpartOf(record, caller.record.agentId));
-        return transition(record, action, caller.record.agentId, details, now);
+        return transition(record, action, caller.record.agentId, details, now, services.handoffLimits);
       },
       [signed],
     );
     await settle(value);
-    await trackTask(value);
-    auditAction(
-      caller,
-      signed,
-      value,
-      `${value.status} handoff ${handoffId}${signed.body.reason ? ` (${signed.body.reason})` : ""}`,
-    );
+    await trackTask(services, value);
+    auditAction(caller, signed, value);
     return view(value);
   };
 
@@ -220,7 +218,7 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
       },
       [signed],
     );
-    await trackTask(value);
+    await trackTask(services, value);
     return view(value);
   };
 
@@ -284,34 +282,10 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
     sendJson(res, 201, movement);
   });
 
-  /**
-   * The delegate's presence lists its accepted handoffs with their progress (the ACP messaging platform's
-   * status updates).
-   */
-  async function trackTask(record: HandoffRecord): Promise<void> {
-    const presence = await ctx.presence.get(record.delegate);
-    const others = presence.tasks.filter((t) => t.id !== record.handoffId);
-    const tasks =
-      record.status === "accepted"
-        ? [
-            ...others,
-            {
-              id: record.handoffId,
-              ...(record.title ? { title: record.title } : {}),
-              progress: record.progress?.percent ?? 0,
-            },
-          ]
-        : others;
-    await ctx.presence.update(record.delegate, { tasks, activeTasks: tasks.length });
-  }
-
-  function auditAction(
-    caller: ResolvedAgent,
-    action: Action<unknown>,
-    record: HandoffRecord,
-    summary: string,
-  ) {
+  /** The collaboration audit's entry: the relay audit's sentence (or the agent's words), and `note`. */
+  function auditAction(caller: ResolvedAgent, action: Action<unknown>, record: HandoffRecord, note = "") {
     const other = counterpartOf(record, caller.record.agentId);
+    const summary = summaryOf(action.message);
     audit.record({
       method: action.message.method,
       from: auditParty(caller.record),
@@ -321,7 +295,8 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
       },
       id: record.handoffId,
       messageId: action.headers["message-id"],
-      summary: `${caller.record.agentId} ${summary}.`,
+      summary: `${summary.text}${note}`,
+      ...(summary.by === "sender" ? { summaryBy: "sender" as const } : {}),
     });
   }
 

@@ -10,6 +10,7 @@ import type { CollabAudit } from "./audit.js";
 import type { Action, Intake } from "./intake.js";
 import type { KnowledgeIndex } from "./knowledge-index.js";
 import type { Ledger } from "./ledger.js";
+import type { HandoffLimits } from "../../collab/handoff.js";
 import type { NegotiationRules } from "../../collab/negotiation.js";
 import { type Mutation, mutate, undo } from "./store.js";
 
@@ -21,6 +22,8 @@ export interface CollabServices {
   ledger: Ledger;
   knowledge: KnowledgeIndex;
   rules: NegotiationRules;
+  /** How long offers and accepted tasks live when an offer does not say. */
+  handoffLimits: HandoffLimits;
   /** The clock deadlines are measured by (sessions, votes); injectable for tests. */
   now(): Date;
   /** Open status streams, ended when the gateway closes. */

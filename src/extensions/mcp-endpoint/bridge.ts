@@ -7,15 +7,14 @@
  * registered when the first run needs it and revoked when the gateway closes — and names the MCP
  * caller it acts for in the request (`onBehalfOf`). The target verifies a real signature and
  * decides for itself how far it trusts the gateway's word about the caller. The agent runs in
- * process (orchestration/in-process-agent.ts): its API key never leaves the gateway.
+ * process (orchestration/gateway-agent.ts): its API key never leaves the gateway.
  */
 import { randomUUID } from "node:crypto";
-import { AcpAgent } from "../../client/agent.js";
 import type { InboundContext } from "../../client/types.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
-import { inProcessAgentOptions } from "../../orchestration/in-process-agent.js";
-import { AcpError, generateIdentity, type PrivateIdentity, publicIdentity } from "../../protocol/index.js";
+import { GatewayAgent } from "../../orchestration/gateway-agent.js";
+import { AcpError } from "../../protocol/index.js";
 import { AgentsRpcError, InvalidParamsError, type IssueLike, problemsOf } from "../../mcp/errors.js";
 import { BRIDGE_PRINCIPAL, McpProgressBody, McpRunMethods, McpRunResult } from "../../mcp/signing-wire.js";
 import { isJsonObject, type JsonValue } from "../../mcp/json.js";
@@ -40,17 +39,28 @@ export interface RunTarget {
 }
 
 export class McpBridge {
-  readonly agentId: string;
-  #agent: Promise<AcpAgent> | undefined;
-  #registration: Promise<{ identity: PrivateIdentity; apiKey: string }> | undefined;
+  readonly #agent: GatewayAgent;
   readonly #runs = new Map<string, RunStream>();
-  #closed = false;
 
   constructor(
     private readonly ctx: GatewayContext,
     private readonly options: BridgeOptions,
   ) {
-    this.agentId = `mcp-bridge-${ctx.gatewayId.replaceAll("-", "").slice(0, 12)}`;
+    this.#agent = new GatewayAgent(ctx, {
+      agentId: `mcp-bridge-${ctx.gatewayId.replaceAll("-", "").slice(0, 12)}`,
+      principalId: BRIDGE_PRINCIPAL,
+      capabilities: ["mcp-bridge"],
+      purpose: `Run agents for MCP clients of gateway ${ctx.gatewayId}`,
+      agent: {
+        audit: options.auditRoot === undefined ? false : { root: options.auditRoot },
+        requestTimeoutMs: options.runTimeoutMs,
+      },
+      prepare: (agent) => agent.onNotification((body, context) => this.#onProgress(body, context)),
+    });
+  }
+
+  get agentId(): string {
+    return this.#agent.agentId;
   }
 
   get activeRuns(): number {
@@ -68,7 +78,7 @@ export class McpBridge {
     if (presence.state === "offline") {
       throw new Error(`${target.agentId} is offline (not connected to the gateway), so it cannot run now`);
     }
-    const agent = await this.#start();
+    const agent = await this.#agent.agent();
     const summary = `MCP agents/run "${target.mcpName}" for ${caller.record.agentId} through the gateway.`;
     if (target.served === undefined) {
       if (!isJsonObject(input ?? null)) {
@@ -129,59 +139,8 @@ export class McpBridge {
     }
   }
 
-  async close(): Promise<void> {
-    this.#closed = true;
-    const started = this.#agent;
-    this.#agent = undefined;
-    const agent = await started?.catch(() => undefined);
-    await agent?.close();
-    if (this.#registration) await this.ctx.registry.revoke(this.agentId).catch(() => undefined);
-  }
-
-  /** Registers and connects the bridge agent on first use; a failed start is retried by the next run. */
-  #start(): Promise<AcpAgent> {
-    if (this.#closed) return Promise.reject(new AcpError("Cancelled", "the gateway is closing"));
-    this.#agent ??= this.#connect().catch((err: unknown) => {
-      this.#agent = undefined;
-      throw err;
-    });
-    return this.#agent;
-  }
-
-  async #connect(): Promise<AcpAgent> {
-    this.#registration ??= this.#register().catch((err: unknown) => {
-      this.#registration = undefined;
-      throw err;
-    });
-    const { identity, apiKey } = await this.#registration;
-    const agent = new AcpAgent({
-      ...inProcessAgentOptions(this.ctx),
-      identity,
-      apiKey,
-      announce: {
-        capabilities: ["mcp-bridge"],
-        purpose: `Run agents for MCP clients of gateway ${this.ctx.gatewayId}`,
-      },
-      audit: this.options.auditRoot === undefined ? false : { root: this.options.auditRoot },
-      state: false,
-      requestTimeoutMs: this.options.runTimeoutMs,
-    });
-    agent.on("error", (err) => this.ctx.logger.debug({ err: err.message }, "MCP bridge agent error"));
-    agent.onNotification((body, context) => this.#onProgress(body, context));
-    await agent.connect();
-    this.ctx.logger.info({ agent: this.agentId }, "MCP bridge agent connected");
-    return agent;
-  }
-
-  async #register(): Promise<{ identity: PrivateIdentity; apiKey: string }> {
-    const identity = generateIdentity(this.agentId, BRIDGE_PRINCIPAL);
-    // The id embeds this start's random gateway id, so it is new: registering cannot collide.
-    const { apiKey } = await this.ctx.registry.register({
-      ...publicIdentity(identity),
-      capabilities: ["mcp-bridge"],
-      protocolVersions: ["1.0.0"],
-    });
-    return { identity, apiKey };
+  close(): Promise<void> {
+    return this.#agent.close();
   }
 
   #onProgress(body: Record<string, unknown>, context: InboundContext): void {
