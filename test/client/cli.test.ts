@@ -237,7 +237,7 @@ describe("acp agent / send / inbox / status against a real gateway", { timeout: 
   });
 
   it("acp demo --once prints the whole exchange and exits 0", async () => {
-    const result = await runAcp(["demo", "--once", "--port", "0"], { cwd: dir, timeoutMs: 30_000 });
+    const result = await runAcp(["demo", "--once", "--port", "0"], { cwd: dir, timeoutMs: 60_000 });
     expect(result.code, result.stderr).toBe(0);
     const out = result.stdout;
     expect(out).toMatch(/^ACP demo: embedded gateway at http:\/\/127\.0\.0\.1:\d+/);
@@ -252,6 +252,13 @@ describe("acp agent / send / inbox / status against a real gateway", { timeout: 
       "bob-scheduler → alice-scheduler  agent.notification",
       "alice-scheduler → bob-scheduler  agent.handoff",
       "handoff accepted",
+      // What fills the dashboard's other pages (test/dashboard/demo.test.ts opens each).
+      "alice-scheduler asks alice to approve booking room B2 (approval ",
+      ": bob-scheduler depends on alice-scheduler",
+      "bob-scheduler countered with price 100, room B2, hours 2 (round 2)",
+      "accepted after 3 rounds; the agreement is signed by alice-scheduler and bob-scheduler",
+      "yes has a majority",
+      'handoff "Send the invitations" accepted: 40 credits held in escrow, 50% done',
     ]) {
       expect(out).toContain(expected);
     }

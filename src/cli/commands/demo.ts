@@ -4,10 +4,11 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Command } from "commander";
 import { summarize } from "../../audit/index.js";
-import { AcpAgent, GatewayClient } from "../../client/index.js";
+import { AcpAgent, GatewayClient, PrincipalAdminClient } from "../../client/index.js";
 import type { Gateway } from "../../gateway/index.js";
 import { generateIdentity, type PrivateIdentity, publicIdentity } from "../../protocol/index.js";
 import { CliError, printLine } from "../io.js";
+import type { DemoAgent } from "./demo-scenes.js";
 
 interface DemoFlags {
   once?: boolean;
@@ -32,7 +33,7 @@ export function registerDemo(program: Command): void {
   program
     .command("demo")
     .description(
-      "start an embedded gateway and two scheduling agents that handshake, request, notify and hand off; print the transcript, then stay up",
+      "start an embedded gateway and two scheduling agents that handshake, request, notify, hand off, ask for an approval, coordinate, negotiate, vote and hand off with escrow; print the transcript, then stay up",
     )
     .option("--once", "exit 0 after the transcript instead of staying up")
     .option("--port <port>", "gateway port (0 picks a free one)", "8080")
@@ -59,24 +60,37 @@ async function demo(flags: DemoFlags): Promise<void> {
       data,
       adminToken,
       logger: pino({ level: "warn" }, pino.destination(2)),
+      // The demo's coordination session lives with its data, where the dashboard looks for it.
+      dashboard: { sessionsRoot: join(data, "context") },
     });
   } catch (err) {
     if (temporary) rmSync(data, { recursive: true, force: true });
     throw new CliError(`cannot start the gateway: ${(err as Error).message}`);
   }
   const agents: AcpAgent[] = [];
+  let scenes: { stop(): Promise<void> } | undefined;
   const shutdown = async () => {
+    await scenes?.stop();
     for (const agent of agents) await agent.close();
     await gateway.close();
     if (temporary) rmSync(data, { recursive: true, force: true });
   };
   try {
     printLine(`ACP demo: embedded gateway at ${gateway.url} (data ${data})`);
-    const [alice, bob] = await Promise.all(
+    const [alice, bob] = (await Promise.all(
       CAST.map((member) => startAgent(gateway.url, adminToken, data, member)),
-    );
-    agents.push(alice!, bob!);
-    await transcript(alice!, bob!);
+    )) as [DemoAgent, DemoAgent];
+    agents.push(alice.agent, bob.agent);
+    await transcript(alice.agent, bob.agent);
+    // Loaded on use, like the gateway: collaboration, orchestration and coordination.
+    const { playScenes } = await import("./demo-scenes.js");
+    scenes = await playScenes({
+      url: gateway.url,
+      adminToken,
+      sessionsRoot: join(data, "context"),
+      alice,
+      bob,
+    });
     const kept = !temporary || !flags.once;
     printLine(
       `\nEvery step is in the agents' audit logs${kept ? `: acp audit show --root ${join(data, "audit")}` : "."}`,
@@ -91,6 +105,10 @@ async function demo(flags: DemoFlags): Promise<void> {
   }
   printLine("");
   printLine(`Dashboard: ${gateway.url}/  (sign in with the admin token ${adminToken})`);
+  for (const [principal, token] of await principalTokens(gateway.url, adminToken)) {
+    const approval = principal === "alice" ? "; alice's approval waits on the Approvals page" : "";
+    printLine(`  or as principal ${principal} (its own agents only${approval}): ${token}`);
+  }
   printLine(
     `The gateway and both agents stay up at ${gateway.url}, talking every few seconds (Ctrl-C to stop).`,
   );
@@ -115,7 +133,7 @@ async function startAgent(
   adminToken: string,
   data: string,
   member: (typeof CAST)[number],
-): Promise<AcpAgent> {
+): Promise<DemoAgent> {
   const saved = join(data, "demo", `${member.agentId}.json`);
   let credentials: { identity: PrivateIdentity; apiKey: string };
   try {
@@ -144,7 +162,18 @@ async function startAgent(
   });
   agent.on("error", (err) => process.stderr.write(`${member.agentId}: ${err.message}\n`));
   await agent.connect();
-  return agent;
+  return { agent, ...credentials };
+}
+
+/** A dashboard token for each principal of the cast (none when an earlier run made them already). */
+async function principalTokens(gateway: string, adminToken: string): Promise<[string, string][]> {
+  const admin = new PrincipalAdminClient({ gateway, adminToken });
+  const tokens: [string, string][] = [];
+  for (const principal of CAST.map((c) => c.principalId)) {
+    const added = await admin.add(principal).catch(() => undefined);
+    if (added) tokens.push([principal, added.token]);
+  }
+  return tokens;
 }
 
 async function transcript(alice: AcpAgent, bob: AcpAgent): Promise<void> {
