@@ -79,7 +79,7 @@ async function runBroker(name: string, broker: Broker, total: number, warmup: nu
       const loop = (async () => {
         // Acks are not awaited in turn: like a gateway, the recipient acks while more deliveries arrive.
         for await (const delivery of inbox as AsyncIterable<Delivery>) {
-          broker.ack(delivery.to, delivery.id).then(() => waiting.get(delivery.id)?.(), failed);
+          broker.ack(delivery.to, delivery).then(() => waiting.get(delivery.id)?.(), failed);
         }
       })();
       return { inbox, loop };

@@ -188,7 +188,9 @@ export class Recipient {
       return;
     }
     if (frame.type !== "new_message") return;
-    this.ws.send(`{"type":"acknowledge","id":${JSON.stringify(frame.id)}}`);
+    this.ws.send(
+      `{"type":"acknowledge","id":${JSON.stringify(frame.id)},"from":${JSON.stringify(frame.from)}}`,
+    );
     this.acknowledged++;
     const waiter = this.waiters.get(frame.id);
     if (!waiter) {
@@ -220,7 +222,9 @@ export class SocketSubmitter {
         if (frame.type === "submitted") entry.resolve();
         else entry.reject(new Error(`submit refused: ${frame.error.code} ${frame.error.message}`));
       } else if (frame.type === "new_message") {
-        ws.send(`{"type":"acknowledge","id":${JSON.stringify(frame.id)}}`); // the handshake's replies
+        ws.send(
+          `{"type":"acknowledge","id":${JSON.stringify(frame.id)},"from":${JSON.stringify(frame.from)}}`,
+        ); // the handshake's replies
       }
     });
     ws.on("close", () => {

@@ -121,5 +121,5 @@ export class RoundTripPair {
 }
 
 function ack(ws: WebSocket, frame: Delivery): void {
-  ws.send(`{"type":"acknowledge","id":${JSON.stringify(frame.id)}}`);
+  ws.send(`{"type":"acknowledge","id":${JSON.stringify(frame.id)},"from":${JSON.stringify(frame.from)}}`);
 }

@@ -81,13 +81,13 @@ if (env.CRASH_KIND === "store") {
   db.exec("CREATE TABLE IF NOT EXISTS effects (n INTEGER NOT NULL, run INTEGER NOT NULL)");
   handledStore = new SqliteHandledStore(db);
   const insert = db.prepare("INSERT INTO effects (n, run) VALUES (?, ?)");
-  const handleIn = db.transaction((n, messageId) => {
+  const handleIn = db.transaction((n, ctx) => {
     insert.run(n, run);
-    handledStore.markHandled(messageId);
+    handledStore.markHandled(ctx);
   });
-  handle = (n, messageId) => handleIn(n, messageId);
+  handle = (n, ctx) => handleIn(n, ctx);
 } else {
-  handle = (n, messageId) => appendFileSync(env.CRASH_EFFECTS, n + " " + run + " " + messageId + "\\n");
+  handle = (n, ctx) => appendFileSync(env.CRASH_EFFECTS, n + " " + run + " " + ctx.messageId + "\\n");
 }
 const agent = new AcpAgent({
   gateway: env.CRASH_GATEWAY,
@@ -98,7 +98,7 @@ const agent = new AcpAgent({
   ...(handledStore ? { handledStore } : {}),
   reconnect: { initialDelayMs: 50, maxDelayMs: 200 },
 });
-agent.onNotification((body, ctx) => handle(body.n, ctx.messageId));
+agent.onNotification((body, ctx) => handle(body.n, ctx));
 agent.on("error", (err) => process.stderr.write("recipient error: " + err.message + "\\n"));
 process.once("SIGTERM", () => void agent.close().then(() => process.exit(0)));
 const lines = createInterface({ input: process.stdin });

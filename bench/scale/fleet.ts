@@ -139,7 +139,7 @@ export class Fleet {
       this.errors++;
       this.lastError = `${frame.error.code} ${frame.error.message}`;
     } else if (frame.type === "new_message") {
-      ws.send(`{"type":"acknowledge","id":${JSON.stringify(frame.id)}}`);
+      ws.send(`{"type":"acknowledge","id":${JSON.stringify(frame.id)},"from":${JSON.stringify(frame.from)}}`);
       this.received[index]!++;
       const sentAt = this.inFlight.get(frame.id);
       if (sentAt !== undefined) {

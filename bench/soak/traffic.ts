@@ -43,10 +43,11 @@ export class SoakRecipient {
       const frame = JSON.parse(data.toString()) as {
         type: string;
         id?: string;
+        from?: string;
         envelope?: { params?: { body?: { sentAt?: number } } };
       };
       if (frame.type !== "new_message" || !frame.id) return;
-      ws.send(`{"type":"acknowledge","id":${JSON.stringify(frame.id)}}`);
+      ws.send(`{"type":"acknowledge","id":${JSON.stringify(frame.id)},"from":${JSON.stringify(frame.from)}}`);
       this.onDelivery(frame.id, frame.envelope?.params?.body?.sentAt ?? Number.NaN, this.steady);
     });
     ws.on("error", () => undefined);

@@ -70,3 +70,13 @@ export function brokerToAcp(err: unknown): unknown {
   const extra = err.code === "quota" ? { ...err.quota, retryAfterSeconds: QUOTA_RETRY_AFTER_SECONDS } : {};
   return new AcpError(ACP_KIND_OF[err.code], err.message, extra);
 }
+
+/**
+ * The refusal of a settlement by someone other than the recipient: the sender learns that only the
+ * recipient settles; anyone else is told what a message that does not exist would tell.
+ */
+export function notRecipient(from: string, id: string, agentId: string): BrokerError {
+  return agentId === from
+    ? new BrokerError("forbidden", `only the recipient settles message ${id}; ${agentId} sent it`)
+    : new BrokerError("not_found", `no message ${id}`);
+}

@@ -16,8 +16,21 @@ export const MESSAGE_STATUSES = ["queued", "delivered", "acknowledged", "failed"
  */
 export type MessageStatus = (typeof MESSAGE_STATUSES)[number];
 
+/**
+ * How a message is named: its sender and the id the sender gave it. Every sender has its own id
+ * namespace: two senders' messages with one id are two messages (nobody can squat or probe another
+ * sender's ids), and one sender's second submit of an id is a duplicate. Records and deliveries
+ * carry both fields, so either names its message.
+ */
+export interface MessageRef {
+  /** Sender agent id. */
+  from: string;
+  /** The sender's message id (its `message-id` header). */
+  id: string;
+}
+
 export interface SubmitInput {
-  /** Unique message id (the dedup key; NATS `Nats-Msg-Id`). */
+  /** The sender's message id: with `from`, the dedup key (NATS `Nats-Msg-Id`). */
   id: string;
   /** Sender agent id. */
   from: string;
@@ -77,7 +90,7 @@ export interface StoredMessage extends MessageRecord {
   envelope: string | null;
 }
 
-/** One hand-out of a message to its recipient. Acknowledge with `broker.ack(to, id)`. */
+/** One hand-out of a message to its recipient. Acknowledge with `broker.ack(to, delivery)`. */
 export interface Delivery {
   id: string;
   from: string;
@@ -238,7 +251,8 @@ export interface Broker {
    */
   readonly maxEnvelopeBytes: number;
   /**
-   * Persists the message (durable when this resolves) and queues it for `to`. Idempotent by id.
+   * Persists the message (durable when this resolves) and queues it for `to`. Idempotent by sender
+   * and id (MessageRef).
    * Past a quota (`quotas`) it is refused with BrokerError `quota` and nothing is stored; a
    * resubmission of a stored message is answered `duplicate` whatever the quotas.
    */
@@ -250,18 +264,21 @@ export interface Broker {
   usage(agentId: string): Promise<AgentUsage>;
   /** One open inbox per agent per broker instance; a second open fails until the first is closed. */
   openInbox(agentId: string, options?: InboxOptions): Promise<Inbox>;
-  /** Only the recipient may acknowledge. Acknowledging twice is harmless. */
-  ack(agentId: string, id: string): Promise<MessageRecord>;
+  /**
+   * Only the recipient may acknowledge (the sender is refused `forbidden`; anyone else is told
+   * `not_found`, as for a message that does not exist). Acknowledging twice is harmless.
+   */
+  ack(agentId: string, message: MessageRef): Promise<MessageRecord>;
   /**
    * The recipient is still working on a delivery it holds: its ack wait starts again from now, as
    * for a new delivery of the same attempt (JetStream's in-progress acknowledgement, `+WPI`). Only
    * the recipient; `invalid_state` for a message not out for delivery (queued, settled, expired).
    */
-  working(agentId: string, id: string): Promise<void>;
+  working(agentId: string, message: MessageRef): Promise<void>;
   /** The recipient declines the message: it ends `failed` with a dead-letter record. */
-  reject(agentId: string, id: string, reason: string): Promise<MessageRecord>;
-  status(id: string): Promise<MessageRecord | null>;
-  get(id: string): Promise<StoredMessage | null>;
+  reject(agentId: string, message: MessageRef, reason: string): Promise<MessageRecord>;
+  status(message: MessageRef): Promise<MessageRecord | null>;
+  get(message: MessageRef): Promise<StoredMessage | null>;
   list(query: ListQuery): Promise<ListPage>;
   kv<T = unknown>(bucket: string): KvBucket<T>;
   events(handler: (event: BrokerEvent) => void): Promise<Unsubscribe>;

@@ -5,7 +5,13 @@
 import { z } from "zod";
 import { AgentId, MessageId } from "../protocol/schemas.js";
 import { BrokerError } from "./errors.js";
-import { type ListQuery, MESSAGE_KINDS, MESSAGE_STATUSES, type SubmitInput } from "./types.js";
+import {
+  type ListQuery,
+  MESSAGE_KINDS,
+  MESSAGE_STATUSES,
+  type MessageRef,
+  type SubmitInput,
+} from "./types.js";
 
 const Method = z
   .string()
@@ -90,6 +96,26 @@ export function checkAgentId(agentId: string, field = "agentId"): void {
   }
 }
 
+/** Checks both parts of a MessageRef (the sender as `from`, the id as `id`). */
+export function checkMessageRef(message: MessageRef): void {
+  checkAgentId(message.from, "from");
+  checkMessageId(message.id);
+}
+
+/**
+ * The one string naming a message (MessageRef) in maps, locks and `Nats-Msg-Id`: `<from>/<id>`.
+ * Unambiguous: neither agent ids nor message ids contain `/`.
+ */
+export function refKey(message: MessageRef): string {
+  return `${message.from}/${message.id}`;
+}
+
+/** The MessageRef of a `refKey`; a key without `/` (written before ids were per sender) is `id` of `from`. */
+export function refOfKey(key: string, from: string): MessageRef {
+  const slash = key.indexOf("/");
+  return slash === -1 ? { from, id: key } : { from: key.slice(0, slash), id: key.slice(slash + 1) };
+}
+
 export function checkMessageId(id: string): void {
   const result = MessageId.safeParse(id);
   if (!result.success) {
@@ -129,9 +155,13 @@ export function checkKvKey(key: string): void {
   }
 }
 
-/** A KV-safe key for a message id: ids of [A-Za-z0-9_-] stay readable, others are base64url behind `=`. */
-export function messageKey(id: string): string {
-  return /^[A-Za-z0-9_-]+$/.test(id) ? id : `=${Buffer.from(id, "utf8").toString("base64url")}`;
+/**
+ * A KV-safe key for a message: `<from>.<id>`, ids of [A-Za-z0-9_-] readable, others base64url
+ * behind `=` (agent ids are KV-safe already).
+ */
+export function messageKey(message: MessageRef): string {
+  const { id } = message;
+  return `${message.from}.${/^[A-Za-z0-9_-]+$/.test(id) ? id : `=${Buffer.from(id, "utf8").toString("base64url")}`}`;
 }
 
 /** Cursors are opaque to callers; inside they are the last listed sequence number. */

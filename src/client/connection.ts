@@ -28,6 +28,14 @@ export type NewMessageFrame = Extract<ServerFrame, { type: "new_message" }>;
  */
 export type DeliveredFrame = NewMessageFrame & { verifiedByRelay?: VerifiedEnvelope };
 
+/** What names a delivered message: its id and its sender (message ids are per sender). */
+export type DeliveredRef = Pick<NewMessageFrame, "id" | "from">;
+
+/** The one string naming a delivered message in the agent's own records (its handled ledger). */
+export function deliveredKey({ from, id }: DeliveredRef): string {
+  return `${from}/${id}`;
+}
+
 export interface ReconnectOptions {
   /** First delay after a lost connection (default 250 ms); doubles per failed attempt. */
   initialDelayMs?: number;
@@ -62,10 +70,10 @@ export interface AgentConnection {
   /** Resolves with the gateway's acceptance of the signed envelope. */
   submit(envelope: Record<string, unknown>, options: SubmitOptions): Promise<SubmitResponse>;
   /** False when the message cannot be acknowledged now (the gateway redelivers it). */
-  acknowledge(id: string): boolean;
-  reject(id: string, reason: string): boolean;
-  /** The agent is still working on delivery `id`: its ack wait starts again. False when not connected. */
-  working(id: string): boolean;
+  acknowledge(message: DeliveredRef): boolean;
+  reject(message: DeliveredRef, reason: string): boolean;
+  /** The agent is still working on delivery `message`: its ack wait starts again. False when not connected. */
+  working(message: DeliveredRef): boolean;
   close(): Promise<void>;
 }
 
@@ -94,7 +102,7 @@ export class GatewayConnection implements AgentConnection {
   /**
    * Deliveries the agent said it is working on and has not settled yet. The gateway refuses
    * `working` for a message that is not out at that moment (given back by a reconnect, and not
-   * redelivered yet): that is not news, the redelivery is.
+   * redelivered yet): that is not news, the redelivery is. By `deliveredKey`.
    */
   private readonly workingOn = new Set<string>();
   /** The caller of connect(), until the first attempt succeeds or fails. */
@@ -138,19 +146,20 @@ export class GatewayConnection implements AgentConnection {
   }
 
   /** False when the socket is down: the gateway will redeliver the message and it is acked then. */
-  acknowledge(id: string): boolean {
-    this.workingOn.delete(id);
-    return this.ready && this.send({ type: "acknowledge", id });
+  acknowledge(message: DeliveredRef): boolean {
+    this.workingOn.delete(deliveredKey(message));
+    return this.ready && this.send({ type: "acknowledge", id: message.id, from: message.from });
   }
 
-  reject(id: string, reason: string): boolean {
-    this.workingOn.delete(id);
-    return this.ready && this.send({ type: "reject", id, reason: reason.slice(0, 1000) || "rejected" });
+  reject(message: DeliveredRef, reason: string): boolean {
+    this.workingOn.delete(deliveredKey(message));
+    const { id, from } = message;
+    return this.ready && this.send({ type: "reject", id, from, reason: reason.slice(0, 1000) || "rejected" });
   }
 
-  working(id: string): boolean {
-    this.workingOn.add(id);
-    return this.ready && this.send({ type: "working", id });
+  working(message: DeliveredRef): boolean {
+    this.workingOn.add(deliveredKey(message));
+    return this.ready && this.send({ type: "working", id: message.id, from: message.from });
   }
 
   async close(): Promise<void> {
@@ -301,7 +310,11 @@ export class GatewayConnection implements AgentConnection {
         const ref = frame.ref === undefined ? undefined : Number(frame.ref);
         // An answer to a submission already settled (its caller's deadline passed) is not news.
         if (ref !== undefined && this.outbox.issued(ref)) this.outbox.refused(ref, err);
-        else if (frame.id === undefined || !this.workingOn.has(frame.id)) this.options.events.error(err);
+        else if (
+          frame.id === undefined ||
+          !this.workingOn.has(deliveredKey({ id: frame.id, from: frame.from ?? "" }))
+        )
+          this.options.events.error(err);
         return;
       }
       default:

@@ -1,6 +1,21 @@
 import { AcpError } from "../protocol/index.js";
+import { deliveredKey } from "./connection.js";
 
-/** What a HandledStore keeps about one handled message (by its message-id). */
+/** A delivery as its handler sees it (its InboundContext): who sent it, and its message-id. */
+export interface HandledDelivery {
+  from: string;
+  messageId: string;
+}
+
+/**
+ * The key a HandledStore keeps a delivery's record under: `<sender>/<message-id>`. Message ids are
+ * per sender, so another agent's message with the same id is another message, never "handled".
+ */
+export function handledKey({ from, messageId }: HandledDelivery): string {
+  return deliveredKey({ from, id: messageId });
+}
+
+/** What a HandledStore keeps about one handled message (by its `handledKey`). */
 export interface HandledRecord {
   /** The SDK is done with it: handled, and a request's response accepted by the gateway. */
   done?: boolean;
@@ -19,14 +34,14 @@ export interface HandledRecord {
  * effect** (the inbox pattern; Kafka's transactional consumers commit their offsets with their
  * output the same way): then a crash leaves both or neither, never an effect without its record.
  * `SqliteHandledStore` does this for a SQLite database the application owns; another database
- * implements these two methods over a table keyed by message-id, and the handler writes that row
- * in its transaction.
+ * implements these two methods over a table keyed by `handledKey` (sender and message-id), and the
+ * handler writes that row in its transaction.
  */
 export interface HandledStore {
-  /** The record of `messageId`, or undefined when it was never handled. */
-  get(messageId: string): HandledRecord | undefined | Promise<HandledRecord | undefined>;
-  /** Replaces the record of `messageId`; returns (or resolves) once a crash can no longer lose it. */
-  record(messageId: string, record: HandledRecord): void | Promise<void>;
+  /** The record of the delivery `key` (`handledKey`), or undefined when it was never handled. */
+  get(key: string): HandledRecord | undefined | Promise<HandledRecord | undefined>;
+  /** Replaces the record of `key`; returns (or resolves) once a crash can no longer lose it. */
+  record(key: string, record: HandledRecord): void | Promise<void>;
 }
 
 /** What SqliteHandledStore uses of a better-sqlite3 `Database` (the application's own connection). */
@@ -59,8 +74,8 @@ interface Row {
 
 /**
  * A HandledStore in a SQLite database the application owns (a better-sqlite3 `Database`), in the
- * table `acp_handled`. The handler writes its effect and `markHandled(ctx.messageId)` in one
- * `db.transaction`:
+ * table `acp_handled` (column `message_id`: the `handledKey`). The handler writes its effect and
+ * `markHandled(ctx)` in one `db.transaction`:
  *
  * ```ts
  * const db = new Database("orders.db");
@@ -70,7 +85,7 @@ interface Row {
  * agent.onNotification((body, ctx) =>
  *   db.transaction(() => {
  *     db.prepare("INSERT INTO orders (id, item) VALUES (?, ?)").run(body.orderId, body.item);
- *     handled.markHandled(ctx.messageId);
+ *     handled.markHandled(ctx);
  *   })(),
  * );
  * ```
@@ -109,22 +124,23 @@ export class SqliteHandledStore implements HandledStore {
   }
 
   /**
-   * Records `messageId` handled, in the caller's transaction: call it inside the `db.transaction`
-   * that writes the handler's effect. A request handler may pass its result: if the process dies
-   * before the response is out, the redelivery is answered with it instead of an error.
+   * Records `delivery` (the handler's context: its sender and message-id) handled, in the caller's
+   * transaction: call it inside the `db.transaction` that writes the handler's effect. A request
+   * handler may pass its result: if the process dies before the response is out, the redelivery is
+   * answered with it instead of an error.
    */
-  markHandled(messageId: string, result?: Record<string, unknown>): void {
+  markHandled(delivery: HandledDelivery, result?: Record<string, unknown>): void {
     if (!this.db.inTransaction) {
       throw new AcpError(
         "InvalidParams",
         "markHandled must run inside the db.transaction that writes the handler's effect",
       );
     }
-    this.record(messageId, result === undefined ? {} : { result });
+    this.record(handledKey(delivery), result === undefined ? {} : { result });
   }
 
-  get(messageId: string): HandledRecord | undefined {
-    const row = this.select.get(messageId) as Row | undefined;
+  get(key: string): HandledRecord | undefined {
+    const row = this.select.get(key) as Row | undefined;
     if (!row) return undefined;
     return {
       ...(row.done ? { done: true } : {}),
@@ -133,9 +149,9 @@ export class SqliteHandledStore implements HandledStore {
     };
   }
 
-  record(messageId: string, record: HandledRecord): void {
+  record(key: string, record: HandledRecord): void {
     this.upsert.run(
-      messageId,
+      key,
       Date.now(),
       record.done ? 1 : 0,
       record.result === undefined ? null : JSON.stringify(record.result),

@@ -123,17 +123,25 @@ export class GatewayClient {
     return this.call("GET", `/messages${search}`, { auth: "agent" });
   }
 
-  /** The message record with its `envelope` (participants only). */
-  getMessage(id: string): Promise<MessageListItem & { envelope: Record<string, unknown> | null }> {
-    return this.call("GET", `/messages/${encodeURIComponent(id)}`, { auth: "agent" });
+  /**
+   * The message record with its `envelope` (participants only). Message ids are per sender: `from`
+   * names the sender of a message this agent received; without it, the id is one of its own.
+   */
+  getMessage(
+    id: string,
+    from?: string,
+  ): Promise<MessageListItem & { envelope: Record<string, unknown> | null }> {
+    return this.call("GET", messagePath(id, "", from), { auth: "agent" });
   }
 
-  messageStatus(id: string): Promise<MessageStatusView> {
-    return this.call("GET", `/messages/${encodeURIComponent(id)}/status`, { auth: "agent" });
+  /** The delivery status; `from` as for `getMessage`. */
+  messageStatus(id: string, from?: string): Promise<MessageStatusView> {
+    return this.call("GET", messagePath(id, "/status", from), { auth: "agent" });
   }
 
-  acknowledge(id: string): Promise<unknown> {
-    return this.call("POST", `/messages/${encodeURIComponent(id)}/acknowledge`, { auth: "agent" });
+  /** Acknowledges a message this agent received from `from`. */
+  acknowledge(id: string, from: string): Promise<unknown> {
+    return this.call("POST", messagePath(id, "/acknowledge", from), { auth: "agent" });
   }
 
   private credential(auth: Auth): Record<string, string> {
@@ -184,4 +192,9 @@ export function normaliseGatewayUrl(gateway: string): string {
 /** The WebSocket URL for a gateway base URL (http → ws, https → wss). */
 export function websocketUrl(baseUrl: string, path: string): string {
   return baseUrl.replace(/^http/, "ws") + path;
+}
+
+function messagePath(id: string, action: string, from: string | undefined): string {
+  const query = from === undefined ? "" : `?from=${encodeURIComponent(from)}`;
+  return `/messages/${encodeURIComponent(id)}${action}${query}`;
 }

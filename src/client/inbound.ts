@@ -10,7 +10,7 @@ import {
   messageKind,
   type VerifiedEnvelope,
 } from "../protocol/index.js";
-import type { DeliveredFrame, NewMessageFrame } from "./connection.js";
+import { type DeliveredFrame, type DeliveredRef, deliveredKey, type NewMessageFrame } from "./connection.js";
 import type { AgentCore } from "./core.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
 import type { HandledRecord } from "./handled-store.js";
@@ -39,7 +39,7 @@ export class Inbound {
   /** Handlers running at once (`flow.concurrency`); the rest wait their turn, in arrival order. */
   private readonly handlerSlots: ConcurrencyLimiter;
   /** Deliveries taken and not settled yet: the gateway hears every third of its ack wait that they are in hand. */
-  private readonly inHand = new Set<string>();
+  private readonly inHand = new Map<string, DeliveredRef>();
   private keepAlive: NodeJS.Timeout | undefined;
   private readonly responder: Responder;
 
@@ -57,7 +57,7 @@ export class Inbound {
     clearInterval(this.keepAlive);
     this.keepAlive = setInterval(
       () => {
-        for (const id of this.inHand) this.core.connection.working(id);
+        for (const message of this.inHand.values()) this.core.connection.working(message);
       },
       Math.max(50, Math.floor(ackWaitMs / 3)),
     );
@@ -67,21 +67,23 @@ export class Inbound {
   onFrame(frame: DeliveredFrame): void {
     if (this.stopping) return;
     const { ledger, connection, settings } = this.core;
-    const state = ledger.state(frame.id);
+    // Per sender: another agent's message with the same id is another message.
+    const key = deliveredKey(frame);
+    const state = ledger.state(key);
     if (state === "done") {
-      connection.acknowledge(frame.id);
+      connection.acknowledge(frame);
       return;
     }
     if (state === "processing") return;
     if (settings.consume === "replies" && frame.kind !== "response" && !HANDSHAKE_METHODS.has(frame.method)) {
       return; // someone else's work: leave it unacknowledged for the agent's real consumer
     }
-    ledger.start(frame.id);
-    this.inHand.add(frame.id);
+    ledger.start(key);
+    this.inHand.set(key, { id: frame.id, from: frame.from });
     this.chain = this.chain
       .then(() => this.process(frame))
       .catch((err: unknown) => {
-        this.markHandled(frame.id);
+        this.markHandled(frame);
         this.core.emit("error", err as Error);
       });
   }
@@ -97,10 +99,10 @@ export class Inbound {
   private async process(frame: DeliveredFrame): Promise<void> {
     let record: HandledRecord | undefined;
     try {
-      record = await this.core.ledger.recorded(frame.id);
+      record = await this.core.ledger.recorded(deliveredKey(frame));
     } catch (err) {
       // The application's store could not be read: nothing is decided, the redelivery asks again.
-      this.abandon(frame.id);
+      this.abandon(frame);
       this.core.emit("error", err as Error);
       return;
     }
@@ -122,7 +124,7 @@ export class Inbound {
     } catch (err) {
       if (notTheMessagesFault(err)) {
         // The registry could not be asked (gateway restarting, our key refused): try again on redelivery.
-        this.abandon(frame.id);
+        this.abandon(frame);
         this.core.emit("error", err as Error);
         return;
       }
@@ -189,8 +191,8 @@ export class Inbound {
         error: { code: error.code, message: error.message },
       });
     }
-    this.core.connection.reject(frame.id, `${error.code} ${error.message}`);
-    this.markHandled(frame.id);
+    this.core.connection.reject(frame, `${error.code} ${error.message}`);
+    this.markHandled(frame);
     this.core.emit(
       "error",
       new AcpError(error.reason, `refused ${frame.id} from ${frame.from}: ${error.message}`, error.data),
@@ -321,16 +323,16 @@ export class Inbound {
   private track(work: Promise<void>, frame?: NewMessageFrame): void {
     const task: Promise<void> = work
       .catch((err: unknown) => {
-        if (frame) this.settleFailed(frame.id, err);
+        if (frame) this.settleFailed(frame, err);
         this.core.emit("error", err as Error);
       })
       .finally(() => this.tasks.delete(task));
     this.tasks.add(task);
   }
 
-  private settleFailed(id: string, err: unknown): void {
-    if (notTheMessagesFault(err) || submissionUnsettled(err)) this.abandon(id);
-    else this.markHandled(id);
+  private settleFailed(frame: DeliveredRef, err: unknown): void {
+    if (notTheMessagesFault(err) || submissionUnsettled(err)) this.abandon(frame);
+    else this.markHandled(frame);
   }
 
   /**
@@ -397,26 +399,28 @@ export class Inbound {
   private complete(frame: NewMessageFrame): void {
     const { ledger, connection } = this.core;
     const acknowledged = ledger
-      .finish(frame.id)
+      .finish(deliveredKey(frame))
       .catch((err: unknown) => this.core.emit("error", err as Error))
       .then(() => {
-        this.inHand.delete(frame.id);
-        connection.acknowledge(frame.id);
+        this.inHand.delete(deliveredKey(frame));
+        connection.acknowledge(frame);
       })
       .finally(() => this.tasks.delete(acknowledged));
     this.tasks.add(acknowledged);
   }
 
   /** Handled without an ack (refused, or failed for good): a redelivery is only acknowledged. */
-  private markHandled(id: string): void {
-    this.inHand.delete(id);
-    this.core.ledger.finish(id).catch((err: unknown) => this.core.emit("error", err as Error));
+  private markHandled(frame: DeliveredRef): void {
+    const key = deliveredKey(frame);
+    this.inHand.delete(key);
+    this.core.ledger.finish(key).catch((err: unknown) => this.core.emit("error", err as Error));
   }
 
   /** Not handled after all: the redelivery runs it again. */
-  private abandon(id: string): void {
-    this.inHand.delete(id);
-    this.core.ledger.abandon(id);
+  private abandon(frame: DeliveredRef): void {
+    const key = deliveredKey(frame);
+    this.inHand.delete(key);
+    this.core.ledger.abandon(key);
   }
 
   private view(

@@ -5,8 +5,10 @@ export { CollabClient } from "./collab.js";
 export type { ReconnectOptions } from "./connection.js";
 export { errorFromObject, GatewayUnreachableError } from "./errors.js";
 export {
+  type HandledDelivery,
   type HandledRecord,
   type HandledStore,
+  handledKey,
   type SqliteConnection,
   SqliteHandledStore,
   type SqliteHandledStoreOptions,

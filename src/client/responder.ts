@@ -9,7 +9,7 @@ import {
   type VerifiedEnvelope,
 } from "../protocol/index.js";
 import type { AgentCore } from "./core.js";
-import type { HandledRecord } from "./handled-store.js";
+import { type HandledRecord, handledKey } from "./handled-store.js";
 import type { InboundContext } from "./types.js";
 
 type Request = MethodMessage & { id: JsonRpcId };
@@ -47,7 +47,7 @@ export class Responder {
       const error = err instanceof AcpError ? err : new AcpError("InternalError");
       reply = buildErrorResponse(core.self, message, error);
     }
-    await this.reply(reply, context.from, context.messageId);
+    await this.reply(reply, context.from, handledKey(context));
   }
 
   /**
@@ -69,7 +69,7 @@ export class Responder {
             { messageId },
           ),
         );
-    await this.reply(reply, peer, messageId);
+    await this.reply(reply, peer, handledKey({ from: peer, messageId }));
   }
 
   /** Sends a response recorded by an earlier run: the identical envelope, which the gateway deduplicates. */
@@ -90,9 +90,10 @@ export class Responder {
   }
 
   /** Signs the response, records it in the ledger (a crash from here on sends it again), submits it. */
-  private async reply(reply: object, peer: string, requestId: string): Promise<void> {
+  /** `request`: the request's `handledKey`, under which its response is recorded. */
+  private async reply(reply: object, peer: string, request: string): Promise<void> {
     const signed = await this.core.sign(reply, peer);
-    await this.core.ledger.respond(requestId, signed);
+    await this.core.ledger.respond(request, signed);
     await this.core.submitSigned(signed, peer);
   }
 }

@@ -1,4 +1,5 @@
-import type { Delivery } from "../broker/index.js";
+import type { Delivery, MessageRef } from "../broker/index.js";
+import { refKey } from "../broker/validation.js";
 
 interface Outstanding {
   ackWaitMs: number;
@@ -13,6 +14,7 @@ interface Outstanding {
  * has taken it back, to redeliver or dead-letter it, as JetStream frees `max_ack_pending`.
  */
 export class DeliveryWindow {
+  /** By `refKey`: message ids are per sender. */
   private readonly outstanding = new Map<string, Outstanding>();
   private wake: (() => void) | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -31,20 +33,20 @@ export class DeliveryWindow {
   }
 
   sent(delivery: Delivery): void {
-    this.outstanding.set(delivery.id, {
+    this.outstanding.set(refKey(delivery), {
       ackWaitMs: delivery.ackWaitMs,
       until: Date.now() + delivery.ackWaitMs,
     });
   }
 
   /** Acknowledged or rejected (or refused: either way the socket is done with it). */
-  settled(id: string): void {
-    if (this.outstanding.delete(id)) this.notify();
+  settled(message: MessageRef): void {
+    if (this.outstanding.delete(refKey(message))) this.notify();
   }
 
-  /** The socket is still working on `id`: its ack wait started again. */
-  working(id: string): void {
-    const entry = this.outstanding.get(id);
+  /** The socket is still working on `message`: its ack wait started again. */
+  working(message: MessageRef): void {
+    const entry = this.outstanding.get(refKey(message));
     if (entry) entry.until = Date.now() + entry.ackWaitMs;
   }
 

@@ -47,8 +47,9 @@ export interface PanelItem {
   at?: string;
   /** Lines of detail, oldest first (rounds, ballots, signatures, …). */
   lines?: string[];
-  /** A relayed message to open for its full detail. */
+  /** A relayed message to open for its full detail: its id, and its sender (ids are per sender). */
   messageId?: string;
+  messageFrom?: string;
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { AuditEntryInput, SummaryContext } from "../audit/index.js";
-import type { Broker, MessageKind as BrokerKind, SubmitResult } from "../broker/index.js";
+import type { Broker, MessageKind as BrokerKind, MessageRef, SubmitResult } from "../broker/index.js";
 import { SerialByKey } from "../broker/serial-by-key.js";
 import { brokerToAcp } from "../broker/errors.js";
 import { refuseDeepNesting } from "../http/server.js";
@@ -165,7 +165,8 @@ export class Relay {
     );
     const result = await stored;
     if (result.duplicate) {
-      await this.refuseReusedId(result.id, (message as { signature?: string }).signature);
+      const resubmitted = { from: sender.record.agentId, id: result.id };
+      await this.refuseReusedId(resubmitted, (message as { signature?: string }).signature);
     } else {
       this.audit?.record(entry);
     }
@@ -322,9 +323,13 @@ export class Relay {
     }
   }
 
-  /** Same id, same signed bytes: an idempotent resubmission. Same id, other content: a replay. */
-  private async refuseReusedId(id: string, signature: string | undefined): Promise<void> {
-    const stored = await this.broker.get(id);
+  /**
+   * The sender's own id again (ids are per sender: another's never comes here). Same signed bytes:
+   * an idempotent resubmission. Other content: a replay.
+   */
+  private async refuseReusedId(message: MessageRef, signature: string | undefined): Promise<void> {
+    const { id } = message;
+    const stored = await this.broker.get(message);
     // Past retention there is nothing left to compare, and nothing to deliver either way.
     if (stored?.status === "expired") return;
     if (!stored?.envelope) {

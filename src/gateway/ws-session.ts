@@ -218,25 +218,35 @@ export class Session {
         return;
       case "acknowledge":
       case "reject":
-        this.window.settled(frame.id);
+        this.window.settled(frame);
         try {
-          if (frame.type === "acknowledge") await this.deps.broker.ack(this.agentId, frame.id);
-          else await this.deps.broker.reject(this.agentId, frame.id, frame.reason);
+          if (frame.type === "acknowledge") await this.deps.broker.ack(this.agentId, frame);
+          else await this.deps.broker.reject(this.agentId, frame, frame.reason);
           this.deps.metrics.count(
             frame.type === "acknowledge"
               ? "acp_messages_acknowledged_total"
               : "acp_messages_rejected_by_recipient_total",
           );
         } catch (err) {
-          this.send({ type: "error", id: frame.id, error: toErrorObject(brokerToAcp(err)) });
+          this.send({
+            type: "error",
+            id: frame.id,
+            from: frame.from,
+            error: toErrorObject(brokerToAcp(err)),
+          });
         }
         return;
       case "working":
         try {
-          await this.deps.broker.working(this.agentId, frame.id);
-          this.window.working(frame.id);
+          await this.deps.broker.working(this.agentId, frame);
+          this.window.working(frame);
         } catch (err) {
-          this.send({ type: "error", id: frame.id, error: toErrorObject(brokerToAcp(err)) });
+          this.send({
+            type: "error",
+            id: frame.id,
+            from: frame.from,
+            error: toErrorObject(brokerToAcp(err)),
+          });
         }
         return;
       case "flow":
@@ -270,14 +280,15 @@ function deliveryFrame(d: Delivery): string {
   return `{"type":"new_message","id":${JSON.stringify(d.id)},"from":${JSON.stringify(d.from)},"kind":"${d.kind}","method":${JSON.stringify(d.method)},"attempt":${d.attempt},"priority":"${d.priority}","envelope":${d.envelope}}`;
 }
 
-function isPlainAck(raw: unknown): raw is { type: "acknowledge"; id: string } {
+function isPlainAck(raw: unknown): raw is { type: "acknowledge"; id: string; from: string } {
   if (typeof raw !== "object" || raw === null) return false;
   const frame = raw as Record<string, unknown>;
   return (
     frame.type === "acknowledge" &&
     typeof frame.id === "string" &&
     frame.id.length > 0 &&
-    Object.keys(frame).length === 2
+    typeof frame.from === "string" &&
+    Object.keys(frame).length === 3
   );
 }
 

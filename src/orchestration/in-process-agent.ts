@@ -18,7 +18,7 @@
  * signature. The recipient still verifies it.
  */
 import type { Inbox } from "../broker/index.js";
-import type { AgentConnection, ConnectionEvents } from "../client/connection.js";
+import type { AgentConnection, ConnectionEvents, DeliveredRef } from "../client/connection.js";
 import type { AcpAgentOptions, AgentDirectory } from "../client/types.js";
 import type { GatewayContext } from "../gateway/context.js";
 import type { ResolvedAgent } from "../gateway/registry.js";
@@ -122,24 +122,24 @@ export class InProcessConnection implements AgentConnection {
     return submitted;
   }
 
-  acknowledge(id: string): boolean {
+  acknowledge(message: DeliveredRef): boolean {
     if (!this.#ready) return false;
-    this.ctx.broker.ack(this.agentId, id).catch((err: unknown) => this.events.error(err as Error));
+    this.ctx.broker.ack(this.agentId, message).catch((err: unknown) => this.events.error(err as Error));
     return true;
   }
 
-  reject(id: string, reason: string): boolean {
+  reject(message: DeliveredRef, reason: string): boolean {
     if (!this.#ready) return false;
     this.ctx.broker
-      .reject(this.agentId, id, reason.slice(0, 1000) || "rejected")
+      .reject(this.agentId, message, reason.slice(0, 1000) || "rejected")
       .catch((err: unknown) => this.events.error(err as Error));
     return true;
   }
 
-  working(id: string): boolean {
+  working(message: DeliveredRef): boolean {
     if (!this.#ready) return false;
     // Refused only for a message no longer out (settled meanwhile): nothing to report.
-    this.ctx.broker.working(this.agentId, id).catch(() => undefined);
+    this.ctx.broker.working(this.agentId, message).catch(() => undefined);
     return true;
   }
 

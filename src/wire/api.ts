@@ -159,14 +159,23 @@ export const ClientFrame = z.discriminatedUnion("type", [
     envelope: z.record(z.string(), z.unknown()),
     priority: PriorityInput.optional(),
   }),
-  z.strictObject({ type: z.literal("acknowledge"), id: z.string().min(1) }),
-  z.strictObject({ type: z.literal("reject"), id: z.string().min(1), reason: z.string().min(1).max(1000) }),
+  /**
+   * Settle a delivery: `id` and `from` as the `new_message` frame gave them (message ids are per
+   * sender, so the sender is part of the name).
+   */
+  z.strictObject({ type: z.literal("acknowledge"), id: z.string().min(1), from: AgentId }),
+  z.strictObject({
+    type: z.literal("reject"),
+    id: z.string().min(1),
+    from: AgentId,
+    reason: z.string().min(1).max(1000),
+  }),
   /**
    * Still working on a delivery it holds: its ack wait starts again (JetStream's in-progress
    * acknowledgement). Send it for each delivery held, every third of `ready.ackWaitMs`; silence on
    * success, an `error` frame with the id if the message is no longer out for delivery.
    */
-  z.strictObject({ type: z.literal("working"), id: z.string().min(1) }),
+  z.strictObject({ type: z.literal("working"), id: z.string().min(1), from: AgentId }),
   /** Changes the socket's window (`maxAckPending`, see MAX_ACK_PENDING_PARAM). */
   z.strictObject({ type: z.literal("flow"), maxAckPending: z.number().int().min(1) }),
   z.strictObject({ type: z.literal("presence"), presence: PresenceUpdate }),
@@ -212,7 +221,9 @@ export type ServerFrame =
   | {
       type: "error";
       ref?: string | number;
+      /** The message an `acknowledge` or `reject` named, when it failed. */
       id?: string;
+      from?: string;
       error: { code: number; message: string; data?: unknown };
     }
   | { type: "presence"; agentId: string; presence: Presence };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { BrokerEvent, MessageStatus } from "../../src/broker/index.js";
+import type { BrokerEvent, MessageStatus, SubmitInput } from "../../src/broker/index.js";
 import type { SuiteContext } from "./conformance.js";
 import { eventually, expectBrokerError, message, reader } from "./support.js";
 
@@ -10,7 +10,7 @@ export function deliveryConformance(ctx: SuiteContext): void {
       const broker = await ctx.open(await ctx.harness());
       const input = message("alice", "bob", { kind: "request", method: "agent.request" });
       expect(await broker.submit(input)).toEqual({ id: input.id, status: "queued", duplicate: false });
-      const stored = await broker.get(input.id);
+      const stored = await broker.get(input);
       expect(stored).toMatchObject({
         id: input.id,
         from: "alice",
@@ -23,10 +23,10 @@ export function deliveryConformance(ctx: SuiteContext): void {
         envelope: input.envelope,
       });
       expect(Date.parse(stored?.queuedAt ?? "")).not.toBeNaN();
-      expect(await broker.get("unknown-message-id")).toBeNull();
+      expect(await broker.get({ from: "alice", id: "unknown-message-id" })).toBeNull();
       // The gateway's default envelope limit (1 MiB) needs the NATS server's max_payload raised.
       expect(broker.maxEnvelopeBytes).toBeGreaterThan(64 * 1024);
-      expect(await broker.status("unknown-message-id")).toBeNull();
+      expect(await broker.status({ from: "alice", id: "unknown-message-id" })).toBeNull();
     });
 
     it("reports a second submit of the same id as a duplicate and delivers it once", async () => {
@@ -40,15 +40,42 @@ export function deliveryConformance(ctx: SuiteContext): void {
       expect((await inbox.next()).id).toBe(first.id);
       // A second stored copy would come before the marker: order is per pair.
       expect((await inbox.next()).id).toBe(marker.id);
-      await broker.ack("bob", first.id);
+      await broker.ack("bob", first);
       expect(await broker.submit(first)).toEqual({ id: first.id, status: "acknowledged", duplicate: true });
     });
 
-    it("refuses an id already used by another sender", async () => {
+    it("gives every sender its own ids: another sender's message with the same id is another message", async () => {
       const broker = await ctx.open(await ctx.harness());
       const original = message("alice", "bob");
-      await broker.submit(original);
-      await expectBrokerError(broker.submit({ ...original, from: "mallory" }), "conflict", "id");
+      // Mallory squats the id first, to the same recipient: it neither blocks nor reveals alice's.
+      const squat = { ...message("mallory", "bob"), id: original.id };
+      expect(await broker.submit(squat)).toEqual({ id: original.id, status: "queued", duplicate: false });
+      expect(await broker.submit(original)).toEqual({ id: original.id, status: "queued", duplicate: false });
+      // Each sender's resubmission is still its own duplicate: exactly once per sender and id.
+      expect(await broker.submit(original)).toMatchObject({ duplicate: true });
+      expect(await broker.submit(squat)).toMatchObject({ duplicate: true });
+      expect((await broker.get(original))?.envelope).toBe(original.envelope);
+      expect((await broker.get(squat))?.envelope).toBe(squat.envelope);
+
+      const inbox = reader(await broker.openInbox("bob"));
+      const first = await inbox.next();
+      const second = await inbox.next();
+      expect([first, second].map((d) => [d.from, d.id, d.envelope])).toEqual([
+        ["mallory", original.id, squat.envelope],
+        ["alice", original.id, original.envelope],
+      ]);
+      // Settling one settles that one only.
+      await broker.ack("bob", second);
+      expect((await broker.status(original))?.status).toBe("acknowledged");
+      expect((await broker.status(squat))?.status).toBe("delivered");
+      await broker.reject("bob", first, "squatter");
+      expect((await broker.status(squat))?.status).toBe("failed");
+      expect((await broker.status(original))?.status).toBe("acknowledged");
+      await inbox.expectNone(300);
+      expect((await broker.list({ participant: "bob" })).items.map((m) => [m.from, m.status])).toEqual([
+        ["mallory", "failed"],
+        ["alice", "acknowledged"],
+      ]);
     });
 
     it("rejects malformed input naming the field", async () => {
@@ -68,7 +95,7 @@ export function deliveryConformance(ctx: SuiteContext): void {
       await expectBrokerError(broker.openInbox("bob", { maxInFlight: 0 }), "invalid_argument", "maxInFlight");
       await expectBrokerError(broker.submit({ ...good, to: "_Fed" }), "invalid_argument", "to");
       await expectBrokerError(broker.openInbox("_"), "invalid_argument", "agentId");
-      expect(await broker.status(good.id)).toBeNull();
+      expect(await broker.status(good)).toBeNull();
     });
 
     it("queues for a system inbox (a gateway's own queue, `_name`) like for an agent", async () => {
@@ -80,7 +107,7 @@ export function deliveryConformance(ctx: SuiteContext): void {
       const queue = reader(await broker.openInbox("_fed_b_example"));
       const delivery = await queue.next();
       expect(delivery).toMatchObject({ id: out.id, from: "alice", to: "_fed_b_example" });
-      expect((await broker.ack("_fed_b_example", out.id)).status).toBe("acknowledged");
+      expect((await broker.ack("_fed_b_example", out)).status).toBe("acknowledged");
       expect((await broker.list({ participant: "alice" })).items.map((m) => m.id)).toEqual([out.id, back.id]);
     });
   });
@@ -89,19 +116,21 @@ export function deliveryConformance(ctx: SuiteContext): void {
     it("delivers in submit order per sender→recipient pair, queued while the recipient is offline", async () => {
       const broker = await ctx.open(await ctx.harness());
       const sent: string[] = [];
+      let first: SubmitInput | undefined;
       for (let i = 0; i < 40; i++) {
         const input = message(i % 2 === 0 ? "alice" : "carol", "bob");
+        first ??= input;
         sent.push(input.id);
         await broker.submit(input);
       }
-      expect((await broker.status(sent[0]!))?.status).toBe("queued");
+      expect((await broker.status(first!))?.status).toBe("queued");
       const inbox = reader(await broker.openInbox("bob", { maxInFlight: 8 }));
       const received: string[] = [];
       for (let i = 0; i < sent.length; i++) {
         const delivery = await inbox.next();
         expect(delivery.attempt).toBe(1);
         received.push(delivery.id);
-        await broker.ack("bob", delivery.id);
+        await broker.ack("bob", delivery);
       }
       expect(received).toEqual(sent);
     });
@@ -122,7 +151,7 @@ export function deliveryConformance(ctx: SuiteContext): void {
       for (let i = 0; i < queued.length; i++) {
         const delivery = await inbox.next();
         received.push([delivery.id, delivery.priority]);
-        await broker.ack("bob", delivery.id);
+        await broker.ack("bob", delivery);
       }
       const [low, plain, critical1, medium, high, critical2] = queued.map((q) => q.id);
       expect(received).toEqual([
@@ -152,7 +181,7 @@ export function deliveryConformance(ctx: SuiteContext): void {
         attempt: 1,
         priority: "medium",
       });
-      const status = await broker.status(input.id);
+      const status = await broker.status(input);
       expect(status?.status).toBe("delivered");
       expect(status?.retryCount).toBe(0);
     });
@@ -167,30 +196,37 @@ export function deliveryConformance(ctx: SuiteContext): void {
       await broker.submit(input);
       const inbox = reader(await broker.openInbox("bob"));
       await inbox.next();
-      const acked = await broker.ack("bob", input.id);
+      const acked = await broker.ack("bob", input);
       expect(acked.status).toBe("acknowledged");
-      const status = await broker.status(input.id);
+      const status = await broker.status(input);
       expect(status).toMatchObject({ status: "acknowledged", retryCount: 0 });
       const queuedAt = Date.parse(status!.queuedAt);
       const deliveredAt = Date.parse(status!.deliveredAt!);
       const acknowledgedAt = Date.parse(status!.acknowledgedAt!);
       expect(queuedAt).toBeLessThanOrEqual(deliveredAt);
       expect(deliveredAt).toBeLessThanOrEqual(acknowledgedAt);
-      expect((await broker.ack("bob", input.id)).status).toBe("acknowledged");
+      expect((await broker.ack("bob", input)).status).toBe("acknowledged");
       await eventually(async () => expect(seen).toEqual(["queued", "delivered", "acknowledged"]));
     });
 
-    it("lets only the recipient acknowledge or reject", async () => {
+    it("lets only the recipient acknowledge or reject; to anyone but the sender it is no message", async () => {
       const broker = await ctx.open(await ctx.harness());
       const input = message("alice", "bob");
       await broker.submit(input);
-      await expectBrokerError(broker.ack("alice", input.id), "forbidden");
-      await expectBrokerError(broker.ack("mallory", input.id), "forbidden");
-      await expectBrokerError(broker.reject("mallory", input.id, "no"), "forbidden");
-      await expectBrokerError(broker.ack("bob", "no-such-message-1"), "not_found");
-      expect((await broker.status(input.id))?.status).toBe("queued");
+      await expectBrokerError(broker.ack("alice", input), "forbidden");
+      // A third agent learns nothing: the same answer as for an id never used.
+      const unknown = { from: "alice", id: "no-such-message-1" };
+      const answers = await Promise.all([
+        broker.ack("mallory", input).catch((e: Error) => e.message.replace(input.id, "ID")),
+        broker.reject("mallory", input, "no").catch((e: Error) => e.message.replace(input.id, "ID")),
+        broker.ack("bob", unknown).catch((e: Error) => e.message.replace(unknown.id, "ID")),
+      ]);
+      expect(answers).toEqual(["no message ID", "no message ID", "no message ID"]);
+      await expectBrokerError(broker.ack("mallory", input), "not_found");
+      await expectBrokerError(broker.ack("bob", unknown), "not_found");
+      expect((await broker.status(input))?.status).toBe("queued");
       // Acknowledged before it was ever delivered (REST ack): the inbox must not hand it out.
-      await broker.ack("bob", input.id);
+      await broker.ack("bob", input);
       const marker = message("alice", "bob");
       await broker.submit(marker);
       const inbox = reader(await broker.openInbox("bob"));
@@ -206,9 +242,9 @@ export function deliveryConformance(ctx: SuiteContext): void {
       expect(first.attempt).toBe(1);
       const second = await inbox.next();
       expect(second).toMatchObject({ id: input.id, attempt: 2, envelope: input.envelope });
-      expect(await broker.status(input.id)).toMatchObject({ status: "delivered", retryCount: 1 });
-      await broker.ack("bob", input.id);
-      expect(await broker.status(input.id)).toMatchObject({ status: "acknowledged", retryCount: 1 });
+      expect(await broker.status(input)).toMatchObject({ status: "delivered", retryCount: 1 });
+      await broker.ack("bob", input);
+      expect(await broker.status(input)).toMatchObject({ status: "acknowledged", retryCount: 1 });
     });
 
     it("restarts a delivery's ack wait on working(): no redelivery while the recipient works on it", async () => {
@@ -221,25 +257,29 @@ export function deliveryConformance(ctx: SuiteContext): void {
       // Four ack waits long, on its last allowed delivery: only `working` keeps it alive.
       for (let i = 0; i < 12; i++) {
         await new Promise((resolve) => setTimeout(resolve, 100));
-        await broker.working("bob", input.id);
+        await broker.working("bob", input);
       }
-      expect(await broker.status(input.id)).toMatchObject({ status: "delivered", retryCount: 0 });
+      expect(await broker.status(input)).toMatchObject({ status: "delivered", retryCount: 0 });
       await inbox.expectNone(100);
-      await broker.ack("bob", input.id);
-      expect(await broker.status(input.id)).toMatchObject({ status: "acknowledged", retryCount: 0 });
+      await broker.ack("bob", input);
+      expect(await broker.status(input)).toMatchObject({ status: "acknowledged", retryCount: 0 });
     });
 
     it("refuses working() from another agent, for a message not out for delivery, or unknown", async () => {
       const broker = await ctx.open(await ctx.harness());
       const input = message("alice", "bob");
       await broker.submit(input);
-      await expectBrokerError(broker.working("bob", input.id), "invalid_state");
+      await expectBrokerError(broker.working("bob", input), "invalid_state");
       const inbox = reader(await broker.openInbox("bob"));
       await inbox.next();
-      await expectBrokerError(broker.working("carol", input.id), "forbidden");
-      await expectBrokerError(broker.working("bob", "unknown-message-id"), "not_found");
-      await broker.ack("bob", input.id);
-      await expectBrokerError(broker.working("bob", input.id), "invalid_state");
+      await expectBrokerError(broker.working("alice", input), "forbidden");
+      await expectBrokerError(broker.working("carol", input), "not_found");
+      await expectBrokerError(
+        broker.working("bob", { from: "alice", id: "unknown-message-id" }),
+        "not_found",
+      );
+      await broker.ack("bob", input);
+      await expectBrokerError(broker.working("bob", input), "invalid_state");
     });
 
     it("starts a delivery's ack wait when it is taken, not while it waits in the inbox", async () => {
@@ -251,15 +291,15 @@ export function deliveryConformance(ctx: SuiteContext): void {
       // The consumer is busy for four ack waits; the others must not use up their deliveries meanwhile.
       for (let i = 0; i < 12; i++) {
         await new Promise((resolve) => setTimeout(resolve, 100));
-        await broker.working("bob", first.id);
+        await broker.working("bob", first);
       }
-      await broker.ack("bob", first.id);
+      await broker.ack("bob", first);
       for (const input of inputs.slice(1)) {
         expect(await inbox.next()).toMatchObject({ id: input.id, attempt: 1 });
-        await broker.ack("bob", input.id);
+        await broker.ack("bob", input);
       }
       for (const input of inputs) {
-        expect(await broker.status(input.id)).toMatchObject({ status: "acknowledged", retryCount: 0 });
+        expect(await broker.status(input)).toMatchObject({ status: "acknowledged", retryCount: 0 });
       }
     });
 
@@ -279,7 +319,7 @@ export function deliveryConformance(ctx: SuiteContext): void {
       expect((await inbox.next()).attempt).toBe(2);
       expect((await inbox.next()).attempt).toBe(3);
       const status = await eventually(async () => {
-        const current = await broker.status(input.id);
+        const current = await broker.status(input);
         expect(current?.status).toBe("failed");
         return current!;
       });
@@ -288,7 +328,7 @@ export function deliveryConformance(ctx: SuiteContext): void {
       expect(status.lastError).toMatch(/3 deliveries/);
       expect(Date.parse(status.failedAt!)).not.toBeNaN();
       await eventually(async () => expect(failures).toContain(input.id));
-      await expectBrokerError(broker.ack("bob", input.id), "invalid_state");
+      await expectBrokerError(broker.ack("bob", input), "invalid_state");
       const list = await broker.list({ participant: "alice", status: "failed" });
       expect(list.items.map((item) => item.id)).toEqual([input.id]);
     });
@@ -300,7 +340,7 @@ export function deliveryConformance(ctx: SuiteContext): void {
       const inbox = reader(await broker.openInbox("bob"));
       for (let attempt = 1; attempt <= 6; attempt++) expect((await inbox.next()).attempt).toBe(attempt);
       const status = await eventually(async () => {
-        const current = await broker.status(input.id);
+        const current = await broker.status(input);
         expect(current?.status).toBe("failed");
         return current!;
       });
@@ -314,17 +354,17 @@ export function deliveryConformance(ctx: SuiteContext): void {
       await broker.submit(input);
       const inbox = reader(await broker.openInbox("bob"));
       await inbox.next();
-      await expectBrokerError(broker.reject("bob", input.id, ""), "invalid_argument", "reason");
-      const rejected = await broker.reject("bob", input.id, "not my department");
+      await expectBrokerError(broker.reject("bob", input, ""), "invalid_argument", "reason");
+      const rejected = await broker.reject("bob", input, "not my department");
       expect(rejected.status).toBe("failed");
-      const status = await broker.status(input.id);
+      const status = await broker.status(input);
       expect(status?.deadLetter).toMatchObject({ reason: "rejected" });
       expect(status?.lastError).toContain("not my department");
-      await expectBrokerError(broker.reject("bob", input.id, "again"), "invalid_state");
+      await expectBrokerError(broker.reject("bob", input, "again"), "invalid_state");
       const marker = message("alice", "bob");
       await broker.submit(marker);
       expect((await inbox.next()).id).toBe(marker.id);
-      await broker.ack("bob", marker.id);
+      await broker.ack("bob", marker);
       await inbox.expectNone(900);
     });
 

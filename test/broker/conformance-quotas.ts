@@ -14,7 +14,7 @@ export function quotaConformance(ctx: SuiteContext): void {
       const over = message("mallory", "bob");
       const refusal = await expectBrokerError(broker.submit(over), "quota");
       expect(refusal.quota).toEqual({ quota: "recipient-pending-messages", limit: 3, used: 3 });
-      expect(await broker.status(over.id)).toBeNull();
+      expect(await broker.status(over)).toBeNull();
       // Another recipient is not affected.
       await broker.submit(message("mallory", "carol"));
       const sizes = accepted.map(bytesOf);
@@ -27,14 +27,14 @@ export function quotaConformance(ctx: SuiteContext): void {
       expect(await broker.submit(accepted[0] as SubmitInput)).toMatchObject({ duplicate: true });
 
       // Acknowledged and rejected messages no longer wait: room for two more, and no third.
-      await broker.ack("bob", (accepted[0] as SubmitInput).id);
-      await broker.reject("bob", (accepted[1] as SubmitInput).id, "not wanted");
+      await broker.ack("bob", accepted[0] as SubmitInput);
+      await broker.reject("bob", accepted[1] as SubmitInput, "not wanted");
       expect((await broker.usage("bob")).pendingMessages).toBe(1);
       await broker.submit(message("alice", "bob"));
       await broker.submit(message("alice", "bob"));
       await expectBrokerError(broker.submit(message("alice", "bob")), "quota");
       // Acknowledging twice frees nothing twice.
-      await broker.ack("bob", (accepted[0] as SubmitInput).id);
+      await broker.ack("bob", accepted[0] as SubmitInput);
       expect((await broker.usage("bob")).pendingMessages).toBe(3);
     });
 
@@ -65,7 +65,7 @@ export function quotaConformance(ctx: SuiteContext): void {
       // The same sender, several recipients: what it stores counts wherever it went.
       const sent = [sample, message("alice", "carol"), message("alice", "dave")];
       for (const input of sent) await broker.submit(input);
-      await broker.ack("bob", sample.id);
+      await broker.ack("bob", sample);
       const refusal = await expectBrokerError(broker.submit(message("alice", "erin")), "quota");
       expect(refusal.quota).toMatchObject({ quota: "sender-stored-bytes", limit });
       expect((await broker.usage("alice")).storedBytes).toBe(sent.map(bytesOf).reduce((a, b) => a + b, 0));
@@ -89,7 +89,7 @@ export function quotaConformance(ctx: SuiteContext): void {
       const inbox = reader(await broker.openInbox("bob"));
       expect((await inbox.next()).id).toBe(doomed.id);
       await eventually(async () => {
-        expect((await broker.status(doomed.id))?.status).toBe("failed");
+        expect((await broker.status(doomed))?.status).toBe("failed");
         expect((await broker.usage("bob")).pendingMessages).toBe(0);
       });
     });
@@ -101,7 +101,7 @@ export function quotaConformance(ctx: SuiteContext): void {
       const kept = message("alice", "bob");
       await first.submit(kept);
       await first.submit(message("alice", "bob"));
-      await first.ack("bob", kept.id);
+      await first.ack("bob", kept);
       await first.close();
       const again = await ctx.open(harness, { quotas });
       expect((await again.usage("bob")).pendingMessages).toBe(1);

@@ -6,6 +6,9 @@ import { eventually, expectBrokerError, holdUntilKilled, message, type Reader, r
 /** Long enough that a delivery arriving within a reader's timeout (10 s) did not wait for it. */
 const LONG_ACK_WAIT = { ackWaitMs: 30_000 };
 
+/** A message `alice` sent (what `submitAll` submits), by its id. */
+const alices = (id: string) => ({ from: "alice", id });
+
 async function submitAll(broker: Broker, count: number): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < count; i++) {
@@ -37,7 +40,7 @@ export function resumeConformance(ctx: SuiteContext): void {
         [m2, 1],
         [m3, 1],
       ]);
-      await broker.ack("bob", m2!);
+      await broker.ack("bob", alices(m2!));
       await first.close();
       // No ack wait (30 s) has run out: all of it comes back within the reader's 10 s, in order.
       // m1, the oldest hand-out the agent had, counts as an attempt; m3 was queued behind it.
@@ -47,8 +50,8 @@ export function resumeConformance(ctx: SuiteContext): void {
         [m3, 1],
         [m4, 1],
       ]);
-      expect(await broker.status(m3!)).toMatchObject({ status: "delivered", retryCount: 0 });
-      for (const id of [m1, m3, m4]) await broker.ack("bob", id!);
+      expect(await broker.status(alices(m3!))).toMatchObject({ status: "delivered", retryCount: 0 });
+      for (const id of [m1, m3, m4]) await broker.ack("bob", alices(id!));
       await again.expectNone(500);
     });
 
@@ -61,11 +64,11 @@ export function resumeConformance(ctx: SuiteContext): void {
         const inbox = await broker.openInbox("bob", { maxInFlight: 8 });
         const deliveries = await take(reader(inbox), left);
         for (const d of deliveries) attempts.set(d.id, [...(attempts.get(d.id) ?? []), d.attempt]);
-        await broker.ack("bob", deliveries[0]!.id);
+        await broker.ack("bob", deliveries[0]!);
         await inbox.close();
       }
       // Counting every given-back hand-out would have dead-lettered the last ones after two drops.
-      for (const id of ids) expect((await broker.status(id))?.status).toBe("acknowledged");
+      for (const id of ids) expect((await broker.status(alices(id)))?.status).toBe("acknowledged");
       expect(attempts.get(ids[5]!)).toEqual([1, 1, 1, 1, 1, 2]);
       expect(Math.max(...[...attempts.values()].flat())).toBe(2);
     });
@@ -88,7 +91,7 @@ export function resumeConformance(ctx: SuiteContext): void {
         [after2, 1],
       ]);
       const status = await eventually(async () => {
-        const current = await broker.status(poison!);
+        const current = await broker.status(alices(poison!));
         expect(current?.status).toBe("failed");
         return current!;
       });
@@ -131,13 +134,13 @@ export function resumeConformance(ctx: SuiteContext): void {
       // Nobody opens bob's inbox again: the message still ends failed once that ack wait is over.
       const broker = await ctx.open(harness, { delivery });
       const status = await eventually(async () => {
-        const current = await broker.status(input.id);
+        const current = await broker.status(input);
         expect(current?.status).toBe("failed");
         return current!;
       });
       expect(status).toMatchObject({ retryCount: 1, deadLetter: { reason: "max-deliveries" } });
       expect(status.lastError).toMatch(/2 deliveries/);
-      await expectBrokerError(broker.ack("bob", input.id), "invalid_state");
+      await expectBrokerError(broker.ack("bob", input), "invalid_state");
       const failed = await broker.list({ participant: "alice", status: "failed" });
       expect(failed.items.map((item) => item.id)).toEqual([input.id]);
     });

@@ -14,7 +14,7 @@ export function stateConformance(ctx: SuiteContext): void {
       const cd = message("carol", "dave");
       const aa = message("alice", "alice");
       for (const input of [ab1, ba, ab2, cd, aa]) await broker.submit(input);
-      await broker.ack("bob", ab2.id);
+      await broker.ack("bob", ab2);
 
       const ids = async (query: Parameters<typeof broker.list>[0]) =>
         (await broker.list(query)).items.map((item) => item.id);
@@ -71,12 +71,12 @@ export function stateConformance(ctx: SuiteContext): void {
       const old = message("alice", "bob");
       await broker.submit(old);
       const expired = await eventually(async () => {
-        const status = await broker.status(old.id);
+        const status = await broker.status(old);
         expect(status?.status).toBe("expired");
         return status!;
       });
       expect(Date.parse(expired.expiredAt!)).toBeGreaterThanOrEqual(Date.parse(expired.queuedAt) + 1_500);
-      expect((await broker.get(old.id))?.envelope).toBeNull();
+      expect((await broker.get(old))?.envelope).toBeNull();
       const fresh = message("alice", "bob");
       await broker.submit(fresh);
       const inbox = reader(await broker.openInbox("bob"));
@@ -172,21 +172,19 @@ export function stateConformance(ctx: SuiteContext): void {
       expect((await reader(inbox).next()).id).toBe(acked.id);
       // Closed before the ack, so `pending` is never handed out; the ack comes the REST way.
       await inbox.close();
-      await first.ack("bob", acked.id);
+      await first.ack("bob", acked);
       const revision = await first.kv("state").put("k", { kept: true });
       await first.close();
 
       const second = await ctx.open(harness, { delivery: { ackWaitMs: 300 } });
-      expect((await second.status(acked.id))?.status).toBe("acknowledged");
-      expect((await second.status(pending.id))?.status).toBe("queued");
+      expect((await second.status(acked))?.status).toBe("acknowledged");
+      expect((await second.status(pending))?.status).toBe("queued");
       expect(await second.kv("state").get("k")).toEqual({ key: "k", value: { kept: true }, revision });
-      await expectBrokerError(
-        second.submit({ ...acked }).then(() => second.submit({ ...acked, from: "eve" })),
-        "conflict",
-      );
+      // The dedup key (sender and id) is kept too.
+      expect(await second.submit({ ...acked })).toMatchObject({ duplicate: true, status: "acknowledged" });
       const resumed = reader(await second.openInbox("bob"));
       expect(await resumed.next()).toMatchObject({ id: pending.id, attempt: 1 });
-      await second.ack("bob", pending.id);
+      await second.ack("bob", pending);
       await resumed.expectNone(900);
     });
 

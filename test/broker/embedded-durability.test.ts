@@ -60,7 +60,8 @@ describe("embedded broker durability", () => {
     const submitted = await runUntilKilled("submit", data, "SUBMITTED", 2_000);
     expect(submitted.length).toBeGreaterThanOrEqual(2_000);
     const check = await open(data);
-    for (const id of submitted) expect((await check.status(id))?.status).toBe("queued");
+    const alices = (id: string) => ({ from: "alice", id });
+    for (const id of submitted) expect((await check.status(alices(id)))?.status).toBe("queued");
     await check.close();
 
     // Phase 2: acks acknowledged to the child must all be stored.
@@ -69,11 +70,11 @@ describe("embedded broker durability", () => {
 
     // Phase 3: everything else is delivered, nothing acknowledged comes back.
     const broker = await open(data);
-    for (const id of acked) expect((await broker.status(id))?.status).toBe("acknowledged");
+    for (const id of acked) expect((await broker.status(alices(id)))?.status).toBe("acknowledged");
     // An ack can commit just before the kill and never be printed: expect everything else.
     const expected = new Set<string>();
     for (const id of submitted) {
-      if ((await broker.status(id))?.status !== "acknowledged") expected.add(id);
+      if ((await broker.status(alices(id)))?.status !== "acknowledged") expected.add(id);
     }
     expect(expected.size).toBeGreaterThan(0);
     const inbox = reader(await broker.openInbox("bob", { maxInFlight: 256 }));
@@ -82,7 +83,7 @@ describe("embedded broker durability", () => {
       const delivery = await inbox.next();
       expect(acked.has(delivery.id) || delivered.has(delivery.id)).toBe(false);
       delivered.add(delivery.id);
-      await broker.ack("bob", delivery.id);
+      await broker.ack("bob", delivery);
     }
     // Deliveries still buffered (submits in flight at the kill) are new ids, never acknowledged ones.
     for (;;) {
@@ -90,7 +91,7 @@ describe("embedded broker durability", () => {
       if (!extra) break;
       expect(acked.has(extra.id) || delivered.has(extra.id)).toBe(false);
       delivered.add(extra.id);
-      await broker.ack("bob", extra.id);
+      await broker.ack("bob", extra);
     }
   });
 
@@ -121,7 +122,7 @@ describe("embedded broker durability", () => {
     expect((await deliveries.next()).attempt).toBe(2);
     await inbox.close();
     const status = await eventually(async () => {
-      const current = await broker.status(input.id);
+      const current = await broker.status(input);
       expect(current?.status).toBe("failed");
       return current!;
     });

@@ -45,14 +45,14 @@ describeWithNats("NATS broker: submissions in flight", () => {
     await expect(Promise.all(storing)).resolves.toEqual(
       first.map((m) => ({ id: m.id, status: "queued", duplicate: false })),
     );
-    expect(await broker.status(over.id)).toBeNull();
+    expect(await broker.status(over)).toBeNull();
     // The refused one can be sent again, and everything stored arrives in order.
     await expect(broker.submit(over)).resolves.toMatchObject({ id: over.id, duplicate: false });
     const bob = reader(inbox);
     for (const m of [...first, over]) {
       const delivery = await bob.next();
       expect(delivery.id).toBe(m.id);
-      await broker.ack("bob", delivery.id);
+      await broker.ack("bob", delivery);
     }
   }, 30_000);
 
@@ -71,7 +71,7 @@ describeWithNats("NATS broker: submissions in flight", () => {
     for (const m of sent) {
       const delivery = await bob.next();
       expect(delivery.id).toBe(m.id);
-      await broker.ack("bob", delivery.id);
+      await broker.ack("bob", delivery);
     }
   }, 30_000);
 });

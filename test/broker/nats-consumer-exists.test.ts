@@ -55,7 +55,7 @@ describeWithNats("NATS broker: an inbox's consumer that already exists with anot
 
     const bob = reader(inbox);
     expect((await bob.next()).id).toBe(queued.id);
-    await broker.ack("bob", queued.id);
+    await broker.ack("bob", queued);
     const later = message("alice", "bob");
     await broker.submit(later);
     expect((await bob.next()).id).toBe(later.id);

@@ -79,7 +79,7 @@ describeWithNats("NATS broker operations", () => {
     await gatewayA.submit(second);
     const inbox = await gatewayA.openInbox("bob", { maxInFlight: 1 });
     expect(await reader(inbox).next()).toMatchObject({ id: first.id, attempt: 1 });
-    await gatewayA.ack("bob", first.id);
+    await gatewayA.ack("bob", first);
     await inbox.close();
     // Another gateway with another ack wait and in-flight limit opens the same consumer.
     const gatewayB = await open({ servers: server.url }, 7_000);
@@ -126,8 +126,8 @@ describeWithNats("NATS broker operations", () => {
     await gatewayB.submit(input);
     expect(await inbox.next()).toMatchObject({ id: input.id, envelope: input.envelope, attempt: 1 });
     // The ack arrives at the other gateway (e.g. REST): it must reach A's consumer, or A would redeliver.
-    await gatewayB.ack("bob", input.id);
-    expect((await gatewayA.status(input.id))?.status).toBe("acknowledged");
+    await gatewayB.ack("bob", input);
+    expect((await gatewayA.status(input))?.status).toBe("acknowledged");
     await inbox.expectNone(1_200);
     await eventually(async () =>
       expect(seenAtA).toEqual([`${input.id}:queued`, `${input.id}:delivered`, `${input.id}:acknowledged`]),
@@ -151,9 +151,9 @@ describeWithNats("NATS broker operations", () => {
     // Within the reader's 10 s, not after the 30 s ack wait.
     expect(await atB.next()).toMatchObject({ id: first.id, attempt: 2 });
     expect(await atB.next()).toMatchObject({ id: second.id, attempt: 1 });
-    await gatewayB.ack("bob", first.id);
-    await gatewayB.ack("bob", second.id);
-    expect((await gatewayA.status(second.id))?.status).toBe("acknowledged");
+    await gatewayB.ack("bob", first);
+    await gatewayB.ack("bob", second);
+    expect((await gatewayA.status(second))?.status).toBe("acknowledged");
     await atB.expectNone(500);
   });
 
@@ -178,10 +178,10 @@ describeWithNats("NATS broker operations", () => {
     const again = reader(await broker.openInbox("bob"));
     expect(await again.next()).toMatchObject({ id: head.id, attempt: 2 });
     expect(await again.next()).toMatchObject({ id: behind.id, attempt: 1 });
-    await broker.ack("bob", head.id);
+    await broker.ack("bob", head);
     // Its JetStream delivery count is 2 (10 s wait), its attempt 1 (1 s): redelivered well before 10 s.
     expect(await again.next(6_000)).toMatchObject({ id: behind.id, attempt: 2 });
-    expect(await broker.status(behind.id)).toMatchObject({ status: "delivered", retryCount: 1 });
+    expect(await broker.status(behind)).toMatchObject({ status: "delivered", retryCount: 1 });
   });
 
   it("exposes the server's max_payload less header room, refusing larger envelopes by their UTF-8 size", async () => {
@@ -209,7 +209,7 @@ describeWithNats("NATS broker operations", () => {
     expect(tooBig.envelope.length).toBeLessThan(broker.maxEnvelopeBytes);
     const refused = await expectBrokerError(broker.submit(tooBig), "invalid_argument", "envelope");
     expect(refused.message).toMatch(/max_payload/);
-    expect(await broker.status(tooBig.id)).toBeNull();
+    expect(await broker.status(tooBig)).toBeNull();
   });
 
   it("loses nothing acknowledged when nats-server is killed and restarted", async () => {
@@ -225,7 +225,7 @@ describeWithNats("NATS broker operations", () => {
     const acked = new Set<string>();
     while (acked.size < 15) {
       const delivery = await inbox.next();
-      await broker.ack("bob", delivery.id);
+      await broker.ack("bob", delivery);
       acked.add(delivery.id);
     }
     warnings.length = 0;
@@ -237,7 +237,7 @@ describeWithNats("NATS broker operations", () => {
     await eventually(() => broker.submit(late), 15_000);
     sent.push(late.id);
     for (const id of sent) {
-      const status = await broker.status(id);
+      const status = await broker.status({ from: "alice", id });
       if (acked.has(id)) expect(status?.status).toBe("acknowledged");
       else expect(["queued", "delivered"]).toContain(status?.status);
     }
@@ -245,7 +245,7 @@ describeWithNats("NATS broker operations", () => {
     while (remaining.size > 0) {
       const delivery = await inbox.next(20_000);
       expect(acked.has(delivery.id)).toBe(false);
-      await broker.ack("bob", delivery.id);
+      await broker.ack("bob", delivery);
       remaining.delete(delivery.id);
     }
     await inbox.expectNone(2_500);

@@ -33,7 +33,7 @@ describeWithNats("NATS broker with 3 replicas", () => {
     for (let n = 0; n < 50; n++) {
       const input = message("alice", "bob", { kind: "request", method: "agent.request" });
       await writer.submit(input);
-      const stored = await reader.get(input.id);
+      const stored = await reader.get(input);
       expect(stored?.envelope).toBe(input.envelope);
     }
   }, 120_000);

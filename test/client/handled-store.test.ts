@@ -24,17 +24,19 @@ describe("SqliteHandledStore", () => {
 
   it("markHandled is refused outside a transaction: the record must commit with the effect", () => {
     const { db, store } = openStore(`${t.tmp()}/app.db`);
-    expect(() => store.markHandled("m-1")).toThrow(
+    expect(() => store.markHandled({ from: "alice", messageId: "m-1" })).toThrow(
       expect.objectContaining({
         code: ErrorCode.InvalidParams,
         message: expect.stringContaining("db.transaction"),
       }),
     );
-    expect(store.get("m-1")).toBeUndefined();
-    db.transaction(() => store.markHandled("m-1", { orderId: 7 }))();
-    expect(store.get("m-1")).toEqual({ result: { orderId: 7 } });
-    store.record("m-1", { done: true });
-    expect(store.get("m-1")).toEqual({ done: true });
+    expect(store.get("alice/m-1")).toBeUndefined();
+    db.transaction(() => store.markHandled({ from: "alice", messageId: "m-1" }, { orderId: 7 }))();
+    expect(store.get("alice/m-1")).toEqual({ result: { orderId: 7 } });
+    // Per sender: another agent's m-1 is another message.
+    expect(store.get("mallory/m-1")).toBeUndefined();
+    store.record("alice/m-1", { done: true });
+    expect(store.get("alice/m-1")).toEqual({ done: true });
     db.close();
   });
 
@@ -42,11 +44,11 @@ describe("SqliteHandledStore", () => {
     const { db, store } = openStore(`${t.tmp()}/app.db`);
     const handle = db.transaction((id: string) => {
       db.prepare("INSERT INTO effects (what) VALUES (?)").run("order");
-      store.markHandled(id);
+      store.markHandled({ from: "alice", messageId: id });
       throw new Error("the handler failed after its write");
     });
     expect(() => handle("m-2")).toThrow("the handler failed");
-    expect(store.get("m-2")).toBeUndefined();
+    expect(store.get("alice/m-2")).toBeUndefined();
     expect(db.prepare("SELECT count(*) AS n FROM effects").get()).toEqual({ n: 0 });
     db.close();
   });
@@ -72,13 +74,13 @@ describe("SqliteHandledStore", () => {
     bob.onNotification((body, ctx) =>
       db.transaction(() => {
         insert.run(String(body.what));
-        store.markHandled(ctx.messageId);
+        store.markHandled(ctx);
       })(),
     );
     const alice = await t.connected(t.alpha);
     const { id } = await alice.notify("bob-assistant", { what: "order 42" });
     await eventually(async () => (await t.statusOf(t.alpha, id)).status === "acknowledged", "acknowledged");
-    expect(store.get(id)).toEqual({ done: true });
+    expect(store.get(`alice-assistant/${id}`)).toEqual({ done: true });
     expect(db.prepare("SELECT what FROM effects").all()).toEqual([{ what: "order 42" }]);
   });
 
@@ -90,7 +92,7 @@ describe("SqliteHandledStore", () => {
     await bobFirst.close(); // the handshake stays in bob's state
     const { id } = await alice.notify("bob-assistant", { what: "order 43" });
     // An earlier run handled it in its transaction and died before the ack.
-    store.record(id, {});
+    store.record(`alice-assistant/${id}`, {});
     const bob = await t.connected(t.beta, { handledStore: store });
     let runs = 0;
     bob.onNotification(() => {
@@ -98,7 +100,7 @@ describe("SqliteHandledStore", () => {
     });
     await eventually(async () => (await t.statusOf(t.alpha, id)).status === "acknowledged", "acknowledged");
     expect(runs).toBe(0);
-    expect(store.get(id)).toEqual({ done: true });
+    expect(store.get(`alice-assistant/${id}`)).toEqual({ done: true });
   });
 
   it("a request the store says was handled is answered from its recorded result, or with an error saying the result is lost", async () => {
@@ -116,11 +118,12 @@ describe("SqliteHandledStore", () => {
       return queued.length === 2;
     }, "both requests queued");
     const orderOf = async (id: string) =>
-      ((await bobsView.getMessage(id)).envelope as { params: { body: { order: number } } }).params.body.order;
+      ((await bobsView.getMessage(id, "alice-assistant")).envelope as { params: { body: { order: number } } })
+        .params.body.order;
     const byOrder = new Map(await Promise.all(queued.map(async (m) => [await orderOf(m.id), m] as const)));
     const [first, second] = [byOrder.get(1), byOrder.get(2)] as [{ id: string }, { id: string }];
-    store.record(first.id, { result: { booked: "slot 1" } });
-    store.record(second.id, {});
+    store.record(`alice-assistant/${first.id}`, { result: { booked: "slot 1" } });
+    store.record(`alice-assistant/${second.id}`, {});
     const bob = await t.connected(t.beta, { handledStore: store });
     let runs = 0;
     bob.onRequest(() => {
@@ -133,7 +136,10 @@ describe("SqliteHandledStore", () => {
       message: expect.stringContaining("its result was not recorded"),
     });
     expect(runs).toBe(0);
-    await eventually(() => store.get(second.id)?.done === true, "the second recorded done");
+    await eventually(
+      () => store.get(`alice-assistant/${second.id}`)?.done === true,
+      "the second recorded done",
+    );
   });
 
   it("refuses a handledStore without get and record, naming the option", () => {

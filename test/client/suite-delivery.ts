@@ -62,13 +62,13 @@ export function deliverySuite(makeGateway: GatewayFactory): void {
     ).items[0]!.id;
     await restart();
     await eventually(
-      async () => (await t.statusOf(t.beta, requestId)).retry_count >= 1,
+      async () => (await t.statusOf(t.beta, requestId, "alice-assistant")).retry_count >= 1,
       "the gateway redelivered",
     );
     release.resolve();
     await expect(response).resolves.toEqual({ ok: true });
     await eventually(
-      async () => (await t.statusOf(t.beta, requestId)).status === "acknowledged",
+      async () => (await t.statusOf(t.beta, requestId, "alice-assistant")).status === "acknowledged",
       "acknowledged",
     );
     expect(calls).toBe(1);
@@ -196,8 +196,13 @@ export function deliverySuite(makeGateway: GatewayFactory): void {
     bob.onNotification((body) => {
       got.push(body);
     });
-    await eventually(async () => (await t.statusOf(t.beta, id)).status === "failed", "the message failed");
-    expect(await t.statusOf(t.beta, id)).toMatchObject({ dead_letter: { reason: "rejected" } });
+    await eventually(
+      async () => (await t.statusOf(t.beta, id, "alice-assistant")).status === "failed",
+      "the message failed",
+    );
+    expect(await t.statusOf(t.beta, id, "alice-assistant")).toMatchObject({
+      dead_letter: { reason: "rejected" },
+    });
     expect(bob.errors.map((e) => e.message).join("\n")).toContain(`refused ${id} from alice-assistant`);
     expect(got).toEqual([]);
     expect(bob.handshakeState("alice-assistant")).toBe("none");
@@ -211,7 +216,7 @@ export function deliverySuite(makeGateway: GatewayFactory): void {
     expect(bobSender.handshakeState("alice-assistant")).toBe("established");
     const { id } = await alice.notify("bob-assistant", { n: 1 });
     await eventually(
-      async () => (await t.statusOf(t.beta, id)).status === "delivered",
+      async () => (await t.statusOf(t.beta, id, "alice-assistant")).status === "delivered",
       "handed to the replies-only agent",
     );
     await bobSender.close();

@@ -125,7 +125,8 @@ export function resubmitSuite(makeGateway: GatewayFactory): void {
     release.resolve();
     await bobFirst.close();
     const log = await readFile(`${t.dir}/state/bob-assistant/handled.log`, "utf8");
-    expect(log).toContain(JSON.stringify(id));
+    // Per sender: another agent's message with this id would be another message.
+    expect(log).toContain(JSON.stringify(`alice-assistant/${id}`));
 
     t.gw = await t.makeGateway({ dataDir, port, delivery });
     t.cleanups.push(() => t.gw.close());

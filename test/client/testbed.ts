@@ -20,7 +20,8 @@ export interface Testbed {
     who: TestAgent,
     options?: Parameters<typeof agentFor>[3],
   ): Promise<AcpAgent & { errors: Error[] }>;
-  statusOf(as: TestAgent, id: string): Promise<MessageStatusView>;
+  /** The status of message `id` as `as` sees it; `from` names its sender when `as` received it. */
+  statusOf(as: TestAgent, id: string, from?: string): Promise<MessageStatusView>;
   /** Replaces the gateway by one whose ack wait is 100 ms, so redeliveries come quickly. */
   quickRedeliveryGateway(): Promise<void>;
   /** Replaces the gateway by one made with `options`; alice's and bob's assistants are registered again. */
@@ -57,7 +58,8 @@ export function useTestbed(makeGateway: GatewayFactory): Testbed {
     t.cleanups.push(() => agent.close());
     return Object.assign(agent, { errors });
   };
-  t.statusOf = (as, id) => new GatewayClient({ gateway: t.gw.url, apiKey: as.apiKey }).messageStatus(id);
+  t.statusOf = (as, id, from) =>
+    new GatewayClient({ gateway: t.gw.url, apiKey: as.apiKey }).messageStatus(id, from);
   t.replaceGateway = async (options = {}) => {
     await t.gw.close();
     t.gw = await makeGateway(options);

@@ -193,7 +193,7 @@ describeWithChromium("the dashboard in a browser", () => {
     await p.getByRole("link", { name: "Agents" }).click();
     await p.getByRole("heading", { name: "carol-agent" }).waitFor();
     expect(await p.locator("main").textContent()).not.toMatch(/alice-scheduler|bob-scheduler/);
-    await p.goto(`${c.gw.url}/#/messages/${request.id}`);
+    await p.goto(`${c.gw.url}/#/messages/${request.from.agent}/${request.id}`);
     await p.getByText(`There is no message ${request.id} you can see.`).waitFor();
     await p.close();
   });

@@ -121,7 +121,7 @@ describe("the summary feed", () => {
       ["response", true, "An encrypted exchange occurred between bob-scheduler and alice-scheduler."],
       ["request", true, "An encrypted exchange occurred between alice-scheduler and bob-scheduler."],
     ]);
-    const detail = await dashboard(c.gw, token, `/messages/${feed[1]!.id}`);
+    const detail = await dashboard(c.gw, token, `/messages/${feed[1]!.id}?from=${feed[1]!.from.agent}`);
     expect(detail.json.item).toMatchObject({ encrypted: true });
     for (const text of [JSON.stringify(feed), JSON.stringify(detail.json)]) {
       expect(text).not.toContain("launch codes");
@@ -192,9 +192,10 @@ describe("a message's detail", () => {
     const bob = await principalToken(c.gw, "bob");
     const carol = await principalToken(c.gw, "carol");
     const request = items((await dashboard(c.gw, alice, "/feed?type=request")).json)[0]!;
+    const path = `/messages/${request.id}?from=alice-scheduler`;
     let detail: MessageDetail | undefined;
     await eventually(async () => {
-      detail = (await dashboard(c.gw, alice, `/messages/${request.id}`)).json as unknown as MessageDetail;
+      detail = (await dashboard(c.gw, alice, path)).json as unknown as MessageDetail;
       return detail.status === "acknowledged" && detail.audit.length === 1;
     }, "the request is acknowledged and audited");
     expect(detail!.timeline.map((s) => s.status)).toEqual(["queued", "delivered", "acknowledged"]);
@@ -214,12 +215,14 @@ describe("a message's detail", () => {
       file: expect.stringMatching(/^alice-scheduler\/\d{4}-\d{2}\.jsonl$/),
     });
 
-    expect((await dashboard(c.gw, bob, `/messages/${request.id}`)).status).toBe(200);
-    expect((await dashboard(c.gw, c.gw.adminToken, `/messages/${request.id}`)).status).toBe(200);
-    const hidden = await dashboard(c.gw, carol, `/messages/${request.id}`);
+    expect((await dashboard(c.gw, bob, path)).status).toBe(200);
+    expect((await dashboard(c.gw, c.gw.adminToken, path)).status).toBe(200);
+    const hidden = await dashboard(c.gw, carol, path);
     expect(hidden.status).toBe(404);
     expect(hidden.json.error).toMatchObject({ message: `no message ${request.id}` });
-    expect((await dashboard(c.gw, alice, "/messages/no-such-id")).status).toBe(404);
+    expect((await dashboard(c.gw, alice, "/messages/no-such-id?from=alice-scheduler")).status).toBe(404);
+    // The sender is part of a message's name: another sender's id is another (here: no) message.
+    expect((await dashboard(c.gw, alice, `/messages/${request.id}?from=bob-scheduler`)).status).toBe(404);
   });
 
   it("a tampered or unknown-sender envelope does not verify", async () => {

@@ -61,7 +61,7 @@ describeWithNats("gateway on NATS JetStream", () => {
         });
         expect(sent.status).toBe(202);
         const frame = await ws.next("new_message", (f) => f.id === sent.json.id);
-        ws.send({ type: "acknowledge", id: frame.id });
+        ws.send({ type: "acknowledge", id: frame.id, from: frame.from });
         await expect
           .poll(
             async () =>

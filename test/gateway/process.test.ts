@@ -61,7 +61,7 @@ describe("the gateway process", () => {
       const frame = await ws.next("new_message", () => true, 3000).catch(() => undefined);
       if (!frame) break;
       seen.set(frame.id, (seen.get(frame.id) ?? 0) + 1);
-      ws.send({ type: "acknowledge", id: frame.id });
+      ws.send({ type: "acknowledge", id: frame.id, from: frame.from });
     }
     const lost = accepted.filter((id) => !seen.has(id));
     expect(lost).toEqual([]);

@@ -107,7 +107,7 @@ export function gatewayLimitsSuite(makeGateway: GatewayFactory): void {
     await receive(ws, 2);
     const sent = await submit(gw, alpha, buildNotification(alpha.sender, "agent-beta", {}));
     const frame = await ws.next("new_message", (f) => f.id === sent.json.id);
-    ws.send({ type: "reject", id: frame.id, reason: "not my job" });
+    ws.send({ type: "reject", id: frame.id, from: frame.from, reason: "not my job" });
     await expect
       .poll(
         async () => (await api(gw.url, `/api/v1/messages/${frame.id}/status`, { apiKey: alpha.apiKey })).json,
@@ -160,7 +160,9 @@ export function gatewayLimitsSuite(makeGateway: GatewayFactory): void {
     await expect(ws.next("submitted", (f) => f.ref === "after")).rejects.toThrow(
       /socket closed \(4401 the agent was revoked\)/,
     );
-    expect(await gw.gateway.broker.get(late.params.headers["message-id"] as string)).toBeNull();
+    expect(
+      await gw.gateway.broker.get({ from: "agent-alpha", id: late.params.headers["message-id"] as string }),
+    ).toBeNull();
   });
 
   it("serves health and Prometheus metrics", async () => {

@@ -56,7 +56,7 @@ export async function receive(ws: FrameClient, count: number, method?: string): 
   const ids: string[] = [];
   while (ids.length < count) {
     const frame = await ws.next("new_message");
-    ws.send({ type: "acknowledge", id: frame.id });
+    ws.send({ type: "acknowledge", id: frame.id, from: frame.from });
     if (!method || frame.method === method) ids.push(frame.id);
   }
   return ids;
@@ -111,7 +111,7 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
     expect(frame.envelope).toEqual(signMessage(request, alpha.signer));
     const delivered = await api(gw.url, `/api/v1/messages/${frame.id}/status`, { apiKey: alpha.apiKey });
     expect(delivered.json).toMatchObject({ status: "delivered", retry_count: 0 });
-    ws.send({ type: "acknowledge", id: frame.id });
+    ws.send({ type: "acknowledge", id: frame.id, from: frame.from });
     await expect
       .poll(
         async () =>
@@ -270,18 +270,21 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
       buildNotification(alpha.sender, "agent-beta", { secret: "for beta" }),
     );
     const id = sent.json.id as string;
-    expect((await api(gw.url, `/api/v1/messages/${id}`, { apiKey: beta.apiKey })).status).toBe(200);
-    for (const path of [`/api/v1/messages/${id}`, `/api/v1/messages/${id}/status`]) {
+    // Ids are per sender: the recipient names the sender; the sender its own id alone.
+    const named = `${id}?from=agent-alpha`;
+    expect((await api(gw.url, `/api/v1/messages/${named}`, { apiKey: beta.apiKey })).status).toBe(200);
+    expect((await api(gw.url, `/api/v1/messages/${id}`, { apiKey: alpha.apiKey })).status).toBe(200);
+    for (const path of [`/api/v1/messages/${named}`, `/api/v1/messages/${id}/status?from=agent-alpha`]) {
       const denied = await api(gw.url, path, { apiKey: gamma.apiKey });
       expect([denied.status, errorOf(denied.json).code]).toEqual([404, ErrorCode.NotFound]);
     }
-    const ack = await api(gw.url, `/api/v1/messages/${id}/acknowledge`, {
+    const ack = await api(gw.url, `/api/v1/messages/${id}/acknowledge?from=agent-alpha`, {
       apiKey: gamma.apiKey,
       method: "POST",
     });
     expect(ack.status).toBe(404);
     // The sender cannot acknowledge on the recipient's behalf.
-    const senderAck = await api(gw.url, `/api/v1/messages/${id}/acknowledge`, {
+    const senderAck = await api(gw.url, `/api/v1/messages/${id}/acknowledge?from=agent-alpha`, {
       apiKey: alpha.apiKey,
       method: "POST",
     });

@@ -56,8 +56,9 @@ describe("abuse of identity and authority", () => {
     const ws = await FrameClient.connect(gw.gateway.wsUrl, agent.apiKey);
     await ws.next("ready");
     await new Promise((resolve) => setTimeout(resolve, ms));
-    const ids = ws.pending().flatMap((f) => (f.type === "new_message" ? [f.id] : []));
-    for (const id of ids) ws.send({ type: "acknowledge", id });
+    const frames = ws.pending().flatMap((f) => (f.type === "new_message" ? [f] : []));
+    for (const { id, from } of frames) ws.send({ type: "acknowledge", id, from });
+    const ids = frames.map((f) => f.id);
     await ws.close();
     return ids;
   };
@@ -112,19 +113,25 @@ describe("abuse of identity and authority", () => {
     const id = sent.json.id as string;
     const attempts = new Attempts();
     const asAlpha = { apiKey: alpha.apiKey };
-    attempts.add("read", await api(gw.url, `/api/v1/messages/${id}`, asAlpha), [404, ErrorCode.NotFound]);
-    attempts.add("status", await api(gw.url, `/api/v1/messages/${id}/status`, asAlpha), [
+    attempts.add("read", await api(gw.url, `/api/v1/messages/${id}?from=agent-beta`, asAlpha), [
+      404,
+      ErrorCode.NotFound,
+    ]);
+    attempts.add("status", await api(gw.url, `/api/v1/messages/${id}/status?from=agent-beta`, asAlpha), [
       404,
       ErrorCode.NotFound,
     ]);
     attempts.add(
       "acknowledge",
-      await api(gw.url, `/api/v1/messages/${id}/acknowledge`, { ...asAlpha, method: "POST" }),
+      await api(gw.url, `/api/v1/messages/${id}/acknowledge?from=agent-beta`, { ...asAlpha, method: "POST" }),
       [404, ErrorCode.NotFound],
     );
     attempts.add(
       "sender acknowledging for the recipient",
-      await api(gw.url, `/api/v1/messages/${id}/acknowledge`, { apiKey: beta.apiKey, method: "POST" }),
+      await api(gw.url, `/api/v1/messages/${id}/acknowledge?from=agent-beta`, {
+        apiKey: beta.apiKey,
+        method: "POST",
+      }),
       [403, ErrorCode.Forbidden],
     );
     const listed = await api(

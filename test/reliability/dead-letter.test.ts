@@ -47,7 +47,7 @@ ws.on("message", (data) => {
     handled.add(frame.id);
     line("handled");
   }
-  ws.send(JSON.stringify({ type: "acknowledge", id: frame.id }));
+  ws.send(JSON.stringify({ type: "acknowledge", id: frame.id, from: frame.from }));
 });
 `;
 

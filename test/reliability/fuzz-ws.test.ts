@@ -92,8 +92,8 @@ describe("fuzzing the WebSocket frames", () => {
         return { text: JSON.stringify({ type: "submit", ref, envelope }), ref };
       };
       const valid: Record<string, unknown>[] = [
-        { type: "acknowledge", id: "00000000-0000-4000-8000-000000000000" },
-        { type: "reject", id: "00000000-0000-4000-8000-000000000000", reason: "no" },
+        { type: "acknowledge", id: "00000000-0000-4000-8000-000000000000", from: "agent-beta" },
+        { type: "reject", id: "00000000-0000-4000-8000-000000000000", from: "agent-beta", reason: "no" },
         { type: "presence", presence: { state: "busy", load: 5, tasks: [{ id: "t" }] } },
         { type: "heartbeat" },
         { type: "auth", apiKey: "acp_x" },

@@ -80,7 +80,7 @@ async function expectRedelivered(socket: FrameClient, ids: string[], url: string
   const redelivered = [];
   for (let i = 0; i < ids.length; i++) redelivered.push(await socket.next("new_message"));
   expect(redelivered.map((f) => [f.id, f.attempt])).toEqual(ids.map((id, i) => [id, i === 0 ? 2 : 1]));
-  for (const frame of redelivered) socket.send({ type: "acknowledge", id: frame.id });
+  for (const frame of redelivered) socket.send({ type: "acknowledge", id: frame.id, from: frame.from });
   await expect
     .poll(async () => {
       const status = await api(url, `/api/v1/messages/${ids.at(-1)}/status`, { apiKey: sender.apiKey });

@@ -116,7 +116,9 @@ describe("rotating or revoking a key cuts what the old key opened", () => {
     expect(mcp.stats().sessions).toBe(0);
 
     // Unchanged: the late submit was not taken; the old MCP session is gone for the new key too.
-    expect(await gw.gateway.broker.get(late.params.headers["message-id"] as string)).toBeNull();
+    expect(
+      await gw.gateway.broker.get({ from: "agent-alpha", id: late.params.headers["message-id"] as string }),
+    ).toBeNull();
     const fresh = rotated.json.apiKey as string;
     const reuse = await fetch(`${gw.url}/mcp`, {
       method: "POST",

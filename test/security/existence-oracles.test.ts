@@ -9,12 +9,15 @@ import {
   createAuthenticatingFetchWithRetry,
   JsonRpcTransportFactory,
 } from "@a2a-js/sdk/client";
-import { describe, expect, it } from "vitest";
-import { AcpError } from "../../src/protocol/index.js";
-import { agentFor } from "../client/fixtures.js";
+import { afterEach, describe, expect, it } from "vitest";
+import type { AcpAgent } from "../../src/client/index.js";
+import { AcpError, buildNotification, signMessage } from "../../src/protocol/index.js";
+import { agentFor, eventually } from "../client/fixtures.js";
 import { useCollabBed } from "../collab/testbed.js";
 import { sendRequest } from "../extensions/a2a/inbound-bed.js";
-import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { api, FrameClient, startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
+import { describeWithNats, useNatsServer } from "../helpers/nats.js";
+import { useTmpDir } from "../helpers/tmp.js";
 
 /** The refusal a promise ends with, as code and message (what a prober sees). */
 async function answerOf(promise: Promise<unknown>): Promise<{ code: number; message: string }> {
@@ -107,4 +110,97 @@ describe("A2A task owners", () => {
       await gw.close();
     }
   });
+});
+
+/**
+ * Message ids are per sender, on both brokers: an id another agent used first neither blocks nor
+ * reveals anything, each sender's resubmission is still exactly-once, and a third agent settling
+ * someone else's message is told what it would be told of an id never used.
+ */
+function messageIdSuite(start: () => Promise<TestGateway>): void {
+  const tmp = useTmpDir("acp-message-ids-");
+  const closing: (() => Promise<unknown>)[] = [];
+  afterEach(async () => {
+    for (const close of closing.splice(0).reverse()) await close().catch(() => undefined);
+  });
+
+  it("an id squatted by another sender blocks nothing and tells nothing; each sender's is exactly-once", async () => {
+    const gw = await start();
+    closing.push(() => gw.close());
+    const dir = tmp();
+    const connect = async (test: TestAgent): Promise<AcpAgent> => {
+      const agent = agentFor(gw, test, `${dir}/${test.sender.agentId}`);
+      await agent.connect();
+      closing.push(() => agent.close());
+      return agent;
+    };
+    const [alice, mallory, bob, gamma] = await Promise.all([
+      gw.register("alice-agent", "p-alice"),
+      gw.register("mallory-agent", "p-mallory"),
+      gw.register("bob-agent", "p-bob"),
+      gw.register("gamma-agent", "p-gamma"),
+    ]);
+    const received: string[] = [];
+    const bobAgent = await connect(bob);
+    bobAgent.onNotification((body, context) => {
+      received.push(`${context.from}: ${String(body.who)}`);
+    });
+    for (const sender of [alice, mallory]) await (await connect(sender)).handshake("bob-agent");
+
+    const id = "invoice-42-0001";
+    const signed = (from: TestAgent, who: string) =>
+      signMessage(
+        buildNotification({ ...from.sender, layers: [0, 1] }, "bob-agent", { who }, { messageId: id }),
+        from.signer,
+      );
+    const submit = (from: TestAgent, envelope: object) =>
+      api(gw.url, "/api/v1/messages", { apiKey: from.apiKey, body: envelope });
+
+    // Mallory takes alice's id first: it is mallory's own message under mallory's name.
+    expect((await submit(mallory, signed(mallory, "mallory"))).json).toMatchObject({ id, duplicate: false });
+    const alices = signed(alice, "alice");
+    const first = await submit(alice, alices);
+    expect([first.status, first.json]).toEqual([202, { id, status: "queued", duplicate: false }]);
+    // Alice's resubmission is a duplicate (stored and delivered once); other content under it, a replay.
+    expect((await submit(alice, alices)).json).toMatchObject({ id, duplicate: true });
+    const replay = await submit(alice, signed(alice, "alice, changed"));
+    expect((replay.json.error as { code: number }).code).toBe(-32005);
+
+    await eventually(() => received.length === 2, "bob handled both messages");
+    expect(received.sort()).toEqual(["alice-agent: alice", "mallory-agent: mallory"]);
+
+    // Lookups in each agent's view: its own id by itself; a received one with its sender.
+    const statusAs = async (who: TestAgent, query = "") =>
+      (await api(gw.url, `/api/v1/messages/${id}/status${query}`, { apiKey: who.apiKey })).json;
+    expect(await statusAs(alice)).toMatchObject({ from: "alice-agent" });
+    expect(await statusAs(mallory)).toMatchObject({ from: "mallory-agent" });
+    await eventually(
+      async () => (await statusAs(bob, "?from=alice-agent")).status === "acknowledged",
+      "bob acknowledged alice's",
+    );
+    expect(await statusAs(mallory, "?from=alice-agent")).toMatchObject({ error: { code: -32016 } });
+
+    // A third agent settling alice's message over its socket: answered as for an id never used.
+    const socket = await FrameClient.connect(gw.gateway.wsUrl, gamma.apiKey);
+    await socket.next("ready");
+    socket.send({ type: "reject", id, from: "alice-agent", reason: "probe" });
+    socket.send({ type: "acknowledge", id: "never-used-0001", from: "alice-agent" });
+    const theirs = await socket.next("error", (f) => f.id === id);
+    const nobodys = await socket.next("error", (f) => f.id === "never-used-0001");
+    expect(theirs.error).toEqual({
+      ...nobodys.error,
+      message: nobodys.error.message.replace("never-used-0001", id),
+    });
+    await socket.close();
+    expect(await statusAs(alice)).toMatchObject({ status: "acknowledged" });
+  });
+}
+
+describe("message ids per sender (embedded)", () => {
+  messageIdSuite(() => startTestGateway());
+});
+
+describeWithNats("message ids per sender (NATS)", () => {
+  const nats = useNatsServer();
+  messageIdSuite(async () => startTestGateway({ natsUrl: (await nats()).url }));
 });

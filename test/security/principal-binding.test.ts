@@ -77,7 +77,12 @@ describe("principal binding: a message claiming another principal", () => {
 
     // Unchanged: nothing stored under either id, no published status, nothing in bob's view.
     for (const message of [announce, request]) {
-      expect(await gw.gateway.broker.get(message.params.headers["message-id"] as string)).toBeNull();
+      expect(
+        await gw.gateway.broker.get({
+          from: "mallory-agent",
+          id: message.params.headers["message-id"] as string,
+        }),
+      ).toBeNull();
     }
     const statusNow = await api(gw.url, "/api/v1/status/mallory-agent", { apiKey: bob.apiKey });
     expect(statusNow.json.status).toBeNull();
@@ -128,7 +133,10 @@ describe("principal binding: a message claiming another principal", () => {
         envelope: JSON.stringify(forged),
         submittedAt: forged.params.headers.timestamp,
       });
-      await eventually(async () => (await gw.gateway.broker.get(id))?.status === "failed", "refused");
+      await eventually(
+        async () => (await gw.gateway.broker.get({ from: "mallory-agent", id }))?.status === "failed",
+        "refused",
+      );
       expect(errors.map((e) => e.message).join("\n")).toContain(
         "mallory-agent is registered for principal p-mallory, not p-bob",
       );

@@ -52,7 +52,7 @@ async function drain(ws: FrameClient, ids: string[]): Promise<void> {
   const want = new Set(ids);
   while (want.size > 0) {
     const frame = await ws.next("new_message");
-    ws.send({ type: "acknowledge", id: frame.id });
+    ws.send({ type: "acknowledge", id: frame.id, from: frame.from });
     want.delete(frame.id);
   }
 }

@@ -16,7 +16,7 @@ import { failing, webhooksView } from "./views/webhooks.js";
 const ROUTES: [RegExp, View, string][] = [
   [/^\/feed$/, feedView, "Live feed"],
   [/^\/agents$/, agentsView, "Agents"],
-  [/^\/messages\/([^/]+)$/, messageView, "Message"],
+  [/^\/messages\/([^/]+)\/([^/]+)$/, messageView, "Message"],
   [/^\/approvals$/, approvalsView, "Approvals"],
   [/^\/sessions$/, sessionsView, "Sessions"],
   [/^\/sessions\/([^/]+)$/, sessionView, "Session"],

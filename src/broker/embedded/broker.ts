@@ -1,6 +1,6 @@
 import { statfs } from "node:fs/promises";
 import { resolve } from "node:path";
-import { BrokerError } from "../errors.js";
+import { BrokerError, notRecipient } from "../errors.js";
 import { Listeners } from "../listeners.js";
 import {
   type BrokerPolicy,
@@ -25,6 +25,7 @@ import type {
   ListPage,
   ListQuery,
   MessageRecord,
+  MessageRef,
   StoredMessage,
   SubmitInput,
   SubmitResult,
@@ -33,7 +34,7 @@ import type {
 import {
   checkAgentId,
   checkListQuery,
-  checkMessageId,
+  checkMessageRef,
   checkSubmit,
   decodeCursor,
   encodeCursor,
@@ -120,13 +121,8 @@ export class EmbeddedBroker implements Broker, InboxHost {
         this.lastQueuedAt = Math.max(Date.now(), this.lastQueuedAt);
         const inserted = this.table.insert(input, this.lastQueuedAt, bytes);
         if (inserted) return { row: inserted, inserted, duplicate: false };
-        const existing = this.table.byId(input.id)!;
-        if (existing.sender !== input.from) {
-          throw new BrokerError("conflict", `message id ${input.id} is already used by another sender`, {
-            field: "id",
-          });
-        }
-        return { row: existing, inserted: undefined, duplicate: true };
+        // The same sender's id again (another sender's id is another message).
+        return { row: this.table.byRef(input)!, inserted: undefined, duplicate: true };
       },
       (result) => {
         if (result.duplicate) {
@@ -166,32 +162,32 @@ export class EmbeddedBroker implements Broker, InboxHost {
     return inbox;
   }
 
-  ack(agentId: string, id: string): Promise<MessageRecord> {
-    return this.settle(agentId, id, { action: "ack" });
+  ack(agentId: string, message: MessageRef): Promise<MessageRecord> {
+    return this.settle(agentId, message, { action: "ack" });
   }
 
-  async working(agentId: string, id: string): Promise<void> {
+  async working(agentId: string, message: MessageRef): Promise<void> {
     this.assertOpen();
     checkAgentId(agentId);
-    checkMessageId(id);
+    checkMessageRef(message);
     const inbox = this.inboxes.get(agentId);
-    if (inbox?.extend(id)) return;
+    if (inbox?.extend(message)) return;
     // Not out through an inbox of this process: say why, as `ack` would.
     this.commits.flush();
-    const row = this.table.byId(id);
-    if (!row) throw new BrokerError("not_found", `no message ${id}`);
+    const row = this.table.byRef(message);
+    if (!row) throw new BrokerError("not_found", `no message ${message.id}`);
     this.checkRecipient(row, agentId);
     const status = effectiveStatus(this.policy, row.status, row.queued_at, Date.now());
-    throw new BrokerError("invalid_state", `message ${id} is ${status}, not out for delivery`);
+    throw new BrokerError("invalid_state", `message ${message.id} is ${status}, not out for delivery`);
   }
 
-  reject(agentId: string, id: string, reason: string): Promise<MessageRecord> {
+  reject(agentId: string, message: MessageRef, reason: string): Promise<MessageRecord> {
     if (typeof reason !== "string" || reason.length === 0 || reason.length > 1024) {
       return Promise.reject(
         new BrokerError("invalid_argument", "reject: reason must be 1-1024 characters", { field: "reason" }),
       );
     }
-    return this.settle(agentId, id, { action: "reject", detail: `rejected by recipient: ${reason}` });
+    return this.settle(agentId, message, { action: "reject", detail: `rejected by recipient: ${reason}` });
   }
 
   async usage(agentId: string): Promise<AgentUsage> {
@@ -200,19 +196,19 @@ export class EmbeddedBroker implements Broker, InboxHost {
     return this.counters?.usage(agentId) ?? { pendingMessages: 0, pendingBytes: 0, storedBytes: 0 };
   }
 
-  async status(id: string): Promise<MessageRecord | null> {
+  async status(message: MessageRef): Promise<MessageRecord | null> {
     this.assertOpen();
-    checkMessageId(id);
+    checkMessageRef(message);
     this.commits.flush(); // read your own writes: delivery bookkeeping is committed lazily
-    const row = this.table.byId(id);
+    const row = this.table.byRef(message);
     return row ? toRecord(row, this.policy, Date.now()) : null;
   }
 
-  async get(id: string): Promise<StoredMessage | null> {
+  async get(message: MessageRef): Promise<StoredMessage | null> {
     this.assertOpen();
-    checkMessageId(id);
+    checkMessageRef(message);
     this.commits.flush();
-    const row = this.table.byId(id);
+    const row = this.table.byRef(message);
     return row ? toStoredMessage(row, this.table.envelope(row.seq), this.policy, Date.now()) : null;
   }
 
@@ -295,12 +291,13 @@ export class EmbeddedBroker implements Broker, InboxHost {
    * records everything. Otherwise the row is read and checked inside the commit batch, so an ack
    * right after a submit (same tick) still finds the message.
    */
-  private async settle(agentId: string, id: string, settlement: Settlement): Promise<MessageRecord> {
+  private async settle(agentId: string, message: MessageRef, settlement: Settlement): Promise<MessageRecord> {
     this.assertOpen();
     checkAgentId(agentId);
-    checkMessageId(id);
+    checkMessageRef(message);
+    const { id } = message;
     const inbox = this.inboxes.get(agentId);
-    const live = inbox?.live(id);
+    const live = inbox?.live(message);
     if (live) {
       const now = Date.now();
       // "already": a second ack while the first one's write is still in the batch.
@@ -318,7 +315,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
           }
         },
         () => {
-          inbox?.settled(id);
+          inbox?.settled(message);
           this.counters?.settled(live);
           this.statusChanged(live);
         },
@@ -327,7 +324,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
     }
     const { row } = await this.commits.run(
       () => {
-        const row = this.table.byId(id);
+        const row = this.table.byRef(message);
         if (!row) throw new BrokerError("not_found", `no message ${id}`);
         const now = Date.now();
         if (this.checkSettleable(row, agentId, settlement, now) === "already") return { row, changed: false };
@@ -336,7 +333,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
       },
       (result) => {
         if (!result.changed) return;
-        this.inboxes.get(agentId)?.settled(id);
+        this.inboxes.get(agentId)?.settled(message);
         this.counters?.settled(result.row);
         this.statusChanged(result.row);
       },
@@ -363,10 +360,9 @@ export class EmbeddedBroker implements Broker, InboxHost {
     return "settle";
   }
 
+  /** Only the recipient settles; to a third agent the message does not exist. */
   private checkRecipient(row: MessageRow, agentId: string): void {
-    if (row.recipient !== agentId) {
-      throw new BrokerError("forbidden", `${agentId} is not the recipient of message ${row.id}`);
-    }
+    if (row.recipient !== agentId) throw notRecipient(row.sender, row.id, agentId);
   }
 
   private writeSettlement(row: MessageRow, settlement: Settlement, now: number): boolean {

@@ -13,12 +13,13 @@ export const DATABASE_FILE = "acp.db";
  * with `seq`). AUTOINCREMENT so a sequence number is never reused after old rows are purged.
  * Envelopes live in their own table: status updates then rewrite small pages, which halves the
  * write-ahead log traffic per message. The partial index holds only messages still waiting for an
- * ack, so opening an inbox stays cheap however much acknowledged history an agent has.
+ * ack, so opening an inbox stays cheap however much acknowledged history an agent has. A message
+ * is unique by sender and id: every sender has its own id namespace (MessageRef).
  */
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS messages (
+const MESSAGES_TABLE = (name: string) => `
+CREATE TABLE IF NOT EXISTS ${name} (
   seq INTEGER PRIMARY KEY AUTOINCREMENT,
-  id TEXT NOT NULL UNIQUE,
+  id TEXT NOT NULL,
   sender TEXT NOT NULL,
   recipient TEXT NOT NULL,
   kind TEXT NOT NULL,
@@ -35,12 +36,16 @@ CREATE TABLE IF NOT EXISTS messages (
   dead_letter_reason TEXT,
   dead_letter_detail TEXT,
   bytes INTEGER NOT NULL DEFAULT 0,
-  priority INTEGER NOT NULL DEFAULT 1
-);
-CREATE TABLE IF NOT EXISTS message_bodies (seq INTEGER PRIMARY KEY, envelope TEXT NOT NULL);
+  priority INTEGER NOT NULL DEFAULT 1,
+  UNIQUE (sender, id)
+);`;
+const MESSAGE_INDEXES = `
 CREATE INDEX IF NOT EXISTS messages_unsettled ON messages(recipient, seq) WHERE status IN ('queued', 'delivered');
 CREATE INDEX IF NOT EXISTS messages_by_recipient ON messages(recipient, seq);
-CREATE INDEX IF NOT EXISTS messages_by_sender ON messages(sender, seq);
+CREATE INDEX IF NOT EXISTS messages_by_sender ON messages(sender, seq);`;
+const SCHEMA = `${MESSAGES_TABLE("messages")}
+CREATE TABLE IF NOT EXISTS message_bodies (seq INTEGER PRIMARY KEY, envelope TEXT NOT NULL);
+${MESSAGE_INDEXES}
 CREATE TABLE IF NOT EXISTS kv (
   bucket TEXT NOT NULL,
   key TEXT NOT NULL,
@@ -49,7 +54,7 @@ CREATE TABLE IF NOT EXISTS kv (
   PRIMARY KEY (bucket, key)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', 3), ('expired_through_seq', 0);
+INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', 4), ('expired_through_seq', 0);
 `;
 
 function isBusy(error: unknown): boolean {
@@ -109,6 +114,7 @@ export function openDatabase(
     db.exec(SCHEMA);
     addEnvelopeSizes(db);
     addPriorities(db);
+    namespaceIdsPerSender(db);
     db.exec("COMMIT");
   } catch (error) {
     db.close();
@@ -147,6 +153,34 @@ function addPriorities(db: SqliteDatabase): void {
   if (columns.some((column) => column.name === "priority")) return;
   db.exec("ALTER TABLE messages ADD COLUMN priority INTEGER NOT NULL DEFAULT 1");
   db.exec("UPDATE meta SET value = 3 WHERE name = 'schema_version'");
+}
+
+/**
+ * Schema 4 makes a message unique by sender and id instead of by id: a database made before has its
+ * `messages` table rebuilt once, rows, sequence numbers and the AUTOINCREMENT high mark kept (a
+ * sequence number is never reused: cursors and `message_bodies` rest on it).
+ */
+function namespaceIdsPerSender(db: SqliteDatabase): void {
+  const version = db.prepare("SELECT value FROM meta WHERE name = 'schema_version'").get() as {
+    value: number;
+  };
+  if (version.value >= 4) return;
+  const high = db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").get() as
+    | { seq: number }
+    | undefined;
+  const columns = (db.prepare("PRAGMA table_info(messages)").all() as { name: string }[])
+    .map((column) => column.name)
+    .join(", ");
+  db.exec(MESSAGES_TABLE("messages_by_sender_id"));
+  db.exec(`INSERT INTO messages_by_sender_id (${columns}) SELECT ${columns} FROM messages`);
+  db.exec("DROP TABLE messages");
+  db.exec("ALTER TABLE messages_by_sender_id RENAME TO messages");
+  db.exec(MESSAGE_INDEXES);
+  if (high) {
+    db.prepare("DELETE FROM sqlite_sequence WHERE name = 'messages'").run();
+    db.prepare("INSERT INTO sqlite_sequence (name, seq) VALUES ('messages', ?)").run(high.seq);
+  }
+  db.exec("UPDATE meta SET value = 4 WHERE name = 'schema_version'");
 }
 
 /** What the SQLite result codes a failed write can end with mean, for `health()`. */

@@ -1,8 +1,9 @@
 import { DeliveryQueue, takeNext } from "../delivery-queue.js";
 import { ackWaitFor, type BrokerPolicy, expiresAtMs, maxDeliveriesDetail } from "../policy.js";
-import type { Delivery, Inbox } from "../types.js";
+import type { Delivery, Inbox, MessageRef } from "../types.js";
+import { refKey } from "../validation.js";
 import type { CommitQueue } from "./commit-queue.js";
-import { type LoadedMessage, type MessageRow, type MessageTable, toDelivery } from "./messages.js";
+import { type LoadedMessage, type MessageRow, type MessageTable, rowKey, toDelivery } from "./messages.js";
 
 /** Rows read from the database at a time; also the most rows an inbox keeps in memory ahead of delivery. */
 const PAGE = 256;
@@ -50,7 +51,7 @@ export class EmbeddedInbox implements Inbox {
     this.queue = new DeliveryQueue<Delivery>(
       () => this.close(),
       (delivery) => {
-        const entry = this.inFlight.get(delivery.id);
+        const entry = this.inFlight.get(refKey(delivery));
         if (entry) entry.taken = true;
       },
       () => this.pump(),
@@ -83,36 +84,41 @@ export class EmbeddedInbox implements Inbox {
    * The in-memory row of a message this inbox holds (handed out or about to be), so the broker can
    * settle it without reading the database. It is the one copy: the broker updates it in place.
    */
-  live(id: string): LoadedMessage | undefined {
-    return this.inFlight.get(id)?.row ?? this.waiting.find((row) => row.id === id);
+  live(message: MessageRef): LoadedMessage | undefined {
+    return (
+      this.inFlight.get(refKey(message))?.row ??
+      this.waiting.find((row) => row.id === message.id && row.sender === message.from)
+    );
   }
 
   /**
-   * The agent is still working on delivery `id`: its ack wait starts again. False when this inbox
+   * The agent is still working on delivery `message`: its ack wait starts again. False when this inbox
    * does not hold it out.
    */
-  extend(id: string): boolean {
-    const entry = this.inFlight.get(id);
+  extend(message: MessageRef): boolean {
+    const key = refKey(message);
+    const entry = this.inFlight.get(key);
     if (!entry || this.closed) return false;
     const { row } = entry;
     const wait = ackWaitFor(this.host.policy, row.attempts);
     clearTimeout(entry.timer);
-    entry.timer = this.ackTimer(id, wait);
+    entry.timer = this.ackTimer(key, wait);
     row.next_attempt_at = Date.now() + wait;
     this.host.commits.defer(() => row.status === "delivered" && this.host.table.markDelivered(row));
     return true;
   }
 
   /** The message was acknowledged or rejected through the broker: stop tracking it. */
-  settled(id: string): void {
-    const entry = this.inFlight.get(id);
+  settled(message: MessageRef): void {
+    const key = refKey(message);
+    const entry = this.inFlight.get(key);
     if (entry) {
       clearTimeout(entry.timer);
-      this.inFlight.delete(id);
+      this.inFlight.delete(key);
       this.pump();
       return;
     }
-    const index = this.waiting.findIndex((row) => row.id === id);
+    const index = this.waiting.findIndex((row) => row.id === message.id && row.sender === message.from);
     if (index >= 0) this.waiting.splice(index, 1);
   }
 
@@ -215,21 +221,22 @@ export class EmbeddedInbox implements Inbox {
     // one more delivery after the restart.
     this.host.commits.defer(() => row.status === "delivered" && this.host.table.markDelivered(row));
     this.host.statusChanged(row);
-    this.inFlight.set(row.id, { row, timer: this.ackTimer(row.id, wait), taken: false });
+    const key = rowKey(row);
+    this.inFlight.set(key, { row, timer: this.ackTimer(key, wait), taken: false });
     this.queue.push(toDelivery(row, wait));
   }
 
-  private ackTimer(id: string, waitMs: number): NodeJS.Timeout {
-    const timer = setTimeout(() => this.ackWaitEnded(id), waitMs);
+  private ackTimer(key: string, waitMs: number): NodeJS.Timeout {
+    const timer = setTimeout(() => this.ackWaitEnded(key), waitMs);
     timer.unref();
     return timer;
   }
 
-  private ackWaitEnded(id: string): void {
-    const entry = this.inFlight.get(id);
+  private ackWaitEnded(key: string): void {
+    const entry = this.inFlight.get(key);
     // Settled in memory, its write still in the batch: `settled()` follows the commit.
     if (!entry || this.closed || entry.row.status !== "delivered") return;
-    this.inFlight.delete(id);
+    this.inFlight.delete(key);
     const { row } = entry;
     if (Date.now() >= expiresAtMs(this.host.policy, row.queued_at)) {
       // the sweep marks it expired

@@ -1,12 +1,14 @@
 import { DEFAULT_PRIORITY, priorityOfRank, priorityRank } from "../../protocol/priority.js";
 import { type BrokerPolicy, expiresAtMs, isoTime } from "../policy.js";
 import { buildRecord } from "../records.js";
+import { refKey } from "../validation.js";
 import type {
   DeadLetter,
   Delivery,
   ListQuery,
   MessageKind,
   MessageRecord,
+  MessageRef,
   MessageStatus,
   StoredMessage,
   SubmitInput,
@@ -53,7 +55,7 @@ const UNSETTLED = "status IN ('queued', 'delivered')";
 export class MessageTable {
   private readonly insertStmt: SqliteStatement;
   private readonly insertBodyStmt: SqliteStatement;
-  private readonly byIdStmt: SqliteStatement<[string], MessageRow>;
+  private readonly byRefStmt: SqliteStatement<[string, string], MessageRow>;
   private readonly bodyStmt: SqliteStatement<[number], { envelope: string }>;
   private readonly deliveredStmt: SqliteStatement;
   private readonly acknowledgedStmt: SqliteStatement;
@@ -72,10 +74,10 @@ export class MessageTable {
   constructor(private readonly db: SqliteDatabase) {
     this.insertStmt = db.prepare(
       `INSERT INTO messages (id, sender, recipient, kind, method, submitted_at, queued_at, status, bytes, priority)
-       VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) ON CONFLICT(id) DO NOTHING`,
+       VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) ON CONFLICT(sender, id) DO NOTHING`,
     );
     this.insertBodyStmt = db.prepare("INSERT INTO message_bodies (seq, envelope) VALUES (?, ?)");
-    this.byIdStmt = db.prepare(`SELECT ${COLUMNS} FROM messages m WHERE m.id = ?`);
+    this.byRefStmt = db.prepare(`SELECT ${COLUMNS} FROM messages m WHERE m.sender = ? AND m.id = ?`);
     this.bodyStmt = db.prepare("SELECT envelope FROM message_bodies WHERE seq = ?");
     this.deliveredStmt = db.prepare(
       `UPDATE messages SET status = 'delivered', delivered_at = coalesce(delivered_at, ?), attempts = ?,
@@ -118,7 +120,7 @@ export class MessageTable {
     return this.latestStmt.get()?.queued_at ?? 0;
   }
 
-  /** Returns the new row, or undefined if the id exists already. */
+  /** Returns the new row, or undefined if the sender's id exists already. */
   insert(input: SubmitInput, queuedAt: number, bytes: number): LoadedMessage | undefined {
     const priority = priorityRank(input.priority ?? DEFAULT_PRIORITY);
     const info = this.insertStmt.run(
@@ -159,8 +161,8 @@ export class MessageTable {
     };
   }
 
-  byId(id: string): MessageRow | undefined {
-    return this.byIdStmt.get(id);
+  byRef(message: MessageRef): MessageRow | undefined {
+    return this.byRefStmt.get(message.from, message.id);
   }
 
   envelope(seq: number): string | null {
@@ -278,6 +280,11 @@ export class MessageTable {
     if (!last) return 0;
     return this.purgeStmt.run(last.seq).changes;
   }
+}
+
+/** The `refKey` of a row's message. */
+export function rowKey(row: Pick<MessageRow, "sender" | "id">): string {
+  return refKey({ from: row.sender, id: row.id });
 }
 
 export function toRecord(row: MessageRow, policy: BrokerPolicy, now: number): MessageRecord {

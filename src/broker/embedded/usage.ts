@@ -60,7 +60,7 @@ export class UsageCounters {
         bytes,
       );
     } catch (error) {
-      if (isBrokerError(error, "quota") && table.byId(input.id) !== undefined) return false;
+      if (isBrokerError(error, "quota") && table.byRef(input) !== undefined) return false;
       throw error;
     }
     this.#move(input.to, 1, bytes, 0);

@@ -32,6 +32,7 @@ import type {
   ListPage,
   ListQuery,
   MessageRecord,
+  MessageRef,
   NatsBrokerOptions,
   StoredMessage,
   SubmitInput,
@@ -42,7 +43,7 @@ import {
   checkAgentId,
   checkBucketName,
   checkListQuery,
-  checkMessageId,
+  checkMessageRef,
   checkSubmit,
   decodeCursor,
 } from "../validation.js";
@@ -180,7 +181,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
       // The inbox's status write for this id waits for the record written here (see StatusStore.lock).
       const store = (usageBytes: number | undefined) =>
         this.admission.run(() =>
-          this.statuses.lock(input.id, () =>
+          this.statuses.lock(input, () =>
             storeMessage(this.publisher, this.statuses, this.policy, input, queuedAt, usageBytes),
           ),
         );
@@ -188,7 +189,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
       return this.ledger.submit(
         input,
         queuedAt,
-        async () => (await this.statuses.read(input.id)) !== null,
+        async () => (await this.statuses.read(input)) !== null,
         store,
       );
     });
@@ -250,47 +251,47 @@ export class NatsBroker implements Broker, NatsInboxHost {
     }
   }
 
-  ack(agentId: string, id: string): Promise<MessageRecord> {
-    return this.settle(agentId, id, "ack", "");
+  ack(agentId: string, message: MessageRef): Promise<MessageRecord> {
+    return this.settle(agentId, message, "ack", "");
   }
 
-  private settle(agentId: string, id: string, action: "ack" | "reject", detail: string) {
+  private settle(agentId: string, message: MessageRef, action: "ack" | "reject", detail: string) {
     return this.guard(async () => {
       checkAgentId(agentId);
-      checkMessageId(id);
-      return this.settlement.settle(agentId, id, action, detail);
+      checkMessageRef(message);
+      return this.settlement.settle(agentId, message, action, detail);
     });
   }
 
-  working(agentId: string, id: string): Promise<void> {
+  working(agentId: string, message: MessageRef): Promise<void> {
     return this.guard(async () => {
       checkAgentId(agentId);
-      checkMessageId(id);
-      await this.settlement.working(agentId, id);
+      checkMessageRef(message);
+      await this.settlement.working(agentId, message);
     });
   }
 
-  reject(agentId: string, id: string, reason: string): Promise<MessageRecord> {
+  reject(agentId: string, message: MessageRef, reason: string): Promise<MessageRecord> {
     if (typeof reason !== "string" || reason.length === 0 || reason.length > 1024) {
       return Promise.reject(
         new BrokerError("invalid_argument", "reject: reason must be 1-1024 characters", { field: "reason" }),
       );
     }
-    return this.settle(agentId, id, "reject", `rejected by recipient: ${reason}`);
+    return this.settle(agentId, message, "reject", `rejected by recipient: ${reason}`);
   }
 
-  status(id: string): Promise<MessageRecord | null> {
+  status(message: MessageRef): Promise<MessageRecord | null> {
     return this.guard(async () => {
-      checkMessageId(id);
-      const current = await this.statuses.read(id);
+      checkMessageRef(message);
+      const current = await this.statuses.read(message);
       return current ? buildRecord(current.value, this.policy, Date.now()) : null;
     });
   }
 
-  get(id: string): Promise<StoredMessage | null> {
+  get(message: MessageRef): Promise<StoredMessage | null> {
     return this.guard(async () => {
-      checkMessageId(id);
-      const current = await this.statuses.read(id);
+      checkMessageRef(message);
+      const current = await this.statuses.read(message);
       if (!current) return null;
       const now = Date.now();
       const record = buildRecord(current.value, this.policy, now);

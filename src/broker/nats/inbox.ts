@@ -2,7 +2,8 @@ import type { ConsumerMessages, JsMsg } from "@nats-io/jetstream";
 import { DEFAULT_PRIORITY, type Priority, priorityOfRank } from "../../protocol/priority.js";
 import { DeliveryQueue, deliveryRank, takeNext } from "../delivery-queue.js";
 import { ackWaitFor, type BrokerPolicy, expiresAtMs, isoTime, maxDeliveriesDetail } from "../policy.js";
-import type { Delivery, Inbox, MessageKind } from "../types.js";
+import type { Delivery, Inbox, MessageKind, MessageRef } from "../types.js";
+import { refKey, refOfKey } from "../validation.js";
 import { agentOfInboxSubject, Header } from "./layout.js";
 import type { UsageLedger } from "./usage-ledger.js";
 import {
@@ -19,7 +20,7 @@ export interface NatsInboxHost {
   /** Recorded as the holder of each hand-out (see orphans.ts). */
   readonly instanceId: string;
   /** `broker.working`: restarts a delivery's ack wait, in its status record and here. */
-  working(agentId: string, id: string): Promise<void>;
+  working(agentId: string, message: MessageRef): Promise<void>;
   readonly statuses: StatusStore;
   /** Quota usage, when kept (records this inbox creates then carry their bytes). */
   readonly ledger: UsageLedger | undefined;
@@ -32,7 +33,9 @@ export interface NatsInboxHost {
 }
 
 interface InFlight {
-  id: string;
+  /** The message's `refKey` (sender and id). */
+  key: string;
+  message: MessageRef;
   msg: JsMsg;
   /** This delivery's ack subject, as recorded in the status record. */
   ackSubject: string | undefined;
@@ -89,13 +92,14 @@ export function replySubject(msg: JsMsg): string | undefined {
 function readHeaders(msg: JsMsg): Headers | null {
   const h = msg.headers;
   const to = agentOfInboxSubject(msg.subject);
-  const id = h?.get("Nats-Msg-Id");
+  const key = h?.get("Nats-Msg-Id");
   const kind = h?.get(Header.Kind);
   const queuedAt = Number(h?.get(Header.QueuedAt));
-  if (!h || !to || !id || !kind || !Number.isFinite(queuedAt)) return null;
+  if (!h || !to || !key || !kind || !Number.isFinite(queuedAt)) return null;
+  const from = h.get(Header.From);
   return {
-    id,
-    from: h.get(Header.From),
+    id: refOfKey(key, from).id,
+    from,
     to,
     kind: kind as MessageKind,
     method: h.get(Header.Method),
@@ -146,7 +150,7 @@ export class NatsInbox implements Inbox {
     this.queue = new DeliveryQueue<Delivery>(
       () => this.close(),
       (delivery) => {
-        const entry = this.inFlight.get(delivery.id);
+        const entry = this.inFlight.get(refKey(delivery));
         if (entry) entry.taken = true;
       },
     );
@@ -164,22 +168,22 @@ export class NatsInbox implements Inbox {
     return this.closing !== null;
   }
 
-  /** Removes and returns the live delivery of `id`, if this inbox holds it. */
-  take(id: string): JsMsg | undefined {
-    const entry = this.inFlight.get(id);
+  /** Removes and returns the live delivery of `message`, if this inbox holds it. */
+  take(message: MessageRef): JsMsg | undefined {
+    const entry = this.inFlight.get(refKey(message));
     if (!entry) return undefined;
     this.forget(entry);
     return entry.msg;
   }
 
-  /** Restarts the ack wait of the live delivery of `id` (its status record says `dueAt` now). */
-  extend(id: string, dueAt: number): boolean {
-    const entry = this.inFlight.get(id);
+  /** Restarts the ack wait of the live delivery of `message` (its status record says `dueAt` now). */
+  extend(message: MessageRef, dueAt: number): boolean {
+    const entry = this.inFlight.get(refKey(message));
     if (!entry || this.closing) return false;
     entry.msg.working();
     entry.dueAt = dueAt;
     if (entry.timer) clearTimeout(entry.timer);
-    entry.timer = this.catchUp(id, entry.msg, entry.waitMs);
+    entry.timer = this.catchUp(entry.key, entry.msg, entry.waitMs);
     return true;
   }
 
@@ -197,9 +201,9 @@ export class NatsInbox implements Inbox {
     const now = Date.now();
     for (const entry of this.inFlight.values()) {
       if (entry.taken || entry.dueAt - now > (entry.waitMs * 2) / 3) continue;
-      this.host.working(this.agentId, entry.id).catch((error: unknown) => {
+      this.host.working(this.agentId, entry.message).catch((error: unknown) => {
         this.host.warn(
-          `inbox ${this.agentId}: could not extend ${entry.id} while it waits: ${String(error)}`,
+          `inbox ${this.agentId}: could not extend ${entry.message.id} while it waits: ${String(error)}`,
         );
       });
     }
@@ -278,7 +282,8 @@ export class NatsInbox implements Inbox {
       return null;
     }
     // JetStream sent it again: any earlier hand-out of it here is over.
-    const earlier = this.inFlight.get(headers.id);
+    const key = refKey(headers);
+    const earlier = this.inFlight.get(key);
     if (earlier) this.forget(earlier);
     const ackSubject = replySubject(msg);
     let attempt = 0;
@@ -324,8 +329,8 @@ export class NatsInbox implements Inbox {
       };
       return { next, result: "deliver" };
     };
-    let outcome = await this.host.statuses.mutate(headers.id, decide);
-    if (outcome === "again") outcome = await this.host.statuses.mutate(headers.id, decide);
+    let outcome = await this.host.statuses.mutate(headers, decide);
+    if (outcome === "again") outcome = await this.host.statuses.mutate(headers, decide);
     if (outcome === "again") return null; // deleted again meanwhile: left for redelivery
     if (outcome === "ack") {
       msg.ack();
@@ -337,13 +342,14 @@ export class NatsInbox implements Inbox {
       return null;
     }
     const wait = ackWaitFor(policy, attempt);
-    this.inFlight.set(headers.id, {
-      id: headers.id,
+    this.inFlight.set(key, {
+      key,
+      message: { from: headers.from, id: headers.id },
       msg,
       ackSubject,
       dueAt: now + wait,
       waitMs: wait,
-      timer: this.catchUp(headers.id, msg, wait),
+      timer: this.catchUp(key, msg, wait),
       taken: false,
     });
     return {
@@ -366,13 +372,13 @@ export class NatsInbox implements Inbox {
    * back, so after a close it can wait longer than the policy says for this attempt. Then the inbox
    * redelivers on time itself. Only when JetStream's wait is clearly longer, so the two never race.
    */
-  private catchUp(id: string, msg: JsMsg, waitMs: number): NodeJS.Timeout | null {
+  private catchUp(key: string, msg: JsMsg, waitMs: number): NodeJS.Timeout | null {
     const serverWaitMs = ackWaitFor(this.host.policy, msg.info.deliveryCount);
     if (serverWaitMs - waitMs < CATCH_UP_MARGIN_MS) return null;
     const timer = setTimeout(() => {
-      const entry = this.inFlight.get(id);
+      const entry = this.inFlight.get(key);
       if (entry?.msg !== msg || this.closing) return;
-      this.inFlight.delete(id);
+      this.inFlight.delete(key);
       msg.nak();
     }, waitMs);
     timer.unref();
@@ -381,7 +387,7 @@ export class NatsInbox implements Inbox {
 
   private forget(entry: InFlight): void {
     if (entry.timer) clearTimeout(entry.timer);
-    this.inFlight.delete(entry.id);
+    this.inFlight.delete(entry.key);
   }
 
   /**
@@ -416,7 +422,7 @@ export class NatsInbox implements Inbox {
   private async uncount(entry: InFlight, asHead: boolean): Promise<"head" | "uncounted" | "settled"> {
     const now = Date.now();
     try {
-      return await this.host.statuses.mutate(entry.id, (current) => {
+      return await this.host.statuses.mutate(entry.message, (current) => {
         const value = current?.value;
         // Only the hand-out made here: another gateway may have settled the message since.
         if (value?.status !== "delivered" || value.ackSubject !== entry.ackSubject)
@@ -427,7 +433,7 @@ export class NatsInbox implements Inbox {
       });
     } catch (error) {
       this.host.warn(
-        `inbox ${this.agentId}: could not give back ${entry.id}, its redelivery counts as an attempt: ${String(error)}`,
+        `inbox ${this.agentId}: could not give back ${entry.message.id}, its redelivery counts as an attempt: ${String(error)}`,
       );
       return "settled";
     }

@@ -115,7 +115,7 @@ export async function listMessages(
       }
       lastSeq = scanned.seq;
     }
-    const docs = await Promise.all(batch.map((scanned) => statuses.read(scanned.entry.id)));
+    const docs = await Promise.all(batch.map((scanned) => statuses.read(scanned.entry)));
     const now = Date.now();
     batch.forEach((scanned, index) => {
       const record = recordOf(scanned, docs[index]?.value ?? null, policy, now);

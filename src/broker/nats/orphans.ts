@@ -1,7 +1,8 @@
 import type { ConsumerInfo, JetStreamManager } from "@nats-io/jetstream";
 import { Empty, type NatsConnection, RequestError, type Subscription } from "@nats-io/transport-node";
 import type { Warn } from "../policy.js";
-import { INBOX_STREAM, inboxSubject, livenessSubject } from "./layout.js";
+import { refOfKey } from "../validation.js";
+import { Header, INBOX_STREAM, inboxSubject, livenessSubject } from "./layout.js";
 import { type StatusDoc, type StatusStore, uncounted } from "./status-store.js";
 
 /** How long a broker instance has to answer "are you there?" before it is taken to be (slow but) alive. */
@@ -58,8 +59,9 @@ export class Orphans {
         });
         if (!stored || stored.seq > last) break;
         seq = stored.seq + 1;
-        const id = stored.header?.get("Nats-Msg-Id");
-        const record = id ? await this.statuses.read(id) : null;
+        const key = stored.header?.get("Nats-Msg-Id");
+        const from = stored.header?.get(Header.From) ?? "";
+        const record = key && from ? await this.statuses.read(refOfKey(key, from)) : null;
         const doc = record?.value;
         // No holder: handed out by a broker that does not record one; its ack wait decides.
         const holder = doc?.holder;
@@ -88,7 +90,7 @@ export class Orphans {
 
   /** Takes the hand-out back out of the count, unless the record moved on meanwhile. */
   private async uncount(seen: StatusDoc): Promise<void> {
-    await this.statuses.mutate(seen.id, (current) => {
+    await this.statuses.mutate(seen, (current) => {
       const value = current?.value;
       if (value?.status !== "delivered" || value.ackSubject !== seen.ackSubject) return { result: undefined };
       return { next: uncounted(value), result: undefined };

@@ -1,8 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { BrokerError } from "../errors.js";
+import { BrokerError, notRecipient } from "../errors.js";
 import { ackWaitFor, type BrokerPolicy } from "../policy.js";
 import { buildRecord, currentStatus } from "../records.js";
-import type { MessageRecord } from "../types.js";
+import type { MessageRecord, MessageRef } from "../types.js";
 import type { NatsInbox } from "./inbox.js";
 import type { StreamPublisher } from "./publisher.js";
 import type { StatusDoc, StatusStore } from "./status-store.js";
@@ -26,13 +26,14 @@ export class Settlement {
 
   async settle(
     agentId: string,
-    id: string,
+    message: MessageRef,
     action: "ack" | "reject",
     detail: string,
   ): Promise<MessageRecord> {
+    const { id } = message;
     const now = Date.now();
-    const [doc, changed] = await this.statuses.mutate<[StatusDoc, boolean]>(id, (current) => {
-      const value = recipientsRecord(current?.value, agentId, id);
+    const [doc, changed] = await this.statuses.mutate<[StatusDoc, boolean]>(message, (current) => {
+      const value = recipientsRecord(current?.value, agentId, message);
       const status = currentStatus(value, this.policy, now);
       if (action === "ack" && status === "acknowledged") return { result: [value, false] };
       if (status !== "queued" && status !== "delivered") {
@@ -55,7 +56,7 @@ export class Settlement {
     // No need to wait for the server (ackAck): the status is already settled, so if this ack were
     // lost the redelivery would be acknowledged silently by the inbox.
     this.publisher.turnWrites.hold();
-    const live = this.inboxOf(agentId)?.take(id);
+    const live = this.inboxOf(agentId)?.take(message);
     if (live) {
       if (action === "ack") live.ack();
       else live.term();
@@ -68,25 +69,25 @@ export class Settlement {
   }
 
   /** Moves the record's `dueAt`, then has JetStream restart the ack wait (`+WPI`) wherever the delivery is. */
-  async working(agentId: string, id: string): Promise<void> {
+  async working(agentId: string, message: MessageRef): Promise<void> {
+    const { id } = message;
     const now = Date.now();
-    const doc = await this.statuses.mutate<StatusDoc>(id, (current) => {
-      const value = recipientsRecord(current?.value, agentId, id);
+    const doc = await this.statuses.mutate<StatusDoc>(message, (current) => {
+      const value = recipientsRecord(current?.value, agentId, message);
       const status = currentStatus(value, this.policy, now);
       if (status !== "delivered")
         throw new BrokerError("invalid_state", `message ${id} is ${status}, not out for delivery`);
       const next: StatusDoc = { ...value, dueAt: now + ackWaitFor(this.policy, value.attempts) };
       return { next, result: next };
     });
-    if (this.inboxOf(agentId)?.extend(id, doc.dueAt ?? now)) return;
+    if (this.inboxOf(agentId)?.extend(message, doc.dueAt ?? now)) return;
     if (doc.ackSubject) this.nc.publish(doc.ackSubject, "+WPI");
   }
 }
 
-/** The record of message `id`, if `agentId` is its recipient. */
-function recipientsRecord(value: StatusDoc | undefined, agentId: string, id: string): StatusDoc {
-  if (!value) throw new BrokerError("not_found", `no message ${id}`);
-  if (value.to !== agentId)
-    throw new BrokerError("forbidden", `${agentId} is not the recipient of message ${id}`);
+/** The record of `message`, if `agentId` is its recipient (to a third agent: no such message). */
+function recipientsRecord(value: StatusDoc | undefined, agentId: string, message: MessageRef): StatusDoc {
+  if (!value) throw new BrokerError("not_found", `no message ${message.id}`);
+  if (value.to !== agentId) throw notRecipient(message.from, message.id, agentId);
   return value;
 }

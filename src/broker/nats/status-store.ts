@@ -4,11 +4,12 @@ import { headers } from "@nats-io/transport-node";
 import { BrokerError } from "../errors.js";
 import type { StatusFields } from "../records.js";
 import { SerialByKey } from "../serial-by-key.js";
-import { messageKey } from "../validation.js";
+import type { MessageRef } from "../types.js";
+import { messageKey, refKey } from "../validation.js";
 import { STATUS_BUCKET } from "./layout.js";
 import type { StreamPublisher } from "./publisher.js";
 
-/** The status record kept per message id in the `acp_message_status` KV bucket. */
+/** The status record kept per message (sender and id: MessageRef) in the `acp_message_status` KV bucket. */
 export interface StatusDoc extends StatusFields {
   /** Sequence of the message in ACP_INBOX: a copy with another sequence is a late duplicate. */
   seq: number;
@@ -72,8 +73,8 @@ export class StatusStore {
     private readonly publisher: StreamPublisher,
   ) {}
 
-  async read(id: string): Promise<Versioned<StatusDoc> | null> {
-    const entry = await this.kv.get(messageKey(id));
+  async read(message: MessageRef): Promise<Versioned<StatusDoc> | null> {
+    const entry = await this.kv.get(messageKey(message));
     if (entry?.operation !== "PUT") return null;
     return { value: entry.json<StatusDoc>(), revision: entry.revision };
   }
@@ -90,26 +91,27 @@ export class StatusStore {
   }
 
   /**
-   * Runs `work` after the locked work already started on `id` in this process, and before any
+   * Runs `work` after the locked work already started on `message` in this process, and before any
    * started later. `work` begins synchronously when nothing is waiting, so publishes it makes
-   * right away keep the caller's order. `work` must not call `mutate` for the same id.
+   * right away keep the caller's order. `work` must not call `mutate` for the same message.
    */
-  lock<R>(id: string, work: () => Promise<R>): Promise<R> {
-    return this.locks.run(id, work);
+  lock<R>(message: MessageRef, work: () => Promise<R>): Promise<R> {
+    return this.locks.run(refKey(message), work);
   }
 
   /** Decides on the current record, writes with compare-and-set; on a lost race reads and decides again. */
-  mutate<R>(id: string, decide: (current: Versioned<StatusDoc> | null) => Decision<R>): Promise<R> {
-    return this.lock(id, () => this.mutateNow(id, decide));
+  mutate<R>(message: MessageRef, decide: (current: Versioned<StatusDoc> | null) => Decision<R>): Promise<R> {
+    return this.lock(message, () => this.mutateNow(message, decide));
   }
 
   private async mutateNow<R>(
-    id: string,
+    message: MessageRef,
     decide: (current: Versioned<StatusDoc> | null) => Decision<R>,
   ): Promise<R> {
-    let current: Versioned<StatusDoc> | null | undefined = this.recent.get(id);
+    const key = refKey(message);
+    let current: Versioned<StatusDoc> | null | undefined = this.recent.get(key);
     for (let attempt = 0; attempt < MAX_CAS_ATTEMPTS; attempt++) {
-      if (current === undefined) current = await this.read(id);
+      if (current === undefined) current = await this.read(message);
       const { next, result } = decide(current);
       if (!next) return result;
       try {
@@ -117,13 +119,13 @@ export class StatusStore {
         return result;
       } catch (error) {
         if (!isRevisionConflict(error)) throw error;
-        this.recent.delete(id);
+        this.recent.delete(key);
         current = undefined;
       }
     }
     throw new BrokerError(
       "unavailable",
-      `status of message ${id} keeps changing; gave up after ${MAX_CAS_ATTEMPTS} tries`,
+      `status of message ${message.id} keeps changing; gave up after ${MAX_CAS_ATTEMPTS} tries`,
     );
   }
 
@@ -132,7 +134,7 @@ export class StatusStore {
     const h = headers();
     h.set("Nats-Expected-Last-Subject-Sequence", String(expectedRevision));
     const ack = await this.publisher.publish(
-      `$KV.${STATUS_BUCKET}.${messageKey(doc.id)}`,
+      `$KV.${STATUS_BUCKET}.${messageKey(doc)}`,
       JSON.stringify(doc),
       h,
     );
@@ -140,9 +142,10 @@ export class StatusStore {
   }
 
   private remember(doc: StatusDoc, revision: number): void {
-    this.recent.delete(doc.id);
+    const key = refKey(doc);
+    this.recent.delete(key);
     if (doc.status === "acknowledged" || doc.status === "failed") return;
-    this.recent.set(doc.id, { value: doc, revision });
+    this.recent.set(key, { value: doc, revision });
     if (this.recent.size > CACHE_LIMIT) {
       const oldest = this.recent.keys().next().value;
       if (oldest !== undefined) this.recent.delete(oldest);

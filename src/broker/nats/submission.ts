@@ -4,6 +4,7 @@ import { BrokerError } from "../errors.js";
 import type { BrokerPolicy } from "../policy.js";
 import { currentStatus } from "../records.js";
 import type { SubmitInput, SubmitResult } from "../types.js";
+import { refKey } from "../validation.js";
 import { Header, inboxSubject, indexSubject } from "./layout.js";
 import type { IndexEntry } from "./listing.js";
 import type { StreamPublisher } from "./publisher.js";
@@ -50,7 +51,8 @@ export async function storeMessage(
   usageBytes: number | undefined,
 ): Promise<SubmitResult> {
   const h = headers();
-  h.set("Nats-Msg-Id", input.id);
+  // The dedup key is the sender's and the id: each sender has its own id namespace (MessageRef).
+  h.set("Nats-Msg-Id", refKey(input));
   h.set(Header.From, input.from);
   h.set(Header.Kind, input.kind);
   h.set(Header.Method, input.method);
@@ -59,7 +61,7 @@ export async function storeMessage(
   if (input.priority !== undefined && input.priority !== DEFAULT_PRIORITY)
     h.set(Header.Priority, String(priorityRank(input.priority)));
   const indexHeaders = headers();
-  indexHeaders.set("Nats-Msg-Id", input.id);
+  indexHeaders.set("Nats-Msg-Id", refKey(input));
   const entry: IndexEntry = {
     id: input.id,
     from: input.from,
@@ -87,18 +89,13 @@ export async function storeMessage(
   if (created) return { id: input.id, status: "queued", duplicate: false };
   // Either a duplicate (within the dedup window, or later: the record exists), or the recipient's
   // inbox created the record first from the message headers.
-  const existing = await statuses.read(input.id);
+  const existing = await statuses.read(input);
   if (!existing) {
     // Duplicate within the window of a submit that stopped before writing its record.
     await statuses.create(doc);
     return { id: input.id, status: "queued", duplicate: true };
   }
   const current = existing.value;
-  if (current.from !== input.from) {
-    throw new BrokerError("conflict", `message id ${input.id} is already used by another sender`, {
-      field: "id",
-    });
-  }
   const duplicate = ack.duplicate || current.seq !== ack.seq;
   // A new message is reported as stored (queued), even if its inbox already picked it up.
   const status = duplicate ? currentStatus(current, policy, Date.now()) : "queued";

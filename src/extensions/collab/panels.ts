@@ -50,7 +50,9 @@ export function negotiationsPanel(brokerOf: () => Broker): DashboardPanel {
             participants: [s.proposer.agentId, s.responder.agentId],
             at: s.updatedAt,
             lines,
-            ...(s.rounds.at(-1) ? { messageId: s.rounds.at(-1)?.messageId } : {}),
+            ...(s.rounds.at(-1)
+              ? { messageId: s.rounds.at(-1)?.messageId, messageFrom: s.rounds.at(-1)?.by }
+              : {}),
           };
         })
         .sort(newestFirst);
@@ -70,7 +72,7 @@ export function handoffsPanel(brokerOf: () => Broker): DashboardPanel {
       const records = (await listValues(bucketOf<HandoffRecord>(brokerOf(), "handoffs"), "h.")).filter((h) =>
         scope.seesExchange(h.delegator, h.delegate),
       );
-      const tracked = new Set(records.map((h) => h.offer.messageId));
+      const tracked = new Set(records.map((h) => `${h.delegator}/${h.offer.messageId}`));
       const fromRecords = records.map(
         (h): PanelItem => ({
           id: h.handoffId,
@@ -95,6 +97,7 @@ export function handoffsPanel(brokerOf: () => Broker): DashboardPanel {
             ),
           ],
           messageId: h.offer.messageId,
+          messageFrom: h.delegator,
         }),
       );
       const messages = await sources.messages({
@@ -103,7 +106,7 @@ export function handoffsPanel(brokerOf: () => Broker): DashboardPanel {
         limit: 200,
       });
       const fromMessages = messages
-        .filter((item) => !tracked.has(item.id))
+        .filter((item) => !tracked.has(`${item.from.agent}/${item.id}`))
         .map(
           (item): PanelItem => ({
             id: item.id,
@@ -113,6 +116,7 @@ export function handoffsPanel(brokerOf: () => Broker): DashboardPanel {
             at: item.at,
             lines: [item.summary],
             messageId: item.id,
+            messageFrom: item.from.agent,
           }),
         );
       return [...fromRecords, ...fromMessages].sort(newestFirst);

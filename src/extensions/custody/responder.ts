@@ -88,13 +88,13 @@ export class CustodialResponder {
     if (delivery.kind === "request") {
       await broker.reject(
         agentId,
-        delivery.id,
+        delivery,
         `${agentId} is a custodial agent: it works only through the gateway (MCP task tools, REST messages), and answers no requests`,
       );
       return;
     }
     if (delivery.method === "agent.announce") await this.answerAnnounce(agentId, delivery);
-    await broker.ack(agentId, delivery.id);
+    await broker.ack(agentId, delivery);
   }
 
   /** Step 1 answered: the agent's own announce (a reply) and its capabilities, signed in custody. */

@@ -1,6 +1,6 @@
 import { basename } from "node:path";
 import type { AuditEntry } from "../../audit/index.js";
-import type { Broker, MessageRecord, MessageStatus } from "../../broker/index.js";
+import type { Broker, MessageRecord, MessageRef, MessageStatus } from "../../broker/index.js";
 import type { Registry } from "../../gateway/registry.js";
 import {
   AcpError,
@@ -85,9 +85,10 @@ export async function messageDetail(
   registry: Registry,
   history: FeedHistory,
   scope: Scope,
-  id: string,
+  ref: MessageRef,
 ): Promise<MessageDetail> {
-  const stored = await broker.get(id);
+  const { id } = ref;
+  const stored = await broker.get(ref);
   if (!stored || !scope.seesExchange(stored.from, stored.to))
     throw new AcpError("NotFound", `no message ${id}`);
   const { envelope, ...record } = stored;

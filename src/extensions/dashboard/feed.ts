@@ -8,6 +8,7 @@ import type {
   MessageStatus,
   Unsubscribe,
 } from "../../broker/index.js";
+import { refKey } from "../../broker/validation.js";
 import type { Registry } from "../../gateway/registry.js";
 import type { AcceptedListener } from "../../gateway/relay.js";
 
@@ -155,6 +156,7 @@ export function feedItemOfMessage(
  */
 export class LiveFeed {
   private readonly listeners = new Set<(event: LiveEvent) => void>();
+  /** By `refKey` (sender and id: message ids are per sender). */
   private readonly recentById = new Map<string, FeedItem>();
   /** Entries the relay built for messages this gateway accepted, until their change event comes. */
   private readonly relayedEntries = new Map<string, EntryLike>();
@@ -177,7 +179,8 @@ export class LiveFeed {
   ) {}
 
   async start(): Promise<void> {
-    this.unsubscribeAccepted = this.onAccepted?.(({ id, entry, stored }) => {
+    this.unsubscribeAccepted = this.onAccepted?.(({ id: messageId, entry, stored }) => {
+      const id = refKey({ from: entry.from.agent, id: messageId });
       // A resubmission or replay of an id never replaces the entry of the message stored under it.
       if (this.relayedEntries.has(id)) return;
       this.relayedEntries.set(id, entry);
@@ -245,7 +248,7 @@ export class LiveFeed {
       return undefined;
     }
     const record = event.message;
-    const known = this.recentById.get(record.id);
+    const known = this.recentById.get(refKey(record));
     if (!known && record.status === "queued" && record.retryCount === 0) {
       const relayed = this.relayedItem(record);
       if (relayed) return this.add(relayed);
@@ -276,9 +279,9 @@ export class LiveFeed {
 
   /** A message accepted by this gateway was summarised once already, by its relay. */
   private relayedItem(record: MessageRecord): FeedItem | undefined {
-    const entry = this.relayedEntries.get(record.id);
+    const entry = this.relayedEntries.get(refKey(record));
     if (!entry) return undefined;
-    this.relayedEntries.delete(record.id);
+    this.relayedEntries.delete(refKey(record));
     const item = feedItemOf(entry, record.queuedAt, record.id);
     if (item) {
       item.status = record.status;
@@ -290,7 +293,7 @@ export class LiveFeed {
   /** Another gateway on the same NATS relayed it (or its entry was dropped for room): read it back. */
   private async readBack(record: MessageRecord): Promise<FeedItem> {
     const [stored, fromPrincipal, toPrincipal] = await Promise.all([
-      this.broker.get(record.id),
+      this.broker.get(record),
       this.principalOf(record.from),
       this.principalOf(record.to),
     ]);
@@ -310,8 +313,9 @@ export class LiveFeed {
     try {
       const id = envelope === null ? undefined : (JSON.parse(envelope) as { id?: unknown }).id;
       if (typeof id !== "string" && typeof id !== "number") return undefined;
-      const request = await this.broker.get(String(id));
-      if (!request?.envelope || request.from !== record.to || request.to !== record.from) return undefined;
+      // The request this answers: sent (under the answer's JSON-RPC id) by whom the answer goes to.
+      const request = await this.broker.get({ from: record.to, id: String(id) });
+      if (!request?.envelope || request.to !== record.from) return undefined;
       return { inReplyTo: requestLabel(JSON.parse(request.envelope)) };
     } catch {
       return undefined;
@@ -324,7 +328,7 @@ export class LiveFeed {
   }
 
   private remember(item: FeedItem): void {
-    this.recentById.set(item.id, item);
+    this.recentById.set(refKey({ from: item.from.agent, id: item.id }), item);
     if (this.recentById.size > this.capacity) {
       const oldest = this.recentById.keys().next().value;
       if (oldest !== undefined) this.recentById.delete(oldest);

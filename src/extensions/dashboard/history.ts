@@ -1,6 +1,7 @@
 import { type AuditEntry, AuditLogError, type AuditRecord, readAudit } from "../../audit/index.js";
 import type { Broker, MessageKind } from "../../broker/index.js";
 import { MESSAGE_KINDS } from "../../broker/types.js";
+import { refKey } from "../../broker/validation.js";
 import { AcpError } from "../../protocol/index.js";
 import { type FeedItem, feedItemOfAudit, type LiveFeed } from "./feed.js";
 import type { Scope } from "./viewer.js";
@@ -121,13 +122,14 @@ export class FeedHistory {
       // Only the last `limit` matches can make the page: keep the buffer bounded while scanning.
       if (newest.length >= query.limit * 2) newest.splice(0, newest.length - query.limit);
     });
-    const byId = new Map(newest.map((item) => [item.id, item]));
+    const keyOf = (item: FeedItem) => refKey({ from: item.from.agent, id: item.id });
+    const byId = new Map(newest.map((item) => [keyOf(item), item]));
     // Live items go last, in the live feed's order (the order they were stored), replacing their
     // audit copies: messages stored in the same millisecond then read newest first, as live.
     for (const item of this.live.recent()) {
       if (scope.seesExchange(item.from.agent, item.to.agent) && matchesQuery(item, query)) {
-        byId.delete(item.id);
-        byId.set(item.id, { ...item });
+        byId.delete(keyOf(item));
+        byId.set(keyOf(item), { ...item });
       }
     }
     // Reversed, then a stable sort by time: equal times keep newest-added first.
@@ -138,7 +140,7 @@ export class FeedHistory {
     await Promise.all(
       page.map(async (item) => {
         if (item.status !== undefined) return;
-        const record = await this.broker.status(item.id);
+        const record = await this.broker.status({ from: item.from.agent, id: item.id });
         if (record) Object.assign(item, { status: record.status, retryCount: record.retryCount });
       }),
     );

@@ -1,7 +1,7 @@
 import { credentialOf, hashSecret } from "../../gateway/auth.js";
 import type { DashboardWatch } from "../../gateway/panels.js";
 import { type Router, sendJson } from "../../http/server.js";
-import { AcpError } from "../../protocol/index.js";
+import { AcpError, AgentId } from "../../protocol/index.js";
 import { dashboardAgents } from "./agents.js";
 import { messageDetail } from "./detail.js";
 import type { LiveEvent } from "./feed.js";
@@ -42,9 +42,17 @@ export function viewRoutes(router: Router, services: DashboardServices): void {
     sendJson(res, 200, await history.volume(scope, parseFeedQuery(url)));
   });
 
-  router.add("GET", `${DASHBOARD_API}/messages/:id`, async (req, res, { id }) => {
+  // Message ids are per sender: `?from=` names the sender.
+  router.add("GET", `${DASHBOARD_API}/messages/:id`, async (req, res, { id }, url) => {
     const scope = await scopeOf(services, req);
-    sendJson(res, 200, await messageDetail(ctx.broker, ctx.registry, history, scope, id as string));
+    const from = url.searchParams.get("from") ?? "";
+    if (!AgentId.safeParse(from).success) {
+      throw new AcpError("InvalidParams", "name the message's sender: ?from=<agent id>", {
+        problems: [{ path: "from", message: "must be the sender's agent id" }],
+      });
+    }
+    const message = { from, id: id as string };
+    sendJson(res, 200, await messageDetail(ctx.broker, ctx.registry, history, scope, message));
   });
 
   router.add("GET", `${DASHBOARD_API}/webhooks`, async (req, res) => {
@@ -121,7 +129,10 @@ function toStreamEvent(
         : undefined;
     case "status":
       return scope.seesExchange(event.from, event.to)
-        ? { event: "status", data: { id: event.id, status: event.status, retryCount: event.retryCount } }
+        ? {
+            event: "status",
+            data: { id: event.id, from: event.from, status: event.status, retryCount: event.retryCount },
+          }
         : undefined;
     case "kv": {
       const changed = (what: string) => ({ event: "changed", data: { what } });

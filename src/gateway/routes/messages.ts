@@ -1,5 +1,5 @@
-import type { ListQuery, MessageRecord } from "../../broker/index.js";
-import { AcpError, type Priority } from "../../protocol/index.js";
+import type { ListQuery, MessageRecord, MessageRef } from "../../broker/index.js";
+import { AcpError, AgentId, type Priority } from "../../protocol/index.js";
 import { PriorityInput } from "../../wire/api.js";
 import { platformMessageOf, sendPlatformMessage } from "../platform-message.js";
 import { announceDeprecation, authenticateAgent, type GatewayContext } from "../context.js";
@@ -91,32 +91,58 @@ export function messageRoutes(router: Router, ctx: GatewayContext): void {
     sendJson(res, 200, await ctx.broker.list(query));
   });
 
-  const participantRecord = async (agentId: string, id: string) => {
-    const stored = await ctx.broker.get(id);
-    // Not a participant reads the same as not existing: no probing other agents' message ids.
+  /**
+   * A message in the caller's view. Ids are per sender (MessageRef): `?from=` names the sender, by
+   * default the caller itself (its own messages by id alone). Not a participant reads the same as
+   * not existing: no probing of other agents' message ids.
+   */
+  const participantRecord = async (agentId: string, message: MessageRef) => {
+    const stored = await ctx.broker.get(message);
     if (!stored || (stored.from !== agentId && stored.to !== agentId))
-      throw new AcpError("NotFound", `no message ${id}`);
+      throw new AcpError("NotFound", `no message ${message.id}`);
     return stored;
   };
+  const refOf = (agentId: string, id: string, url: URL, senderRequired = false): MessageRef => {
+    const from = queryParam(url, "from_agent_id", "from");
+    if (from === undefined && senderRequired) {
+      throw new AcpError(
+        "InvalidParams",
+        "name the message's sender: ?from=<agent id> (message ids are per sender)",
+        {
+          problems: [{ path: "from", message: "required: the sender of the message" }],
+        },
+      );
+    }
+    if (from !== undefined && !AgentId.safeParse(from).success) {
+      throw new AcpError("InvalidParams", `from: ${JSON.stringify(from)} is not an agent id`, {
+        problems: [{ path: "from", message: "must be an agent id" }],
+      });
+    }
+    return { from: from ?? agentId, id };
+  };
 
-  router.add("GET", "/api/v1/messages/:id", async (req, res, { id }) => {
+  router.add("GET", "/api/v1/messages/:id", async (req, res, { id }, url) => {
     const agent = await authenticateAgent(ctx, req);
     announceDeprecation(ctx, res, { kind: "agent", agent });
-    const { envelope, ...record } = await participantRecord(agent.record.agentId, id as string);
+    const me = agent.record.agentId;
+    const { envelope, ...record } = await participantRecord(me, refOf(me, id as string, url));
     sendJson(res, 200, { ...record, envelope: envelope === null ? null : JSON.parse(envelope) });
   });
 
-  router.add("GET", "/api/v1/messages/:id/status", async (req, res, { id }) => {
+  router.add("GET", "/api/v1/messages/:id/status", async (req, res, { id }, url) => {
     const agent = await authenticateAgent(ctx, req);
     announceDeprecation(ctx, res, { kind: "agent", agent });
-    sendJson(res, 200, statusView(await participantRecord(agent.record.agentId, id as string)));
+    const me = agent.record.agentId;
+    sendJson(res, 200, statusView(await participantRecord(me, refOf(me, id as string, url))));
   });
 
-  router.add("POST", "/api/v1/messages/:id/acknowledge", async (req, res, { id }) => {
+  router.add("POST", "/api/v1/messages/:id/acknowledge", async (req, res, { id }, url) => {
     const agent = await authenticateAgent(ctx, req);
     announceDeprecation(ctx, res, { kind: "agent", agent });
-    await participantRecord(agent.record.agentId, id as string);
-    const record = await ctx.broker.ack(agent.record.agentId, id as string);
+    const me = agent.record.agentId;
+    const message = refOf(me, id as string, url, true);
+    await participantRecord(me, message);
+    const record = await ctx.broker.ack(me, message);
     ctx.metrics.count("acp_messages_acknowledged_total");
     sendJson(res, 200, statusView(record));
   });

@@ -151,7 +151,9 @@ describe("custodial agents: MCP clients that cannot sign, with only the API key"
       ["worker", true],
     ]);
     const complete = relayed.find((e) => e.method === "agent.handoff.complete");
-    const detail = await dashboard(`/messages/${complete?.messageId ?? complete?.id}`);
+    const detail = await dashboard(
+      `/messages/${complete?.messageId ?? complete?.id}?from=${complete?.from.agent}`,
+    );
     expect(detail.json.item).toMatchObject({
       custodial: true,
       summary: expect.stringMatching(/^Signed by the gateway on worker's behalf \(custodial key\)\. /),

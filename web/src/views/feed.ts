@@ -33,14 +33,24 @@ function matches(item: FeedItem, f: Filters): boolean {
   return !f.type || item.type === f.type;
 }
 
+/** A message is named by its sender and its id (ids are per sender). */
+function feedKey(from: string, id: string): string {
+  return `${from}/${id}`;
+}
+
+/** The dashboard page of one message. */
+export function messageHref(from: string, id: string): string {
+  return `#/messages/${encodeURIComponent(from)}/${encodeURIComponent(id)}`;
+}
+
 export function feedRow(item: FeedItem): HTMLLIElement {
   const status = h("span", { class: "feed-status" }, item.status ? badge(item.status) : null);
   const row = h(
     "li",
-    { class: `feed-item${item.encrypted ? " encrypted" : ""}`, "data-id": item.id },
+    { class: `feed-item${item.encrypted ? " encrypted" : ""}`, "data-id": feedKey(item.from.agent, item.id) },
     h(
       "a",
-      { href: `#/messages/${encodeURIComponent(item.id)}`, class: "feed-link" },
+      { href: messageHref(item.from.agent, item.id), class: "feed-link" },
       h("span", { class: "feed-time" }, when(item.at)),
       h(
         "span",
@@ -130,7 +140,7 @@ export const feedView: View = async (root, app) => {
       list,
       items.map((item) => {
         const row = feedRow(item);
-        rows.set(item.id, row);
+        rows.set(feedKey(item.from.agent, item.id), row);
         return row;
       }),
     );
@@ -172,10 +182,10 @@ export const feedView: View = async (root, app) => {
   };
 
   const prepend = (item: FeedItem) => {
-    if (!matches(item, filters) || rows.has(item.id)) return;
+    if (!matches(item, filters) || rows.has(feedKey(item.from.agent, item.id))) return;
     const row = feedRow(item);
     row.classList.add("fresh");
-    rows.set(item.id, row);
+    rows.set(feedKey(item.from.agent, item.id), row);
     list.prepend(row);
     replaceChildren(state);
   };
@@ -197,8 +207,8 @@ export const feedView: View = async (root, app) => {
       arrivedDuringLoad?.push(data as FeedItem);
       prepend(data as FeedItem);
     } else if (event === "status") {
-      const update = data as { id: string; status: string };
-      const row = rows.get(update.id);
+      const update = data as { id: string; from: string; status: string };
+      const row = rows.get(feedKey(update.from, update.id));
       const slot = row?.querySelector(".feed-status");
       if (slot) replaceChildren(slot, badge(update.status));
     }

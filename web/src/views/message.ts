@@ -113,14 +113,16 @@ function auditTable(detail: MessageDetail): HTMLElement {
   );
 }
 
-export const messageView: View = async (root, app, [id]) => {
+export const messageView: View = async (root, app, [sender, id]) => {
+  const from = decodeURIComponent(sender ?? "");
   const messageId = decodeURIComponent(id ?? "");
   const heading = h("h1", { tabindex: "-1" }, "Message");
   const body = h("div", {});
   replaceChildren(root, h("p", {}, h("a", { href: "#/feed" }, "← Back to the feed")), heading, body);
   const load = async () => {
     try {
-      render(heading, body, await app.api.get<MessageDetail>(`/messages/${encodeURIComponent(messageId)}`));
+      const path = `/messages/${encodeURIComponent(messageId)}?from=${encodeURIComponent(from)}`;
+      render(heading, body, await app.api.get<MessageDetail>(path));
     } catch (err) {
       const text =
         err instanceof ApiError && err.status === 404
@@ -132,7 +134,8 @@ export const messageView: View = async (root, app, [id]) => {
   await load();
   // The timeline moves on while the page is open (delivered, acknowledged).
   return app.on((event, data) => {
-    if (event === "status" && (data as { id?: string }).id === messageId) void load();
+    const update = data as { id?: string; from?: string };
+    if (event === "status" && update.id === messageId && update.from === from) void load();
   });
 };
 

@@ -3,6 +3,7 @@ import { coalesce, type View } from "../app.js";
 import { h, notice, replaceChildren } from "../dom.js";
 import { badge, when } from "../format.js";
 import type { PanelItem } from "../types.js";
+import { messageHref } from "./feed.js";
 
 /** Panels the navigation always offers; each says "nothing yet" until its module is on the gateway. */
 export const STANDARD_PANELS: { name: string; title: string; blurb: string }[] = [
@@ -41,8 +42,8 @@ function itemCard(item: PanelItem): HTMLElement {
           item.lines.map((line) => h("li", {}, line)),
         )
       : null,
-    item.messageId
-      ? h("p", {}, h("a", { href: `#/messages/${encodeURIComponent(item.messageId)}` }, "Open the message"))
+    item.messageId && item.messageFrom
+      ? h("p", {}, h("a", { href: messageHref(item.messageFrom, item.messageId) }, "Open the message"))
       : null,
   );
 }

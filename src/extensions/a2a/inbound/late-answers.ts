@@ -62,7 +62,11 @@ export class LateAnswers {
     // The first request after a restart starts `resume` before any bridge agent connects.
     if (this.#resumed) await this.#resumed;
     if (this.#orphans.size === 0 || message.id === null || message.id === undefined) return;
-    const request = await this.deps.ctx.broker.get(String(message.id));
+    // The request this answers: sent by the bridge agent the answer is addressed to, under its id.
+    const request = await this.deps.ctx.broker.get({
+      from: message.headers["recipient-id"],
+      id: String(message.id),
+    });
     if (!request?.envelope || request.to !== message.from) return;
     const taskId = taskIdOf(request.envelope);
     const stored = taskId === undefined ? undefined : this.#orphans.get(taskId);

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import type { Broker, Delivery, Inbox, KvBucket, Unsubscribe } from "../../../broker/index.js";
+import { refKey } from "../../../broker/validation.js";
 import type { PresenceTracker } from "../../../gateway/presence.js";
 import type { Registry } from "../../../gateway/registry.js";
 import type { Relay } from "../../../gateway/relay.js";
@@ -283,15 +284,16 @@ export class OutboundBridge {
   private async handle(served: Served, delivery: Delivery): Promise<void> {
     // A redelivery of a request still in hand (its A2A task outlived the ack wait) is left alone:
     // the exchange under way acknowledges it when it answers.
-    if (this.inHand.has(delivery.id)) return;
-    this.inHand.add(delivery.id);
+    const key = refKey(delivery);
+    if (this.inHand.has(key)) return;
+    this.inHand.add(key);
     try {
       // A redelivery handed out just before the answer's acknowledgement: already answered.
-      const settled = delivery.attempt > 1 ? (await this.deps.broker.status(delivery.id))?.status : undefined;
+      const settled = delivery.attempt > 1 ? (await this.deps.broker.status(delivery))?.status : undefined;
       if (settled === "acknowledged" || settled === "failed") return;
       await this.process(served, delivery);
     } finally {
-      this.inHand.delete(delivery.id);
+      this.inHand.delete(key);
     }
   }
 
@@ -299,7 +301,7 @@ export class OutboundBridge {
     const agentId = served.record.agentId;
     const verified = await this.verify(served, delivery);
     if (!verified) {
-      await this.deps.broker.reject(agentId, delivery.id, "not a valid signed ACP message");
+      await this.deps.broker.reject(agentId, delivery, "not a valid signed ACP message");
       return;
     }
     const { message } = verified;
@@ -328,12 +330,12 @@ export class OutboundBridge {
       const refused = await this.reply(served, verified, message.id, outcome.body, outcome.error);
       const deadLetter = outcome.deadLetter ?? refused;
       if (deadLetter) {
-        await this.deps.broker.reject(agentId, delivery.id, deadLetter);
+        await this.deps.broker.reject(agentId, delivery, deadLetter);
         return;
       }
     }
     // Notifications of other methods and responses: nothing to do.
-    await this.deps.broker.ack(agentId, delivery.id);
+    await this.deps.broker.ack(agentId, delivery);
   }
 
   private async verify(served: Served, delivery: Delivery): Promise<VerifiedEnvelope | undefined> {

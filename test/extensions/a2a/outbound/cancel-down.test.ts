@@ -66,7 +66,7 @@ describe("A2A out: task status, cancel, and an agent that is down", () => {
     });
     expect(page.items).toHaveLength(1);
     expect(page.items[0]).toMatchObject({ status: "failed", deadLetter: { reason: "rejected" } });
-    expect((await bed.gw.gateway.broker.get(page.items[0]?.id ?? ""))?.envelope).toContain("anyone?");
+    expect((await bed.gw.gateway.broker.get(page.items[0]!))?.envelope).toContain("anyone?");
 
     const back = await bed.a2a({ behaviour: "echo-task", port });
     const body = await alice.request("echo", { text: "anyone now?" });

@@ -32,7 +32,7 @@ describe("A2A out: long tasks and oversized answers", () => {
       method: "agent.request",
     });
     await until(
-      async () => (await bed.gw.gateway.broker.status(page.items[0]?.id ?? ""))?.status,
+      async () => (await bed.gw.gateway.broker.status(page.items[0]!))?.status,
       (status) => status === "acknowledged",
       "the request is acknowledged once answered",
     );
