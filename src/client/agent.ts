@@ -8,7 +8,7 @@ import {
   buildRequest,
   HandoffBody,
   type PrivateIdentity,
-  toPointer,
+  problemsOf,
 } from "../protocol/index.js";
 import { PresenceUpdate } from "../wire/api.js";
 import type { VersionDeprecation } from "../wire/versions.js";
@@ -182,7 +182,7 @@ export class AcpAgent {
     const parsed = HandoffBody.safeParse(handoff);
     if (!parsed.success) {
       throw new AcpError("InvalidParams", "a handoff needs completed, remaining and context", {
-        problems: parsed.error.issues.map((i) => ({ path: toPointer(i.path), message: i.message })),
+        problems: problemsOf(parsed.error),
       });
     }
     return this.exchange(checkPeer(peer), options, async (core, to) => {
@@ -250,7 +250,7 @@ export class AcpAgent {
     const parsed = PresenceUpdate.safeParse(presence);
     if (!parsed.success) {
       throw new AcpError("InvalidParams", "invalid presence", {
-        problems: parsed.error.issues.map((i) => ({ path: toPointer(i.path), message: i.message })),
+        problems: problemsOf(parsed.error),
       });
     }
     await this.http.updatePresence(this.requireCore().self.agentId, parsed.data);

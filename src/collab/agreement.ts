@@ -3,12 +3,13 @@ import { z } from "zod";
 import {
   AgentId,
   agentOfKeyId,
-  DetachedJws,
   decodeProtectedHeader,
+  DetachedJws,
   Ed25519PublicJwk,
   importPublicKey,
   keyId,
   PrincipalId,
+  problemsOf,
   type PublicIdentity,
   type Signer,
   signingInput,
@@ -137,7 +138,7 @@ export function verifyAgreement(input: unknown, trustedKeys: PublicIdentity[] = 
     return {
       valid: false,
       signedBy: [],
-      problems: parsed.error.issues.map((i) => ({ path: `/${i.path.join("/")}`, message: i.message })),
+      problems: problemsOf(parsed.error),
     };
   }
   const { document, signatures } = parsed.data;

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import { AcpError, canonicalize, type Problem, toPointer } from "../protocol/index.js";
+import { AcpError, canonicalize, problemsOf } from "../protocol/index.js";
 
 /**
  * Ids of collaboration objects (sessions, handoffs, votes, entries, posts, disputes, teams). They
@@ -26,11 +26,6 @@ export const JsonObject = z.record(z.string(), z.unknown());
 /** SHA-256 of the RFC 8785 canonical form, base64url: the hash of every collaboration record. */
 export function canonicalHash(value: unknown): string {
   return createHash("sha256").update(canonicalize(value)).digest("base64url");
-}
-
-/** Zod issues as ACP problems, located under `base` (e.g. `/params/body`). */
-export function problemsOf(error: z.ZodError, base = ""): Problem[] {
-  return error.issues.map((issue) => ({ path: base + toPointer(issue.path), message: issue.message }));
 }
 
 /** Parses with a schema or throws InvalidParams naming every wrong field. */

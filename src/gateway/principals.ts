@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { Broker, KvBucket } from "../broker/index.js";
 import { WatchedReads } from "../broker/watched-reads.js";
 import { hashSecret } from "./auth.js";
-import { AcpError, PrincipalId } from "../protocol/index.js";
+import { AcpError, PrincipalId, problemsOf } from "../protocol/index.js";
 import type { PrincipalView } from "../wire/api.js";
 
 /** What the gateway keeps per human principal (bucket `principals`). The token itself is never stored. */
@@ -67,7 +67,7 @@ export class PrincipalStore {
     const parsed = AddPrincipal.safeParse(input);
     if (!parsed.success) {
       throw new AcpError("InvalidParams", "invalid principal", {
-        problems: parsed.error.issues.map((i) => ({ path: `/${i.path.join("/")}`, message: i.message })),
+        problems: problemsOf(parsed.error),
       });
     }
     const { principalId } = parsed.data;

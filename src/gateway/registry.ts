@@ -7,6 +7,7 @@ import {
   importPublicKey,
   keyId,
   type PrivateIdentity,
+  problemsOf,
   type X25519PublicJwk,
 } from "../protocol/index.js";
 import { RegisterAgentRequest } from "../wire/api.js";
@@ -124,7 +125,7 @@ export class Registry {
     const parsed = RegisterAgentRequest.safeParse(input);
     if (!parsed.success) {
       throw new AcpError("InvalidParams", "invalid agent registration", {
-        problems: parsed.error.issues.map((i) => ({ path: `/${i.path.join("/")}`, message: i.message })),
+        problems: problemsOf(parsed.error),
       });
     }
     const request = parsed.data;

@@ -2,7 +2,7 @@ import type { Logger } from "pino";
 import { type RawData, WebSocket } from "ws";
 import type { Broker, Delivery, Inbox } from "../broker/index.js";
 import { brokerToAcp } from "../broker/errors.js";
-import { AcpError, toErrorObject } from "../protocol/index.js";
+import { AcpError, problemsOf, toErrorObject } from "../protocol/index.js";
 import { ClientFrame, type ServerFrame } from "../wire/api.js";
 import type { ProtocolVersions } from "../wire/versions.js";
 import { DeliveryWindow } from "./delivery-window.js";
@@ -179,7 +179,7 @@ export class Session {
       const parsed = ClientFrame.safeParse(raw);
       if (!parsed.success) {
         throw new AcpError("InvalidRequest", "unknown or malformed frame", {
-          problems: parsed.error.issues.map((i) => ({ path: `/${i.path.join("/")}`, message: i.message })),
+          problems: problemsOf(parsed.error),
         });
       }
       frame = parsed.data;

@@ -7,7 +7,7 @@
  * problems: [{path, message}]}`, each path a JSON Pointer into the request (`/params/arguments/peer`).
  */
 import type { z } from "zod";
-import { type Problem, toPointer } from "../protocol/index.js";
+import { type Problem, problemsOf } from "../protocol/index.js";
 import { describeIssues, JsonRpcErrorCodes } from "./protocol.js";
 
 export class AgentsRpcError extends Error {
@@ -19,23 +19,6 @@ export class AgentsRpcError extends Error {
   ) {
     super(message);
   }
-}
-
-/** A schema issue as zod and Standard Schema report it: a message and where in the value. */
-export interface IssueLike {
-  readonly message: string;
-  readonly path?: readonly (PropertyKey | { readonly key: PropertyKey })[] | undefined;
-}
-
-/** Issues found in the part of the request at `prefix` (e.g. `["params", "arguments"]`), as problems. */
-export function problemsOf(issues: readonly IssueLike[], prefix: readonly PropertyKey[]): Problem[] {
-  return issues.map((issue) => ({
-    path: toPointer([
-      ...prefix,
-      ...(issue.path ?? []).map((part) => (typeof part === "object" ? part.key : part)),
-    ]),
-    message: issue.message,
-  }));
 }
 
 /** "/params/name: expected string; /params/cursor: …", for error messages. */
@@ -67,14 +50,10 @@ export class AgentInputError extends InvalidParamsError {
   override name = "AgentInputError";
   constructor(agent: string, issues: readonly z.core.$ZodIssue[]) {
     const described = describeIssues(issues);
-    super(
-      `invalid input for agent "${agent}": ${described.summary}`,
-      problemsOf(issues, ["params", "input"]),
-      {
-        agent,
-        issues: described.issues,
-      },
-    );
+    super(`invalid input for agent "${agent}": ${described.summary}`, problemsOf(issues, "/params/input"), {
+      agent,
+      issues: described.issues,
+    });
   }
 }
 

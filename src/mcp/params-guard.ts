@@ -23,8 +23,8 @@ import {
   JSONRPCRequestSchema,
   type RequestId,
 } from "@modelcontextprotocol/sdk/types.js";
-import type { Problem } from "../protocol/index.js";
-import { InvalidParamsError, type IssueLike, problemsOf, summarizeProblems } from "./errors.js";
+import { type IssueLike, type Problem, problemsOf } from "../protocol/index.js";
+import { InvalidParamsError, summarizeProblems } from "./errors.js";
 import { JsonRpcErrorCodes } from "./protocol.js";
 
 /** What the guard needs of a schema: zod's (and every Standard Schema's) `~standard.validate`. */
@@ -182,7 +182,7 @@ export class ParamsGuard {
     if (schema === undefined) return undefined;
     const result = await schema["~standard"].validate(params.arguments ?? {});
     if (result.issues === undefined) return undefined;
-    const problems = problemsOf(result.issues, ["params", "arguments"]);
+    const problems = problemsOf(result.issues, "/params/arguments");
     const message = `invalid arguments for ${kind} ${JSON.stringify(name)}: ${summarizeProblems(problems)}`;
     if (kind === "prompt") throw new InvalidParamsError(message, problems);
     // No structuredContent: a client would check it against the tool's outputSchema.
@@ -232,7 +232,7 @@ function schemaProblems(schema: Validator, request: unknown): Problem[] | undefi
   const result = schema["~standard"].validate(request);
   // An asynchronous schema cannot be checked without reordering messages: the SDK parses it then.
   if (result instanceof Promise || result.issues === undefined) return undefined;
-  return problemsOf(result.issues, []);
+  return problemsOf(result.issues);
 }
 
 function methodOf(schema: Validator): string | undefined {

@@ -3,8 +3,9 @@
  * (sdk-adapter.ts) parses nothing and decides nothing; it hands the raw params and a way to send
  * notifications to these functions, and returns their result or error.
  */
+import { problemsOf } from "../protocol/index.js";
 import { combineDelta, remainingDelta } from "./delta.js";
-import { AgentsRpcError, InvalidParamsError, problemsOf, UnknownAgentError } from "./errors.js";
+import { AgentsRpcError, InvalidParamsError, UnknownAgentError } from "./errors.js";
 import type { JsonValue } from "./json.js";
 import {
   type AgentPage,
@@ -155,7 +156,7 @@ function invalidParams(method: string, issues: Parameters<typeof describeIssues>
   const described = describeIssues(issues);
   return new InvalidParamsError(
     `invalid ${method} params: ${described.summary}`,
-    problemsOf(issues, ["params"]),
+    problemsOf(issues, "/params"),
     {
       issues: described.issues,
     },

@@ -1,6 +1,5 @@
-import type { z } from "zod";
 import { GatewayUnreachableError } from "../client/errors.js";
-import { AcpError, type Problem, toPointer } from "../protocol/index.js";
+import { AcpError, type Problem, problemsOf } from "../protocol/index.js";
 import { AgentCommand, ErrorCategory } from "./schemas.js";
 
 /**
@@ -64,10 +63,6 @@ export class ConfigError extends Error {
     super(message);
     this.name = "ConfigError";
   }
-}
-
-export function problemsOf(error: z.ZodError): Problem[] {
-  return error.issues.map((issue) => ({ path: toPointer(issue.path), message: issue.message }));
 }
 
 export function describeProblems(problems: Problem[]): string {

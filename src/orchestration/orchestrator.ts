@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { GatewayExtension } from "../gateway/extension.js";
+import { problemsOf } from "../protocol/index.js";
 import { ApprovalGate } from "./approval-gate.js";
 import { Attempts } from "./attempts.js";
 import { commandEntry, responseEntry } from "./audit.js";
@@ -12,7 +13,7 @@ import {
   type OrchestrationConfigInput,
   resolveConfig,
 } from "./config.js";
-import { classify, describeProblems, problemsOf } from "./errors.js";
+import { classify, describeProblems } from "./errors.js";
 import { OrchestrationMetrics } from "./metrics.js";
 import type { AsyncReceipt, OrchestratorOptions, SendOptions } from "./orchestrator-options.js";
 import {

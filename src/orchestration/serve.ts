@@ -1,5 +1,6 @@
 import type { AcpAgent, InboundContext } from "../client/index.js";
-import { describeProblems, problemsOf } from "./errors.js";
+import { problemsOf } from "../protocol/index.js";
+import { describeProblems } from "./errors.js";
 import { failureResponse } from "./responses.js";
 import { AgentCommand, type AgentResponse, COMMAND_CANCEL_METHOD, COMMAND_METHOD } from "./schemas.js";
 import { type CommandHandler, type InternalErrorLog, runHandler } from "./targets.js";

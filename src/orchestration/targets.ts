@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
-import { AcpError } from "../protocol/index.js";
-import { CommandError, classify, describeProblems, problemsOf } from "./errors.js";
+import { AcpError, problemsOf } from "../protocol/index.js";
+import { CommandError, classify, describeProblems } from "./errors.js";
 import { type CommandResult, classifiedResponse, failureResponse, successResponse } from "./responses.js";
 import {
   type AgentCommand,

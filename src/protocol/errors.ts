@@ -131,6 +131,27 @@ export function toErrorObject(err: unknown): JsonRpcErrorObject {
   };
 }
 
+/** A schema issue as zod and Standard Schema report it: a message and where in the value. */
+export interface IssueLike {
+  readonly message: string;
+  readonly path?: readonly (PropertyKey | { readonly key: PropertyKey })[] | undefined;
+}
+
+/**
+ * Schema issues as ACP problems, each located by a JSON Pointer under `base` (e.g. `/params/body`).
+ * Takes a `ZodError` (or anything with `issues`) or the issues themselves.
+ */
+export function problemsOf(
+  issues: { readonly issues: readonly IssueLike[] } | readonly IssueLike[],
+  base = "",
+): Problem[] {
+  const list: readonly IssueLike[] = "issues" in issues ? issues.issues : issues;
+  return list.map((issue) => ({
+    path: base + toPointer((issue.path ?? []).map((part) => (typeof part === "object" ? part.key : part))),
+    message: issue.message,
+  }));
+}
+
 /** Escapes one JSON Pointer reference token (RFC 6901 section 3). */
 export function pointerToken(token: string | number): string {
   return String(token).replace(/~/g, "~0").replace(/\//g, "~1");

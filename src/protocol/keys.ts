@@ -7,7 +7,7 @@ import {
 } from "node:crypto";
 import { z } from "zod";
 import { canonicalize } from "./canonical.js";
-import { AcpError, toPointer } from "./errors.js";
+import { AcpError, problemsOf } from "./errors.js";
 import { AgentId, PrincipalId } from "./schemas.js";
 
 /**
@@ -105,7 +105,7 @@ export function parsePublicIdentity(input: unknown): PublicIdentity {
   const parsed = PublicIdentity.safeParse(input);
   if (!parsed.success) {
     throw new AcpError("InvalidParams", "invalid public identity", {
-      problems: parsed.error.issues.map((i) => ({ path: toPointer(i.path), message: i.message })),
+      problems: problemsOf(parsed.error),
     });
   }
   return parsed.data;

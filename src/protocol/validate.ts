@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { AcpError, type Problem, toPointer } from "./errors.js";
+import { AcpError, type Problem, problemsOf } from "./errors.js";
 import {
   type AcpMessage,
   AnnounceMessage,
@@ -133,11 +133,11 @@ function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
 }
 
 function zodProblems(error: z.ZodError, input: unknown, prefix = ""): Problem[] {
-  return error.issues.map((issue) => ({
-    path: prefix + toPointer(issue.path),
-    // zod words a missing member as a wrong type or value; say what it means.
-    message: valueAt(input, issue.path) === undefined ? "is required" : issue.message,
-  }));
+  // zod words a missing member as a wrong type or value; say what it means.
+  const missing = error.issues.map((issue) => valueAt(input, issue.path) === undefined);
+  return problemsOf(error, prefix).map((problem, i) =>
+    missing[i] ? { ...problem, message: "is required" } : problem,
+  );
 }
 
 export interface ValidateOptions {

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import {
   AcpError,
   ErrorCode,
@@ -8,6 +9,7 @@ import {
   errorMeanings,
   errorTable,
   pointerToken,
+  problemsOf,
   toErrorObject,
   toPointer,
 } from "../../src/protocol/index.js";
@@ -112,5 +114,29 @@ describe("JSON pointers (RFC 6901)", () => {
     expect(pointerToken("a/b~c")).toBe("a~1b~0c");
     expect(toPointer(["params", "headers", "x/y", 0])).toBe("/params/headers/x~1y/0");
     expect(toPointer([])).toBe("");
+  });
+});
+
+describe("problemsOf", () => {
+  it("locates each schema issue by a JSON Pointer under the base, escaping ~ and /", () => {
+    const parsed = z
+      .object({ "a/b": z.string(), list: z.array(z.number()) })
+      .safeParse({ "a/b": 1, list: [1, "x"] });
+    expect(parsed.success).toBe(false);
+    expect(problemsOf(parsed.error!, "/params/body")).toEqual([
+      { path: "/params/body/a~1b", message: expect.any(String) },
+      { path: "/params/body/list/1", message: expect.any(String) },
+    ]);
+    // A problem with the whole value is at "" (RFC 6901), not "/".
+    expect(problemsOf(z.string().safeParse(1).error!)).toEqual([{ path: "", message: expect.any(String) }]);
+  });
+
+  it("takes Standard Schema issues too, whose path segments may be {key} objects", () => {
+    expect(
+      problemsOf([{ message: "too long", path: ["items", { key: 2 }, "name"] }, { message: "bad" }]),
+    ).toEqual([
+      { path: "/items/2/name", message: "too long" },
+      { path: "", message: "bad" },
+    ]);
   });
 });

@@ -2,7 +2,7 @@ import type { IncomingMessage } from "node:http";
 import { z } from "zod";
 import { type ApprovalRecord, ApprovalStatus, type ApprovalStore } from "../../orchestration/approvals.js";
 import { AgentCommand } from "../../orchestration/schemas.js";
-import { AcpError, AgentId, toPointer } from "../../protocol/index.js";
+import { AcpError, AgentId, problemsOf } from "../../protocol/index.js";
 import { authenticate, type GatewayContext } from "../../gateway/context.js";
 import type { Caller } from "../../gateway/credentials.js";
 import { type Router, readBody, readJsonBody, sendJson } from "../../http/server.js";
@@ -66,7 +66,7 @@ export async function decisionBody<T extends z.ZodType>(
 
 function invalid(message: string, error: z.ZodError): AcpError {
   return new AcpError("InvalidParams", message, {
-    problems: error.issues.map((i) => ({ path: toPointer(i.path), message: i.message })),
+    problems: problemsOf(error),
   });
 }
 

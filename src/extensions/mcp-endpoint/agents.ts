@@ -9,7 +9,7 @@ import type { Broker, KvBucket } from "../../broker/index.js";
 import { authenticateAgent, type GatewayContext } from "../../gateway/context.js";
 import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import type { AgentRecord, ResolvedAgent } from "../../gateway/registry.js";
-import { AcpError } from "../../protocol/index.js";
+import { AcpError, problemsOf } from "../../protocol/index.js";
 import { InvalidCursorError, UnknownAgentError } from "../../mcp/errors.js";
 import type { McpBridge, RunTarget } from "./bridge.js";
 import { BRIDGE_PRINCIPAL, McpAgentName, PublishedAgentBody } from "../../mcp/signing-wire.js";
@@ -45,7 +45,7 @@ export function publishRoutes(router: Pick<Router, "add">, ctx: GatewayContext):
     if (!parsed.success) {
       const { summary, issues } = describeIssues(parsed.error.issues);
       throw new AcpError("InvalidParams", `invalid MCP agent descriptor: ${summary}`, {
-        problems: issues.map((i) => ({ path: `/${i.path.join("/")}`, message: i.message })),
+        problems: problemsOf(issues),
       });
     }
     const record: PublishedAgent = {

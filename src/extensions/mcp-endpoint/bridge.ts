@@ -14,8 +14,8 @@ import type { InboundContext } from "../../client/types.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
 import { GatewayAgent } from "../../orchestration/gateway-agent.js";
-import { AcpError } from "../../protocol/index.js";
-import { AgentsRpcError, InvalidParamsError, type IssueLike, problemsOf } from "../../mcp/errors.js";
+import { AcpError, type IssueLike, problemsOf } from "../../protocol/index.js";
+import { AgentsRpcError, InvalidParamsError } from "../../mcp/errors.js";
 import { BRIDGE_PRINCIPAL, McpProgressBody, McpRunMethods, McpRunResult } from "../../mcp/signing-wire.js";
 import { isJsonObject, type JsonValue } from "../../mcp/json.js";
 import type { AgentRunContext } from "../../mcp/agent-source.js";
@@ -164,7 +164,7 @@ export class McpBridge {
       const located = issues.filter((issue): issue is IssueLike => Array.isArray(issue?.path));
       const problems =
         located.length > 0
-          ? problemsOf(located, ["params", "input"])
+          ? problemsOf(located, "/params/input")
           : [{ path: "/params/input", message: detail }];
       return new InvalidParamsError(`invalid input for agent "${target.mcpName}": ${detail}`, problems, {
         agent: target.mcpName,

@@ -1,4 +1,4 @@
-import { AcpError } from "../../protocol/index.js";
+import { AcpError, problemsOf } from "../../protocol/index.js";
 import { announceDeprecation, authenticate, type GatewayContext, requireAdmin } from "../context.js";
 import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import type { AgentRecord } from "../registry.js";
@@ -69,7 +69,7 @@ export function agentRoutes(router: Router, ctx: GatewayContext): void {
     const parsed = PresenceUpdate.safeParse(await readJsonBody(req, 64 * 1024));
     if (!parsed.success) {
       throw new AcpError("InvalidParams", "invalid presence update", {
-        problems: parsed.error.issues.map((i) => ({ path: `/${i.path.join("/")}`, message: i.message })),
+        problems: problemsOf(parsed.error),
       });
     }
     await ctx.presence.update(id as string, parsed.data);

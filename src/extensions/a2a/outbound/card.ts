@@ -2,7 +2,7 @@ import { AgentCard } from "@a2a-js/sdk";
 import { isLegacyAgentCard, parseLegacyAgentCard } from "@a2a-js/sdk/compat/v0_3/client";
 import { z } from "zod";
 import { type OutboundPolicy, OutboundResponseTooLarge, OutboundUrlRefused } from "../../../http/outbound.js";
-import { AcpError } from "../../../protocol/index.js";
+import { AcpError, problemsOf } from "../../../protocol/index.js";
 
 /**
  * The parts of an A2A 1.0 agent card the outbound bridge relies on, checked before anything is
@@ -180,10 +180,7 @@ const LegacyCard = z.looseObject({
 function checkLegacyCard(raw: unknown, source: string): unknown {
   const parsed = LegacyCard.safeParse(raw);
   if (parsed.success) return raw;
-  const problems = parsed.error.issues.map((i) => ({
-    path: `/card/${i.path.join("/")}`,
-    message: i.message,
-  }));
+  const problems = problemsOf(parsed.error, "/card");
   throw new AcpError(
     "InvalidParams",
     `the agent card at ${source} is not a valid A2A 0.3 card: ${problems[0]?.path} ${problems[0]?.message}`,
@@ -194,10 +191,7 @@ function checkLegacyCard(raw: unknown, source: string): unknown {
 export function parseAgentCard(raw: unknown, source: string): A2AAgentCard {
   const parsed = A2AAgentCard.safeParse(raw);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => ({
-      path: `/card/${i.path.join("/")}`,
-      message: i.message,
-    }));
+    const problems = problemsOf(parsed.error, "/card");
     const first = problems[0];
     throw new AcpError(
       "InvalidParams",

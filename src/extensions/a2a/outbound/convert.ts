@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { AcpError } from "../../../protocol/index.js";
+import { AcpError, problemsOf } from "../../../protocol/index.js";
 import { type A2AMessage, type A2ATask, type Artifact, Part, type TaskState } from "./a2a-client.js";
 import type { Interim } from "./run.js";
 
@@ -43,10 +43,7 @@ export const A2AMethods = {
 export function parseBody<T>(schema: z.ZodType<T>, body: unknown, method: string): T {
   const parsed = schema.safeParse(body);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => ({
-      path: `/params/body/${i.path.join("/")}`,
-      message: i.message,
-    }));
+    const problems = problemsOf(parsed.error, "/params/body");
     throw new AcpError(
       "InvalidParams",
       `invalid ${method} body for an A2A agent: ${problems[0]?.path} ${problems[0]?.message}`,

@@ -2,7 +2,7 @@ import type { JsonWebKey } from "node:crypto";
 import { z } from "zod";
 import type { Registry } from "../../../gateway/registry.js";
 import { displayUrl, type OutboundPolicy, OutboundUrlRefused } from "../../../http/outbound.js";
-import { AcpError, AgentId, PrincipalId } from "../../../protocol/index.js";
+import { AcpError, AgentId, PrincipalId, problemsOf } from "../../../protocol/index.js";
 
 import { A2A_CAPABILITY } from "../../../wire/a2a.js";
 import { A2A_REMOTE_CAPABILITY, type OutboundAgentRecord } from "../../../wire/a2a-outbound.js";
@@ -63,7 +63,7 @@ export async function registerOutbound(
 ): Promise<{ record: OutboundAgentRecord; headers: Record<string, string> }> {
   const parsed = RegisterOutboundRequest.safeParse(input);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => ({ path: `/${i.path.join("/")}`, message: i.message }));
+    const problems = problemsOf(parsed.error);
     throw new AcpError(
       "InvalidParams",
       `invalid A2A agent registration: ${problems[0]?.path} ${problems[0]?.message}`,
