@@ -15,7 +15,7 @@ import type { VersionDeprecation } from "../wire/versions.js";
 import { AgentAudit } from "./audit.js";
 import { type AgentConnection, type ConnectionEvents, GatewayConnection } from "./connection.js";
 import { AgentCore, type Emit, type Handlers } from "./core.js";
-import { HandshakeStore, resolveStateRoot } from "./handshake-store.js";
+import { HandshakeStore } from "./handshake-store.js";
 import { GatewayClient, normaliseGatewayUrl } from "./http.js";
 import { Inbound } from "./inbound.js";
 import { DeliveryLedger } from "./ledger.js";
@@ -27,6 +27,7 @@ import {
   invalidOption,
   maxAckPendingOf,
 } from "./options.js";
+import { adoptLegacyState, resolveStateRoot } from "./state-dir.js";
 import type {
   AcpAgentOptions,
   AgentDirectory,
@@ -101,8 +102,14 @@ export class AcpAgent {
           (err) => this.emit("error", err),
         );
       }
+      const stateRoot = this.stateRoot();
+      // The default root used to be per working directory: an agent found only there moves here.
+      const { state } = this.options;
+      if (stateRoot && !(state && state.root !== undefined) && !process.env.ACP_STATE_DIR) {
+        await adoptLegacyState(stateRoot, identity.agentId);
+      }
       const connection = this.openConnection(identity);
-      this.core = this.createCore(identity, connection, audit);
+      this.core = this.createCore(identity, connection, audit, stateRoot);
       this.inbound = new Inbound(this.core);
       await this.core.peers.loadSelf(identity);
       await this.core.restoreHandshakes();
@@ -112,6 +119,7 @@ export class AcpAgent {
       this.state = "connected";
     } catch (err) {
       await audit?.close();
+      await this.core?.ledger.close().catch(() => undefined);
       this.core = undefined;
       this.inbound = undefined;
       if (!this.isClosed()) this.state = "new"; // a failed connect may be retried
@@ -387,14 +395,19 @@ export class AcpAgent {
     });
   }
 
+  /** Where this agent's state is kept (undefined with `state: false`). */
+  private stateRoot(): string | undefined {
+    return this.options.state === false ? undefined : resolveStateRoot(this.options.state?.root);
+  }
+
   private createCore(
     identity: PrivateIdentity,
     connection: AgentConnection,
     audit: AgentAudit | undefined,
+    root: string | undefined,
   ): AgentCore {
     const { options } = this;
     const settings = coreSettings(options, identity);
-    const root = options.state === false ? undefined : resolveStateRoot(options.state?.root);
     return new AgentCore(
       identity,
       settings,

@@ -52,6 +52,8 @@ export interface CoreSettings {
   consume: "all" | "replies";
   /** Handlers running at once (`flow.concurrency`). */
   concurrency: number;
+  /** How long a message from a peer this agent lost its handshake with waits for a new one. */
+  handshakeWaitMs: number;
 }
 
 /**
@@ -168,28 +170,52 @@ export class AgentCore {
     const saved = await this.store.load();
     await Promise.all(
       Object.entries(saved).map(async ([peer, proof]) => {
-        try {
-          const announce = await this.verify(proof.announce);
-          const capabilities = await this.verify(proof.capabilities);
-          if (announce.headers["agent-id"] !== peer || capabilities.headers["agent-id"] !== peer) {
-            throw new AcpError("InvalidParams", "saved proof names another agent");
-          }
-          await this.requireRegisteredPrincipal(announce);
-          this.restoring = true;
-          try {
-            this.handshakes.receive(announce);
-            this.handshakes.receive(capabilities);
-          } finally {
-            this.restoring = false;
-          }
-          if (!this.handshakes.isEstablished(peer)) throw new AcpError("HandshakeRequired");
-          this.proofs.set(peer, proof);
-        } catch {
-          this.handshakes.reset(peer);
-          await this.store?.forget(peer);
-        }
+        if (!(await this.replayProof(peer, proof))) await this.store?.forget(peer);
       }),
     );
+  }
+
+  /**
+   * This agent lost its record of a handshake `peer` completed with it: the gateway keeps the
+   * peer's side as relayed (its signed announce and capabilities), verified here like a saved
+   * proof. True when the handshake is established again (and saved); false when the gateway has no
+   * such proof (or it does not verify): then only a fresh handshake will do.
+   */
+  async recoverHandshake(peer: string): Promise<boolean> {
+    const proof = await this.http.handshakeProof?.(peer).catch(() => undefined);
+    if (!proof || !(await this.replayProof(peer, proof))) return false;
+    await this.store?.save(peer, this.proofs.get(peer) as PeerProof);
+    this.handshakeProgressed(peer);
+    return true;
+  }
+
+  /** Verifies a peer's signed announce and capabilities and replays them into the handshake machine. */
+  private async replayProof(
+    peer: string,
+    proof: { announce: unknown; capabilities: unknown },
+  ): Promise<boolean> {
+    try {
+      const announce = await this.verify(proof.announce);
+      const capabilities = await this.verify(proof.capabilities);
+      if (announce.headers["agent-id"] !== peer || capabilities.headers["agent-id"] !== peer) {
+        throw new AcpError("InvalidParams", "the proof names another agent");
+      }
+      await this.requireRegisteredPrincipal(announce);
+      this.handshakes.reset(peer);
+      this.restoring = true;
+      try {
+        this.handshakes.receive(announce);
+        this.handshakes.receive(capabilities);
+      } finally {
+        this.restoring = false;
+      }
+      if (!this.handshakes.isEstablished(peer)) throw new AcpError("HandshakeRequired");
+      this.proofs.set(peer, { announce: announce.message, capabilities: capabilities.message });
+      return true;
+    } catch {
+      this.handshakes.reset(peer);
+      return false;
+    }
   }
 
   /**

@@ -1,5 +1,5 @@
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import type { AcpMessage } from "../protocol/index.js";
 
 /** The two verified envelopes that prove a peer's side of a completed handshake. */
@@ -11,11 +11,6 @@ export interface PeerProof {
 interface StoreFile {
   version: 1;
   peers: Record<string, PeerProof>;
-}
-
-/** `$ACP_STATE_DIR`, else `./.acp/state`. */
-export function resolveStateRoot(root?: string): string {
-  return resolve(root ?? process.env.ACP_STATE_DIR ?? "./.acp/state");
 }
 
 /**

@@ -3,6 +3,7 @@ import { AcpError } from "../protocol/index.js";
 import {
   AgentView,
   API_PREFIX,
+  type HandshakeProofView,
   type PresenceUpdate,
   type RegisterAgentRequest,
   RegisterAgentResponse,
@@ -156,6 +157,18 @@ export class GatewayClient {
       throw new AcpError("Unauthorized", "this call needs the agent's API key (ACP_API_KEY)");
     }
     return { "x-api-key": apiKey };
+  }
+
+  /** The peer's side of its latest handshake with this agent, as the gateway relayed it; undefined when it has none. */
+  async handshakeProof(peer: string): Promise<HandshakeProofView | undefined> {
+    try {
+      return await this.call<HandshakeProofView>("GET", `/handshakes/${encodeURIComponent(peer)}`, {
+        auth: "agent",
+      });
+    } catch (err) {
+      if (err instanceof AcpError && err.reason === "NotFound") return undefined;
+      throw err;
+    }
   }
 
   private async call<T>(

@@ -13,6 +13,7 @@ import {
 import { type DeliveredFrame, type DeliveredRef, deliveredKey, type NewMessageFrame } from "./connection.js";
 import type { AgentCore } from "./core.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
+import { HandshakeRecovery } from "./handshake-recovery.js";
 import type { HandledRecord } from "./handled-store.js";
 import { ConcurrencyLimiter } from "./limiter.js";
 import { submissionUnsettled } from "./outbox.js";
@@ -42,10 +43,16 @@ export class Inbound {
   private readonly inHand = new Map<string, DeliveredRef>();
   private keepAlive: NodeJS.Timeout | undefined;
   private readonly responder: Responder;
+  private readonly recovery: HandshakeRecovery;
 
   constructor(private readonly core: AgentCore) {
     this.handlerSlots = new ConcurrencyLimiter(core.settings.concurrency);
     this.responder = new Responder(core);
+    this.recovery = new HandshakeRecovery(core, (peer, failure) => {
+      this.chain = this.chain
+        .then(() => this.release(peer, failure))
+        .catch((err: unknown) => this.core.emit("error", err as Error));
+    });
   }
 
   /**
@@ -91,6 +98,7 @@ export class Inbound {
   /** Stops taking deliveries and waits for the ones under way (their acks and responses go out). */
   async drain(): Promise<void> {
     this.stopping = true;
+    for (const held of this.recovery.abandon()) this.abandon(held.frame);
     await this.chain;
     while (this.tasks.size > 0) await Promise.allSettled([...this.tasks]);
     clearInterval(this.keepAlive);
@@ -250,6 +258,12 @@ export class Inbound {
   private async substantive(frame: NewMessageFrame, verified: VerifiedEnvelope, message: MethodMessage) {
     const { core } = this;
     const peer = verified.headers["agent-id"];
+    if (this.recovery.holds(peer) || !core.handshakes.isEstablished(peer)) {
+      // This agent has no handshake with a sender the gateway vouches completed one: it lost its
+      // record. The message waits, unacknowledged, for a fresh handshake (handshake-recovery.ts).
+      this.recovery.hold(peer, { frame, verified, message });
+      return;
+    }
     const expectsAnswer = "id" in message;
     let handshake: PeerHandshake;
     let body: Record<string, unknown>;
@@ -262,17 +276,7 @@ export class Inbound {
     } catch (err) {
       const error =
         err instanceof AcpError ? err : new AcpError("DecryptionFailed", "the body cannot be decrypted");
-      await core.record(message, "received", peer, { error: { code: error.code, message: error.message } });
-      if (!expectsAnswer) {
-        await this.refuse(frame, error);
-        return;
-      }
-      // The requester is verified, so it gets a signed error response rather than silence.
-      await core.send(
-        buildErrorResponse(core.self, message as MethodMessage & { id: JsonRpcId }, error),
-        peer,
-      );
-      this.complete(frame);
+      await this.gateRefused(frame, message, peer, error);
       return;
     }
     await core.record(message, "received", peer);
@@ -312,6 +316,27 @@ export class Inbound {
     const free = this.handlerSlots.tryAcquire();
     const work = free ? run(free) : this.handlerSlots.acquire().then(run);
     if (work) this.track(work, frame);
+  }
+
+  /** A verified message the gate refuses: a notification is rejected, a request answered with the error. */
+  private async gateRefused(frame: NewMessageFrame, message: MethodMessage, peer: string, error: AcpError) {
+    const { core } = this;
+    await core.record(message, "received", peer, { error: { code: error.code, message: error.message } });
+    if (!("id" in message)) {
+      await this.refuse(frame, error);
+      return;
+    }
+    // The requester is verified, so it gets a signed error response rather than silence.
+    await core.send(buildErrorResponse(core.self, message as MethodMessage & { id: JsonRpcId }, error), peer);
+    this.complete(frame);
+  }
+
+  /** The handshake with `peer` completed (or failed): its held messages go through the gate, in order. */
+  private async release(peer: string, failure: AcpError | undefined): Promise<void> {
+    for (const { frame, verified, message } of this.recovery.take(peer)) {
+      if (failure) await this.gateRefused(frame, message, peer, failure);
+      else await this.substantive(frame, verified, message);
+    }
   }
 
   /**

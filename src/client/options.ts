@@ -9,6 +9,12 @@ const MAX_ACK_PENDING = 256;
 /** The gateway keeps messages 7 days; allow that plus clock skew for an offline queue. */
 const DEFAULT_REPLAY_WINDOW_MS = 7 * 24 * 3_600_000 + 5 * 60_000;
 
+/**
+ * A message from a peer this agent has no handshake with waits this long for a new one: inside the
+ * gateway's default delivery budget (30 s, then doubling, 6 deliveries: about 15 minutes).
+ */
+const DEFAULT_HANDSHAKE_WAIT_MS = 10 * 60_000;
+
 /** The options with their defaults filled in, once the identity is known. */
 export function coreSettings(options: AcpAgentOptions, identity: PrivateIdentity): CoreSettings {
   return {
@@ -22,6 +28,7 @@ export function coreSettings(options: AcpAgentOptions, identity: PrivateIdentity
     undeclaredLayers: options.undeclaredLayers ?? "decline",
     consume: options.consume ?? "all",
     concurrency: options.flow?.concurrency ?? DEFAULT_CONCURRENCY,
+    handshakeWaitMs: options.handshakeWaitMs ?? DEFAULT_HANDSHAKE_WAIT_MS,
   };
 }
 
@@ -56,6 +63,10 @@ export function checkOptions(options: AcpAgentOptions): void {
       "flow",
       `concurrency + prefetch must be at most ${MAX_ACK_PENDING} (the gateway's limit)`,
     );
+  const wait = options.handshakeWaitMs;
+  if (wait !== undefined && !(Number.isFinite(wait) && wait > 0)) {
+    throw invalidOption("handshakeWaitMs", "must be a positive number of milliseconds");
+  }
   const store = options.handledStore;
   if (store !== undefined && (typeof store?.get !== "function" || typeof store.record !== "function")) {
     throw invalidOption("handledStore", "must have get(messageId) and record(messageId, record) methods");

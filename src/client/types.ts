@@ -11,7 +11,7 @@ import type {
   MessageKind,
   PrivateIdentity,
 } from "../protocol/index.js";
-import type { AgentView, PresenceUpdate } from "../wire/api.js";
+import type { AgentView, HandshakeProofView, PresenceUpdate } from "../wire/api.js";
 import type { VersionDeprecation } from "../wire/versions.js";
 import type { AuditSettings } from "./audit.js";
 import type { AgentConnection, ConnectionEvents, ReconnectOptions } from "./connection.js";
@@ -37,7 +37,8 @@ export interface AcpAgentOptions {
   /** Where the audit log goes; `false` disables it (not ACP-compliant, for throwaway tools). */
   audit?: AuditSettings | false;
   /**
-   * Where the agent's state survives restarts (default root `$ACP_STATE_DIR`, else `./.acp/state`):
+   * Where the agent's state survives restarts (default root `$ACP_STATE_DIR`, else the user state
+   * directory: `$XDG_STATE_HOME/acp`, `~/.local/state/acp`; see state-dir.ts):
    * completed handshakes (`<root>/<agent-id>/handshakes.json`) and the ids of the deliveries already
    * handed to the application (`<root>/<agent-id>/handled.log`), so a restarted agent acknowledges a
    * redelivery without running its handler again. `false`: both live in memory only.
@@ -64,6 +65,13 @@ export interface AcpAgentOptions {
   submitRetry?: SubmitRetryOptions;
   /** Default timeout of request, handoff, notify and handshake. Default 30 s. */
   requestTimeoutMs?: number;
+  /**
+   * A substantive message from a peer this agent has no completed handshake with (it lost its
+   * state: another directory or machine, `state: false`) is held, unacknowledged, while the agent
+   * completes a new handshake with the peer; past this long without one it is refused (-32004).
+   * Default 10 minutes.
+   */
+  handshakeWaitMs?: number;
   /** A peer that declares no skill layers: decline it (default) or accept it with maximum caution. */
   undeclaredLayers?: "decline" | "maximum-caution";
   /**
@@ -99,6 +107,8 @@ export interface AcpAgentOptions {
 export interface AgentDirectory {
   getAgent(agentId: string): Promise<AgentView>;
   updatePresence(agentId: string, update: PresenceUpdate): Promise<unknown>;
+  /** The peer's side of its latest handshake with this agent, as relayed (GET /handshakes/:peer); undefined if none. */
+  handshakeProof?(peer: string): Promise<HandshakeProofView | undefined>;
 }
 
 /** What a handler knows about the message it handles; everything here has been verified. */

@@ -35,6 +35,7 @@ import { Relay } from "./relay.js";
 import { RelayAudit } from "./relay-audit.js";
 import { StorageFloor } from "./storage-floor.js";
 import { agentRoutes } from "./routes/agents.js";
+import { handshakeRoutes } from "./routes/handshakes.js";
 import { messageRoutes } from "./routes/messages.js";
 import { WS_PATH } from "../wire/api.js";
 import { type ProtocolVersionEntry, ProtocolVersions } from "../wire/versions.js";
@@ -290,6 +291,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
 
   const router = new Router();
   agentRoutes(router, ctx);
+  handshakeRoutes(router, ctx, gate);
   messageRoutes(router, ctx);
   router.add("GET", "/healthz", (_req, res) => health.respond(res));
   router.add("GET", "/metrics", (_req, res) => {

@@ -13,6 +13,15 @@ interface Side {
 
 type PairState = Record<string, Side>;
 
+/**
+ * One agent's side of its latest handshake with another, as relayed: its signed `agent.announce`
+ * and `agent.capabilities` (the envelope texts). Bucket `handshake-proofs`, key `<from>.<to>`.
+ */
+export interface HandshakeProof {
+  announce: string;
+  capabilities?: string;
+}
+
 /** Complete pairs kept in memory (least recently used dropped first); the rest are read again. */
 const CACHED_PAIRS = 100_000;
 
@@ -32,8 +41,11 @@ export class HandshakeGate {
    */
   private readonly pairs: WatchedReads<PairState | undefined>;
 
+  private readonly proofs: KvBucket<HandshakeProof>;
+
   constructor(broker: Broker, options: { now?: () => number } = {}) {
     this.bucket = broker.kv<PairState>("handshakes");
+    this.proofs = broker.kv<HandshakeProof>("handshake-proofs");
     this.pairs = new WatchedReads<PairState | undefined>(this.bucket, {
       max: CACHED_PAIRS,
       ...(options.now ? { now: options.now } : {}),
@@ -48,8 +60,43 @@ export class HandshakeGate {
     this.pairs.close();
   }
 
-  /** Records an announce or capabilities message being relayed from `headers.agent-id`. */
+  /**
+   * Records an announce or capabilities message being relayed from `headers.agent-id`, and keeps
+   * its signed text (`envelope`) as that side's proof for the recipient (`proof`).
+   */
   async observe(
+    method: "agent.announce" | "agent.capabilities",
+    headers: EnvelopeHeaders,
+    kid: string,
+    envelope?: string,
+  ): Promise<void> {
+    await this.observeState(method, headers, kid);
+    if (envelope !== undefined) await this.keepProof(method, headers, envelope);
+  }
+
+  /**
+   * The signed announce and capabilities `from` last sent `to` (a completed side has both): what
+   * `to` needs to re-establish a handshake it lost its record of, verifiable against `from`'s key.
+   */
+  async proof(from: string, to: string): Promise<HandshakeProof | undefined> {
+    return (await this.proofs.get(proofKey(from, to)))?.value ?? undefined;
+  }
+
+  private async keepProof(
+    method: "agent.announce" | "agent.capabilities",
+    headers: EnvelopeHeaders,
+    envelope: string,
+  ): Promise<void> {
+    const key = proofKey(headers["agent-id"], headers["recipient-id"]);
+    if (method === "agent.announce") {
+      await this.proofs.put(key, { announce: envelope }); // a fresh announce starts the side over
+      return;
+    }
+    const current = (await this.proofs.get(key))?.value;
+    if (current) await this.proofs.put(key, { announce: current.announce, capabilities: envelope });
+  }
+
+  private async observeState(
     method: "agent.announce" | "agent.capabilities",
     headers: EnvelopeHeaders,
     kid: string,
@@ -163,6 +210,10 @@ function sameLayerSet(declared: readonly number[], handshaken: readonly number[]
     if (declared[i] !== handshaken[i]) return sortedKey(declared) === sortedKey(handshaken);
   }
   return true;
+}
+
+function proofKey(from: string, to: string): string {
+  return `${from}.${to}`;
 }
 
 function pairKey(a: string, b: string): string {

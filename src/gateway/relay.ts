@@ -264,7 +264,7 @@ export class Relay {
     const method = "method" in message ? message.method : kind === "error" ? "error" : "response";
     if (HANDSHAKE_METHODS.has(method)) {
       if (size > this.options.handshakeBytes) await this.refuseLargeHandshake(from, to, size);
-      await this.gate.observe(method as "agent.announce", headers, kid);
+      await this.gate.observe(method as "agent.announce", headers, kid, envelope);
     } else if (kind !== "error") await this.gate.require(headers, kid, kind === "response");
 
     // Built before the broker has it: its change event may reach the live feed before `submit` resolves.

@@ -111,6 +111,17 @@ export const AgentView = z.object({
 });
 export type AgentView = z.infer<typeof AgentView>;
 
+/**
+ * GET /api/v1/handshakes/:peer: the peer's side of its latest handshake with the caller, as relayed
+ * (its signed `agent.announce` and `agent.capabilities`, addressed to the caller). The caller
+ * verifies both against the peer's registered key before it trusts them.
+ */
+export interface HandshakeProofView {
+  peer: string;
+  announce: Record<string, unknown>;
+  capabilities: Record<string, unknown>;
+}
+
 /** POST /api/v1/messages → 202 */
 export const SubmitResponse = z.object({
   id: z.string(),

@@ -1,5 +1,6 @@
 import type { GatewayFactory } from "./fixtures.js";
 import { deliverySuite } from "./suite-delivery.js";
+import { lostStateSuite } from "./suite-lost-state.js";
 import { messagingSuite } from "./suite-messaging.js";
 import { resubmitSuite } from "./suite-resubmit.js";
 
@@ -7,5 +8,6 @@ import { resubmitSuite } from "./suite-resubmit.js";
 export function clientSuite(makeGateway: GatewayFactory): void {
   messagingSuite(makeGateway);
   deliverySuite(makeGateway);
+  lostStateSuite(makeGateway);
   resubmitSuite(makeGateway);
 }

@@ -13,6 +13,8 @@ export interface GatewayFlags {
   key?: string;
   apiKey?: string;
   adminToken?: string;
+  /** Where the agent's state is kept (`--state-dir`); default: the SDK's, `$ACP_STATE_DIR` or the user state directory. */
+  stateDir?: string;
   json?: boolean;
 }
 
@@ -34,6 +36,11 @@ export function apiKeyOf(flags: GatewayFlags): string {
   return key;
 }
 
+/** The AcpAgent `state` option for `--state-dir` (absent: the SDK's default root). */
+export function stateOf(flags: GatewayFlags): { state: { root: string } } | Record<string, never> {
+  return flags.stateDir === undefined ? {} : { state: { root: flags.stateDir } };
+}
+
 export function adminTokenOf(flags: GatewayFlags): string {
   const token = flags.adminToken ?? process.env.ACP_ADMIN_TOKEN;
   if (!token)
@@ -53,6 +60,12 @@ export function withGatewayOptions(
     command.option("--key <file>", "the agent's private key file (default: $ACP_KEY)");
   if (credentials.includes("api-key"))
     command.option("--api-key <key>", "the agent's API key (default: $ACP_API_KEY)");
+  if (credentials.includes("key") && credentials.includes("api-key")) {
+    command.option(
+      "--state-dir <dir>",
+      "where the agent keeps its handshakes and handled messages (default: $ACP_STATE_DIR, else the user state directory, ~/.local/state/acp)",
+    );
+  }
   if (credentials.includes("admin-token")) {
     command.option("--admin-token <token>", "the gateway's admin token (default: $ACP_ADMIN_TOKEN)");
   }

@@ -12,7 +12,7 @@ import {
 } from "../../orchestration/index.js";
 import { AcpError } from "../../protocol/index.js";
 import { CliError, printLine } from "../io.js";
-import { apiKeyOf, type GatewayFlags, gatewayOf, keyFileOf } from "./agent.js";
+import { apiKeyOf, type GatewayFlags, gatewayOf, keyFileOf, stateOf } from "./agent.js";
 import { CommandCacheFile } from "./command-cache.js";
 
 /** Progress for people, on stderr (stdout carries the result). */
@@ -55,7 +55,7 @@ export async function openSession(flags: CommonFlags, targets: string[]): Promis
     }
   }
   // Only handshakes and replies: the rest of this agent's inbox stays queued for its real consumer.
-  const agent = new AcpAgent({ gateway, identity, apiKey, consume: "replies" });
+  const agent = new AcpAgent({ gateway, identity, apiKey, consume: "replies", ...stateOf(flags) });
   agent.on("error", (err) => progress(`warning: ${err.message}`));
   await agent.connect();
   const audit = await AuditLogCommandSink.open({

@@ -5,7 +5,15 @@ import { AcpAgent } from "../../client/index.js";
 import type { NegotiationView } from "../../collab/negotiation.js";
 import { readIdentityFile } from "../../identity/index.js";
 import { CliError, parseJsonInput, printJson, printLine, readInput } from "../io.js";
-import { apiKeyOf, failed, type GatewayFlags, gatewayOf, keyFileOf, withGatewayOptions } from "./agent.js";
+import {
+  apiKeyOf,
+  failed,
+  type GatewayFlags,
+  gatewayOf,
+  keyFileOf,
+  stateOf,
+  withGatewayOptions,
+} from "./agent.js";
 
 /** Progress goes to stderr so stdout carries only the result. */
 export const progress = (text: string) => process.stderr.write(`${text}\n`);
@@ -27,7 +35,7 @@ export async function withCollab(
     const gateway = gatewayOf(flags);
     const identity = await readIdentityFile(keyFile);
     if (connect) {
-      agent = new AcpAgent({ gateway, keyFile, apiKey, consume: "replies" });
+      agent = new AcpAgent({ gateway, keyFile, apiKey, consume: "replies", ...stateOf(flags) });
       agent.on("error", (err) => progress(`warning: ${err.message}`));
       await agent.connect();
     }

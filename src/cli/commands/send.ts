@@ -2,7 +2,15 @@ import type { Command } from "commander";
 import { AcpAgent, type AcpAgentOptions, GatewayClient, type InboundMessage } from "../../client/index.js";
 import type { HandoffBody } from "../../protocol/index.js";
 import { CliError, parseJsonInput, printJson, printLine, readInput } from "../io.js";
-import { apiKeyOf, failed, type GatewayFlags, gatewayOf, keyFileOf, withGatewayOptions } from "./agent.js";
+import {
+  apiKeyOf,
+  failed,
+  type GatewayFlags,
+  gatewayOf,
+  keyFileOf,
+  stateOf,
+  withGatewayOptions,
+} from "./agent.js";
 
 interface SendFlags extends GatewayFlags {
   to: string;
@@ -103,7 +111,13 @@ function positiveInt(value: string, flag: string): number {
 }
 
 function agentOptions(flags: GatewayFlags, extra: Partial<AcpAgentOptions>): AcpAgentOptions {
-  return { gateway: gatewayOf(flags), keyFile: keyFileOf(flags), apiKey: apiKeyOf(flags), ...extra };
+  return {
+    gateway: gatewayOf(flags),
+    keyFile: keyFileOf(flags),
+    apiKey: apiKeyOf(flags),
+    ...stateOf(flags),
+    ...extra,
+  };
 }
 
 /** `--body` as inline JSON, `@file` or `-`; it must be a JSON object. */
