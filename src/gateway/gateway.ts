@@ -37,9 +37,10 @@ import { StorageFloor } from "./storage-floor.js";
 import { agentRoutes } from "./routes/agents.js";
 import { handshakeRoutes } from "./routes/handshakes.js";
 import { messageRoutes } from "./routes/messages.js";
-import { WS_PATH } from "../wire/api.js";
+import { PHOENIX_SOCKET_PATH, WS_PATH } from "../wire/api.js";
 import { type ProtocolVersionEntry, ProtocolVersions } from "../wire/versions.js";
 import { DEFAULT_MAX_SUBMITS_IN_PROGRESS } from "./submit-intake.js";
+import { PhoenixChannels } from "./phoenix.js";
 import { WsHub } from "./ws.js";
 
 export interface GatewayOptions {
@@ -141,6 +142,9 @@ function preparePrivateDataDir(data: string, logger: Logger): void {
   }
   if (narrowed) logger.warn({ path: narrowed.path, mode: narrowed.was }, describeNarrowed(narrowed));
 }
+
+/** The most deliveries the gateway hands one agent at a time (a socket's window is 1 to this). */
+const AGENT_MAX_IN_FLIGHT = 256;
 
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
 
@@ -278,7 +282,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     { broker, credentials, openedByKey, versions, relay, presence, metrics, logger },
     {
       heartbeatMs,
-      maxInFlight: 256,
+      maxInFlight: AGENT_MAX_IN_FLIGHT,
       maxEnvelopeBytes,
       authTimeoutMs: 10_000,
       gatewayId,
@@ -289,6 +293,15 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     },
   );
 
+  const phoenix = new PhoenixChannels(
+    hub,
+    { credentials, metrics },
+    {
+      maxEnvelopeBytes,
+      maxInFlight: AGENT_MAX_IN_FLIGHT,
+    },
+  );
+
   const router = new Router();
   agentRoutes(router, ctx);
   handshakeRoutes(router, ctx, gate);
@@ -296,6 +309,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   router.add("GET", "/healthz", (_req, res) => health.respond(res));
   router.add("GET", "/metrics", (_req, res) => {
     metrics.gauge("acp_ws_connections", hub.connectionCount);
+    metrics.gauge("acp_phoenix_connections", phoenix.connectionCount);
     metrics.gauge("acp_ws_outbound_buffered_bytes", hub.outbound.bytes);
     metrics.gauge("acp_ws_unauthenticated", hub.unauthenticated.count);
     metrics.gauge("acp_auth_cache_entries", principals.cachedTokens, { cache: "principal-tokens" });
@@ -355,11 +369,13 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       // A malformed target: drop the connection (a throw here would end the process).
     }
     if (path === WS_PATH) hub.handleUpgrade(req, socket, head);
+    else if (path === PHOENIX_SOCKET_PATH) phoenix.handleUpgrade(req, socket, head);
     else if (path === undefined || !extensions.some((e) => e.upgrade?.(req, socket, head, path)))
       socket.destroy();
   });
   /** What `close` releases after the server stopped, also on a failed start-up. */
   const release = async () => {
+    phoenix.close();
     await hub.close();
     await relay.close();
     for (const extension of extensions) await extension.close?.();

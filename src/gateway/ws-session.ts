@@ -14,6 +14,40 @@ import type { Relay } from "./relay.js";
 import type { SubmitIntake } from "./submit-intake.js";
 import type { WsOptions } from "./ws.js";
 
+/** The frame that tells the agent its inbox follows. */
+export type ReadyFrame = Extract<ServerFrame, { type: "ready" }>;
+
+/**
+ * How a session's frames look on its socket: the native protocol (NATIVE_WIRE), or Phoenix
+ * Channels (phoenix.ts). The session's inbox, window, heartbeat and settling are the same for both.
+ */
+export interface SessionWire {
+  /** Passes the socket's events to the session: its frames (`receive`), pongs (`alive`), its end (`stop`). */
+  listen(session: Session, ws: WebSocket): void;
+  /** The text of the ready frame (Phoenix: the channel join's reply). */
+  ready(frame: ReadyFrame): string;
+  /** The text of one delivery. */
+  delivery(delivery: Delivery): string;
+  /** The text of an answer the session sends unasked for (native frames; undefined: not sent). */
+  answer(frame: ServerFrame): string | undefined;
+  /** Ends the session on the socket (native: closes it with `code`); undefined: the socket stays. */
+  end(ws: WebSocket, code: number, reason: string | undefined): void;
+}
+
+/** The gateway's own protocol on `/api/v1/ws` (docs/gateway.md): JSON frames with a `type`. */
+export const NATIVE_WIRE: SessionWire = {
+  listen(session, ws) {
+    ws.on("message", (data: RawData, isBinary: boolean) => session.receive(data, isBinary));
+    ws.on("pong", () => session.alive());
+    ws.on("close", () => void session.stop());
+    ws.on("error", () => void session.stop());
+  },
+  ready: (frame) => JSON.stringify(frame),
+  delivery: deliveryFrame,
+  answer: (frame) => JSON.stringify(frame),
+  end: (ws, code, reason) => ws.close(code, reason),
+};
+
 /**
  * One agent's WebSocket: authenticated before it is made. Streams the agent's inbox as
  * `new_message` frames within the socket's window, and takes acknowledgements, rejections,
@@ -46,18 +80,14 @@ export class Session {
     private readonly options: WsOptions,
     maxAckPending: number,
     private readonly onEnd: () => void,
+    private readonly wire: SessionWire = NATIVE_WIRE,
   ) {
     this.agentId = agent.record.agentId;
     this.window = new DeliveryWindow(maxAckPending);
   }
 
   async start(): Promise<void> {
-    this.ws.on("message", (data: RawData, isBinary: boolean) => this.onFrame(data, isBinary));
-    this.ws.on("pong", () => {
-      this.lastSeen = Date.now();
-    });
-    this.ws.on("close", () => void this.stop());
-    this.ws.on("error", () => void this.stop());
+    this.wire.listen(this, this.ws);
     if (this.agent.record.custodial) {
       // Its inbox is served by the gateway that holds its keys (src/extensions/custody).
       this.ws.close(1008, "a custodial agent has no socket: it works through the MCP endpoint");
@@ -81,15 +111,17 @@ export class Session {
     await this.deps.presence.connected(this.agentId).catch(() => undefined);
     this.deps.metrics.count("acp_ws_connections_total");
     const deprecation = this.deps.versions.deprecationOf(this.agent.record.protocolVersions);
-    this.send({
-      type: "ready",
-      agentId: this.agentId,
-      gateway: this.options.gatewayId,
-      heartbeatMs: this.options.heartbeatMs,
-      ackWaitMs: this.deps.broker.ackWaitMs,
-      maxAckPending: this.window.maxAckPending,
-      ...(deprecation ? { deprecation } : {}),
-    });
+    this.sendText(
+      this.wire.ready({
+        type: "ready",
+        agentId: this.agentId,
+        gateway: this.options.gatewayId,
+        heartbeatMs: this.options.heartbeatMs,
+        ackWaitMs: this.deps.broker.ackWaitMs,
+        maxAckPending: this.window.maxAckPending,
+        ...(deprecation ? { deprecation } : {}),
+      }),
+    );
     this.heartbeat = setInterval(() => this.checkAlive(), this.options.heartbeatMs);
     this.heartbeat.unref();
     this.pump = this.deliver(this.inbox);
@@ -100,7 +132,7 @@ export class Session {
     if (this.stopped) return this.pump;
     this.stopped = true;
     clearInterval(this.heartbeat);
-    if (code !== undefined && this.ws.readyState === WebSocket.OPEN) this.ws.close(code, reason);
+    if (code !== undefined && this.ws.readyState === WebSocket.OPEN) this.wire.end(this.ws, code, reason);
     await this.inbox?.close().catch(() => undefined);
     this.deps.backlog.release();
     this.window.notify();
@@ -130,7 +162,7 @@ export class Session {
       if (next.done) return;
       if (this.stopped || this.ws.readyState !== WebSocket.OPEN) break;
       this.corkUntilNextTurn();
-      this.ws.send(deliveryFrame(next.value));
+      this.ws.send(this.wire.delivery(next.value));
       this.window.sent(next.value);
       backlog.sent();
       metrics.count("acp_messages_delivered_total");
@@ -163,7 +195,13 @@ export class Session {
     this.ws.ping();
   }
 
-  private onFrame(data: RawData, isBinary: boolean): void {
+  /** The agent is there (a pong, a Phoenix heartbeat): the heartbeat check starts over. */
+  alive(): void {
+    this.lastSeen = Date.now();
+  }
+
+  /** A native frame from the agent: handled, and answered when it needs an answer. */
+  receive(data: RawData, isBinary: boolean): void {
     this.lastSeen = Date.now();
     const size = Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : (data as Buffer).byteLength;
     let frame: ClientFrame;
@@ -173,7 +211,7 @@ export class Session {
       raw = JSON.parse(data.toString());
       if (isPlainAck(raw)) {
         // The most frequent frame: its shape is checked by hand, without the schema's overhead.
-        void this.handle(raw, size);
+        void this.handle(raw, size).then((answer) => answer && this.send(answer));
         return;
       }
       const parsed = ClientFrame.safeParse(raw);
@@ -196,12 +234,17 @@ export class Session {
       });
       return;
     }
-    void this.handle(frame, size);
+    void this.handle(frame, size).then((answer) => answer && this.send(answer));
   }
 
-  private async handle(frame: ClientFrame, size: number): Promise<void> {
+  /**
+   * Acts on one frame of the agent's; returns the answer it needs (`submitted`, or an error frame),
+   * if any: the native protocol sends it as it is, Phoenix Channels as the push's reply.
+   */
+  async handle(frame: ClientFrame, size: number): Promise<ServerFrame | undefined> {
     // Stopped (its key rotated, its agent revoked, replaced): nothing more is taken from it.
-    if (this.stopped) return;
+    if (this.stopped) return undefined;
+    this.lastSeen = Date.now();
     switch (frame.type) {
       case "submit":
         this.deps.intake.begin(this.ws);
@@ -209,13 +252,12 @@ export class Session {
           const result = await this.deps.relay.submit(this.agent, frame.envelope, size, {
             ...(frame.priority !== undefined && { priority: frame.priority }),
           });
-          this.send({ type: "submitted", ref: frame.ref, ...result });
+          return { type: "submitted", ref: frame.ref, ...result };
         } catch (err) {
-          this.send({ type: "error", ref: frame.ref, error: toErrorObject(brokerToAcp(err)) });
+          return { type: "error", ref: frame.ref, error: toErrorObject(brokerToAcp(err)) };
         } finally {
           this.deps.intake.end();
         }
-        return;
       case "acknowledge":
       case "reject":
         this.window.settled(frame);
@@ -228,50 +270,44 @@ export class Session {
               : "acp_messages_rejected_by_recipient_total",
           );
         } catch (err) {
-          this.send({
-            type: "error",
-            id: frame.id,
-            from: frame.from,
-            error: toErrorObject(brokerToAcp(err)),
-          });
+          return { type: "error", id: frame.id, from: frame.from, error: toErrorObject(brokerToAcp(err)) };
         }
-        return;
+        return undefined;
       case "working":
         try {
           await this.deps.broker.working(this.agentId, frame);
           this.window.working(frame);
         } catch (err) {
-          this.send({
-            type: "error",
-            id: frame.id,
-            from: frame.from,
-            error: toErrorObject(brokerToAcp(err)),
-          });
+          return { type: "error", id: frame.id, from: frame.from, error: toErrorObject(brokerToAcp(err)) };
         }
-        return;
+        return undefined;
       case "flow":
         if (frame.maxAckPending > this.options.maxInFlight) {
-          this.send({ type: "error", error: toErrorObject(invalidWindow(this.options.maxInFlight)) });
-          return;
+          return { type: "error", error: toErrorObject(invalidWindow(this.options.maxInFlight)) };
         }
         this.window.resize(frame.maxAckPending);
-        return;
+        return undefined;
       case "presence":
         await this.deps.presence.update(this.agentId, frame.presence).catch(() => undefined);
-        return;
+        return undefined;
       case "heartbeat":
         await this.deps.presence.heartbeat(this.agentId).catch(() => undefined);
-        return;
+        return undefined;
       case "auth":
-        return;
+        return undefined;
     }
   }
 
   /** Answers (`submitted`, errors) of one turn leave together with that turn's deliveries. */
   private send(frame: ServerFrame): void {
+    const text = this.wire.answer(frame);
+    if (text !== undefined) this.sendText(text);
+  }
+
+  private sendText(text: string): void {
     if (this.ws.readyState !== WebSocket.OPEN) return;
     this.corkUntilNextTurn();
-    this.ws.send(JSON.stringify(frame));
+    this.ws.send(text);
   }
 }
 

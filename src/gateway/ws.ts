@@ -21,7 +21,7 @@ import {
   UnauthenticatedSockets,
 } from "./unauthenticated.js";
 import { ClientFrame, MAX_ACK_PENDING_PARAM, type ServerFrame } from "../wire/api.js";
-import { Session, invalidWindow } from "./ws-session.js";
+import { invalidWindow, NATIVE_WIRE, Session, type SessionWire } from "./ws-session.js";
 import type { ProtocolVersions } from "../wire/versions.js";
 
 export interface WsOptions {
@@ -142,22 +142,40 @@ export class WsHub {
       ws.close(1008, "invalid maxAckPending");
       return;
     }
+    await this.attach(ws, agent, NATIVE_WIRE, maxAckPending);
+  }
+
+  /**
+   * Starts the agent's session on an authenticated socket, replacing the one it had (one inbox per
+   * agent per gateway, whichever protocol each socket speaks: native, or Phoenix Channels).
+   * `onEnd` runs when the session ends. Undefined when the socket closed meanwhile.
+   */
+  async attach(
+    ws: WebSocket,
+    agent: ResolvedAgent,
+    wire: SessionWire,
+    maxAckPending: number,
+    onEnd: () => void = () => undefined,
+  ): Promise<Session | undefined> {
     const agentId = agent.record.agentId;
     const previous = this.sessions.get(agentId);
     if (previous) await previous.stop(CloseCode.Replaced, "replaced by a newer connection");
-    if (ws.readyState !== WebSocket.OPEN) return;
+    if (ws.readyState !== WebSocket.OPEN) return undefined;
     const deps = { ...this.deps, intake: this.intake, backlog: this.outbound.track(ws) };
-    const session = new Session(ws, agent, deps, this.options, maxAckPending, () => {
+    const end = () => {
       this.intake.forget(ws);
       releaseKey();
       if (this.sessions.get(agentId) === session) this.sessions.delete(agentId);
-    });
+      onEnd();
+    };
+    const session = new Session(ws, agent, deps, this.options, maxAckPending, end, wire);
     // A rotated key or a revoked agent closes the socket its old key opened.
     const releaseKey = this.deps.openedByKey.track(agent, (why) => {
       void session.stop(CloseCode.Unauthorized, why);
     });
     this.sessions.set(agentId, session);
     await session.start();
+    return session;
   }
 
   /** The socket's window from the upgrade's query (MAX_ACK_PENDING_PARAM); the agent's limit without one. */

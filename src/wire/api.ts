@@ -18,6 +18,8 @@ import type { VersionDeprecation } from "./versions.js";
  */
 export const API_PREFIX = "/api/v1";
 export const WS_PATH = `${API_PREFIX}/ws`;
+/** Phoenix Channels (the messaging platform's real-time delivery): what `new Socket("/socket")` connects to. */
+export const PHOENIX_SOCKET_PATH = "/socket/websocket";
 /** The dashboard's API (and the principal token management under it). */
 export const DASHBOARD_API = `${API_PREFIX}/dashboard`;
 
