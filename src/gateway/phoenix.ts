@@ -35,6 +35,10 @@ export const PHOENIX_VSN = "2.0.0";
 const AUTH_TOKEN_PREFIX = "base64url.bearer.phx.";
 /** The events an agent pushes on its channel, as the native frames of the same name. */
 const AGENT_EVENTS = new Set(["acknowledge", "reject", "working"]);
+/** Deliveries a channel remembers the sender of, so a push may name a message by its id alone. */
+const REMEMBERED_SENDERS = 1024;
+/** Joins and leaves a socket may have waiting: each one opens or closes the agent's inbox. */
+const MAX_PENDING_LIFECYCLE = 4;
 
 type Ref = string | null;
 type PhoenixMessage = [
@@ -171,8 +175,15 @@ function refuse(socket: Duplex, error: AcpError): void {
 /** One agent's Phoenix socket and its channel, once joined. */
 class PhoenixConnection {
   private channel: { joinRef: Ref; topic: string; session: Session } | undefined;
-  /** Joins and leaves in the order they came. */
+  /**
+   * The sender of each message delivered on this socket lately, by id (null: two senders used the
+   * id). Message ids are per sender, and the platform's pushes name a message by its id: the
+   * sender is filled in when the id is unambiguous, and must be given (`from`) when it is not.
+   */
+  private readonly senders = new Map<string, string | null>();
+  /** Joins and leaves in the order they came; `pendingLifecycle` of them not done yet. */
   private lifecycle: Promise<void> = Promise.resolve();
+  private pendingLifecycle = 0;
   private readonly topic: string;
 
   constructor(
@@ -207,12 +218,20 @@ class PhoenixConnection {
       this.reply(null, ref, topic, "ok", {});
       return;
     }
-    if (event === "phx_join") {
-      this.lifecycle = this.lifecycle.then(() => this.join(joinRef ?? ref, ref, topic, payload));
-      return;
-    }
-    if (event === "phx_leave") {
-      this.lifecycle = this.lifecycle.then(() => this.leave(joinRef, ref, topic));
+    if (event === "phx_join" || event === "phx_leave") {
+      // Bounded: a client that floods joins must not queue unbounded inbox opens.
+      if (this.pendingLifecycle >= MAX_PENDING_LIFECYCLE) {
+        this.reply(joinRef, ref, topic, "error", { reason: "too many joins in progress" });
+        return;
+      }
+      this.pendingLifecycle += 1;
+      const step =
+        event === "phx_join"
+          ? () => this.join(joinRef ?? ref, ref, topic, payload)
+          : () => this.leave(joinRef, ref, topic);
+      this.lifecycle = this.lifecycle.then(step).finally(() => {
+        this.pendingLifecycle -= 1;
+      });
       return;
     }
     const channel = this.channel;
@@ -226,7 +245,8 @@ class PhoenixConnection {
       });
       return;
     }
-    const frame = ClientFrame.safeParse({ ...payload, type: event });
+    const from = payload["from"] ?? this.senders.get(String(payload["id"]));
+    const frame = ClientFrame.safeParse({ ...payload, ...(from ? { from } : {}), type: event });
     if (!frame.success) {
       const error = new AcpError("InvalidParams", `invalid ${event} payload`, {
         problems: frame.error.issues.map((i) => ({ path: `/${i.path.join("/")}`, message: i.message })),
@@ -268,7 +288,7 @@ class PhoenixConnection {
     }
     // A rejoin (the client's channel errored, or joined again) replaces the channel's session.
     await this.channel?.session.stop();
-    const wire = phoenixWire(joinRef, ref, topic);
+    const wire = phoenixWire(joinRef, ref, topic, (delivery) => this.delivered(delivery));
     const session = await this.hub.attach(this.ws, this.agent, wire, window as number, () => {
       if (this.channel?.session === session) this.channel = undefined;
     });
@@ -286,6 +306,14 @@ class PhoenixConnection {
     this.send([joinRef, joinRef, topic, "phx_close", {}]);
   }
 
+  private delivered(delivery: Delivery): void {
+    const known = this.senders.get(delivery.id);
+    this.senders.delete(delivery.id);
+    this.senders.set(delivery.id, known === undefined || known === delivery.from ? delivery.from : null);
+    if (this.senders.size > REMEMBERED_SENDERS)
+      this.senders.delete(this.senders.keys().next().value as string);
+  }
+
   private reply(joinRef: Ref, ref: Ref, topic: string, status: "ok" | "error", response: unknown): void {
     this.send([joinRef, ref, topic, "phx_reply", { status, response }]);
   }
@@ -296,7 +324,12 @@ class PhoenixConnection {
 }
 
 /** A session's frames on the channel `topic` joined by the join push `joinRef` / `ref`. */
-function phoenixWire(joinRef: Ref, ref: Ref, topic: string): SessionWire {
+function phoenixWire(
+  joinRef: Ref,
+  ref: Ref,
+  topic: string,
+  onDelivery: (delivery: Delivery) => void,
+): SessionWire {
   const head = `[${JSON.stringify(joinRef)},null,${JSON.stringify(topic)},`;
   return {
     // The connection routes the socket's messages, pongs and end to the channel's session.
@@ -320,8 +353,10 @@ function phoenixWire(joinRef: Ref, ref: Ref, topic: string): SessionWire {
         },
       ]),
     // Built by concatenation, as the native frame: the stored envelope is embedded as is.
-    delivery: (d: Delivery) =>
-      `${head}"new_message",{"id":${JSON.stringify(d.id)},"from":${JSON.stringify(d.from)},"kind":"${d.kind}","method":${JSON.stringify(d.method)},"attempt":${d.attempt},"priority":"${d.priority}","envelope":${d.envelope}}]`,
+    delivery: (d: Delivery) => {
+      onDelivery(d);
+      return `${head}"new_message",{"id":${JSON.stringify(d.id)},"from":${JSON.stringify(d.from)},"kind":"${d.kind}","method":${JSON.stringify(d.method)},"attempt":${d.attempt},"priority":"${d.priority}","envelope":${d.envelope}}]`;
+    },
     // Answers go out as the replies to the pushes that asked (PhoenixConnection).
     answer: () => undefined,
     end: (ws, code, reason) => {

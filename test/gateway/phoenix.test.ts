@@ -97,14 +97,66 @@ describe("Phoenix Channels at /socket/websocket, with the phoenix npm client", (
       (m) => m.some((x) => x.id === live),
       "the live message reaches the channel",
     );
-    // Every problem is answered on its push: an unknown id, a payload without one.
-    const unknown = await phoenix.push("acknowledge", { id: "0190c6d4-0000-7000-8000-000000000000" });
+    // An id alone names the message while it is unambiguous (ids are per sender, and the
+    // platform names messages by id); a message nobody delivered needs its sender, and is unknown.
+    const neverDelivered = "0190c6d4-0000-7000-8000-000000000000";
+    const anonymous = await phoenix.push("acknowledge", { id: neverDelivered });
+    expect(anonymous).toMatchObject({
+      status: "error",
+      response: { code: -32602, data: { problems: [{ path: "/from" }] } },
+    });
+    const unknown = await phoenix.push("acknowledge", { id: neverDelivered, from: "alice" });
     expect(unknown).toMatchObject({ status: "error", response: { code: -32016 } });
     const noId = await phoenix.push("reject", { reason: "x" });
-    expect(noId).toMatchObject({
+    expect(noId).toMatchObject({ status: "error", response: { code: -32602 } });
+    expect((noId.response.data as { problems: { path: string }[] }).problems).toContainEqual(
+      expect.objectContaining({ path: "/id" }),
+    );
+  });
+
+  it("asks for the sender when two senders' messages delivered on the socket share an id", async () => {
+    gw = await startTestGateway();
+    const alice = await gw.register("alice");
+    const carol = await gw.register("carol");
+    const bob = await gw.register("bob");
+    await handshake(gw, alice, bob);
+    await handshake(gw, carol, bob);
+    const phoenix = connect(gw, "messages:bob", { params: { api_key: bob.apiKey } });
+    expect((await phoenix.join()).status).toBe("ok");
+    const shared = "0190c6d4-1111-7000-8000-000000000001";
+    for (const sender of [alice, carol]) {
+      const res = await api(gw.url, "/api/v1/messages", {
+        apiKey: sender.apiKey,
+        body: signMessage(
+          buildNotification(sender.sender, "bob", { n: 1 }, { messageId: shared }),
+          sender.signer,
+        ),
+      });
+      expect(res.status, JSON.stringify(res.json)).toBe(202);
+    }
+    await until(
+      () => phoenix.messages,
+      (m) => m.filter((x) => x.id === shared).length === 2,
+      "both senders' messages reach the channel",
+    );
+    // An id alone could be either message: refused, naming `from`, and nothing is settled.
+    expect(await phoenix.push("acknowledge", { id: shared })).toMatchObject({
       status: "error",
-      response: { code: -32602, data: { problems: [{ path: "/id" }] } },
+      response: { code: -32602, data: { problems: [{ path: "/from" }] } },
     });
+    expect(await status(gw, alice, shared)).toMatchObject({ status: "delivered" });
+    expect(await status(gw, carol, shared)).toMatchObject({ status: "delivered" });
+    expect(await phoenix.push("acknowledge", { id: shared, from: "alice" })).toEqual({
+      status: "ok",
+      response: {},
+    });
+    expect(await status(gw, alice, shared)).toMatchObject({ status: "acknowledged" });
+    expect(await status(gw, carol, shared)).toMatchObject({ status: "delivered" });
+    expect(await phoenix.push("reject", { id: shared, from: "carol", reason: "no" })).toEqual({
+      status: "ok",
+      response: {},
+    });
+    expect(await status(gw, carol, shared)).toMatchObject({ status: "failed" });
   });
 
   it("gives back what was not acknowledged when the channel is left, and delivers it on the next join", async () => {

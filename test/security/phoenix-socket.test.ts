@@ -2,7 +2,8 @@
  * The Phoenix Channels socket (`/socket/websocket`) hands out an agent's inbox, so it is held to the
  * native socket's rules. Replayed: a connection without credentials, with a wrong key, with a
  * custodial agent's key, in another serializer version; an authenticated agent joining another
- * agent's topic and acknowledging another agent's message; garbage instead of Phoenix messages.
+ * agent's topic and acknowledging another agent's message; a flood of joins; garbage instead of
+ * Phoenix messages.
  * Each is refused (no socket, or an error reply naming why), nothing of anyone else's is delivered
  * or settled, and the gateway stays healthy.
  */
@@ -107,14 +108,49 @@ describe("Phoenix Channels socket: nothing without the agent's own key, nothing 
     });
     const own = phoenixAgent(gw, "messages:bob", { params: { api_key: bob.apiKey } });
     expect((await own.join()).status).toBe("ok");
-    const settle = await own.push("acknowledge", { id: forAlice });
-    expect(settle.status).toBe("error");
-    const reject = await own.push("reject", { id: forAlice, reason: "mine now" });
-    expect(reject.status).toBe("error");
+    for (const payload of [
+      { id: forAlice },
+      { id: forAlice, from: "bob" },
+      { id: forAlice, from: "alice" },
+    ]) {
+      expect((await own.push("acknowledge", payload)).status, JSON.stringify(payload)).toBe("error");
+      expect((await own.push("reject", { ...payload, reason: "mine now" })).status).toBe("error");
+    }
     expect(intruder.messages).toEqual([]);
     expect(own.messages).toEqual([]);
-    const status = await api(gw.url, `/api/v1/messages/${forAlice}/status`, { apiKey: alice.apiKey });
+    const status = await api(gw.url, `/api/v1/messages/${forAlice}/status?from=bob`, {
+      apiKey: alice.apiKey,
+    });
     expect(status.json).toMatchObject({ status: "queued" });
+  });
+
+  it("answers a flood of joins without queueing them: at most a few wait, the rest are refused", async () => {
+    gw = await startTestGateway();
+    const bob = await gw.register("bob");
+    const ws = new WebSocket(
+      `${gw.url.replace(/^http/, "ws")}/socket/websocket?vsn=2.0.0&api_key=${bob.apiKey}`,
+    );
+    await new Promise((resolve) => ws.on("open", resolve));
+    const replies: { status: string; response: { reason?: string } }[] = [];
+    ws.on("message", (data) => {
+      const [, , , event, payload] = JSON.parse(data.toString()) as [unknown, unknown, string, string, never];
+      if (event === "phx_reply") replies.push(payload);
+    });
+    const flood = 200;
+    for (let i = 0; i < flood; i++) ws.send(JSON.stringify([`${i}`, `${i}`, "messages:bob", "phx_join", {}]));
+    await until(
+      () => replies,
+      (r) => r.length === flood,
+      "every join is answered",
+    );
+    const refused = replies.filter((r) => r.response.reason === "too many joins in progress");
+    expect(refused.length).toBeGreaterThan(flood / 2);
+    expect(replies.filter((r) => r.status === "ok").length).toBe(flood - refused.length);
+    ws.close();
+    // Bob's inbox is his to open again, and the gateway serves.
+    const own = phoenixAgent(gw, "messages:bob", { params: { api_key: bob.apiKey } });
+    expect((await own.join()).status).toBe("ok");
+    expect((await api(gw.url, "/healthz")).json).toMatchObject({ status: "ok" });
   });
 
   it("closes a socket that sends anything but Phoenix messages, and keeps serving", async () => {
