@@ -1,6 +1,6 @@
 import { EventEmitter } from "node:events";
 import type { StatusEvent, StatusRecord } from "../collab/contracts.js";
-import { CollabMethod, type StatusBody } from "../collab/messages.js";
+import { CollabMethod, GATEWAY_COLLAB_PRINCIPAL, type StatusBody } from "../collab/messages.js";
 import { AcpError } from "../protocol/index.js";
 import type { Presence } from "../wire/api.js";
 import { API_PREFIX } from "../wire/api.js";
@@ -170,6 +170,9 @@ export class CollabClient {
   }
 
   private dispatch(body: Record<string, unknown>, context: InboundContext): void {
+    // Only the gateway decides an expiry: the same words from any other agent are not passed on.
+    if (context.method === CollabMethod.handoffExpired && context.principalId !== GATEWAY_COLLAB_PRINCIPAL)
+      return;
     const notice: CollabNotice = { method: context.method, from: context.from, body, context };
     const domain = context.method.split(".")[1];
     if (domain === "negotiation") {

@@ -88,6 +88,13 @@ export const HandoffActionBody = z.strictObject({
 export type HandoffActionBody = z.infer<typeof HandoffActionBody>;
 
 /**
+ * The principal of the gateway's collaboration agent, which signs what the gateway decided by itself
+ * (a handoff's expiry). Registering an agent for it takes the admin token, and no other agent's
+ * message can claim it (principal binding), so a notice from any other principal is not the gateway's.
+ */
+export const GATEWAY_COLLAB_PRINCIPAL = "acp-gateway-collab";
+
+/**
  * What the gateway tells both parties when a handoff expired (its collaboration agent signs it):
  * an offer nobody answered by `respondBy`, or an accepted task not completed by its `deadline`.
  */

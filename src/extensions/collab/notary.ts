@@ -8,10 +8,10 @@
  * and revoked when the gateway closes (orchestration/gateway-agent.ts). Recipients verify a real
  * signature and see the gateway's principal.
  */
+import { GATEWAY_COLLAB_PRINCIPAL } from "../../collab/messages.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import { GatewayAgent } from "../../orchestration/gateway-agent.js";
 
-export const NOTARY_PRINCIPAL = "acp-gateway-collab";
 /** How long one notice may take, handshake included (the recipient is online when it is sent). */
 const NOTICE_TIMEOUT_MS = 15_000;
 
@@ -21,7 +21,7 @@ export class CollabNotary {
   constructor(ctx: GatewayContext) {
     this.#agent = new GatewayAgent(ctx, {
       agentId: `collab-${ctx.gatewayId.replaceAll("-", "").slice(0, 12)}`,
-      principalId: NOTARY_PRINCIPAL,
+      principalId: GATEWAY_COLLAB_PRINCIPAL,
       capabilities: ["collab-notices"],
       purpose: `Tell the parties of handoffs what gateway ${ctx.gatewayId} decided (expiries)`,
       agent: { audit: false },
