@@ -82,7 +82,7 @@ export class Inbound {
       return;
     }
     if (state === "processing") return;
-    if (settings.consume === "replies" && frame.kind !== "response" && !HANDSHAKE_METHODS.has(frame.method)) {
+    if (settings.consume === "replies" && !this.isReply(frame)) {
       return; // someone else's work: leave it unacknowledged for the agent's real consumer
     }
     ledger.start(key);
@@ -93,6 +93,21 @@ export class Inbound {
         this.markHandled(frame);
         this.core.emit("error", err as Error);
       });
+  }
+
+  /**
+   * What a replies-only agent (`consume: "replies"`) takes: responses, handshake messages, and the
+   * notifications that report on a request of its own still awaiting its answer — from the peer it
+   * went to, naming it in `body.messageId` (the A2A bridge's `agent.a2a.status` and `.progress`).
+   * They come before the answer, so the session that waits for it is the one to take them: left,
+   * they would pile up in the agent's inbox after the session ends.
+   */
+  private isReply(frame: NewMessageFrame): boolean {
+    if (frame.kind === "response" || HANDSHAKE_METHODS.has(frame.method)) return true;
+    if (frame.kind !== "notification") return false;
+    const body = (frame.envelope as { params?: { body?: { messageId?: unknown } } }).params?.body;
+    const about = body?.messageId;
+    return typeof about === "string" && this.core.pending.expects(about, frame.from);
   }
 
   /** Stops taking deliveries and waits for the ones under way (their acks and responses go out). */

@@ -11,6 +11,13 @@ export const A2A_REMOTE_AGENTS_PATH = "/api/v1/a2a/remote-agents";
  */
 export const A2A_REMOTE_CAPABILITY = "a2a-remote";
 
+/**
+ * What the bridge tells the requester while its A2A task runs, each naming the request in
+ * `body.messageId`: `status` on each state change, `progress` for each interim message or artifact.
+ */
+export const A2A_STATUS_METHOD = "agent.a2a.status";
+export const A2A_PROGRESS_METHOD = "agent.a2a.progress";
+
 /** How the registered card's signature was checked (A2A §8.4). */
 export interface CardVerification {
   signed: boolean;

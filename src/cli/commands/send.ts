@@ -1,6 +1,7 @@
 import type { Command } from "commander";
 import { AcpAgent, type AcpAgentOptions, GatewayClient, type InboundMessage } from "../../client/index.js";
 import type { HandoffBody } from "../../protocol/index.js";
+import { A2A_PROGRESS_METHOD, A2A_STATUS_METHOD } from "../../wire/a2a-outbound.js";
 import { CliError, parseJsonInput, printJson, printLine, readInput } from "../io.js";
 import {
   apiKeyOf,
@@ -142,6 +143,8 @@ async function sendCommand(flags: SendFlags): Promise<void> {
   let requestId: unknown;
   agent.on("message", (m: InboundMessage) => {
     if (m.kind === "response" || m.kind === "error") requestId = m.id;
+    const news = exchangeNews(m);
+    if (news) progress(news);
   });
   await agent.connect();
   try {
@@ -166,6 +169,16 @@ async function sendCommand(flags: SendFlags): Promise<void> {
   } finally {
     await agent.close();
   }
+}
+
+/** What an A2A agent behind the bridge says about the task while the request waits, for people. */
+function exchangeNews(m: InboundMessage): string | undefined {
+  const body = m.body ?? {};
+  if (m.method === A2A_STATUS_METHOD) return `task ${String(body.taskId)} ${String(body.state)}`;
+  if (m.method === A2A_PROGRESS_METHOD && typeof body.text === "string" && body.text !== "") {
+    return `task ${String(body.taskId)}: ${body.text}`;
+  }
+  return undefined;
 }
 
 function describe(m: InboundMessage): string {

@@ -110,6 +110,7 @@ export class OutboundBridge {
       maxProgress: options.maxProgressPerRequest ?? 1000,
       notify: (served, to, method, body) =>
         this.send(served, buildNotification(served.sender, to, body, { method })),
+      connected: async (agentId) => (await deps.presence.get(agentId)).state !== "offline",
     });
   }
 

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { AcpError, problemsOf } from "../../../protocol/index.js";
+import { A2A_PROGRESS_METHOD, A2A_STATUS_METHOD } from "../../../wire/a2a-outbound.js";
 import { type A2AMessage, type A2ATask, type Artifact, Part, type TaskState } from "./a2a-client.js";
 import type { Interim } from "./run.js";
 
@@ -35,9 +36,9 @@ export const A2AMethods = {
   cancel: "agent.a2a.cancel",
   task: "agent.a2a.task",
   /** Sent by the bridge to the requester when the A2A task's state changes. */
-  status: "agent.a2a.status",
+  status: A2A_STATUS_METHOD,
   /** Sent by the bridge to the requester for each interim status message and artifact update. */
-  progress: "agent.a2a.progress",
+  progress: A2A_PROGRESS_METHOD,
 } as const;
 
 export function parseBody<T>(schema: z.ZodType<T>, body: unknown, method: string): T {

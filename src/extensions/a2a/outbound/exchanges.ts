@@ -25,6 +25,8 @@ export interface ExchangeOptions {
   maxProgress: number;
   /** Sends a notification (`agent.a2a.status`, `agent.a2a.progress`) from the served agent to `to`. */
   notify(served: Served, to: string, method: string, body: Record<string, unknown>): Promise<void>;
+  /** Whether `agentId` has a live session (a connection to some gateway) now. */
+  connected(agentId: string): Promise<boolean>;
 }
 
 export type Answer = { body?: Record<string, unknown>; error?: AcpError; deadLetter?: string } | "abandoned";
@@ -176,8 +178,18 @@ export class Exchanges {
     return this.taskOutcome(served, outcome.task);
   }
 
-  /** A notification to the requester; one that fails is logged (the answer still comes). */
+  /**
+   * A notification to the requester, while it is connected: news of a running exchange is for the
+   * session waiting for its answer (like an A2A stream, which ends with its client). A requester
+   * that has gone would only pile them up in its inbox; it gets the answer, which carries the final
+   * state and every artifact, and `agent.a2a.task` tells the state any time. One that fails is
+   * logged (the answer still comes).
+   */
   async #tell(served: Served, to: string, method: string, body: Record<string, unknown>): Promise<void> {
+    if (!(await this.options.connected(to).catch(() => true))) {
+      this.logger.debug({ to, method }, "A2A notification not sent: the requester is not connected");
+      return;
+    }
     await this.options
       .notify(served, to, method, body)
       .catch((err: unknown) =>
