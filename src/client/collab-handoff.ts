@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Balance, Movement } from "../collab/contracts.js";
 import type { HandoffView } from "../collab/handoff.js";
 import { CollabMethod, type HandoffTask } from "../collab/messages.js";
+import { ownId } from "../collab/util.js";
 import type { HandoffBody } from "../protocol/index.js";
 import type { AcpAgent } from "./agent.js";
 import { type CollabCore, path } from "./collab-core.js";
@@ -50,7 +51,12 @@ export class HandoffClient {
     await this.core.reachOrQueue(peer);
     const { message } = await this.core.sign(CollabMethod.handoffOffer, peer, {
       ...handoff,
-      task: { requires: [], escrow: 0, ...task, handoffId: task.handoffId ?? randomUUID() },
+      task: {
+        requires: [],
+        escrow: 0,
+        ...task,
+        handoffId: ownId(this.core.agentId, task.handoffId ?? randomUUID()),
+      },
     });
     return this.core.call("POST", BASE, message);
   }

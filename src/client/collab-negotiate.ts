@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { partyOf, roundHash, type SignedAgreement, signAgreement } from "../collab/agreement.js";
 import { CollabMethod } from "../collab/messages.js";
+import { ownId } from "../collab/util.js";
 import {
   agreementDocument,
   type NegotiationRound,
@@ -69,7 +70,7 @@ export class NegotiationClient {
     terms: Record<string, unknown>,
     options: { subject?: string; sessionId?: string } = {},
   ): Promise<NegotiationView> {
-    const sessionId = options.sessionId ?? randomUUID();
+    const sessionId = ownId(this.core.agentId, options.sessionId ?? randomUUID());
     await this.core.reach(peer);
     const [mine, theirs] = await Promise.all([this.core.view(this.core.agentId), this.core.view(peer)]);
     const parties = {
@@ -154,7 +155,7 @@ export class NegotiationClient {
     strategy: NegotiationStrategy,
     options: { subject?: string } = {},
   ): Promise<NegotiationView> {
-    const sessionId = randomUUID();
+    const sessionId = ownId(this.core.agentId, randomUUID());
     const done = this.track(sessionId, strategy);
     this.propose(peer, terms, { ...options, sessionId })
       .then((view) => this.armExpiry(view))

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { ChannelPost, Dispute, KnowledgeEntry, SearchHit, Team } from "../collab/contracts.js";
 import type { HandoffView } from "../collab/handoff.js";
 import { CollabMethod, type VoteResult, type VoteRule } from "../collab/messages.js";
+import { ownId } from "../collab/util.js";
 import type { Ballot, Vote } from "../collab/votes.js";
 import { AcpError } from "../protocol/index.js";
 import { type CollabCore, path } from "./collab-core.js";
@@ -20,9 +21,13 @@ export type VoteView = Vote & {
 export class TeamClient {
   constructor(private readonly core: CollabCore) {}
 
+  /**
+   * Creates a team; its id is in this agent's namespace: `create("crew")` by alice makes `alice.crew`
+   * (the returned `teamId`), which is how members address it.
+   */
   async create(teamId: string, name: string, members: string[] = []): Promise<Team> {
     const { message } = await this.core.sign(CollabMethod.teamCreate, this.core.agentId, {
-      teamId,
+      teamId: ownId(this.core.agentId, teamId),
       name,
       members,
     });
@@ -84,7 +89,7 @@ export class TeamClient {
     const { closesAt, voteId, ...rest } = definition;
     const body = {
       ...rest,
-      voteId: voteId ?? randomUUID(),
+      voteId: ownId(this.core.agentId, voteId ?? randomUUID()),
       closesAt: typeof closesAt === "string" ? closesAt : closesAt.toISOString(),
     };
     const envelopes = await this.fanout(CollabMethod.voteOpen, team.members, body);
@@ -128,7 +133,7 @@ export class TeamClient {
   ): Promise<Omit<KnowledgeEntry, "envelope">> {
     const { message } = await this.core.sign(CollabMethod.knowledgePublish, this.core.agentId, {
       teamId,
-      entryId: entry.entryId ?? randomUUID(),
+      entryId: ownId(this.core.agentId, entry.entryId ?? randomUUID()),
       title: entry.title,
       content: entry.content,
       tags: entry.tags ?? [],
@@ -177,7 +182,12 @@ export class TeamClient {
     disputeId: string = randomUUID(),
   ): Promise<Dispute> {
     const parties = await this.partiesOf(subject);
-    const body = { disputeId, subject, statement, evidence: { messageIds: [], ...evidence } };
+    const body = {
+      disputeId: ownId(this.core.agentId, disputeId),
+      subject,
+      statement,
+      evidence: { messageIds: [], ...evidence },
+    };
     const envelopes = await this.fanout(CollabMethod.disputeOpen, parties, body);
     return this.core.call("POST", "/disputes", { envelopes });
   }

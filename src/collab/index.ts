@@ -49,5 +49,5 @@ export {
   type NegotiationView,
   turnOf,
 } from "./negotiation.js";
-export { CollabId } from "./util.js";
+export { CollabId, ownId, TeamId } from "./util.js";
 export { type Ballot, ballotsHash, recount, tallyVote, type Vote } from "./votes.js";

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { PresenceUpdate } from "../wire/api.js";
 import { AgentId, HandoffBody } from "../protocol/index.js";
-import { CollabId, JsonObject, ShortName } from "./util.js";
+import { CollabId, JsonObject, ShortName, TeamId } from "./util.js";
 
 /**
  * The ACP messages of collaboration: extension methods (`agent.<domain>.<action>`) whose bodies
@@ -120,14 +120,14 @@ export const HandoffProgressBody = z.strictObject({
 export type HandoffProgressBody = z.infer<typeof HandoffProgressBody>;
 
 export const TeamCreateBody = z.strictObject({
-  teamId: ShortName,
+  teamId: TeamId,
   name: z.string().min(1).max(200),
   members: z.array(AgentId).max(256).default([]),
 });
 export type TeamCreateBody = z.infer<typeof TeamCreateBody>;
 
 export const TeamMembersBody = z.strictObject({
-  teamId: ShortName,
+  teamId: TeamId,
   add: z.array(AgentId).max(256).default([]),
   remove: z.array(AgentId).max(256).default([]),
 });
@@ -135,7 +135,7 @@ export type TeamMembersBody = z.infer<typeof TeamMembersBody>;
 
 export const TeamMessageBody = z
   .strictObject({
-    teamId: ShortName,
+    teamId: TeamId,
     channel: ShortName,
     postId: CollabId,
     text: z.string().min(1).max(16_000).optional(),
@@ -159,7 +159,7 @@ export type VoteRule = z.infer<typeof VoteRule>;
 
 export const VoteOpenBody = z.strictObject({
   voteId: CollabId,
-  teamId: ShortName,
+  teamId: TeamId,
   channel: ShortName,
   question: z.string().min(1).max(2000),
   options: z
@@ -193,7 +193,7 @@ export type VoteResult = z.infer<typeof VoteResult>;
 
 export const VoteResultBody = z.strictObject({
   voteId: CollabId,
-  teamId: ShortName,
+  teamId: TeamId,
   channel: ShortName,
   postId: CollabId,
   result: VoteResult,
@@ -202,7 +202,7 @@ export type VoteResultBody = z.infer<typeof VoteResultBody>;
 
 export const KnowledgePublishBody = z.strictObject({
   entryId: CollabId,
-  teamId: ShortName,
+  teamId: TeamId,
   title: z.string().min(1).max(300),
   content: z.string().min(1).max(64_000),
   tags: z.array(z.string().min(1).max(64)).max(32).default([]),

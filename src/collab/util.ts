@@ -2,15 +2,20 @@ import { createHash } from "node:crypto";
 import { z } from "zod";
 import { AcpError, canonicalize, problemsOf } from "../protocol/index.js";
 
+/** The agent id that qualifies an id in its creator's namespace (protocol/address.ts's grammar). */
+const OWNER = "[A-Za-z0-9][A-Za-z0-9_-]{0,127}";
+
 /**
- * Ids of collaboration objects (sessions, handoffs, votes, entries, posts, disputes, teams). They
- * are KV keys and path segments on both brokers, so they stay within `[A-Za-z0-9_-]`.
+ * Ids of collaboration objects (sessions, handoffs, votes, entries, posts, disputes). They are KV
+ * keys and path segments on both brokers, so they stay within `[A-Za-z0-9_.-]`. An id its creator
+ * chooses is in the creator's namespace, `<agent-id>.<id>` (see ownId): ids without the prefix are
+ * those of records stored before ids had namespaces, still read and addressed as they are.
  */
 export const CollabId = z
   .string()
   .regex(
-    /^[A-Za-z0-9][A-Za-z0-9_-]{7,127}$/,
-    "must be 8-128 characters of A-Z a-z 0-9 _ - (a UUID is ideal)",
+    new RegExp(`^(?:${OWNER}\\.)?[A-Za-z0-9][A-Za-z0-9_-]{7,127}$`),
+    "must be 8-128 characters of A-Z a-z 0-9 _ - (a UUID is ideal), after its creator's agent id and a dot",
   );
 
 /** Team and channel names are chosen by people, so they may be short. */
@@ -20,6 +25,36 @@ export const ShortName = z
     /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/,
     "must be 1-64 characters of A-Z a-z 0-9 _ - starting alphanumeric",
   );
+
+/** A team's id: its creator's agent id, a dot, and the name the creator gave it (`alice.crew`). */
+export const TeamId = z
+  .string()
+  .regex(
+    new RegExp(`^(?:${OWNER}\\.)?[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`),
+    "must be the creator's agent id, a dot and 1-64 characters of A-Z a-z 0-9 _ -",
+  );
+
+/**
+ * `id` in `agentId`'s namespace: as it is when it already names an owner, else `<agentId>.<id>`.
+ * The SDK qualifies every id an agent chooses, so two agents may both call a team `crew`.
+ */
+export function ownId(agentId: string, id: string): string {
+  return id.includes(".") ? id : `${agentId}.${id}`;
+}
+
+/**
+ * Refuses to create a record whose id is not in the creator's namespace. Checked before anything
+ * is looked up, so the answer is the same whether or not someone else's record has that id: ids
+ * are no existence oracle, and nobody can take an id another agent will use.
+ */
+export function requireOwnId(id: string, agentId: string, pointer: string, what: string): void {
+  if (id.startsWith(`${agentId}.`)) return;
+  throw new AcpError(
+    "InvalidParams",
+    `${what} id ${id} is not in ${agentId}'s namespace: ids ${agentId} creates start with "${agentId}."`,
+    { problems: [{ path: pointer, message: `must start with ${agentId}.` }] },
+  );
+}
 
 export const JsonObject = z.record(z.string(), z.unknown());
 

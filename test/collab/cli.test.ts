@@ -200,17 +200,17 @@ describe("acp negotiate, handoff, team, vote, knowledge against a gateway", { ti
   });
 
   it("creates a team, posts, opens a vote and casts a ballot, publishes and finds knowledge", async () => {
-    expect((await acp(["team", "create", "studio", "--name", "Studio", "--member", "bob"])).stdout).toContain(
-      "members  alice, bob",
+    expect((await acp(["team", "create", "studio", "--name", "Studio", "--member", "bob"])).stdout).toMatch(
+      /team alice\.studio \(Studio\)[\s\S]*members {2}alice, bob/,
     );
-    const posted = await acp(["team", "post", "studio", "--text", "hello bob"]);
-    expect(posted.stdout).toMatch(/posted .* to studio\/general: delivered to bob/);
-    expect((await acp(["team", "messages", "studio"])).stdout).toMatch(/alice \[message\]: hello bob/);
+    const posted = await acp(["team", "post", "alice.studio", "--text", "hello bob"]);
+    expect(posted.stdout).toMatch(/posted .* to alice\.studio\/general: delivered to bob/);
+    expect((await acp(["team", "messages", "alice.studio"])).stdout).toMatch(/alice \[message\]: hello bob/);
     const badRule = await acp([
       "vote",
       "open",
       "--team",
-      "studio",
+      "alice.studio",
       "--question",
       "?",
       "--option",
@@ -229,7 +229,7 @@ describe("acp negotiate, handoff, team, vote, knowledge against a gateway", { ti
       "vote",
       "open",
       "--team",
-      "studio",
+      "alice.studio",
       "--question",
       "Logo colour?",
       "--option",
@@ -255,7 +255,7 @@ describe("acp negotiate, handoff, team, vote, knowledge against a gateway", { ti
       "knowledge",
       "publish",
       "--team",
-      "studio",
+      "alice.studio",
       "--title",
       "Brand colours",
       "--content",
@@ -263,11 +263,11 @@ describe("acp negotiate, handoff, team, vote, knowledge against a gateway", { ti
       "--tag",
       "brand",
     ]);
-    expect(published.stdout).toMatch(/published .* "Brand colours" to studio/);
-    const found = await acp(["knowledge", "search", "navy", "--team", "studio"]);
+    expect(published.stdout).toMatch(/published .* "Brand colours" to alice\.studio/);
+    const found = await acp(["knowledge", "search", "navy", "--team", "alice.studio"]);
     expect(found.stdout).toContain("Brand colours  [brand] by alice");
     expect(found.stdout).toContain("[navy]");
-    const none = await acp(["knowledge", "search", "purple", "--team", "studio"]);
+    const none = await acp(["knowledge", "search", "purple", "--team", "alice.studio"]);
     expect(none.stdout).toContain("no entries match");
   });
 });

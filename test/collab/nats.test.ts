@@ -55,12 +55,12 @@ describeWithNats("collaboration on NATS JetStream", () => {
 
       // Published through A, found through B's own index (rebuilt from NATS KV, kept current by its watch).
       await atA.teams.create("duo", "Duo", ["bob"]);
-      await atA.teams.publish("duo", {
+      await atA.teams.publish("alice.duo", {
         title: "Gateway failover",
         content: "Clients reconnect to any gateway on the cluster.",
       });
       const hits = await until(
-        () => atB.teams.search("duo", "failover"),
+        () => atB.teams.search("alice.duo", "failover"),
         (h) => h.length === 1,
         "B indexes A's entry",
       );

@@ -15,30 +15,30 @@ export function communitySuite(makeGateway: GatewayFactory): void {
     const eve = await bed.member("eve");
     await alice.collab.teams.create("ops", "Operations", ["bob"]);
     await eve.collab.teams.create("other", "Elsewhere");
-    const runbook = await alice.collab.teams.publish("ops", {
+    const runbook = await alice.collab.teams.publish("alice.ops", {
       title: "Deploying the gateway",
       content: "Blue-green deployments keep the old gateway serving until the new one is healthy.",
       tags: ["deploy", "gateway"],
     });
-    await bob.collab.teams.publish("ops", {
+    await bob.collab.teams.publish("alice.ops", {
       title: "Rotating API keys",
       content: "Rotate an agent's key with acp agent rotate; the old key stops working at once.",
       tags: ["security"],
     });
-    await eve.collab.teams.publish("other", {
+    await eve.collab.teams.publish("eve.other", {
       title: "Deploying elsewhere",
       content: "deployments of another team",
     });
     const titles = async (query: string, tag?: string) =>
-      (await bob.collab.teams.search("ops", query, tag ? { tag } : {})).map((h) => h.title);
+      (await bob.collab.teams.search("alice.ops", query, tag ? { tag } : {})).map((h) => h.title);
     expect(await titles("deploy")).toEqual(["Deploying the gateway"]);
     expect(await titles("healthy gateway")).toEqual(["Deploying the gateway"]);
     expect(await titles("key rotate")).toEqual(["Rotating API keys"]);
     expect(await titles("", "security")).toEqual(["Rotating API keys"]);
     expect(await titles("kubernetes")).toEqual([]);
-    const hit = (await bob.collab.teams.search("ops", "blue green"))[0];
+    const hit = (await bob.collab.teams.search("alice.ops", "blue green"))[0];
     expect(hit?.snippet).toMatch(/\[Blue\]-\[green\]/);
-    expect((await rejection(eve.collab.teams.search("ops", "deploy"))).code).toBe(ErrorCode.NotFound);
+    expect((await rejection(eve.collab.teams.search("alice.ops", "deploy"))).code).toBe(ErrorCode.NotFound);
 
     expect(await bob.collab.teams.use(runbook.entryId, "followed it for the 1.2 release")).toMatchObject({
       credited: true,
@@ -52,7 +52,7 @@ export function communitySuite(makeGateway: GatewayFactory): void {
     expect((await rejection(eve.collab.teams.use(runbook.entryId))).code).toBe(ErrorCode.NotFound);
     expect(await eve.collab.teams.points("alice")).toBe(1);
     await until(
-      () => bob.collab.teams.search("ops", "deploy"),
+      () => bob.collab.teams.search("alice.ops", "deploy"),
       (hits) => hits[0]?.uses === 1,
       "the index shows the use",
     );

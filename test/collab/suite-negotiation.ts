@@ -175,7 +175,9 @@ export function negotiationSuite(makeGateway: GatewayFactory): void {
       new NegotiationClient(core).propose("loner-b", { price: 1 }, { sessionId: "session-undo-1" }),
     );
     expect(refused.code).toBe(ErrorCode.HandshakeRequired);
-    expect((await rejection(a.collab.negotiations.get("session-undo-1"))).code).toBe(ErrorCode.NotFound);
+    expect((await rejection(a.collab.negotiations.get("loner-a.session-undo-1"))).code).toBe(
+      ErrorCode.NotFound,
+    );
     expect(await a.collab.negotiations.list()).toEqual([]);
   });
 }

@@ -38,7 +38,7 @@ export function teamSuite(makeGateway: GatewayFactory): void {
     const [alice, bob, carol] = await crew(bed, ["alice", "bob", "carol"]);
     const dave = await bed.member("dave");
     const heard = listen([alice!, bob!, carol!, dave]);
-    const post = await alice!.collab.teams.post("crew", "general", { text: "stand-up at 10" });
+    const post = await alice!.collab.teams.post("alice.crew", "general", { text: "stand-up at 10" });
     expect(Object.keys(post.delivered).sort()).toEqual(["bob", "carol"]);
     expect(post.failed).toEqual({});
     await until(
@@ -53,44 +53,46 @@ export function teamSuite(makeGateway: GatewayFactory): void {
     }
     expect(heard.get("alice")).toEqual([]);
     expect(heard.get("dave")).toEqual([]);
-    const history = await carol!.collab.teams.messages("crew", "general");
+    const history = await carol!.collab.teams.messages("alice.crew", "general");
     expect(history.map((p) => [p.from, p.body.text])).toEqual([["alice", "stand-up at 10"]]);
 
     // Membership is enforced on every side: outsiders cannot post, read or be addressed.
-    expect((await rejection(dave.collab.teams.post("crew", "general", { text: "let me in" }))).code).toBe(
+    expect(
+      (await rejection(dave.collab.teams.post("alice.crew", "general", { text: "let me in" }))).code,
+    ).toBe(ErrorCode.NotFound);
+    expect((await rejection(dave.collab.teams.messages("alice.crew", "general"))).code).toBe(
       ErrorCode.NotFound,
     );
-    expect((await rejection(dave.collab.teams.messages("crew", "general"))).code).toBe(ErrorCode.NotFound);
     const core = new CollabCore({
       agent: alice!.agent,
       identity: alice!.test.identity,
       apiKey: alice!.test.apiKey,
     });
     await core.reach("dave");
-    const body = { teamId: "crew", channel: "general", postId: "post-to-outsider-1", text: "psst" };
+    const body = { teamId: "alice.crew", channel: "general", postId: "post-to-outsider-1", text: "psst" };
     const sneaky = await Promise.all(
       ["bob", "carol", "dave"].map(async (to) => (await core.sign("agent.team.message", to, body)).message),
     );
     const leak = await rejection(
-      core.call("POST", "/teams/crew/channels/general/messages", { envelopes: sneaky }),
+      core.call("POST", "/teams/alice.crew/channels/general/messages", { envelopes: sneaky }),
     );
     expect(leak.code).toBe(ErrorCode.Forbidden);
-    expect(leak.message).toMatch(/dave is not a member of team crew/);
+    expect(leak.message).toMatch(/dave is not a member of team alice.crew/);
     const partial = await rejection(
-      core.call("POST", "/teams/crew/channels/general/messages", { envelopes: sneaky.slice(0, 1) }),
+      core.call("POST", "/teams/alice.crew/channels/general/messages", { envelopes: sneaky.slice(0, 1) }),
     );
     expect(partial.code).toBe(ErrorCode.InvalidParams);
     expect(partial.message).toMatch(/missing copies for carol/);
     expect(heard.get("dave")).toEqual([]);
 
     // Once carol leaves, she neither receives nor may post.
-    await carol!.collab.teams.members("crew", { remove: ["carol"] });
-    const second = await alice!.collab.teams.post("crew", "general", { text: "carol left" });
+    await carol!.collab.teams.members("alice.crew", { remove: ["carol"] });
+    const second = await alice!.collab.teams.post("alice.crew", "general", { text: "carol left" });
     expect(Object.keys(second.delivered)).toEqual(["bob"]);
-    expect((await rejection(carol!.collab.teams.post("crew", "general", { text: "still here?" }))).code).toBe(
-      ErrorCode.NotFound,
-    );
-    const notOwner = await rejection(bob!.collab.teams.members("crew", { add: ["dave"] }));
+    expect(
+      (await rejection(carol!.collab.teams.post("alice.crew", "general", { text: "still here?" }))).code,
+    ).toBe(ErrorCode.NotFound);
+    const notOwner = await rejection(bob!.collab.teams.members("alice.crew", { add: ["dave"] }));
     expect(notOwner.code).toBe(ErrorCode.Forbidden);
   });
 
@@ -103,45 +105,47 @@ export function teamSuite(makeGateway: GatewayFactory): void {
     const open = (voteId: string) =>
       alice.collab.teams.openVote({
         voteId,
-        teamId: "crew",
+        teamId: "alice.crew",
         channel: "decisions",
         question: "Ship on Friday?",
         options: ["yes", "no"],
         rule,
         closesAt,
       });
-    await open("vote-no-quorum");
-    await open("vote-decided");
-    await open("vote-undecided");
-    await open("vote-forged");
+    await open("alice.vote-no-quorum");
+    await open("alice.vote-decided");
+    await open("alice.vote-undecided");
+    await open("alice.vote-forged");
     await until(
       () => heard.get("bob")?.filter((n) => n.method === "agent.vote.open").length ?? 0,
       (n) => n === 4,
       "bob hears four votes open",
     );
 
-    await bob.collab.teams.vote("vote-no-quorum", "yes");
-    expect(await bob.collab.teams.vote("vote-decided", "no")).toMatchObject({ changed: false });
-    expect(await bob.collab.teams.vote("vote-decided", "yes")).toMatchObject({
+    await bob.collab.teams.vote("alice.vote-no-quorum", "yes");
+    expect(await bob.collab.teams.vote("alice.vote-decided", "no")).toMatchObject({ changed: false });
+    expect(await bob.collab.teams.vote("alice.vote-decided", "yes")).toMatchObject({
       changed: true,
       previous: "no",
     });
-    await carol.collab.teams.vote("vote-decided", "yes");
-    await dave.collab.teams.vote("vote-decided", "no");
-    await bob.collab.teams.vote("vote-undecided", "yes");
-    await carol.collab.teams.vote("vote-undecided", "no");
-    const wrong = await rejection(carol.collab.teams.vote("vote-decided", "maybe"));
+    await carol.collab.teams.vote("alice.vote-decided", "yes");
+    await dave.collab.teams.vote("alice.vote-decided", "no");
+    await bob.collab.teams.vote("alice.vote-undecided", "yes");
+    await carol.collab.teams.vote("alice.vote-undecided", "no");
+    const wrong = await rejection(carol.collab.teams.vote("alice.vote-decided", "maybe"));
     expect(wrong.data.problems).toEqual([{ path: "/params/body/option", message: "must be one of yes, no" }]);
     // No running tally while it is open, and no announcement before the end.
-    expect((await bob.collab.teams.getVote("vote-decided")).result).toBeUndefined();
-    expect((await rejection(alice.collab.teams.announce("vote-decided"))).message).toMatch(/is open until/);
+    expect((await bob.collab.teams.getVote("alice.vote-decided")).result).toBeUndefined();
+    expect((await rejection(alice.collab.teams.announce("alice.vote-decided"))).message).toMatch(
+      /is open until/,
+    );
 
     bed.advance(61_000);
-    expect((await rejection(dave.collab.teams.vote("vote-undecided", "yes"))).message).toMatch(
+    expect((await rejection(dave.collab.teams.vote("alice.vote-undecided", "yes"))).message).toMatch(
       /closed at .*ballots are final/,
     );
     const outcomes = [];
-    for (const id of ["vote-no-quorum", "vote-decided", "vote-undecided"]) {
+    for (const id of ["alice.vote-no-quorum", "alice.vote-decided", "alice.vote-undecided"]) {
       const announced = await alice.collab.teams.announce(id);
       outcomes.push([
         id,
@@ -151,9 +155,9 @@ export function teamSuite(makeGateway: GatewayFactory): void {
       ]);
     }
     expect(outcomes).toEqual([
-      ["vote-no-quorum", "no-quorum", null, { yes: 1, no: 0 }],
-      ["vote-decided", "decided", "yes", { yes: 2, no: 1 }],
-      ["vote-undecided", "undecided", null, { yes: 1, no: 1 }],
+      ["alice.vote-no-quorum", "no-quorum", null, { yes: 1, no: 0 }],
+      ["alice.vote-decided", "decided", "yes", { yes: 2, no: 1 }],
+      ["alice.vote-undecided", "undecided", null, { yes: 1, no: 1 }],
     ]);
     expect(await auditSummaries(bed, "agent.vote.result")).toEqual([
       "the vote 'Ship on Friday?' closed: yes 1, no 0; no quorum",
@@ -165,15 +169,17 @@ export function teamSuite(makeGateway: GatewayFactory): void {
       (n) => n === 3,
       "dave hears the results",
     );
-    expect((await rejection(bob.collab.teams.announce("vote-decided"))).message).toMatch(/already announced/);
+    expect((await rejection(bob.collab.teams.announce("alice.vote-decided"))).message).toMatch(
+      /already announced/,
+    );
     // An announcement that is not the tally of the stored ballots is refused.
     const core = new CollabCore({ agent: bob.agent, identity: bob.test.identity, apiKey: bob.test.apiKey });
-    const undecided = await bob.collab.teams.getVote("vote-undecided");
+    const undecided = await bob.collab.teams.getVote("alice.vote-undecided");
     expect(undecided.announced).toBeDefined();
-    const truth = (await bob.collab.teams.getVote("vote-forged")).result!;
+    const truth = (await bob.collab.teams.getVote("alice.vote-forged")).result!;
     const lie = {
-      voteId: "vote-forged",
-      teamId: "crew",
+      voteId: "alice.vote-forged",
+      teamId: "alice.crew",
       channel: "decisions",
       postId: "forged-result-1",
       result: { ...truth, outcome: "decided", winner: "no" },
@@ -182,13 +188,13 @@ export function teamSuite(makeGateway: GatewayFactory): void {
       ["alice", "carol", "dave"].map(async (to) => (await core.sign("agent.vote.result", to, lie)).message),
     );
     const falseResult = await rejection(
-      core.call("POST", "/votes/vote-forged/announce", { envelopes: copies }),
+      core.call("POST", "/votes/alice.vote-forged/announce", { envelopes: copies }),
     );
     expect(falseResult.code).toBe(ErrorCode.InvalidParams);
     expect(falseResult.message).toBe("the announced result is not the tally of the signed ballots");
 
     // Anyone with the ballots and the voters' public keys can recount; a changed ballot does not verify.
-    const decided = await dave.collab.teams.getVote("vote-decided");
+    const decided = await dave.collab.teams.getVote("alice.vote-decided");
     const keys = new Map(members.map((m) => [m.test.signer.kid, importPublicKey(m.test.identity.signing)]));
     const resolve = (_agent: string, kid: string) => keys.get(kid);
     expect(recount(decided, decided.ballots ?? [], resolve)).toEqual(decided.announced?.result);
@@ -208,7 +214,7 @@ export function teamSuite(makeGateway: GatewayFactory): void {
     const open = (voteId: string, rule: VoteRule, electorate?: string[]) =>
       alice.collab.teams.openVote({
         voteId,
-        teamId: "crew",
+        teamId: "alice.crew",
         channel: "decisions",
         question: "Which?",
         options: ["a", "b"],
@@ -216,24 +222,30 @@ export function teamSuite(makeGateway: GatewayFactory): void {
         closesAt,
         ...(electorate ? { electorate } : {}),
       });
-    await open("vote-majority", { type: "majority" });
-    await open("vote-super", { type: "supermajority", threshold: 0.75 });
-    await open("vote-unanimous", { type: "unanimity" }, ["alice", "bob"]);
-    const outsider = await rejection(open("vote-outsider", { type: "majority" }, ["alice", "zed"]));
+    await open("alice.vote-majority", { type: "majority" });
+    await open("alice.vote-super", { type: "supermajority", threshold: 0.75 });
+    await open("alice.vote-unanimous", { type: "unanimity" }, ["alice", "bob"]);
+    const outsider = await rejection(open("alice.vote-outsider", { type: "majority" }, ["alice", "zed"]));
     expect(outsider.message).toMatch(/zed are not/);
-    for (const m of [alice, bob]) await m.collab.teams.vote("vote-majority", "a");
-    await carol.collab.teams.vote("vote-majority", "b");
-    for (const m of [alice, bob]) await m.collab.teams.vote("vote-super", "a");
-    await carol.collab.teams.vote("vote-super", "b");
-    for (const m of [alice, bob]) await m.collab.teams.vote("vote-unanimous", "b");
-    expect((await rejection(carol.collab.teams.vote("vote-unanimous", "a"))).code).toBe(ErrorCode.Forbidden);
+    for (const m of [alice, bob]) await m.collab.teams.vote("alice.vote-majority", "a");
+    await carol.collab.teams.vote("alice.vote-majority", "b");
+    for (const m of [alice, bob]) await m.collab.teams.vote("alice.vote-super", "a");
+    await carol.collab.teams.vote("alice.vote-super", "b");
+    for (const m of [alice, bob]) await m.collab.teams.vote("alice.vote-unanimous", "b");
+    expect((await rejection(carol.collab.teams.vote("alice.vote-unanimous", "a"))).code).toBe(
+      ErrorCode.Forbidden,
+    );
     bed.advance(61_000);
     const result = async (id: string) => (await bob.collab.teams.getVote(id)).result;
-    expect(await result("vote-majority")).toMatchObject({ outcome: "decided", winner: "a" });
-    expect(await result("vote-super")).toMatchObject({
+    expect(await result("alice.vote-majority")).toMatchObject({ outcome: "decided", winner: "a" });
+    expect(await result("alice.vote-super")).toMatchObject({
       outcome: "undecided",
       reason: "no option reached 75% of the ballots",
     });
-    expect(await result("vote-unanimous")).toMatchObject({ outcome: "decided", winner: "b", electorate: 2 });
+    expect(await result("alice.vote-unanimous")).toMatchObject({
+      outcome: "decided",
+      winner: "b",
+      electorate: 2,
+    });
   });
 }

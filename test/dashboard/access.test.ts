@@ -270,7 +270,7 @@ describe("collaboration panels (negotiations, handoffs, votes)", () => {
     await bob.handoffs.accept(offered.handoffId);
     await alice.teams.create("planning", "Planning", ["bob-scheduler"]);
     const vote = await alice.teams.openVote({
-      teamId: "planning",
+      teamId: "alice-scheduler.planning",
       channel: "general",
       question: "Move the sync to Thursday?",
       options: ["yes", "no"],

@@ -10,10 +10,12 @@ import {
   JsonRpcTransportFactory,
 } from "@a2a-js/sdk/client";
 import { afterEach, describe, expect, it } from "vitest";
+import { CollabCore } from "../../src/client/collab-core.js";
 import type { AcpAgent } from "../../src/client/index.js";
-import { AcpError, buildNotification, signMessage } from "../../src/protocol/index.js";
+import { CollabMethod } from "../../src/collab/messages.js";
+import { AcpError, buildNotification, ErrorCode, signMessage } from "../../src/protocol/index.js";
 import { agentFor, eventually } from "../client/fixtures.js";
-import { useCollabBed } from "../collab/testbed.js";
+import { type GatewayFactory, type Member, useCollabBed } from "../collab/testbed.js";
 import { sendRequest } from "../extensions/a2a/inbound-bed.js";
 import { api, FrameClient, startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
@@ -42,6 +44,205 @@ function a2aClient(gw: TestGateway, agentId: string, bearer: string) {
   ).createFromUrl(`${gw.url}/a2a/${agentId}/`);
 }
 
+/**
+ * Ids a creator chooses (teams, votes, handoffs, knowledge entries, disputes, negotiations) are in
+ * the creator's namespace, `<agent-id>.<id>`: mallory taking the names alice took creates her own
+ * records; naming alice's ids answers as naming ids alice never used; alice's records are unchanged
+ * and their participants still reach them. On both brokers (the KV writes differ).
+ */
+function creatorIdSuite(makeGateway: GatewayFactory): void {
+  const bed = useCollabBed(makeGateway);
+  const task = { completed: "nothing yet", remaining: "translate chapter 2", context: {} };
+  const openVote = (who: Member, teamId: string, voteId: string) =>
+    who.collab.teams.openVote({
+      voteId,
+      teamId,
+      channel: "decisions",
+      question: "Ship on Friday?",
+      options: ["yes", "no"],
+      rule: { type: "majority" },
+      closesAt: new Date(Date.now() + 60_000),
+    });
+
+  it("a name another agent took is the caller's own; another's id answers as an id never used", async () => {
+    const alice = await bed.member("alice");
+    const bob = await bed.member("bob");
+    const mallory = await bed.member("mallory");
+
+    // alice's records, each under a name she chose.
+    const team = await alice.collab.teams.create("crew", "Crew", ["bob"]);
+    const vote = await openVote(alice, team.teamId, "vote-ship-friday");
+    const entry = await alice.collab.teams.publish(team.teamId, {
+      entryId: "runbook-0001",
+      title: "Deploying",
+      content: "blue-green",
+    });
+    const handoff = await alice.collab.handoffs.offer("bob", task, { handoffId: "invoice-0042" });
+    const dispute = await alice.collab.teams.dispute(
+      { kind: "handoff", id: handoff.handoffId },
+      "late",
+      {},
+      "dispute-0001",
+    );
+    const session = await alice.collab.negotiations.propose(
+      "bob",
+      { price: 60 },
+      { sessionId: "session-0001" },
+    );
+    expect([
+      team.teamId,
+      vote.voteId,
+      entry.entryId,
+      handoff.handoffId,
+      dispute.disputeId,
+      session.sessionId,
+    ]).toEqual([
+      "alice.crew",
+      "alice.vote-ship-friday",
+      "alice.runbook-0001",
+      "alice.invoice-0042",
+      "alice.dispute-0001",
+      "alice.session-0001",
+    ]);
+
+    // mallory takes the same names: each is a record of her own (before, each answered 409 "already exists").
+    const hers = await mallory.collab.teams.create("crew", "Mallory's crew", ["bob"]);
+    expect(hers).toMatchObject({ teamId: "mallory.crew", owner: "mallory", members: ["bob", "mallory"] });
+    expect(await openVote(mallory, hers.teamId, "vote-ship-friday")).toMatchObject({
+      voteId: "mallory.vote-ship-friday",
+      createdBy: "mallory",
+    });
+    expect(
+      await mallory.collab.teams.publish(hers.teamId, {
+        entryId: "runbook-0001",
+        title: "Mine",
+        content: "x",
+      }),
+    ).toMatchObject({ entryId: "mallory.runbook-0001", author: "mallory" });
+    const herHandoff = await mallory.collab.handoffs.offer("bob", task, { handoffId: "invoice-0042" });
+    expect(herHandoff).toMatchObject({ handoffId: "mallory.invoice-0042", delegator: "mallory" });
+    expect(
+      await mallory.collab.teams.dispute(
+        { kind: "handoff", id: herHandoff.handoffId },
+        "mine",
+        {},
+        "dispute-0001",
+      ),
+    ).toMatchObject({ disputeId: "mallory.dispute-0001", openedBy: "mallory" });
+    expect(
+      await mallory.collab.negotiations.propose("bob", { price: 1 }, { sessionId: "session-0001" }),
+    ).toMatchObject({ sessionId: "mallory.session-0001" });
+
+    // Naming alice's ids (the SDK leaves a named owner as it is) answers as naming ids alice never used.
+    const probes: [string, (id: string) => Promise<unknown>, string, string][] = [
+      ["team", (id) => mallory.collab.teams.create(id, "Crew"), team.teamId, "alice.crew-never"],
+      ["vote", (voteId) => openVote(mallory, hers.teamId, voteId), vote.voteId, "alice.vote-never-opened"],
+      [
+        "entry",
+        (entryId) => mallory.collab.teams.publish(hers.teamId, { entryId, title: "t", content: "c" }),
+        entry.entryId,
+        "alice.runbook-never",
+      ],
+      [
+        "handoff",
+        (handoffId) => mallory.collab.handoffs.offer("bob", task, { handoffId }),
+        handoff.handoffId,
+        "alice.invoice-never",
+      ],
+      [
+        "dispute",
+        (disputeId) =>
+          mallory.collab.teams.dispute({ kind: "handoff", id: herHandoff.handoffId }, "x", {}, disputeId),
+        dispute.disputeId,
+        "alice.dispute-never",
+      ],
+      [
+        "negotiation",
+        (sessionId) => mallory.collab.negotiations.propose("bob", { price: 2 }, { sessionId }),
+        session.sessionId,
+        "alice.session-never",
+      ],
+    ];
+    for (const [what, create, theirs, never] of probes) {
+      const answer = await answerOf(create(theirs));
+      const unused = await answerOf(create(never));
+      expect({ what, ...answer }).toEqual({
+        what,
+        ...unused,
+        message: unused.message.replace(never, theirs),
+      });
+      expect(answer.code, what).toBe(ErrorCode.InvalidParams);
+    }
+
+    // An id without its owner (the form that answered 409) is refused alike, taken or not.
+    const core = new CollabCore({
+      agent: mallory.agent,
+      identity: mallory.test.identity,
+      apiKey: mallory.test.apiKey,
+    });
+    const bare = async (teamId: string) => {
+      const { message } = await core.sign(CollabMethod.teamCreate, "mallory", {
+        teamId,
+        name: "x",
+        members: [],
+      });
+      return answerOf(core.call("POST", "/teams", message));
+    };
+    const taken = await bare("crew");
+    const unused = await bare("crew-never");
+    expect(taken).toEqual({ ...unused, message: unused.message.replaceAll("crew-never", "crew") });
+
+    // Disputing alice's handoff reads as a handoff that does not exist (it answered "not involved").
+    const disputing = async (id: string) => {
+      const body = {
+        disputeId: "mallory.dispute-probe",
+        subject: { kind: "handoff", id },
+        statement: "x",
+        evidence: {},
+      };
+      const envelopes = await Promise.all(
+        ["alice", "bob"].map(async (to) => (await core.sign(CollabMethod.disputeOpen, to, body)).message),
+      );
+      return answerOf(core.call("POST", "/disputes", { envelopes }));
+    };
+    const disputed = await disputing(handoff.handoffId);
+    const absent = await disputing("alice.invoice-never");
+    expect(disputed).toEqual({
+      ...absent,
+      message: absent.message.replace("alice.invoice-never", handoff.handoffId),
+    });
+    expect(disputed.code).toBe(ErrorCode.NotFound);
+
+    // Unchanged, and healthy: alice's records are as she left them, and their participants act on them.
+    expect(await bob.collab.teams.get("alice.crew")).toMatchObject({ owner: "alice", name: "Crew" });
+    expect(await bob.collab.teams.getVote(vote.voteId)).toMatchObject({ createdBy: "alice", cast: 0 });
+    expect(await bob.collab.teams.vote(vote.voteId, "yes")).toMatchObject({ changed: false });
+    expect(await bob.collab.teams.entry(entry.entryId)).toMatchObject({
+      author: "alice",
+      title: "Deploying",
+    });
+    expect(await bob.collab.handoffs.accept(handoff.handoffId)).toMatchObject({
+      delegator: "alice",
+      status: "accepted",
+    });
+    expect(await bob.collab.teams.getDispute(dispute.disputeId)).toMatchObject({ openedBy: "alice" });
+    expect(await bob.collab.negotiations.get(session.sessionId)).toMatchObject({
+      proposer: { agentId: "alice" },
+      status: "open",
+    });
+    expect((await alice.collab.teams.list()).map((t) => t.teamId)).toEqual(["alice.crew"]);
+  });
+}
+
+describe("ids a creator chooses (embedded)", () => {
+  creatorIdSuite((options) => startTestGateway(options));
+});
+
+describeWithNats("ids a creator chooses (NATS)", () => {
+  const nats = useNatsServer();
+  creatorIdSuite(async (options) => startTestGateway({ ...options, natsUrl: (await nats()).url }));
+});
+
 describe("votes of other teams", () => {
   const bed = useCollabBed((options) => startTestGateway(options));
 
@@ -50,27 +251,28 @@ describe("votes of other teams", () => {
     const bob = await bed.member("bob");
     const mallory = await bed.offline("mallory");
     await alice.collab.teams.create("crew", "Crew", ["bob"]);
-    await alice.collab.teams.openVote({
+    const { voteId } = await alice.collab.teams.openVote({
       voteId: "vote-ship-friday",
-      teamId: "crew",
+      teamId: "alice.crew",
       channel: "decisions",
       question: "Ship on Friday?",
       options: ["yes", "no"],
       rule: { type: "majority" },
       closesAt: new Date(Date.now() + 60_000),
     });
+    expect(voteId).toBe("alice.vote-ship-friday");
 
-    const theirs = await answerOf(mallory.collab.teams.vote("vote-ship-friday", "yes"));
-    const nobodys = await answerOf(mallory.collab.teams.vote("vote-never-opened", "yes"));
+    const theirs = await answerOf(mallory.collab.teams.vote(voteId, "yes"));
+    const nobodys = await answerOf(mallory.collab.teams.vote("alice.vote-never-opened", "yes"));
     expect(theirs).toEqual({
       code: nobodys.code,
       message: nobodys.message.replace("never-opened", "ship-friday"),
     });
-    expect(theirs.message).toBe("no vote vote-ship-friday");
+    expect(theirs.message).toBe("no vote alice.vote-ship-friday");
 
     // Unchanged, and healthy: no ballot was counted; the electorate still votes.
-    expect((await bob.collab.teams.getVote("vote-ship-friday")).cast).toBe(0);
-    expect(await bob.collab.teams.vote("vote-ship-friday", "no")).toMatchObject({ changed: false });
+    expect((await bob.collab.teams.getVote(voteId)).cast).toBe(0);
+    expect(await bob.collab.teams.vote(voteId, "no")).toMatchObject({ changed: false });
   });
 });
 

@@ -142,8 +142,9 @@ async function negotiation(alice: CollabClient, bob: CollabClient): Promise<void
 
 /** A team of the two agents votes; the result is announced once the vote closes. */
 async function vote(alice: CollabClient, bob: CollabClient): Promise<void> {
-  const teamId = `planning-${Date.now().toString(36)}`;
-  await alice.teams.create(teamId, "Meeting planning", ["bob-scheduler"]);
+  const { teamId } = await alice.teams.create(`planning-${Date.now().toString(36)}`, "Meeting planning", [
+    "bob-scheduler",
+  ]);
   const closesAt = new Date(Date.now() + 2_000);
   const opened = await alice.teams.openVote({
     teamId,

@@ -36,7 +36,7 @@ export function registerTeam(program: Command): void {
   const command = (parent: Command, name: string, description: string) =>
     withGatewayOptions(parent.command(name).description(description), ["key", "api-key"]);
 
-  command(team, "create <team-id>", "create a team you own")
+  command(team, "create <name>", "create a team you own; its id is <your agent id>.<name>")
     .requiredOption("--name <text>", "a readable name")
     .option("--member <agent-id>", "another member (repeatable)", collect, [])
     .action((teamId: string, flags: Flags) =>

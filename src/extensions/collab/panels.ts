@@ -2,8 +2,8 @@ import type { Broker } from "../../broker/index.js";
 import { verifyAgreement } from "../../collab/agreement.js";
 import type { HandoffRecord } from "../../collab/handoff.js";
 import type { NegotiationSession } from "../../collab/negotiation.js";
-import { bucketOf, listValues } from "./store.js";
-import { BALLOTS_PREFIX, type Ballot, tallyVote, type Vote } from "../../collab/votes.js";
+import { ballotsOf, bucketOf, listValues } from "./store.js";
+import { type Ballot, tallyVote, type Vote } from "../../collab/votes.js";
 import type { DashboardPanel, PanelItem } from "../../gateway/panels.js";
 
 /**
@@ -136,7 +136,7 @@ export function votesPanel(brokerOf: () => Broker): DashboardPanel {
       );
       const items = await Promise.all(
         visible.map(async (v): Promise<PanelItem> => {
-          const ballots = (await listValues(bucket, BALLOTS_PREFIX(v.voteId))) as Ballot[];
+          const ballots = await ballotsOf(bucket, v.voteId);
           const result = v.announced?.result ?? tallyVote(v, ballots);
           const closed = Date.now() >= Date.parse(v.closesAt);
           return {

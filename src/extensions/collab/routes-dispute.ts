@@ -6,10 +6,17 @@ import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import { HANDOFF_KEY, type HandoffRecord } from "../../collab/handoff.js";
 import { CollabMethod, DisputeOpenBody } from "../../collab/messages.js";
 import { auditParty, type CollabServices } from "./services.js";
-import { bucketOf, listValues, mutate } from "./store.js";
+import { ballotsOf, bucketOf, listValues, mutate } from "./store.js";
 import { checkFanout, relayAll } from "./teams.js";
-import { canonicalHash, conflict, forbidden, notFound, parseOrThrow } from "../../collab/util.js";
-import { BALLOTS_PREFIX, type Ballot, tallyVote, VOTE_KEY, type Vote } from "../../collab/votes.js";
+import {
+  canonicalHash,
+  conflict,
+  forbidden,
+  notFound,
+  parseOrThrow,
+  requireOwnId,
+} from "../../collab/util.js";
+import { type Ballot, tallyVote, VOTE_KEY, type Vote } from "../../collab/votes.js";
 
 type Viewer =
   | { kind: "admin" }
@@ -46,7 +53,7 @@ export function disputeRoutes(router: Pick<Router, "add">, services: CollabServi
     }
     const vote = (await votes.get(VOTE_KEY(id)))?.value as Vote | undefined;
     if (!vote) throw notFound("vote", id);
-    const ballots = (await listValues(votes, BALLOTS_PREFIX(id))) as Ballot[];
+    const ballots = await ballotsOf(votes, id);
     const team = (await teams.get(`t.${vote.teamId}`))?.value as { members?: string[] } | undefined;
     const parties = [...new Set([...vote.electorate, vote.createdBy, ...(team?.members ?? [])])];
     return { parties, snapshot: { vote, ballots, tally: tallyVote(vote, ballots) } };
@@ -61,13 +68,11 @@ export function disputeRoutes(router: Pick<Router, "add">, services: CollabServi
     });
     const first = actions[0] as (typeof actions)[number];
     const body = first.body;
-    const { parties, snapshot } = await subjectOf(body.subject.kind, body.subject.id);
     const me = caller.record.agentId;
-    if (!parties.includes(me)) {
-      throw forbidden(
-        `${me} is not involved in ${body.subject.kind} ${body.subject.id}; only those involved open disputes`,
-      );
-    }
+    requireOwnId(body.disputeId, me, "/envelopes/0/params/body/disputeId", "dispute");
+    const { parties, snapshot } = await subjectOf(body.subject.kind, body.subject.id);
+    // Only those involved open disputes; to anyone else the subject reads as not existing.
+    if (!parties.includes(me)) throw notFound(body.subject.kind, body.subject.id);
     checkFanout(
       actions,
       { name: `the parties of ${body.subject.kind} ${body.subject.id}`, members: parties },

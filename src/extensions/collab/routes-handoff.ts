@@ -36,7 +36,7 @@ import {
   readerOf,
 } from "./services.js";
 import { bucketOf, listValues, mutate } from "./store.js";
-import { conflict, notFound, parseOrThrow } from "../../collab/util.js";
+import { conflict, notFound, parseOrThrow, requireOwnId } from "../../collab/util.js";
 
 const BASE = "/api/v1/handoffs";
 
@@ -86,6 +86,7 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
       throw new AcpError("InvalidRequest", "agent.handoff is a request and needs an id");
     }
     const { task } = action.body;
+    requireOwnId(task.handoffId, caller.record.agentId, "/params/body/task/handoffId", "handoff");
     const delegate = await liveAgent(ctx, action.headers["recipient-id"], "/params/headers/recipient-id");
     // Refused before anything is reserved or delivered, naming what is missing.
     const missing = task.requires.filter((c) => !delegate.record.capabilities.includes(c));

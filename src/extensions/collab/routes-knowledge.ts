@@ -7,7 +7,7 @@ import { CollabMethod, KnowledgePublishBody, KnowledgeUseBody } from "../../coll
 import { auditParty, type CollabServices, readerOf } from "./services.js";
 import { bucketOf, mutate } from "./store.js";
 import { loadTeam, memberTeam } from "./teams.js";
-import { conflict, notFound } from "../../collab/util.js";
+import { conflict, notFound, requireOwnId } from "../../collab/util.js";
 
 interface Points {
   agentId: string;
@@ -39,6 +39,7 @@ export function knowledgeRoutes(router: Pick<Router, "add">, services: CollabSer
         problems: [{ path: "/params/body/teamId", message: `must be ${teamId}` }],
       });
     }
+    requireOwnId(action.body.entryId, caller.record.agentId, "/params/body/entryId", "knowledge entry");
     await memberTeam(teams, teamId, caller.record.agentId);
     const entry: KnowledgeEntry = {
       ...action.body,

@@ -26,7 +26,7 @@ import {
   relayOrUndo,
 } from "./services.js";
 import { bucketOf, listValues, mutate } from "./store.js";
-import { conflict, notFound } from "../../collab/util.js";
+import { conflict, notFound, requireOwnId } from "../../collab/util.js";
 
 const BASE = "/api/v1/negotiations";
 const keyOf = (sessionId: string) => `s.${sessionId}`;
@@ -51,6 +51,7 @@ export function negotiationRoutes(router: Pick<Router, "add">, services: CollabS
   router.add("POST", BASE, async (req, res) => {
     const caller = await authenticateAgent(ctx, req);
     const action = await intake.readOne(req, caller, { method: CollabMethod.propose, body: OfferBody });
+    requireOwnId(action.body.sessionId, caller.record.agentId, "/params/body/sessionId", "negotiation");
     const responder = await partyFor(ctx, action.headers["recipient-id"], "/params/headers/recipient-id");
     const now = services.now();
     const session = startSession(

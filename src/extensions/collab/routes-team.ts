@@ -6,7 +6,7 @@ import { CollabMethod, TeamCreateBody, TeamMembersBody, TeamMessageBody } from "
 import { auditParty, type CollabServices, liveAgent, readerOf } from "./services.js";
 import { bucketOf, listValues, mutate } from "./store.js";
 import { loadTeam, memberTeam, POSTS_PREFIX, postToChannel, requireOwner, TEAM_KEY } from "./teams.js";
-import { conflict, notFound, ShortName } from "../../collab/util.js";
+import { conflict, notFound, requireOwnId, ShortName } from "../../collab/util.js";
 
 const BASE = "/api/v1/teams";
 
@@ -23,6 +23,7 @@ export function teamRoutes(router: Pick<Router, "add">, services: CollabServices
       to: "self",
     });
     const { teamId, name } = action.body;
+    requireOwnId(teamId, caller.record.agentId, "/params/body/teamId", "team");
     const members = [...new Set([caller.record.agentId, ...action.body.members])].sort();
     await Promise.all(
       members.map((m) => liveAgent(ctx, m, `/params/body/members/${action.body.members.indexOf(m)}`)),
@@ -37,6 +38,7 @@ export function teamRoutes(router: Pick<Router, "add">, services: CollabServices
       updatedAt: now,
     };
     await mutate(bucket, TEAM_KEY(teamId), (current) => {
+      // Only the caller's own team can be here (its namespace): telling it so reveals nothing.
       if (current) throw conflict(`team ${teamId} already exists`);
       return team;
     });
@@ -155,7 +157,10 @@ export function teamRoutes(router: Pick<Router, "add">, services: CollabServices
     if (reader.kind === "agent") await memberTeam(bucket, teamId, reader.agentId);
     else await loadTeam(bucket, teamId);
     const limit = Math.min(500, Math.max(1, Number(url.searchParams.get("limit") ?? 100) || 100));
-    const posts = (await listValues(bucket, POSTS_PREFIX(teamId, channel))) as ChannelPost[];
+    // A team named before ids had namespaces (`alice`) can share a key prefix with one of its creator's (`alice.crew`).
+    const posts = ((await listValues(bucket, POSTS_PREFIX(teamId, channel))) as ChannelPost[]).filter(
+      (p) => p.teamId === teamId && p.channel === channel,
+    );
     sendJson(res, 200, { teamId, channel, messages: posts.slice(-limit).map(postView) });
   });
 }

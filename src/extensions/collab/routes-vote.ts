@@ -7,18 +7,10 @@ import { AcpError, canonicalize } from "../../protocol/index.js";
 import { CollabMethod, VoteBallotBody, VoteOpenBody, VoteResultBody } from "../../collab/messages.js";
 import { postView } from "./routes-team.js";
 import { auditParty, type CollabServices, readerOf } from "./services.js";
-import { bucketOf, listValues, mutate } from "./store.js";
+import { ballotsOf, bucketOf, listValues, mutate } from "./store.js";
 import { loadTeam, memberTeam, postToChannel } from "./teams.js";
-import { conflict, forbidden, notFound } from "../../collab/util.js";
-import {
-  BALLOT_KEY,
-  BALLOTS_PREFIX,
-  type Ballot,
-  isClosed,
-  tallyVote,
-  VOTE_KEY,
-  type Vote,
-} from "../../collab/votes.js";
+import { conflict, forbidden, notFound, requireOwnId } from "../../collab/util.js";
+import { BALLOT_KEY, type Ballot, isClosed, tallyVote, VOTE_KEY, type Vote } from "../../collab/votes.js";
 
 const BASE = "/api/v1/votes";
 const MAX_PERIOD_MS = 30 * 24 * 3_600_000;
@@ -28,8 +20,6 @@ export function voteRoutes(router: Pick<Router, "add">, services: CollabServices
   const { ctx, intake, audit } = services;
   const votes = bucketOf<Vote | Ballot>(ctx.broker, "votes");
   const teams = bucketOf<TeamsRecord>(ctx.broker, "teams");
-
-  const ballotsOf = async (voteId: string) => (await listValues(votes, BALLOTS_PREFIX(voteId))) as Ballot[];
 
   /** The vote, for members of its team (the admin sees all). */
   const load = async (
@@ -54,6 +44,7 @@ export function voteRoutes(router: Pick<Router, "add">, services: CollabServices
       to: "any",
     });
     const body = (actions[0] as (typeof actions)[number]).body;
+    requireOwnId(body.voteId, caller.record.agentId, "/envelopes/0/params/body/voteId", "vote");
     const team: Team = await memberTeam(teams, body.teamId, caller.record.agentId);
     const electorate = [...new Set(body.electorate ?? team.members)].sort();
     const outsiders = electorate.filter((m) => !team.members.includes(m));
@@ -195,7 +186,7 @@ export function voteRoutes(router: Pick<Router, "add">, services: CollabServices
 
   router.add("GET", `${BASE}/:vote_id`, async (req, res, params) => {
     const { vote, viewer } = await load(req, params.vote_id as string);
-    const ballots = await ballotsOf(vote.voteId);
+    const ballots = await ballotsOf(votes, vote.voteId);
     const closed = isClosed(vote, services.now());
     const mine = ballots.find((b) => b.voter === viewer);
     sendJson(res, 200, {
@@ -230,7 +221,7 @@ export function voteRoutes(router: Pick<Router, "add">, services: CollabServices
         ],
       });
     }
-    const result = tallyVote(vote, await ballotsOf(voteId));
+    const result = tallyVote(vote, await ballotsOf(votes, voteId));
     for (const action of actions) action.summaryContext = { question: vote.question };
     if (canonicalize(body.result) !== canonicalize(result)) {
       throw new AcpError("InvalidParams", "the announced result is not the tally of the signed ballots", {

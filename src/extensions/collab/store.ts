@@ -1,5 +1,6 @@
 import type { Broker, KvBucket, KvEntry } from "../../broker/index.js";
 import { AcpError } from "../../protocol/index.js";
+import { BALLOTS_PREFIX, type Ballot, type Vote } from "../../collab/votes.js";
 
 /** The KV buckets of the collaboration module; every piece of its state lives in one of these. */
 export const COLLAB_BUCKETS = {
@@ -76,4 +77,12 @@ export async function listValues<T>(bucket: KvBucket<T>, prefix: string): Promis
   const keys = await bucket.keys(prefix);
   const entries = await Promise.all(keys.map((key) => bucket.get(key)));
   return entries.flatMap((entry) => (entry ? [entry.value] : []));
+}
+
+/**
+ * The ballots of a vote. A vote id from before ids had namespaces (`alice-agent`) can share a key
+ * prefix with one of its creator's (`alice-agent.<uuid>`), so the prefix alone does not decide.
+ */
+export async function ballotsOf(bucket: KvBucket<Vote | Ballot>, voteId: string): Promise<Ballot[]> {
+  return ((await listValues(bucket, BALLOTS_PREFIX(voteId))) as Ballot[]).filter((b) => b.voteId === voteId);
 }

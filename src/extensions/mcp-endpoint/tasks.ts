@@ -39,7 +39,8 @@ export function isNotFound(err: unknown): boolean {
 }
 
 export const PENDING_TASKS_URI = "tasks://pending";
-const TASK_URI = /^tasks:\/\/([A-Za-z0-9][A-Za-z0-9_-]{0,127})$/;
+/** `tasks://<handoff id>`: the id in its delegator's namespace (`boss.<uuid>`), or one from before ids had them. */
+const TASK_URI = /^tasks:\/\/((?:[A-Za-z0-9][A-Za-z0-9_-]{0,127}\.)?[A-Za-z0-9][A-Za-z0-9_-]{0,127})$/;
 
 /** What the task resources and tools of one MCP session need. */
 export interface TaskSession {
