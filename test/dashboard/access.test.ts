@@ -11,8 +11,10 @@ import type {
 } from "../../src/extensions/dashboard/index.js";
 import type { ApprovalRecord } from "../../src/orchestration/index.js";
 import { type Action, Orchestrator } from "../../src/orchestration/index.js";
+import { collabExtension } from "../../src/server.js";
 import { api, startTestGateway } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
+import { until } from "../helpers/until.js";
 import { aliceAsksBob, type Cast, dashboard, followStream, principalToken, useCast } from "./helpers.js";
 
 /** An approval asked by alice's scheduler (acting as an orchestrator) through the gateway's API. */
@@ -308,5 +310,56 @@ describe("collaboration panels (negotiations, handoffs, votes)", () => {
 
     for (const name of ["negotiations", "handoffs", "votes"])
       expect(await panel(carolToken, name)).toEqual([]);
+  });
+});
+
+describe("an expired handoff on the handoffs panel", () => {
+  let offset = 0;
+  const cast = useCast({
+    extensions: [collabExtension({ clock: () => new Date(Date.now() + offset), handoff: { sweepMs: 50 } })],
+  });
+
+  it("says the offer lapsed and its escrow went back to the delegator", async () => {
+    offset = 0;
+    const c = await cast();
+    const grant = await api(c.gw.url, "/api/v1/ledger/grants", {
+      headers: { authorization: `Bearer ${c.gw.adminToken}` },
+      body: { agentId: "alice-scheduler", amount: 50 },
+    });
+    expect(grant.status, JSON.stringify(grant.json)).toBe(201);
+    const alice = new CollabClient({
+      agent: await c.connect(c.alice),
+      identity: c.alice.identity,
+      apiKey: c.alice.apiKey,
+      layers: [0, 1, 2],
+    });
+    await c.connect(c.bob);
+    const offered = await alice.handoffs.offer(
+      "bob-scheduler",
+      { completed: ["agreed on a slot"], remaining: "send the invitation", context: {} },
+      { title: "send the invitation", escrow: 20 },
+    );
+    const token = await principalToken(c.gw, "alice");
+    const panel = async () => (await dashboard(c.gw, token, "/panels/handoffs")).json.items as PanelItem[];
+    expect((await panel())[0]).toMatchObject({ status: "offered" });
+    expect((await panel())[0]!.lines).toContain(`Respond by ${offered.respondBy}`);
+
+    offset = 25 * 3_600_000;
+    const [expired] = await until(
+      panel,
+      (items) => items[0]?.status === "expired",
+      "the panel shows the expiry",
+    );
+    expect(expired).toMatchObject({
+      title: "alice-scheduler → bob-scheduler: send the invitation",
+      participants: ["alice-scheduler", "bob-scheduler"],
+    });
+    expect(expired!.lines).toContain("20 credits in escrow, refunded to alice-scheduler");
+    expect(expired!.lines?.at(-1)).toMatch(
+      /^expired by gateway: .*was not answered by .*20 credits went back to alice-scheduler$/,
+    );
+    expect(
+      (await dashboard(c.gw, await principalToken(c.gw, "carol"), "/panels/handoffs")).json.items,
+    ).toEqual([]);
   });
 });
