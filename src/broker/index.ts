@@ -4,8 +4,10 @@ export { DATABASE_FILE, DEFAULT_DATA_DIR } from "./embedded/database.js";
 export {
   BrokerError,
   type BrokerErrorCode,
+  type BrokerErrorKind,
   brokerToAcp,
   isBrokerError,
+  isWriteConflict,
   QUOTA_RETRY_AFTER_SECONDS,
 } from "./errors.js";
 export { NatsBroker } from "./nats/broker.js";

@@ -15,6 +15,7 @@ import type { VersionDeprecation } from "../wire/versions.js";
 import { AgentAudit } from "./audit.js";
 import { type AgentConnection, type ConnectionEvents, GatewayConnection } from "./connection.js";
 import { AgentCore, type Emit, type Handlers } from "./core.js";
+import { SdkError } from "./errors.js";
 import { HandshakeStore } from "./handshake-store.js";
 import { GatewayClient, normaliseGatewayUrl } from "./http.js";
 import { Inbound } from "./inbound.js";
@@ -90,7 +91,8 @@ export class AcpAgent {
 
   /** Loads the identity, opens the audit log, and connects the WebSocket; resolves on the gateway's `ready`. */
   async connect(): Promise<void> {
-    if (this.state !== "new") throw new AcpError("Conflict", `connect() called on a ${this.state} agent`);
+    if (this.state !== "new")
+      throw new SdkError("AlreadyConnected", `connect() called on a ${this.state} agent`);
     this.state = "connecting";
     let audit: AgentAudit | undefined;
     try {
@@ -360,14 +362,14 @@ export class AcpAgent {
   }
 
   private retryAfterHandshakeLoss(err: unknown, peer: string, attempt: number): boolean {
-    if (attempt > 0 || !(err instanceof AcpError) || err.reason !== "HandshakeRequired") return false;
+    if (attempt > 0 || !(err instanceof AcpError) || err.kind !== "HandshakeRequired") return false;
     this.core?.handshakes.reset(peer);
     return true;
   }
 
   private requireCore(): AgentCore {
     if (this.state === "closed") throw new AcpError("Cancelled", "the agent is closed");
-    if (!this.core) throw new AcpError("Conflict", "call connect() first");
+    if (!this.core) throw new SdkError("NotConnected", "call connect() first");
     return this.core;
   }
 

@@ -126,7 +126,7 @@ export class CollabCore {
       // Not the cached view: whether the peer is online now matters.
       view = await this.registry.getAgent(peer);
     } catch (err) {
-      if (err instanceof AcpError && (err.reason === "NotFound" || err.reason === "UnknownRecipient")) {
+      if (err instanceof AcpError && (err.kind === "NotFound" || err.kind === "UnknownRecipient")) {
         throw new AcpError("UnknownRecipient", `no agent ${peer} is registered at the gateway`, {
           problems: [{ path: "/params/headers/recipient-id", message: "not a registered agent" }],
         });

@@ -260,7 +260,7 @@ export class GatewayConnection implements AgentConnection {
       // A refused key will not become valid by retrying, and a replaced connection must not fight
       // back: stop and say why.
       const fatal =
-        failure instanceof AcpError && ["Unauthorized", "Forbidden", "Conflict"].includes(failure.reason);
+        failure instanceof AcpError && ["Unauthorized", "Forbidden", "Conflict"].includes(failure.kind);
       if (fatal) this.options.events.error(failure as Error);
       if (wasReady || fatal) {
         this.options.events.disconnected({ code, reason: reason.toString(), willReconnect: !fatal });

@@ -118,7 +118,7 @@ export class AgentCore {
     try {
       return verifyEnvelope(envelope, options);
     } catch (err) {
-      if (!(err instanceof AcpError && err.reason === "UnknownKey" && typeof err.data.kid === "string"))
+      if (!(err instanceof AcpError && err.kind === "UnknownKey" && typeof err.data.kid === "string"))
         throw err;
       await this.peers.ensureKey(agentOfKeyId(err.data.kid), err.data.kid);
       return verifyEnvelope(envelope, options);

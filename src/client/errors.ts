@@ -34,3 +34,25 @@ export class GatewayUnreachableError extends Error {
     this.name = "GatewayUnreachableError";
   }
 }
+
+/**
+ * What kind of misuse an `SdkError` reports: `NotConnected` (a method that needs `connect()` first),
+ * `AlreadyConnected` (`connect()` called twice), `AlreadyRegistered` (a second handler or agent
+ * under one name).
+ */
+export type SdkErrorKind = "NotConnected" | "AlreadyConnected" | "AlreadyRegistered";
+
+/**
+ * A programming mistake in the code using the SDK, found locally: never sent to a peer or the
+ * gateway, so it has no JSON-RPC code. What a peer or the gateway refuses is an `AcpError`.
+ */
+export class SdkError extends Error {
+  override readonly name = "SdkError";
+
+  constructor(
+    readonly kind: SdkErrorKind,
+    message: string,
+  ) {
+    super(message);
+  }
+}

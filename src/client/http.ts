@@ -166,7 +166,7 @@ export class GatewayClient {
         auth: "agent",
       });
     } catch (err) {
-      if (err instanceof AcpError && err.reason === "NotFound") return undefined;
+      if (err instanceof AcpError && err.kind === "NotFound") return undefined;
       throw err;
     }
   }

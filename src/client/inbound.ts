@@ -207,8 +207,8 @@ export class Inbound {
   /** A delivery that fails verification is never acted on: it is rejected (dead-lettered) with the reason. */
   private async refuse(frame: NewMessageFrame, err: unknown): Promise<void> {
     const error = err instanceof AcpError ? err : new AcpError("InternalError", (err as Error).message);
-    if (error.reason === "SignatureInvalid") this.core.trust.observe(frame.from, "bad-signature");
-    if (HANDSHAKE_METHODS.has(frame.method) || error.reason.startsWith("Signature")) {
+    if (error.kind === "SignatureInvalid") this.core.trust.observe(frame.from, "bad-signature");
+    if (HANDSHAKE_METHODS.has(frame.method) || error.kind.startsWith("Signature")) {
       await this.core.record(frame.envelope, "received", frame.from, {
         step: "verify",
         error: { code: error.code, message: error.message },
@@ -218,7 +218,7 @@ export class Inbound {
     this.markHandled(frame);
     this.core.emit(
       "error",
-      new AcpError(error.reason, `refused ${frame.id} from ${frame.from}: ${error.message}`, error.data),
+      new AcpError(error.kind, `refused ${frame.id} from ${frame.from}: ${error.message}`, error.data),
     );
   }
 

@@ -3,7 +3,7 @@ export { AcpAgent } from "./agent.js";
 export type { AuditSettings } from "./audit.js";
 export { CollabClient } from "./collab.js";
 export type { ReconnectOptions } from "./connection.js";
-export { errorFromObject, GatewayUnreachableError } from "./errors.js";
+export { errorFromObject, GatewayUnreachableError, SdkError, type SdkErrorKind } from "./errors.js";
 export {
   type HandledDelivery,
   type HandledRecord,

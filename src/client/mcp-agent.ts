@@ -19,7 +19,7 @@ import {
 } from "../mcp/signing-wire.js";
 import { AcpError } from "../protocol/index.js";
 import type { AcpAgent } from "./agent.js";
-import { GatewayUnreachableError } from "./errors.js";
+import { GatewayUnreachableError, SdkError } from "./errors.js";
 import type { InboundContext } from "./types.js";
 
 export interface McpAgentDefinition<I extends z.ZodType, O extends z.ZodType> {
@@ -78,7 +78,7 @@ export async function serveMcpAgent<I extends z.ZodType, O extends z.ZodType>(
   }
   const host = hostOf(agent);
   if (host.agents.has(name))
-    throw new AcpError("Conflict", `MCP agent "${name}" is already served by this agent`);
+    throw new SdkError("AlreadyRegistered", `MCP agent "${name}" is already served by this agent`);
   const descriptor: PublishedAgentBody = {
     ...(definition.description !== undefined && { description: definition.description }),
     inputSchema: toJsonSchema(name, "input", definition.input),

@@ -167,16 +167,16 @@ export class Outbox {
     const entry = this.entries.get(ref);
     if (!entry) return;
     entry.inFlight = false;
-    if (err.reason !== "StorageUnavailable" && err.reason !== "RateLimited") {
+    if (err.kind !== "StorageUnavailable" && err.kind !== "RateLimited") {
       this.fail(entry, err);
       return;
     }
     entry.failedAttempts++;
     entry.lastRefusal = err;
     // A 429 is a refusal before anything was stored; a 503 on NATS may come after the store.
-    if (err.reason === "StorageUnavailable") entry.mayHaveBeenAccepted = true;
+    if (err.kind === "StorageUnavailable") entry.mayHaveBeenAccepted = true;
     const delayMs =
-      err.reason === "RateLimited"
+      err.kind === "RateLimited"
         ? retryAfterMs(err.data)
         : backoffDelay(entry.failedAttempts - 1, this.settings.initialDelayMs, this.settings.maxDelayMs);
     const { deadline } = entry.options;
@@ -190,7 +190,7 @@ export class Outbox {
     this.transport.resubmitting({
       messageId: entry.options.messageId,
       attempt: entry.failedAttempts + 1,
-      cause: err.reason,
+      cause: err.kind,
       delayMs: Math.round(delayMs),
     });
     entry.backingOff = true;
@@ -205,7 +205,7 @@ export class Outbox {
     for (const entry of [...this.entries.values()]) {
       this.fail(
         entry,
-        new AcpError(err.reason, err.message, {
+        new AcpError(err.kind, err.message, {
           ...err.data,
           messageId: entry.options.messageId,
           mayHaveBeenAccepted: entry.mayHaveBeenAccepted || entry.inFlight,
@@ -240,7 +240,7 @@ export class Outbox {
   }
 
   private gaveUp(entry: Entry, err: AcpError): AcpError {
-    return new AcpError(err.reason, `${err.message} (gave up after ${entry.failedAttempts} attempts)`, {
+    return new AcpError(err.kind, `${err.message} (gave up after ${entry.failedAttempts} attempts)`, {
       ...err.data,
       messageId: entry.options.messageId,
       attempts: entry.failedAttempts,

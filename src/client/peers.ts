@@ -114,7 +114,7 @@ export class PeerDirectory {
     try {
       view = await this.http.getAgent(agentId);
     } catch (err) {
-      if (err instanceof AcpError && (err.reason === "NotFound" || err.reason === "UnknownRecipient")) {
+      if (err instanceof AcpError && (err.kind === "NotFound" || err.kind === "UnknownRecipient")) {
         this.peers.delete(agentId);
         return undefined;
       }

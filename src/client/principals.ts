@@ -40,7 +40,7 @@ export class PrincipalAdminClient {
         ...(body !== undefined ? { body } : {}),
       });
     } catch (err) {
-      if (err instanceof AcpError && err.reason === "InternalError" && err.data.httpStatus === 404) {
+      if (err instanceof AcpError && err.kind === "InternalError" && err.data.httpStatus === 404) {
         throw new AcpError(
           "NotFound",
           `${this.baseUrl} has no dashboard API (is it an acp gateway of this version?)`,

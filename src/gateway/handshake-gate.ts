@@ -1,4 +1,4 @@
-import type { Broker, KvBucket } from "../broker/index.js";
+import { type Broker, isWriteConflict, type KvBucket } from "../broker/index.js";
 import { WatchedReads } from "../broker/watched-reads.js";
 import { AcpError, type EnvelopeHeaders } from "../protocol/index.js";
 
@@ -135,8 +135,7 @@ export class HandshakeGate {
         else this.pairs.forget(key);
         return;
       } catch (err) {
-        const code = (err as { code?: string }).code;
-        if (code !== "conflict" && code !== "exists") throw err;
+        if (!isWriteConflict(err)) throw err;
       }
     }
     throw new AcpError("Conflict", "the handshake state changed concurrently; retry");

@@ -109,7 +109,7 @@ export async function sendPlatformMessage(
     const [result] = await submitInCustody(custodian, ctx.relay, sender, [message], options);
     return { ...(result as SubmitResponse), signed_by: "gateway" };
   } catch (err) {
-    if (!(err instanceof AcpError) || err.reason !== "HandshakeRequired") throw err;
+    if (!(err instanceof AcpError) || err.kind !== "HandshakeRequired") throw err;
     // The platform has no handshake; ACP relays nothing before one. Its first step goes out now,
     // unless it went out lately: a client sending again while the peer has not answered (or is
     // offline) must not restart the peer's side of the handshake each time.

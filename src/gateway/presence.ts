@@ -1,4 +1,4 @@
-import type { Broker, KvBucket } from "../broker/index.js";
+import { type Broker, isWriteConflict, type KvBucket } from "../broker/index.js";
 import { WatchedReads } from "../broker/watched-reads.js";
 import type { Presence, PresenceUpdate } from "../wire/api.js";
 
@@ -91,8 +91,7 @@ export class PresenceTracker {
         this.lastWrite.set(agentId, this.now());
         return;
       } catch (err) {
-        const code = (err as { code?: string }).code;
-        if (code !== "conflict" && code !== "exists") throw err;
+        if (!isWriteConflict(err)) throw err;
       }
     }
   }

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
-import type { Broker, KvBucket } from "../broker/index.js";
+import { type Broker, isWriteConflict, type KvBucket } from "../broker/index.js";
 import { WatchedReads } from "../broker/watched-reads.js";
 import { hashSecret } from "./auth.js";
 import { AcpError, PrincipalId, problemsOf } from "../protocol/index.js";
@@ -88,8 +88,7 @@ export class PrincipalStore {
       if (existing) await this.principals.update(key, record, existing.revision);
       else await this.principals.create(key, record);
     } catch (err) {
-      const code = (err as { code?: string }).code;
-      if (code === "exists" || code === "conflict") {
+      if (isWriteConflict(err)) {
         throw new AcpError("Conflict", `principal ${principalId} was added concurrently; list to see it`);
       }
       throw err;

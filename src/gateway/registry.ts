@@ -1,5 +1,5 @@
 import type { KeyObject } from "node:crypto";
-import type { Broker, KvBucket, Unsubscribe } from "../broker/index.js";
+import { type Broker, isBrokerError, type KvBucket, type Unsubscribe } from "../broker/index.js";
 import { WatchedReads } from "../broker/watched-reads.js";
 import {
   AcpError,
@@ -210,7 +210,7 @@ export class Registry {
     try {
       await this.agents.create(record.agentId, record);
     } catch (err) {
-      if ((err as { code?: string }).code === "exists") {
+      if (isBrokerError(err, "exists")) {
         throw new AcpError(
           "Conflict",
           `agent ${record.agentId} is already registered; rotate its key instead`,

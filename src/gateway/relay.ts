@@ -143,7 +143,7 @@ export class Relay {
     } catch (thrown) {
       const err = brokerToAcp(thrown);
       this.metrics.count("acp_messages_rejected_total", {
-        reason: err instanceof AcpError ? err.reason : "InternalError",
+        reason: err instanceof AcpError ? err.kind : "InternalError",
       });
       if (err instanceof AcpError && typeof err.data.quota === "string") {
         this.metrics.count("acp_quota_refusals_total", { quota: err.data.quota });

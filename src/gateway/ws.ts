@@ -120,7 +120,7 @@ export class WsHub {
     try {
       agent = apiKey ? await this.deps.credentials.agentOf(req, apiKey) : undefined;
     } catch (err) {
-      if (err instanceof AcpError && err.reason === "RateLimited") {
+      if (err instanceof AcpError && err.kind === "RateLimited") {
         this.send(ws, { type: "error", error: err.toJSON() });
         ws.close(CloseCode.RateLimited, "too many failed credential checks");
         return;

@@ -21,7 +21,7 @@ function isTransient(err: unknown): boolean {
   if (err instanceof GatewayUnreachableError) return true;
   if (!(err instanceof AcpError)) return false;
   const status = err.data.httpStatus;
-  return err.reason === "StorageUnavailable" || (typeof status === "number" && status >= 500);
+  return err.kind === "StorageUnavailable" || (typeof status === "number" && status >= 500);
 }
 
 const ACTION: Record<ApprovalDecision["decision"], string> = {
@@ -61,7 +61,7 @@ export class HttpApprovalStore implements ApprovalStore {
     try {
       return ApprovalRecord.parse(await this.call("GET", `${APPROVALS_PATH}/${encodeURIComponent(id)}`));
     } catch (err) {
-      if (err instanceof AcpError && err.reason === "NotFound") return null;
+      if (err instanceof AcpError && err.kind === "NotFound") return null;
       throw err;
     }
   }
@@ -128,7 +128,7 @@ export class PrincipalApprovalClient implements Pick<ApprovalStore, "get" | "lis
     try {
       return ApprovalRecord.parse(await this.call("GET", `/${encodeURIComponent(id)}`));
     } catch (err) {
-      if (err instanceof AcpError && err.reason === "NotFound") return null;
+      if (err instanceof AcpError && err.kind === "NotFound") return null;
       throw err;
     }
   }

@@ -113,7 +113,7 @@ export class KvApprovalStore implements ApprovalStore {
       await this.bucket.update(id, next, revision);
       return true;
     } catch (err) {
-      if (isBrokerError(err) && err.code === "conflict") return false;
+      if (isBrokerError(err, "conflict")) return false;
       throw err;
     }
   }

@@ -29,12 +29,18 @@ export type FailureReason =
  */
 export class CommandError extends Error {
   constructor(
-    readonly category: ErrorCategory,
+    /** The failure's kind: one of the command layer's five categories, sent as `error.code`. */
+    readonly kind: ErrorCategory,
     message: string,
     readonly options: { recoverable?: boolean; reason?: FailureReason; problems?: Problem[] } = {},
   ) {
     super(message);
     this.name = "CommandError";
+  }
+
+  /** @deprecated The failure's kind is `kind`; `category` is its former name. */
+  get category(): ErrorCategory {
+    return this.kind;
   }
 
   get recoverable(): boolean {
@@ -94,30 +100,30 @@ const DENIED = new Set(["PermissionDenied", "Forbidden", "Unauthorized", "Layers
 export function classify(err: unknown): Classified {
   if (err instanceof CommandError) {
     return {
-      category: err.category,
+      category: err.kind,
       recoverable: err.recoverable,
       reason: err.options.reason ?? "agent_failed",
       message: err.message,
     };
   }
   if (err instanceof AcpError) {
-    if (err.reason === "Timeout")
+    if (err.kind === "Timeout")
       return { category: "timeout_error", recoverable: true, reason: "timeout", message: err.message };
-    if (DENIED.has(err.reason))
+    if (DENIED.has(err.kind))
       return {
         category: "permission_error",
         recoverable: false,
         reason: "permission_denied",
         message: err.message,
       };
-    if (TRANSIENT.has(err.reason))
+    if (TRANSIENT.has(err.kind))
       return {
         category: "system_error",
         recoverable: true,
         reason: "transport_failed",
         message: err.message,
       };
-    if (err.reason === "InvalidParams" || err.reason === "InvalidRequest" || err.reason === "PayloadTooLarge")
+    if (err.kind === "InvalidParams" || err.kind === "InvalidRequest" || err.kind === "PayloadTooLarge")
       return { category: "user_error", recoverable: false, reason: "invalid_command", message: err.message };
     return { category: "agent_error", recoverable: false, reason: "transport_failed", message: err.message };
   }

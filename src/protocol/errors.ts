@@ -78,7 +78,11 @@ export interface Problem {
   message: string;
 }
 
-/** The `data` member of every ACP error object: a stable reason name plus what exactly was wrong. */
+/**
+ * The `data` member of every ACP error object: the failure's kind (`reason` on the wire, where the
+ * protocol documents name it; `kind` on the error classes, as on every error class of acp-kit) plus
+ * what exactly was wrong.
+ */
 export interface AcpErrorData {
   reason: ErrorCodeName;
   problems?: Problem[];
@@ -107,13 +111,18 @@ export class AcpError extends Error {
   }
 
   /** The failure's kind, e.g. `"NotFound"` (the wire's `error.data.reason`). */
-  get reason(): ErrorCodeName {
+  get kind(): ErrorCodeName {
     return this.data.reason;
+  }
+
+  /** @deprecated The failure's kind is `kind`; `reason` is its former name (the wire keeps `data.reason`). */
+  get reason(): ErrorCodeName {
+    return this.kind;
   }
 
   /** The HTTP status of a REST answer carrying this error. */
   get httpStatus(): number {
-    return errorTable[this.reason].status;
+    return errorTable[this.kind].status;
   }
 
   toJSON(): JsonRpcErrorObject {

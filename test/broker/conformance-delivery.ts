@@ -379,7 +379,7 @@ export function deliveryConformance(ctx: SuiteContext): void {
       const both = await Promise.allSettled([broker.openInbox("carol"), broker.openInbox("carol")]);
       expect(both.filter((result) => result.status === "fulfilled")).toHaveLength(1);
       const loser = both.find((result) => result.status === "rejected");
-      expect((loser as PromiseRejectedResult).reason).toMatchObject({ code: "invalid_state" });
+      expect((loser as PromiseRejectedResult).reason).toMatchObject({ kind: "invalid_state" });
     });
   });
 }

@@ -1,13 +1,13 @@
 import { describe, expect, it } from "vitest";
 import {
   BrokerError,
-  type BrokerErrorCode,
+  type BrokerErrorKind,
   brokerToAcp,
   QUOTA_RETRY_AFTER_SECONDS,
 } from "../../src/broker/index.js";
 import { AcpError } from "../../src/protocol/index.js";
 
-const EXPECTED: Record<BrokerErrorCode, [string, number]> = {
+const EXPECTED: Record<BrokerErrorKind, [string, number]> = {
   invalid_argument: ["InvalidParams", 400],
   not_found: ["NotFound", 404],
   forbidden: ["Forbidden", 403],
@@ -22,9 +22,9 @@ const EXPECTED: Record<BrokerErrorCode, [string, number]> = {
 describe("brokerToAcp", () => {
   it("turns every broker error into the ACP error clients see, never a 500", () => {
     for (const [code, [kind, status]] of Object.entries(EXPECTED)) {
-      const mapped = brokerToAcp(new BrokerError(code as BrokerErrorCode, `${code} happened`));
+      const mapped = brokerToAcp(new BrokerError(code as BrokerErrorKind, `${code} happened`));
       expect(mapped, code).toBeInstanceOf(AcpError);
-      expect([(mapped as AcpError).reason, (mapped as AcpError).httpStatus], code).toEqual([kind, status]);
+      expect([(mapped as AcpError).kind, (mapped as AcpError).httpStatus], code).toEqual([kind, status]);
       expect((mapped as AcpError).message).toBe(`${code} happened`);
     }
   });
@@ -42,7 +42,7 @@ describe("brokerToAcp", () => {
   it("knows a broker error by its class, not its name: anything else passes through unchanged", () => {
     const impostor = Object.assign(new Error("not from the broker"), {
       name: "BrokerError",
-      code: "not_found",
+      kind: "not_found",
     });
     expect(brokerToAcp(impostor)).toBe(impostor);
     const acp = new AcpError("Timeout");

@@ -39,7 +39,7 @@ describeWithNats("NATS broker: submissions in flight", () => {
     paused.pop();
 
     await expect(refused).rejects.toMatchObject({
-      code: "unavailable",
+      kind: "unavailable",
       message: expect.stringContaining("NATS is not keeping up: the message waited 0.4 s"),
     });
     await expect(Promise.all(storing)).resolves.toEqual(

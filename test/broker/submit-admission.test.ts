@@ -67,7 +67,7 @@ describe("SubmitAdmission", () => {
       (error: unknown) => error,
     );
     expect(refusal).toBeInstanceOf(BrokerError);
-    expect(refusal).toMatchObject({ code: "unavailable" });
+    expect(refusal).toMatchObject({ kind: "unavailable" });
     expect((refusal as Error).message).toBe(
       "NATS is not keeping up: the message waited 5 s for one of the 1 places for submissions being stored, and was not accepted; submit it again later",
     );
@@ -83,14 +83,14 @@ describe("SubmitAdmission", () => {
     const running = admission.run(() => first.promise);
     const waiting = admission.run(async () => undefined);
     admission.close();
-    await expect(waiting).rejects.toMatchObject({ code: "closed" });
+    await expect(waiting).rejects.toMatchObject({ kind: "closed" });
     first.resolve();
     await running;
     expect(() => new SubmitAdmission(0, 1)).toThrow(
-      expect.objectContaining({ code: "invalid_argument", field: "nats.maxPendingSubmits" }),
+      expect.objectContaining({ kind: "invalid_argument", field: "nats.maxPendingSubmits" }),
     );
     expect(() => new SubmitAdmission(1, -1)).toThrow(
-      expect.objectContaining({ code: "invalid_argument", field: "nats.submitStallMs" }),
+      expect.objectContaining({ kind: "invalid_argument", field: "nats.submitStallMs" }),
     );
   });
 });

@@ -82,18 +82,18 @@ export async function eventually<T>(check: () => Promise<T>, timeoutMs = 10_000)
 
 export async function expectBrokerError(
   promise: Promise<unknown>,
-  code: BrokerError["code"],
+  kind: BrokerError["kind"],
   field?: string,
 ): Promise<BrokerError> {
   const error = await promise.then(
     () => {
-      throw new Error(`expected BrokerError ${code}, but it succeeded`);
+      throw new Error(`expected BrokerError ${kind}, but it succeeded`);
     },
     (caught: unknown) => caught,
   );
   expect(error).toBeInstanceOf(BrokerError);
   const brokerError = error as BrokerError;
-  expect(brokerError.code).toBe(code);
+  expect(brokerError.kind).toBe(kind);
   if (field !== undefined) expect(brokerError.field).toBe(field);
   return brokerError;
 }

@@ -1,6 +1,6 @@
 import { expect, it } from "vitest";
 import { readAudit, verifyAudit } from "../../src/audit/index.js";
-import { GatewayClient } from "../../src/client/index.js";
+import { GatewayClient, SdkError } from "../../src/client/index.js";
 import { AcpError, ErrorCode } from "../../src/protocol/index.js";
 import { agentFor, deferred, eventually, type GatewayFactory } from "./fixtures.js";
 import { useTestbed } from "./testbed.js";
@@ -243,5 +243,18 @@ export function messagingSuite(makeGateway: GatewayFactory): void {
       code: ErrorCode.UnknownKey,
     });
     expect(() => agentFor(t.gw, { ...t.beta, apiKey: "" }, t.dir)).toThrow(/apiKey is required/);
+  });
+
+  it("a call before connect() or a second connect() is a local SdkError, not a wire code", async () => {
+    const idle = agentFor(t.gw, t.beta, t.dir);
+    const early = await idle.request("alice-assistant", { x: 1 }).catch((e: unknown) => e);
+    expect(early).toBeInstanceOf(SdkError);
+    expect(early).not.toBeInstanceOf(AcpError);
+    expect(early).toMatchObject({ kind: "NotConnected", message: "call connect() first" });
+    const bob = await t.connected(t.beta);
+    const twice = await bob.connect().catch((e: unknown) => e);
+    expect(twice).toBeInstanceOf(SdkError);
+    expect(twice).toMatchObject({ kind: "AlreadyConnected" });
+    expect(twice).not.toHaveProperty("code");
   });
 }

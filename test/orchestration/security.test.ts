@@ -2,6 +2,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { readAudit, verifyAuditRoot } from "../../src/audit/index.js";
 import {
+  type CommandError,
   type ApprovalRecord,
   AuditLogCommandSink,
   failureReason,
@@ -52,7 +53,7 @@ describe("command validation", () => {
     try {
       parseCommand({});
     } catch (err) {
-      expect((err as { category: string }).category).toBe("user_error");
+      expect((err as CommandError).kind).toBe("user_error");
     }
   });
 });

@@ -99,18 +99,18 @@ describe("signatures across domains", () => {
     const byGamma = acpErrorOf(() =>
       verifyEnvelope(signMessage(crossDomain(), gammaSigner), { resolveKey: resolveByLocalPart }),
     );
-    expect(byGamma.reason).toBe("SignatureInvalid");
+    expect(byGamma.kind).toBe("SignatureInvalid");
     const signed = signMessage(crossDomain(), alphaSigner);
     const rerouted = mutated(signed, (m) => {
       m.params.headers["recipient-id"] = "agent-beta@c.example";
     });
-    expect(acpErrorOf(() => verifyEnvelope(rerouted, { resolveKey: resolveByLocalPart })).reason).toBe(
+    expect(acpErrorOf(() => verifyEnvelope(rerouted, { resolveKey: resolveByLocalPart })).kind).toBe(
       "SignatureInvalid",
     );
     const respoofed = mutated(signed, (m) => {
       m.params.headers["agent-id"] = "agent-alpha@c.example";
     });
-    expect(acpErrorOf(() => verifyEnvelope(respoofed, { resolveKey: resolveByLocalPart })).reason).toBe(
+    expect(acpErrorOf(() => verifyEnvelope(respoofed, { resolveKey: resolveByLocalPart })).kind).toBe(
       "SignatureInvalid",
     );
   });
@@ -128,6 +128,6 @@ describe("signatures across domains", () => {
       secret: "42",
     });
     const err = await acpErrorOfAsync(() => decryptBody(body, beta, "agent-alpha@a.example"));
-    expect(err.reason).toBe("DecryptionFailed");
+    expect(err.kind).toBe("DecryptionFailed");
   });
 });

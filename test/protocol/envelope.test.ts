@@ -178,7 +178,7 @@ describe("tampering with any byte of the wire text is refused", () => {
       return "accepted";
     } catch (err) {
       if (!(err instanceof AcpError)) throw err;
-      return err.reason;
+      return err.kind;
     }
   }
 

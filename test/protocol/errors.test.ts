@@ -91,7 +91,8 @@ describe("AcpError", () => {
       problems: [{ path: "/params/headers/message-id", message: "seen" }],
     });
     expect(err.message).toBe(errorMeanings.Replay);
-    expect(err.reason).toBe("Replay");
+    expect(err.kind).toBe("Replay");
+    expect(err.reason, "the former name, kept for one deprecation period").toBe("Replay");
     expect(JSON.parse(JSON.stringify(err))).toEqual({
       code: -32005,
       message: errorMeanings.Replay,

@@ -82,7 +82,7 @@ export function failed(err: unknown, json = false): never {
     const problem = err.data.problems?.[0];
     const where = problem ? ` (${problem.path || "/"}: ${problem.message})` : "";
     throw new CliError(
-      `${err.message} [${err.code} ${err.reason}]${where}`,
+      `${err.message} [${err.code} ${err.kind}]${where}`,
       1,
       json ? `${JSON.stringify(err.toJSON(), null, 2)}\n` : undefined,
     );

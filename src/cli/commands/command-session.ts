@@ -49,7 +49,7 @@ export async function openSession(flags: CommonFlags, targets: string[]): Promis
     try {
       granted.set(id, (await registry.getAgent(id)).capabilities);
     } catch (err) {
-      if (err instanceof AcpError && err.reason === "NotFound")
+      if (err instanceof AcpError && err.kind === "NotFound")
         throw new CliError(`no agent ${id} is registered at ${gateway}`);
       throw err;
     }

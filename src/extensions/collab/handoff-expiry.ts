@@ -153,7 +153,7 @@ export class HandoffExpiry {
     try {
       await this.services.intake.relay(delegator, action);
     } catch (err) {
-      if (err instanceof AcpError && err.reason === "HandshakeRequired") return;
+      if (err instanceof AcpError && err.kind === "HandshakeRequired") return;
       throw err;
     }
     // Relayed twice (two gateways at once) is stored once: the broker dedups the message id.

@@ -78,7 +78,7 @@ export class Intake {
     const located = (err: unknown): never => {
       if (err instanceof AcpError && at !== "") {
         const problems = (err.data.problems ?? []).map((p) => ({ ...p, path: at + p.path }));
-        throw new AcpError(err.reason, `${at}: ${err.message}`, { ...err.data, problems });
+        throw new AcpError(err.kind, `${at}: ${err.message}`, { ...err.data, problems });
       }
       throw err;
     };
@@ -132,6 +132,6 @@ function named<T>(run: () => T): T {
   } catch (err) {
     const first = err instanceof AcpError ? err.data.problems?.[0] : undefined;
     if (!(err instanceof AcpError) || !first) throw err;
-    throw new AcpError(err.reason, `${err.message}: ${first.path || "/"} ${first.message}`, err.data);
+    throw new AcpError(err.kind, `${err.message}: ${first.path || "/"} ${first.message}`, err.data);
   }
 }

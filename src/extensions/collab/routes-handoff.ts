@@ -133,7 +133,7 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
     } catch (err) {
       // An offline delegate that has not met the delegator yet cannot take the offer now: it waits
       // at the gateway until their handshake completes (handoff-expiry.ts delivers it).
-      const queue = delegateOffline && err instanceof AcpError && err.reason === "HandshakeRequired";
+      const queue = delegateOffline && err instanceof AcpError && err.kind === "HandshakeRequired";
       if (queue)
         offered = (
           await mutate(bucket, HANDOFF_KEY(task.handoffId), create({ ...record, delivery: "queued" }))

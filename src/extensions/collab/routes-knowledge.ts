@@ -1,3 +1,4 @@
+import { isBrokerError } from "../../broker/index.js";
 import type { KnowledgeEntry, TeamsRecord } from "../../collab/contracts.js";
 import { authenticateAgent } from "../../gateway/context.js";
 import { type Router, sendJson } from "../../http/server.js";
@@ -139,7 +140,7 @@ export function knowledgeRoutes(router: Pick<Router, "add">, services: CollabSer
         messageId: action.headers["message-id"],
       });
     } catch (err) {
-      if ((err as { code?: string }).code !== "exists") throw err;
+      if (!isBrokerError(err, "exists")) throw err;
       return answer(
         false,
         `${user} already used this entry; each agent credits an entry once`,

@@ -1,4 +1,4 @@
-import type { Broker, KvBucket, KvEntry } from "../../broker/index.js";
+import { type Broker, isWriteConflict, type KvBucket, type KvEntry } from "../../broker/index.js";
 import { AcpError } from "../../protocol/index.js";
 import { BALLOTS_PREFIX, type Ballot, type Vote } from "../../collab/votes.js";
 
@@ -16,11 +16,6 @@ export const COLLAB_BUCKETS = {
 
 export function bucketOf<T>(broker: Broker, name: keyof typeof COLLAB_BUCKETS): KvBucket<T> {
   return broker.kv<T>(COLLAB_BUCKETS[name]);
-}
-
-function isCasMiss(err: unknown): boolean {
-  const code = (err as { code?: string } | null)?.code;
-  return code === "conflict" || code === "exists";
 }
 
 export interface Mutation<T> {
@@ -50,7 +45,7 @@ export async function mutate<T>(
         : await bucket.create(key, value);
       return { before, value, revision };
     } catch (err) {
-      if (!isCasMiss(err)) throw err;
+      if (!isWriteConflict(err)) throw err;
     }
   }
   throw new AcpError("Conflict", `${bucket.name}/${key} keeps changing concurrently; retry`);
@@ -68,7 +63,7 @@ export async function undo<T>(bucket: KvBucket<T>, key: string, mutation: Mutati
       if (current?.revision === mutation.revision) await bucket.delete(key);
     }
   } catch (err) {
-    if (!isCasMiss(err)) throw err;
+    if (!isWriteConflict(err)) throw err;
   }
 }
 

@@ -9,7 +9,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import type { Broker, KvBucket } from "../../broker/index.js";
+import { type Broker, isBrokerError, type KvBucket } from "../../broker/index.js";
 
 export const CUSTODY_KEY_ENV = "ACP_CUSTODY_KEY";
 export const CUSTODY_KEY_FILE = "custody.key";
@@ -97,7 +97,7 @@ export class KeyEncryptionKey {
     try {
       await this.config.create(CHECK_KEY, check);
     } catch (err) {
-      if ((err as { code?: string }).code !== "exists") throw err;
+      if (!isBrokerError(err, "exists")) throw err;
       // Another gateway stored the first key: this KEK must be the one it used.
       this.assertMatches(kek, (await this.config.get(CHECK_KEY))?.value, "");
     }

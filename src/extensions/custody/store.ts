@@ -5,7 +5,7 @@
  * additional data so an entry cannot be passed off as another agent's). The private keys are never
  * logged, returned or kept in memory beyond the signature they are opened for.
  */
-import type { Broker, KvBucket } from "../../broker/index.js";
+import { type Broker, isBrokerError, type KvBucket } from "../../broker/index.js";
 import {
   AcpError,
   type Ed25519PublicJwk,
@@ -55,7 +55,7 @@ export class Custody {
     try {
       await this.sealed.create(agentId, { ...sealed, createdAt: new Date().toISOString() });
     } catch (err) {
-      if ((err as { code?: string }).code === "exists") {
+      if (isBrokerError(err, "exists")) {
         throw new AcpError("Conflict", `agent ${agentId} is already registered; rotate its key instead`, {
           problems: [{ path: "/agentId", message: "already registered" }],
         });

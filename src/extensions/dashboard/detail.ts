@@ -70,7 +70,7 @@ export async function checkSignature(registry: Registry, message: AcpMessage): P
     const revoked = record.revokedAt ? ` (the agent was revoked at ${record.revokedAt})` : "";
     return { result: "verified", detail: `Ed25519 signature valid for ${kid}${revoked}`, kid };
   } catch (err) {
-    const reason = err instanceof AcpError ? err.reason : "InternalError";
+    const reason = err instanceof AcpError ? err.kind : "InternalError";
     return {
       result: reason === "UnknownKey" ? "unknown-key" : "invalid",
       detail: (err as Error).message,

@@ -157,7 +157,7 @@ export class McpBridge {
   #failure(err: unknown, target: RunTarget, signal: AbortSignal): unknown {
     if (signal.aborted) return signal.reason;
     if (err instanceof AgentsRpcError) return err;
-    if (err instanceof AcpError && err.reason === "InvalidParams") {
+    if (err instanceof AcpError && err.kind === "InvalidParams") {
       const issues = Array.isArray(err.data.issues) ? err.data.issues : (err.data.problems ?? []);
       const detail = err.message.replace(/^invalid input for agent "[^"]*": /, "");
       // The target's issues locate faults in the input (zod paths); the MCP caller sent it as params.input.
@@ -171,7 +171,7 @@ export class McpBridge {
         issues,
       });
     }
-    if (err instanceof AcpError && err.reason === "Timeout") {
+    if (err instanceof AcpError && err.kind === "Timeout") {
       return new Error(`${target.agentId} did not answer within ${this.options.runTimeoutMs} ms`);
     }
     return err instanceof Error ? new Error(err.message.replace(/^agent "[^"]*" failed: /, "")) : err;

@@ -55,7 +55,7 @@ export async function authenticateMcp(ctx: GatewayContext, req: IncomingMessage)
   try {
     return { caller: await authenticateAgent(ctx, req) };
   } catch (err) {
-    if (err instanceof AcpError && err.reason === "Unauthorized") throw mcpUnauthorized(err, req, "/mcp");
+    if (err instanceof AcpError && err.kind === "Unauthorized") throw mcpUnauthorized(err, req, "/mcp");
     throw err;
   }
 }

@@ -35,7 +35,7 @@ export interface TaskSource {
 
 /** True for a refusal that means "no such task (for this caller)". */
 export function isNotFound(err: unknown): boolean {
-  return err instanceof AcpError && err.reason === "NotFound";
+  return err instanceof AcpError && err.kind === "NotFound";
 }
 
 export const PENDING_TASKS_URI = "tasks://pending";

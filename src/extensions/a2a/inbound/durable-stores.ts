@@ -17,7 +17,7 @@ import {
   type User,
 } from "@a2a-js/sdk/server";
 // The error classes from their own module: the broker index would load both broker drivers.
-import { BrokerError, isBrokerError } from "../../../broker/errors.js";
+import { BrokerError, isWriteConflict } from "../../../broker/errors.js";
 import type { Broker, KvBucket, KvEntry } from "../../../broker/index.js";
 import { isTerminal } from "./executor.js";
 import type { SealedSecret, SecretBox, SecretKeeper } from "../../../gateway/secrets.js";
@@ -133,7 +133,7 @@ export class TaskRecords {
       this.#reads.remember(key, cachedOf({ key, value, revision }, task));
       return true;
     } catch (err) {
-      if (!isBrokerError(err, "conflict") && !isBrokerError(err, "exists")) throw err;
+      if (!isWriteConflict(err)) throw err;
       this.#reads.forget(key);
       return false;
     }

@@ -223,8 +223,8 @@ export function artifactEvent(
 
 export function failureText(target: string, err: unknown): string {
   if (err instanceof AcpError) {
-    if (err.reason === "Timeout") return `${target} did not answer in time (${err.message})`;
-    return `${target} answered with an error: ${err.message} [${err.code} ${err.reason}]`;
+    if (err.kind === "Timeout") return `${target} did not answer in time (${err.message})`;
+    return `${target} answered with an error: ${err.message} [${err.code} ${err.kind}]`;
   }
   return `the request to ${target} failed: ${(err as Error).message}`;
 }

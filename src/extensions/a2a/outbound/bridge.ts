@@ -376,8 +376,8 @@ export class OutboundBridge {
       await this.send(served, answer);
       return undefined;
     } catch (err) {
-      if (!(err instanceof AcpError) || err.reason === "StorageUnavailable") throw err;
-      if (err.reason === "PayloadTooLarge" && !error) {
+      if (!(err instanceof AcpError) || err.kind === "StorageUnavailable") throw err;
+      if (err.kind === "PayloadTooLarge" && !error) {
         const tooLarge = new AcpError(
           "PayloadTooLarge",
           `the answer of ${served.record.agentId} exceeds the gateway's envelope limit; ask the A2A agent for less`,
@@ -406,7 +406,7 @@ export class OutboundBridge {
         return;
       } catch (err) {
         const retry =
-          err instanceof AcpError && (err.reason === "StorageUnavailable" || err.reason === "RateLimited");
+          err instanceof AcpError && (err.kind === "StorageUnavailable" || err.kind === "RateLimited");
         if (!retry || attempt >= 5 || this.closed) throw err;
         await sleep(100 * 2 ** attempt);
       }

@@ -96,7 +96,7 @@ export async function registerOutbound(
       capabilities: remoteCapabilities(skills),
     });
   } catch (err) {
-    if (!(err instanceof AcpError) || err.reason !== "Conflict") throw err;
+    if (!(err instanceof AcpError) || err.kind !== "Conflict") throw err;
     throw new AcpError(
       "Conflict",
       `the agent id ${agentId} is taken (a removed agent's id stays reserved for its audit trail); choose another with agentId (--id)`,

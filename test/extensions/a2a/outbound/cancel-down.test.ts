@@ -26,7 +26,7 @@ describe("A2A out: task status, cancel, and an agent that is down", () => {
     await alice.notify("slow", { taskId: first?.taskId }, { method: "agent.a2a.cancel" });
     const err = await answer;
     expect(err).toBeInstanceOf(AcpError);
-    expect((err as AcpError).reason).toBe("Cancelled");
+    expect((err as AcpError).kind).toBe("Cancelled");
     expect((err as AcpError).data.a2a).toMatchObject({ a2a: { taskId: first?.taskId, state: "canceled" } });
     const status = await alice.request("slow", { taskId: first?.taskId }, { method: "agent.a2a.task" });
     expect(status).toMatchObject({ a2a: { taskId: first?.taskId, state: "canceled" } });
@@ -42,7 +42,7 @@ describe("A2A out: task status, cancel, and an agent that is down", () => {
     const own = await alice.request("echo", { taskId }, { method: "agent.a2a.task" });
     expect(own).toMatchObject({ a2a: { taskId, state: "completed" } });
     const err = await bob.request("echo", { taskId }, { method: "agent.a2a.task" }).catch((e: unknown) => e);
-    expect((err as AcpError).reason).toBe("NotFound");
+    expect((err as AcpError).kind).toBe("NotFound");
     expect((err as AcpError).data.problems).toEqual([
       expect.objectContaining({ path: "/params/body/taskId" }),
     ]);

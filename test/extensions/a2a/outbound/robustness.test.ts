@@ -24,7 +24,7 @@ describe("A2A out: long tasks and oversized answers", () => {
     );
     await sleep(1000); // several ack waits
     await alice.notify("slow", { taskId: first?.taskId }, { method: "agent.a2a.cancel" });
-    expect(((await answer) as AcpError).reason).toBe("Cancelled");
+    expect(((await answer) as AcpError).kind).toBe("Cancelled");
     expect(server.received).toEqual(["long job"]);
     const page = await bed.gw.gateway.broker.list({
       participant: "alice",
@@ -46,7 +46,7 @@ describe("A2A out: long tasks and oversized answers", () => {
       .request("echo", { text: "a lot please" }, { timeoutMs: 20_000 })
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AcpError);
-    expect((err as AcpError).reason).toBe("PayloadTooLarge");
+    expect((err as AcpError).kind).toBe("PayloadTooLarge");
     expect((err as AcpError).message).toContain("the answer of echo exceeds the gateway's envelope limit");
     await sleep(500);
     expect(server.received).toHaveLength(1);
