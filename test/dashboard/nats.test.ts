@@ -41,6 +41,7 @@ describeWithNats("the dashboard with several gateways on one NATS", () => {
     cleanups.push(() => relaying.close());
     const watching = await start("b", {
       summaryWebhooks: [hook],
+      allowPrivateUrls: true, // the receiver listens on loopback
       dashboard: { webhookOptions: { batchMs: 20, minIntervalMs: 0 } },
     });
     cleanups.push(() => watching.close());
