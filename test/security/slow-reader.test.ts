@@ -3,8 +3,9 @@
  * queue for them. The gateway must not hold what they do not read: each socket stops getting
  * deliveries once its send buffer passes a bound, all of them together stay under the gateway-wide
  * cap (the `acp_ws_outbound_buffered_bytes` metric), the rest stays queued in the broker, and a
- * normal agent keeps getting its messages. The delivery loop is the same whatever the broker, so
- * this runs against the embedded one.
+ * normal agent keeps getting its messages. This replays the embedded broker, whose inbox hands a
+ * delivery out only when the socket takes it; the NATS inbox pulls ahead up to the agent's
+ * in-flight window whether or not the socket takes them (docs/gateway.md, "Slow readers").
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
