@@ -394,6 +394,21 @@ function messageIdSuite(start: () => Promise<TestGateway>): void {
       message: nobodys.error.message.replace("never-used-0001", id),
     });
     await socket.close();
+    // And over REST: acknowledging it, or reading it, as for an id never used.
+    const asGamma = async (path: string, method = "GET") =>
+      (await api(gw.url, `/api/v1/messages/${path}`, { apiKey: gamma.apiKey, method })).json.error as {
+        code: number;
+        message: string;
+      };
+    for (const [theirsPath, nobodysPath, method] of [
+      [`${id}/acknowledge?from=alice-agent`, "never-used-0001/acknowledge?from=alice-agent", "POST"],
+      [`${id}?from=alice-agent`, "never-used-0001?from=alice-agent", "GET"],
+    ] as const) {
+      const theirs = await asGamma(theirsPath, method);
+      const nobodys = await asGamma(nobodysPath, method);
+      expect(theirs).toEqual({ ...nobodys, message: nobodys.message.replace("never-used-0001", id) });
+      expect(theirs.code).toBe(-32016);
+    }
     expect(await statusAs(alice)).toMatchObject({ status: "acknowledged" });
   });
 }
