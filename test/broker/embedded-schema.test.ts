@@ -60,7 +60,7 @@ describe("embedded broker schema", () => {
       expect(rows[0]?.seq).toBe(7);
       expect(rows[1]?.seq).toBeGreaterThan(9);
       expect(after.prepare("SELECT value FROM meta WHERE name = 'schema_version'").get()).toEqual({
-        value: 4,
+        value: 5,
       });
     } finally {
       after.close();

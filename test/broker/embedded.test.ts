@@ -38,7 +38,7 @@ describe("embedded broker: a database made before message priorities", () => {
       await broker.close();
     }
     const after = new Database(join(data, DATABASE_FILE), { readonly: true });
-    expect(after.prepare("SELECT value FROM meta WHERE name = 'schema_version'").get()).toEqual({ value: 4 });
+    expect(after.prepare("SELECT value FROM meta WHERE name = 'schema_version'").get()).toEqual({ value: 5 });
     after.close();
   });
 });

@@ -7,12 +7,11 @@ import {
   DEFAULT_LIST_LIMIT,
   DEFAULT_MAX_IN_FLIGHT,
   effectiveStatus,
-  maxDeliveriesDetail,
   resolvePolicy,
   type Warn,
   warner,
 } from "../policy.js";
-import { envelopeBytes, resolveQuotas } from "../quotas.js";
+import { envelopeBytes, type ResolvedQuotas, resolveQuotas } from "../quotas.js";
 import type {
   AgentUsage,
   Broker,
@@ -45,6 +44,7 @@ import { StorageHealth } from "./health.js";
 import { EmbeddedInbox, type InboxHost } from "./inbox.js";
 import { KvStore } from "./kv.js";
 import { type LoadedMessage, type MessageRow, MessageTable, toRecord, toStoredMessage } from "./messages.js";
+import { failedFields, RetentionSweep } from "./retention.js";
 import type { SqliteDatabase } from "./sqlite.js";
 import { UsageCounters } from "./usage.js";
 
@@ -61,7 +61,9 @@ export class EmbeddedBroker implements Broker, InboxHost {
   private readonly storageHealth: StorageHealth;
   private readonly inboxes = new Map<string, EmbeddedInbox>();
   private readonly listeners: Listeners<BrokerEvent>;
-  private readonly sweepTimer: NodeJS.Timeout;
+  private readonly retention: RetentionSweep;
+  /** Quota usage, kept only while quotas are set. */
+  private readonly counters: UsageCounters | undefined;
   private lastQueuedAt: number;
   private closed = false;
 
@@ -71,7 +73,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
     const warn = warner(options, "acp broker");
     const dataDir = resolve(options.data ?? DEFAULT_DATA_DIR);
     const db = openDatabase(dataDir, options.synchronous ?? "normal", warn);
-    return new EmbeddedBroker(db, dataDir, policy, warn, quotas && UsageCounters.load(db, quotas));
+    return new EmbeddedBroker(db, dataDir, policy, warn, quotas);
   }
 
   private constructor(
@@ -79,8 +81,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
     private readonly dataDir: string,
     policy: BrokerPolicy,
     private readonly warn: Warn,
-    /** Kept only while quotas are set. */
-    private readonly counters: UsageCounters | undefined,
+    quotas: ResolvedQuotas | undefined,
   ) {
     this.policy = policy;
     this.ackWaitMs = policy.ackWaitMs;
@@ -100,14 +101,21 @@ export class EmbeddedBroker implements Broker, InboxHost {
       }
     });
     this.lastQueuedAt = this.table.latestQueuedAt();
-    // Often enough that expiry and dead letters of closed inboxes show soon after they are due,
-    // rarely enough to cost nothing.
-    const interval = Math.min(
-      60_000,
-      Math.max(50, Math.floor(Math.min(policy.retentionMs / 10, policy.ackWaitMs))),
+    this.counters = quotas && UsageCounters.load(db, quotas, () => this.commits.flush());
+    this.retention = new RetentionSweep(
+      this.table,
+      this.commits,
+      policy,
+      {
+        dropped: (rows) => this.counters?.dropped(rows),
+        settled: (row) => {
+          this.counters?.settled(row);
+          this.statusChanged(row);
+        },
+        inboxOpen: (agentId) => this.inboxes.has(agentId),
+      },
+      warn,
     );
-    this.sweepTimer = setInterval(() => this.sweep(), interval);
-    this.sweepTimer.unref();
   }
 
   async submit(input: SubmitInput): Promise<SubmitResult> {
@@ -250,7 +258,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
 
   async close(): Promise<void> {
     if (this.closed) return;
-    clearInterval(this.sweepTimer);
+    await this.retention.stop();
     await Promise.all([...this.inboxes.values()].map((inbox) => inbox.close()));
     this.commits.close();
     this.closed = true;
@@ -371,62 +379,12 @@ export class EmbeddedBroker implements Broker, InboxHost {
       : this.table.markFailed(row, now, "rejected", settlement.detail);
   }
 
-  private sweep(): void {
-    if (this.closed) return;
-    const now = Date.now();
-    this.commits
-      .run(
-        () => {
-          const { expired, dropped } = this.table.expireThrough(now - this.policy.retentionMs);
-          this.table.purgeThrough(now - this.policy.recordRetentionMs);
-          // Last deliveries out when the process died (a close gives its hand-outs back), whose ack
-          // wait has ended while the agent's inbox is not open; open inboxes handle their own.
-          const exhausted = this.table
-            .exhausted(this.policy.maxDeliver, now)
-            .filter((row) => !this.inboxes.has(row.recipient))
-            .map((row) => {
-              const detail = maxDeliveriesDetail(row.attempts);
-              this.table.markFailed(row, now, "max-deliveries", detail);
-              return { ...row, ...failedFields(now, "max-deliveries", detail) };
-            });
-          return { expired, dropped, exhausted };
-        },
-        ({ expired, dropped, exhausted }) => {
-          this.counters?.dropped(dropped);
-          for (const row of expired) {
-            this.counters?.settled(row);
-            this.statusChanged({ ...row, status: "expired" });
-          }
-          for (const row of exhausted) {
-            this.counters?.settled(row);
-            this.statusChanged(row);
-          }
-        },
-      )
-      .catch((error: unknown) => this.warn(`retention sweep failed: ${String(error)}`));
-  }
-
   private assertOpen(): void {
     if (this.closed) throw new BrokerError("closed", "the broker is closed");
   }
 }
 
 type Settlement = { action: "ack" } | { action: "reject"; detail: string };
-
-function failedFields(
-  now: number,
-  reason: "max-deliveries" | "rejected",
-  detail: string,
-): Partial<MessageRow> {
-  return {
-    status: "failed",
-    failed_at: now,
-    next_attempt_at: null,
-    last_error: detail,
-    dead_letter_reason: reason,
-    dead_letter_detail: detail,
-  };
-}
 
 function settledFields(settlement: Settlement, now: number): Partial<MessageRow> {
   return settlement.action === "ack"

@@ -12,9 +12,10 @@ export const DATABASE_FILE = "acp.db";
  * `seq` orders everything (inbox order, list cursors, retention sweeps: `queued_at` never decreases
  * with `seq`). AUTOINCREMENT so a sequence number is never reused after old rows are purged.
  * Envelopes live in their own table: status updates then rewrite small pages, which halves the
- * write-ahead log traffic per message. The partial index holds only messages still waiting for an
- * ack, so opening an inbox stays cheap however much acknowledged history an agent has. A message
- * is unique by sender and id: every sender has its own id namespace (MessageRef).
+ * write-ahead log traffic per message. A message is unique by sender and id: every sender has its
+ * own id namespace (MessageRef). The partial indexes hold only messages still waiting for an ack
+ * (opening an inbox stays cheap however much acknowledged history an agent has) and those out for
+ * delivery (the sweep's dead letters).
  */
 const MESSAGES_TABLE = (name: string) => `
 CREATE TABLE IF NOT EXISTS ${name} (
@@ -39,13 +40,20 @@ CREATE TABLE IF NOT EXISTS ${name} (
   priority INTEGER NOT NULL DEFAULT 1,
   UNIQUE (sender, id)
 );`;
+/**
+ * Created after the migrations (they need `bytes`): by recipient and by sender (with `seq`, for
+ * `list`'s walks; the sender's holds the envelope's size, summed for the quotas), the messages still
+ * waiting for an ack (by recipient, with the size) and those out for delivery.
+ */
 const MESSAGE_INDEXES = `
-CREATE INDEX IF NOT EXISTS messages_unsettled ON messages(recipient, seq) WHERE status IN ('queued', 'delivered');
 CREATE INDEX IF NOT EXISTS messages_by_recipient ON messages(recipient, seq);
-CREATE INDEX IF NOT EXISTS messages_by_sender ON messages(sender, seq);`;
+CREATE INDEX IF NOT EXISTS messages_sent ON messages(sender, seq, bytes);
+CREATE INDEX IF NOT EXISTS messages_waiting ON messages(recipient, seq, bytes)
+  WHERE status IN ('queued', 'delivered');
+CREATE INDEX IF NOT EXISTS messages_out ON messages(next_attempt_at)
+  WHERE status IN ('queued', 'delivered') AND next_attempt_at IS NOT NULL;`;
 const SCHEMA = `${MESSAGES_TABLE("messages")}
 CREATE TABLE IF NOT EXISTS message_bodies (seq INTEGER PRIMARY KEY, envelope TEXT NOT NULL);
-${MESSAGE_INDEXES}
 CREATE TABLE IF NOT EXISTS kv (
   bucket TEXT NOT NULL,
   key TEXT NOT NULL,
@@ -54,7 +62,7 @@ CREATE TABLE IF NOT EXISTS kv (
   PRIMARY KEY (bucket, key)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', 4), ('expired_through_seq', 0);
+INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', 5), ('expired_through_seq', 0);
 `;
 
 function isBusy(error: unknown): boolean {
@@ -115,6 +123,7 @@ export function openDatabase(
     addEnvelopeSizes(db);
     addPriorities(db);
     namespaceIdsPerSender(db);
+    addSweepIndexes(db);
     db.exec("COMMIT");
   } catch (error) {
     db.close();
@@ -181,6 +190,23 @@ function namespaceIdsPerSender(db: SqliteDatabase): void {
     db.prepare("INSERT INTO sqlite_sequence (name, seq) VALUES ('messages', ?)").run(high.seq);
   }
   db.exec("UPDATE meta SET value = 4 WHERE name = 'schema_version'");
+}
+
+/**
+ * Schema 5: the quota usage is read from indexes alone, holding each envelope's size: each
+ * recipient's waiting messages (`messages_waiting`, read at open) and each sender's stored ones
+ * (`messages_sent`, summed when the sender first needs it), instead of reading every row at open;
+ * and messages out for delivery have an index of their own (`messages_out`: the sweep finds last
+ * deliveries that went unanswered without walking every waiting message). A database made before
+ * it gets them, built once at open, and loses the indexes they replace.
+ */
+function addSweepIndexes(db: SqliteDatabase): void {
+  db.exec(MESSAGE_INDEXES);
+  db.exec(`
+    DROP INDEX IF EXISTS messages_unsettled;
+    DROP INDEX IF EXISTS messages_by_sender;
+    UPDATE meta SET value = 5 WHERE name = 'schema_version' AND value < 5;
+  `);
 }
 
 /** What the SQLite result codes a failed write can end with mean, for `health()`. */

@@ -1,0 +1,127 @@
+import { type BrokerPolicy, maxDeliveriesDetail, type Warn } from "../policy.js";
+import type { CommitQueue } from "./commit-queue.js";
+import type { MessageRow, MessageTable, SweptRow } from "./messages.js";
+
+/** What the sweep tells the broker after each batch has committed. */
+export interface SweepHooks {
+  /** Envelopes dropped (their senders' stored bytes shrink). */
+  dropped(rows: readonly SweptRow[]): void;
+  /** A message left queued/delivered: expired, or dead-lettered after its last delivery went unanswered. */
+  settled(row: MessageRow): void;
+  /** The recipient's inbox is open in this process (it dead-letters its own deliveries). */
+  inboxOpen(agentId: string): boolean;
+}
+
+/**
+ * Sweeps at most this long in one go, then pauses for PAUSE_MS: a day's worth of envelopes to drop
+ * (after an outage, or a shorter retention) goes at a fifth of the event loop, in batches of a few
+ * milliseconds, so the relay's commits keep their pace and the loop is never held for long.
+ */
+const BUSY_MS = 10;
+const PAUSE_MS = 40;
+/** The first sweep after opening: soon, so a backlog due at start is not left for a whole interval. */
+const FIRST_SWEEP_MS = 1_000;
+
+/**
+ * The embedded broker's retention: envelopes past `retentionMs` are dropped (a message still
+ * unsettled then reads `expired`), records past `recordRetentionMs` deleted, and last deliveries
+ * out when the process died dead-lettered once their ack wait ended. A sweep starts every
+ * `min(ackWait, retention / 10, 60 s)` and goes on, batch by batch, each its own commit, until
+ * nothing more is due: so it keeps up with any rate, and a backlog is worked off at once.
+ */
+export class RetentionSweep {
+  private readonly timer: NodeJS.Timeout;
+  private readonly first: NodeJS.Timeout;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly table: MessageTable,
+    private readonly commits: CommitQueue,
+    private readonly policy: BrokerPolicy,
+    private readonly hooks: SweepHooks,
+    private readonly warn: Warn,
+  ) {
+    const interval = Math.min(
+      60_000,
+      Math.max(50, Math.floor(Math.min(policy.retentionMs / 10, policy.ackWaitMs))),
+    );
+    this.timer = setInterval(() => this.sweep(), interval);
+    this.timer.unref();
+    this.first = setTimeout(() => this.sweep(), Math.min(FIRST_SWEEP_MS, interval));
+    this.first.unref();
+  }
+
+  /** Starts a sweep unless one is under way; resolves when it is done. */
+  sweep(): Promise<void> {
+    this.running ??= this.run()
+      .catch((error: unknown) => this.warn(`retention sweep failed: ${String(error)}`))
+      .finally(() => {
+        this.running = undefined;
+      });
+    return this.running;
+  }
+
+  /** Stops sweeping; resolves once a batch under way has committed. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    clearTimeout(this.first);
+    await this.running;
+  }
+
+  private async run(): Promise<void> {
+    let busySince = performance.now();
+    while (!this.stopped && (await this.batch())) {
+      if (performance.now() - busySince >= BUSY_MS) {
+        await new Promise((resolve) => setTimeout(resolve, PAUSE_MS));
+        busySince = performance.now();
+      }
+    }
+  }
+
+  /** One batch, in the next commit; true when more is due. */
+  private batch(): Promise<boolean> {
+    const now = Date.now();
+    return this.commits
+      .run(
+        () => {
+          const expiry = this.table.expireThrough(now - this.policy.retentionMs);
+          const purged = this.table.purgeThrough(now - this.policy.recordRetentionMs);
+          // Last deliveries out when the process died (a close gives its hand-outs back), whose ack
+          // wait has ended while the agent's inbox is not open; open inboxes handle their own.
+          const exhausted = this.table
+            .exhausted(this.policy.maxDeliver, now)
+            .filter((row) => !this.hooks.inboxOpen(row.recipient))
+            .map((row) => {
+              const detail = maxDeliveriesDetail(row.attempts);
+              this.table.markFailed(row, now, "max-deliveries", detail);
+              return { ...row, ...failedFields(now, "max-deliveries", detail) };
+            });
+          return { ...expiry, exhausted, more: expiry.more || purged.more };
+        },
+        ({ expired, dropped, exhausted }) => {
+          this.hooks.dropped(dropped);
+          for (const row of expired) this.hooks.settled({ ...row, status: "expired" });
+          for (const row of exhausted) this.hooks.settled(row);
+        },
+      )
+      .then((result) => result.more);
+  }
+}
+
+/** The fields a dead-lettered (failed) row gets. */
+export function failedFields(
+  now: number,
+  reason: "max-deliveries" | "rejected",
+  detail: string,
+): Partial<MessageRow> {
+  return {
+    status: "failed",
+    failed_at: now,
+    next_attempt_at: null,
+    last_error: detail,
+    dead_letter_reason: reason,
+    dead_letter_detail: detail,
+  };
+}
