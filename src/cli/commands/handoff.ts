@@ -98,7 +98,10 @@ export function registerHandoff(program: Command): void {
     )
     .option("--escrow <credits>", "credits held for the delegate until completion", "0")
     .option("--title <text>", "a short title")
-    .option("--id <handoff-id>", "the handoff id (default: a new UUID)")
+    .option(
+      "--id <handoff-id>",
+      "the handoff id, in your namespace: <your agent id>.<id> (default: a new UUID)",
+    )
     .option(
       "--respond-by <time>",
       "the offer expires unanswered then: ISO 8601, or from now (90m, 12h, 3d); default the gateway's (24h)",
