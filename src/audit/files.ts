@@ -1,6 +1,10 @@
 import { readdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { AppendLogError, acquireWriterLock as acquireLock } from "../jsonl/index.js";
+import {
+  AppendLogError,
+  acquireWriterLock as acquireLock,
+  acquireWriterLockWithin as acquireLockWithin,
+} from "../jsonl/index.js";
 import { AuditAgentId } from "./entry.js";
 
 export type { TornTailRecovery } from "../jsonl/index.js";
@@ -79,13 +83,15 @@ export async function listAuditAgents(root?: string): Promise<string[]> {
 }
 
 /**
- * One process owns an agent's log: two writers would both chain onto the same head and fork it.
- * The lock (`writer.lock`, the owner's pid) covers all the month files; a stale one is taken over.
+ * One process writes an agent's log at a time: two writers would both chain onto the same head and
+ * fork it. The lock (`writer.lock`, the owner's pid) covers all the month files; a stale one is
+ * taken over. With `waitMs`, waits that long for another process to let go (shared writers).
  */
-export async function acquireWriterLock(dir: string): Promise<string> {
+export async function acquireWriterLock(dir: string, waitMs?: number): Promise<string> {
   const path = join(dir, LOCK_FILE);
   try {
-    await acquireLock(path, dir);
+    if (waitMs === undefined) await acquireLock(path, dir);
+    else await acquireLockWithin(path, dir, waitMs);
   } catch (err) {
     throw err instanceof AppendLogError ? new AuditLogError(err.message) : err;
   }

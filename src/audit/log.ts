@@ -29,13 +29,24 @@ export interface AuditLogOptions {
   clock?: () => Date;
   /** fdatasync after every append (and fsync the directory when a month file is created). */
   fsync?: boolean;
+  /**
+   * "single" (default): this process owns the log while it is open (the writer lock is held for
+   * its life; another process's open fails). "shared": several processes of one agent append to
+   * it (an `acp inbox --follow` and an `acp send` at once): each batch takes the writer lock, reads
+   * the chain's head again, appends and lets go, so the chain stays one line after another.
+   */
+  writers?: "single" | "shared";
 }
+
+/** How long a shared writer waits for another process's append (a few milliseconds each). */
+const SHARED_LOCK_WAIT_MS = 10_000;
 
 /**
  * An agent's append-only audit log: `<root>/<agent>/YYYY-MM.jsonl`, a hash chain across months.
  *
- * One process owns an agent's log (a lock file enforces it). Within that process appends are queued,
- * so concurrent callers get consecutive `seq`s. The month file is a single-writer `AppendLog`: the
+ * One process owns an agent's log (a lock file enforces it), or, with `writers: "shared"`, its
+ * processes take the lock in turns around each append. Within a process appends are queued, so
+ * concurrent callers get consecutive `seq`s. The month file is a single-writer `AppendLog`: the
  * entries of a batch are one append of whole lines, an incomplete line left by a crash is moved aside
  * on the next `open`, and a failed write is cut back (or the log stops: reopen it).
  */
@@ -52,6 +63,7 @@ export class AuditLog {
     private readonly lockPath: string,
     private readonly clock: () => Date,
     private readonly fsync: boolean,
+    private readonly shared: boolean,
     private month: string | undefined,
     private chainHead: AuditHead,
     /** What `open` had to repair after a crash, if anything. */
@@ -64,29 +76,45 @@ export class AuditLog {
   static async open(options: AuditLogOptions): Promise<AuditLog> {
     const dir = agentDir(options.root, options.agent);
     const clock = options.clock ?? (() => new Date());
+    const shared = options.writers === "shared";
     await mkdir(dir, { recursive: true, mode: 0o700 });
-    const lockPath = await acquireWriterLock(dir);
-    let file: AppendLog | undefined;
+    const lockPath = shared ? await takeTurn(dir) : await acquireWriterLock(dir);
+    let found: Awaited<ReturnType<typeof AuditLog.current>>;
     try {
-      const files = await listMonthFiles(dir);
-      const latest = files.at(-1);
-      // Only the newest file is ever written, so only it can end in a torn line (repaired here).
-      file = latest ? await AppendLog.single(join(dir, latest), { clock, fsync: options.fsync }) : undefined;
-      const head = await findHead(dir, files);
-      return new AuditLog(
-        options.agent,
-        dir,
-        lockPath,
-        clock,
-        options.fsync ?? false,
-        latest?.slice(0, 7),
-        head,
-        file?.recovered,
-        file,
-      );
+      found = await AuditLog.current(dir, clock, options.fsync);
+    } catch (err) {
+      await releaseWriterLock(lockPath);
+      throw err;
+    }
+    if (shared) {
+      // A shared log is locked only while it is read or written; a single writer keeps its lock.
+      await found.file?.close();
+      await releaseWriterLock(lockPath);
+    }
+    return new AuditLog(
+      options.agent,
+      dir,
+      lockPath,
+      clock,
+      options.fsync ?? false,
+      shared,
+      found.month,
+      found.head,
+      found.file?.recovered,
+      shared ? undefined : found.file,
+    );
+  }
+
+  /** The newest month file (opened to write; a torn last line repaired) and the chain's head. */
+  private static async current(dir: string, clock: () => Date, fsync: boolean | undefined) {
+    const files = await listMonthFiles(dir);
+    const latest = files.at(-1);
+    // Only the newest file is ever written, so only it can end in a torn line (repaired here).
+    const file = latest ? await AppendLog.single(join(dir, latest), { clock, fsync }) : undefined;
+    try {
+      return { file, month: latest?.slice(0, 7), head: await findHead(dir, files) };
     } catch (err) {
       await file?.close();
-      await releaseWriterLock(lockPath);
       throw err;
     }
   }
@@ -121,11 +149,39 @@ export class AuditLog {
     await this.queue;
     await this.file?.close();
     this.file = undefined;
-    await releaseWriterLock(this.lockPath);
+    if (!this.shared) await releaseWriterLock(this.lockPath);
   }
 
-  /** Seals and writes the pending entries in order, one append per month file they fall in; never rejects. */
+  /**
+   * Seals and writes the pending entries in order, one append per month file they fall in; never
+   * rejects. A shared log's batch takes the writer lock and starts from the chain's head as the
+   * file now ends (another process may have appended), and lets go once written.
+   */
   private async writePending(): Promise<void> {
+    if (!this.shared) return this.writeBatch();
+    try {
+      await takeTurn(this.dir);
+    } catch (err) {
+      for (const item of this.pending.splice(0)) item.reject(err);
+      return;
+    }
+    try {
+      const found = await AuditLog.current(this.dir, this.clock, this.fsync);
+      this.file = found.file;
+      this.month = found.month;
+      this.chainHead = found.head;
+      this.failure = undefined; // the file was opened again (a torn line repaired): it can be written
+      await this.writeBatch();
+    } catch (err) {
+      for (const item of this.pending.splice(0)) item.reject(err);
+    } finally {
+      await this.file?.close();
+      this.file = undefined;
+      await releaseWriterLock(this.lockPath);
+    }
+  }
+
+  private async writeBatch(): Promise<void> {
     const batch = this.pending;
     this.pending = [];
     let sealed: SealedAppend[] = [];
@@ -186,6 +242,11 @@ export class AuditLog {
     });
     this.month = month;
   }
+}
+
+/** A shared writer's turn at the lock (`<dir>/writer.lock`), waiting for another process's append. */
+function takeTurn(dir: string): Promise<string> {
+  return acquireWriterLock(dir, SHARED_LOCK_WAIT_MS);
 }
 
 interface PendingAppend {

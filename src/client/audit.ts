@@ -36,6 +36,8 @@ export class AgentAudit {
       agent: self.agent,
       root: settings.root,
       fsync: settings.fsync ?? false,
+      // Several processes may act as one agent (an `acp inbox --follow` and an `acp send`).
+      writers: "shared",
     });
     return new AgentAudit(log, self, onError);
   }

@@ -11,4 +11,4 @@ export {
   repairTornTail,
   type TornTailRecovery,
 } from "./lines.js";
-export { acquireWriterLock, releaseWriterLock } from "./writer-lock.js";
+export { acquireWriterLock, acquireWriterLockWithin, releaseWriterLock } from "./writer-lock.js";

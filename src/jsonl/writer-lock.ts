@@ -1,39 +1,83 @@
 /**
- * One process owns a single-writer log: two writers would both build on the same last line (an
- * audit chain would fork). The lock file holds the owner's pid; a lock whose process is gone is
- * stale and taken over.
+ * One process writes a single-writer log at a time: two writers would both build on the same last
+ * line (an audit chain would fork). The lock file holds the owner's pid; a lock whose process is
+ * gone is stale and taken over. A long-lived writer holds it for its life (`acquireWriterLock`);
+ * writers that share a log take it around each write (`acquireWriterLockWithin`), waiting their turn.
  */
-import { open, readFile, rm } from "node:fs/promises";
+import { open, readFile, rm, stat } from "node:fs/promises";
 import { AppendLogError } from "./errors.js";
 
 /** Lock paths this process holds, to tell our own live lock from a stale one left by a crash. */
 const heldLocks = new Set<string>();
 
-/** Takes the lock file at `path`; `what` names the guarded log in the error messages. */
+/** How often a writer waiting for the lock looks again. */
+const RETRY_MS = 5;
+/** A lock file still without a pid after this long was left by a taker that died writing it. */
+const UNWRITTEN_LOCK_MS = 1_000;
+
+/** Takes the lock file at `path`, or throws naming its holder; `what` names the guarded log. */
 export async function acquireWriterLock(path: string, what: string): Promise<void> {
+  const holder = await tryLock(path);
+  if (holder === undefined) return;
+  throw new AppendLogError(
+    holder === process.pid
+      ? `${what} is already open for writing in this process`
+      : `${what} is already open for writing by process ${holder} (lock ${path})`,
+  );
+}
+
+/** Takes the lock file at `path`, waiting up to `timeoutMs` while another writer holds it. */
+export async function acquireWriterLockWithin(path: string, what: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const holder = await tryLock(path);
+    if (holder === undefined) return;
+    if (Date.now() >= deadline) {
+      throw new AppendLogError(`${what}: process ${holder} held the writer lock ${path} for ${timeoutMs} ms`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+  }
+}
+
+export async function releaseWriterLock(path: string): Promise<void> {
+  // Removed before it is forgotten: until then another writer of this process sees it held, and
+  // does not take our file for a stale one of a dead process with our pid and remove it.
+  await rm(path, { force: true });
+  heldLocks.delete(path);
+}
+
+/** Takes the lock (undefined), or names the live process that holds it. A stale lock is taken over. */
+async function tryLock(path: string): Promise<number | undefined> {
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       const fh = await open(path, "wx", 0o600);
-      await fh.writeFile(`${process.pid}\n`);
-      await fh.close();
+      // Ours from this moment: another writer of this process must see it held while the pid is written.
       heldLocks.add(path);
-      return;
+      try {
+        await fh.writeFile(`${process.pid}\n`);
+      } finally {
+        await fh.close();
+      }
+      return undefined;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
     }
-    if (heldLocks.has(path)) throw new AppendLogError(`${what} is already open for writing in this process`);
+    if (heldLocks.has(path)) return process.pid;
     const pid = Number.parseInt(await readFile(path, "utf8").catch(() => ""), 10);
-    if (pid !== process.pid && Number.isInteger(pid) && pid > 0 && isAlive(pid)) {
-      throw new AppendLogError(`${what} is already open for writing by process ${pid} (lock ${path})`);
-    }
+    // No pid yet: its taker is writing it this very moment, unless it died doing so long ago.
+    if (Number.isNaN(pid) && (await ageMs(path)) < UNWRITTEN_LOCK_MS) return 0;
+    if (pid !== process.pid && pid > 0 && isAlive(pid)) return pid;
     await rm(path, { force: true });
   }
   throw new AppendLogError(`could not take the writer lock ${path}`);
 }
 
-export async function releaseWriterLock(path: string): Promise<void> {
-  heldLocks.delete(path);
-  await rm(path, { force: true });
+async function ageMs(path: string): Promise<number> {
+  const modified = await stat(path).then(
+    (info) => info.mtimeMs,
+    () => 0,
+  );
+  return Date.now() - modified;
 }
 
 function isAlive(pid: number): boolean {

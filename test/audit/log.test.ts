@@ -1,6 +1,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import { appendFileSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import {
   AuditEntrySchema,
@@ -207,6 +208,51 @@ describe("AuditLog: append, read, rotation", () => {
       if (saved === undefined) delete process.env.ACP_AUDIT_DIR;
       else process.env.ACP_AUDIT_DIR = saved;
     }
+  });
+});
+
+describe("AuditLog: several processes of one agent (writers: shared)", () => {
+  const WRITER = fileURLToPath(new URL("./fixtures/shared-writer.mjs", import.meta.url));
+
+  it("takes appends from several processes at once into one unbroken chain", async () => {
+    const root = tmp();
+    const writers = ["one", "two", "three"].map(
+      (name) =>
+        new Promise<number | null>((resolve) => {
+          const child = spawn(process.execPath, [WRITER, root, "agent-alpha", name, "40"], {
+            stdio: "inherit",
+          });
+          child.once("exit", (code) => resolve(code));
+        }),
+    );
+    // This process writes too, meanwhile.
+    const mine = await AuditLog.open({ agent: "agent-alpha", root, writers: "shared" });
+    await appendRequests(mine, 20);
+    await mine.close();
+    expect(await Promise.all(writers)).toEqual([0, 0, 0]);
+    expect(await verifyAudit(join(root, "agent-alpha"))).toMatchObject({ ok: true, entries: 140 });
+    expect(await collect(root)).toEqual(Array.from({ length: 140 }, (_, i) => i + 1));
+  });
+
+  it("shares with another writer of this process, and waits for a single writer to let go", async () => {
+    const root = tmp();
+    const [a, b] = await Promise.all([
+      AuditLog.open({ agent: "agent-alpha", root, writers: "shared" }),
+      AuditLog.open({ agent: "agent-alpha", root, writers: "shared" }),
+    ]);
+    await Promise.all([appendRequests(a, 5), appendRequests(b, 5, 100)]);
+    await Promise.all([a.close(), b.close()]);
+    // A single writer holds the lock while it is open: a shared one waits its turn.
+    const single = await AuditLog.open({ agent: "agent-alpha", root });
+    const waiting = AuditLog.open({ agent: "agent-alpha", root, writers: "shared" }).then(async (c) => {
+      await appendRequests(c, 1, 200);
+      await c.close();
+    });
+    await appendRequests(single, 1, 300);
+    await single.close();
+    await waiting;
+    expect(await verifyAudit(join(root, "agent-alpha"))).toMatchObject({ ok: true, entries: 12 });
+    expect(await collect(root)).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
   });
 });
 
