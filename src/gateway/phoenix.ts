@@ -158,11 +158,11 @@ function tokenOfProtocols(header: string | undefined): string | undefined {
 function refuse(socket: Duplex, error: AcpError): void {
   if (socket.destroyed) return;
   const status =
-    error.reason === "Unauthorized"
+    error.kind === "Unauthorized"
       ? 401
-      : error.reason === "RateLimited"
+      : error.kind === "RateLimited"
         ? 429
-        : error.reason === "Forbidden"
+        : error.kind === "Forbidden"
           ? 403
           : 400;
   const body = JSON.stringify({ jsonrpc: "2.0", error: error.toJSON(), id: null });

@@ -1,4 +1,5 @@
-import { type Broker, isWriteConflict, type KvBucket } from "../broker/index.js";
+import type { Broker, KvBucket } from "../broker/index.js";
+import { isWriteConflict } from "../broker/errors.js";
 import { WatchedReads } from "../broker/watched-reads.js";
 import type { Presence, PresenceUpdate } from "../wire/api.js";
 

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
-import { type Broker, isWriteConflict, type KvBucket } from "../broker/index.js";
+import type { Broker, KvBucket } from "../broker/index.js";
+import { isWriteConflict } from "../broker/errors.js";
 import { WatchedReads } from "../broker/watched-reads.js";
 import { hashSecret } from "./auth.js";
 import { AcpError, PrincipalId, problemsOf } from "../protocol/index.js";

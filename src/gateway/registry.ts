@@ -1,5 +1,6 @@
 import type { KeyObject } from "node:crypto";
-import { type Broker, isBrokerError, type KvBucket, type Unsubscribe } from "../broker/index.js";
+import type { Broker, KvBucket, Unsubscribe } from "../broker/index.js";
+import { isBrokerError } from "../broker/errors.js";
 import { WatchedReads } from "../broker/watched-reads.js";
 import {
   AcpError,

@@ -1,4 +1,4 @@
-import { isBrokerError } from "../../broker/index.js";
+import { isBrokerError } from "../../broker/errors.js";
 import type { KnowledgeEntry, TeamsRecord } from "../../collab/contracts.js";
 import { authenticateAgent } from "../../gateway/context.js";
 import { type Router, sendJson } from "../../http/server.js";

@@ -1,4 +1,5 @@
-import { type Broker, isWriteConflict, type KvBucket, type KvEntry } from "../../broker/index.js";
+import type { Broker, KvBucket, KvEntry } from "../../broker/index.js";
+import { isWriteConflict } from "../../broker/errors.js";
 import { AcpError } from "../../protocol/index.js";
 import { BALLOTS_PREFIX, type Ballot, type Vote } from "../../collab/votes.js";
 

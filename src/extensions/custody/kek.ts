@@ -9,7 +9,8 @@
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { type Broker, isBrokerError, type KvBucket } from "../../broker/index.js";
+import type { Broker, KvBucket } from "../../broker/index.js";
+import { isBrokerError } from "../../broker/errors.js";
 
 export const CUSTODY_KEY_ENV = "ACP_CUSTODY_KEY";
 export const CUSTODY_KEY_FILE = "custody.key";

@@ -5,7 +5,8 @@
  * additional data so an entry cannot be passed off as another agent's). The private keys are never
  * logged, returned or kept in memory beyond the signature they are opened for.
  */
-import { type Broker, isBrokerError, type KvBucket } from "../../broker/index.js";
+import type { Broker, KvBucket } from "../../broker/index.js";
+import { isBrokerError } from "../../broker/errors.js";
 import {
   AcpError,
   type Ed25519PublicJwk,
