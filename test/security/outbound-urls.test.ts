@@ -200,6 +200,42 @@ describe("outbound URLs: A2A push notifications", () => {
     expect(JSON.stringify(lines)).not.toContain("s3cret");
     for (const spy of printed) expect(JSON.stringify(spy.mock.calls)).not.toContain(hop.url);
   });
+
+  it("a push it sends is logged without the URL's query, and nothing is printed (the A2A SDK's sender printed each URL)", async () => {
+    const received: string[] = [];
+    const receiver = createServer((req, res) => {
+      received.push(req.url ?? "");
+      req.resume();
+      res.writeHead(200).end();
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+    cleanups.push(() => new Promise((resolve) => receiver.close(resolve)));
+    const base = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+    const { logger, lines } = capturedLog();
+    const printed = (["info", "log", "warn", "error", "debug"] as const).map((name) =>
+      vi.spyOn(console, name),
+    );
+    const gw = await gateway({ allowPrivateUrls: ["127.0.0.1"], logger });
+    await helper(gw);
+    const { apiKey } = await gw.register("alice");
+    const sent = await a2a(gw, apiKey, "SendMessage", {
+      message: { messageId: "m1", role: "ROLE_USER", parts: [{ text: "hi" }] },
+      configuration: { taskPushNotificationConfig: { url: `${base}/push?token=s3cret` } },
+    });
+    expect(sent.result?.task).toMatchObject({ status: { state: "TASK_STATE_COMPLETED" } });
+
+    const logged = await until(
+      () => lines.find((line) => line.msg === "A2A push notification sent"),
+      (line) => line !== undefined,
+      "the gateway logs the push",
+    );
+    // The receiver gets its URL whole; the log and the console never see the query.
+    expect(received[0]).toBe("/push?token=s3cret");
+    expect(logged).toMatchObject({ url: `${base}/push` });
+    expect(JSON.stringify(lines)).not.toContain("s3cret");
+    for (const spy of printed) expect(JSON.stringify(spy.mock.calls)).not.toContain(base);
+    expect((await fetch(`${gw.url}/healthz`)).status).toBe(200);
+  });
 });
 
 describe("outbound URLs: A2A agent cards", () => {
