@@ -1,11 +1,13 @@
 /**
  * What the gateway tells a stranger and the operator: `/healthz` answers anyone, so it names no
- * local path; and plain HTTP on a non-loopback address (`--insecure`) never starts silently.
+ * local path and no NATS server; and plain HTTP on a non-loopback address (`--insecure`) never
+ * starts silently.
  */
 import { networkInterfaces } from "node:os";
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { api, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -46,5 +48,20 @@ describe("public endpoints", () => {
       logger: pino({ level: "info" }, { write: (line: string) => void quiet.push(JSON.parse(line)) }),
     });
     expect(quiet.filter((line) => line.level === 40)).toEqual([]);
+  });
+});
+
+describeWithNats("public endpoints (NATS)", () => {
+  const nats = useNatsServer();
+
+  it("/healthz answers a stranger without the NATS server's address or the data directory's path", async () => {
+    const server = await nats();
+    const gw = await gateway({ natsUrl: server.url });
+    const health = await api(gw.url, "/healthz");
+    expect(health.status).toBe(200);
+    expect(health.json).toMatchObject({ status: "ok", broker: "nats" });
+    const { host, port } = new URL(server.url);
+    const said = JSON.stringify(health.json);
+    for (const secret of [host, port, gw.dataDir]) expect(said).not.toContain(secret);
   });
 });
