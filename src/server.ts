@@ -14,6 +14,7 @@ import { type CollabExtension, collabExtension } from "./extensions/collab/exten
 import { custodyExtension } from "./extensions/custody/extension.js";
 import { secretKeeper } from "./extensions/custody/sealing.js";
 import { type DashboardOptions, dashboardExtension } from "./extensions/dashboard/extension.js";
+import { federationExtension, type FederationOptions } from "./extensions/federation/extension.js";
 import { mcpEndpointExtension } from "./extensions/mcp-endpoint/extension.js";
 import type { GatewayExtension } from "./gateway/extension.js";
 import { type Gateway, type GatewayOptions, startGateway } from "./gateway/gateway.js";
@@ -35,6 +36,7 @@ export { type CustodyOptions, custodyExtension } from "./extensions/custody/exte
 export { secretKeeper } from "./extensions/custody/sealing.js";
 export { type DashboardOptions, dashboardExtension } from "./extensions/dashboard/extension.js";
 export { parseWebhookTarget, type WebhookTarget } from "./extensions/dashboard/webhooks.js";
+export { type FederationOptions, federationExtension } from "./extensions/federation/extension.js";
 export {
   MCP_PATH,
   type McpEndpointExtension,
@@ -66,11 +68,25 @@ export interface DefaultGatewayOptions extends GatewayOptions {
    * `/.well-known/agent-card.json`, for A2A clients given only the gateway's address. Default none: 404.
    */
   a2aWellKnownAgent?: string;
+  /**
+   * Federation with other organizations' gateways (docs/federation.md): off unless a domain is
+   * given. The federation key lives in the data directory; arriving messages may be as old as the
+   * gateway's retention.
+   */
+  federation?: Omit<FederationOptions, "data" | "retentionMs">;
 }
 
 /** The standard gateway: core, dashboard, collaboration, MCP endpoint, approvals, custody and the A2A bridge. */
 export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promise<Gateway> {
-  const { summaryWebhooks, dashboard, custody, a2aWellKnownAgent, extensions: extra = [], ...core } = options;
+  const {
+    summaryWebhooks,
+    dashboard,
+    custody,
+    a2aWellKnownAgent,
+    federation,
+    extensions: extra = [],
+    ...core
+  } = options;
   const data = core.data ?? "./.acp";
   const audited = core.audit !== false;
   const given = (name: string) => extra.find((e) => e.name === name);
@@ -113,6 +129,16 @@ export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promis
   // ACP agents calling A2A agents: inert until an admin registers one (docs/a2a.md).
   const a2aOutbound =
     given("a2a-outbound") ?? a2aOutboundExtension({ keyDir: join(data, "a2a-bridge"), secrets });
+  // Off unless the admin gives the gateway a federation domain.
+  const federated =
+    given("federation") ??
+    (federation
+      ? federationExtension({
+          ...federation,
+          data,
+          ...(core.retentionMs !== undefined && { retentionMs: core.retentionMs }),
+        })
+      : undefined);
   const defaults = [
     collab,
     mcp,
@@ -120,6 +146,7 @@ export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promis
     a2aInbound,
     a2aOutbound,
     ...(custodian ? [custodian] : []),
+    ...(federated ? [federated] : []),
   ].filter((e) => !extra.includes(e));
   return startGateway({ ...core, extensions: [dashboardExt, ...extra, ...defaults] });
 }

@@ -1,16 +1,15 @@
 import { z } from "zod";
+import { AgentRef } from "../protocol/address.js";
 import { canonicalJson, sha256Hex } from "./canonical.js";
 
 /** `prev` of the very first entry of an agent's log: nothing came before it. */
 export const GENESIS_HASH = "0".repeat(64);
 
-/** Same rule as the protocol's agent ids; it also makes the id a safe directory name. */
-export const AuditAgentId = z
-  .string()
-  .regex(
-    /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/,
-    "must be 1-128 characters of A-Z a-z 0-9 _ - starting alphanumeric",
-  );
+/**
+ * The protocol's agent ids, or an agent's address at another gateway (`agent-id@domain`, whose
+ * messages a gateway logs under it): either is a safe directory name.
+ */
+export const AuditAgentId = AgentRef;
 
 const Hash = z.string().regex(/^[0-9a-f]{64}$/, "must be 64 lowercase hex digits (SHA-256)");
 

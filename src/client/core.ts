@@ -7,12 +7,14 @@ import {
   agentOfKeyId,
   type CapabilitiesBody,
   createSigner,
+  domainOf,
   type EncryptedBody,
   encryptBody,
   headerPointer,
   headersOf,
   MAX_SUMMARY_HEADER_CHARS,
   type PrivateIdentity,
+  qualifiedPrincipal,
   ReplayGuard,
   type SenderIdentity,
   type Signer,
@@ -111,18 +113,59 @@ export class AgentCore {
    * (fetched once more if the key id is unknown), recipient = this agent. Freshness is the caller's.
    */
   async verify(envelope: unknown): Promise<VerifiedEnvelope> {
-    const options = {
-      resolveKey: (agentId: string, kid: string) => this.peers.resolve(agentId, kid),
-      expectedRecipient: this.self.agentId,
-    };
+    const options = { resolveKey: (agentId: string, kid: string) => this.peers.resolve(agentId, kid) };
+    let verified: VerifiedEnvelope;
     try {
-      return verifyEnvelope(envelope, options);
+      verified = verifyEnvelope(envelope, options);
     } catch (err) {
       if (!(err instanceof AcpError && err.kind === "UnknownKey" && typeof err.data.kid === "string"))
         throw err;
-      await this.peers.ensureKey(agentOfKeyId(err.data.kid), err.data.kid);
-      return verifyEnvelope(envelope, options);
+      // The sender's key id names its local id; the directory is asked by the name it signed as.
+      const sender =
+        typeof envelope === "object" && envelope !== null
+          ? headersOf(envelope as AcpMessage)?.["agent-id"]
+          : undefined;
+      await this.peers.ensureKey(sender ?? agentOfKeyId(err.data.kid), err.data.kid);
+      verified = verifyEnvelope(envelope, options);
     }
+    this.requireAddressedToSelf(verified);
+    return verified;
+  }
+
+  /** This agent's federation address (`agent-id@domain`) when its gateway federates. */
+  get address(): string | undefined {
+    return this.peers.selfAddress;
+  }
+
+  /** Whether a `recipient-id` names this agent: its id, or its address. */
+  isSelf(ref: string): boolean {
+    return ref === this.self.agentId || (this.address !== undefined && ref === this.address);
+  }
+
+  /**
+   * What this agent calls itself in a message to `peer`: its id and principal, or, to an agent
+   * named by an address (of another domain), its own address and its principal qualified with its
+   * domain (docs/federation.md).
+   */
+  namesFor(peer: string): { agentId: string; principalId: string } {
+    const address = this.address;
+    if (domainOf(peer) === undefined || address === undefined) {
+      return { agentId: this.self.agentId, principalId: this.self.principalId };
+    }
+    return {
+      agentId: address,
+      principalId: qualifiedPrincipal(this.self.principalId, domainOf(address) as string),
+    };
+  }
+
+  private requireAddressedToSelf({ message, headers }: VerifiedEnvelope): void {
+    const to = headers["recipient-id"];
+    if (this.isSelf(to)) return;
+    throw new AcpError("Misrouted", `addressed to ${to}, not ${this.self.agentId}`, {
+      problems: [
+        { path: `${headerPointer(message)}/recipient-id`, message: `expected ${this.self.agentId}` },
+      ],
+    });
   }
 
   /**
@@ -239,7 +282,12 @@ export class AgentCore {
     summaryText?: string,
   ): Promise<M & { signature: string }> {
     const headers = headersOf(message as unknown as AcpMessage);
-    if (headers) headers["trust-layer-version"] = await this.peers.protocolVersion(peer);
+    if (headers) {
+      headers["trust-layer-version"] = await this.peers.protocolVersion(peer);
+      const names = this.namesFor(peer);
+      headers["agent-id"] = names.agentId;
+      headers["principal-id"] = names.principalId;
+    }
     const summary = summaryHeaderOf(message, summaryText);
     if (headers && summary !== undefined) headers.summary = summary;
     return signMessage(message, this.signer);
@@ -285,12 +333,12 @@ export class AgentCore {
 
   async encryptFor(peer: string, body: Record<string, unknown>): Promise<EncryptedBody> {
     const recipientKey = await this.peers.encryptionKey(peer);
-    return encryptBody(body, { senderId: this.self.agentId, recipientId: peer, recipientKey });
+    return encryptBody(body, { senderId: this.namesFor(peer).agentId, recipientId: peer, recipientKey });
   }
 
   /** Runs the four-step handshake with `peer` (or joins the one under way); resolves when established. */
   handshake(peer: string, options: { timeoutMs: number; signal?: AbortSignal }): Promise<PeerHandshake> {
-    if (peer === this.self.agentId) {
+    if (this.isSelf(peer)) {
       return Promise.reject(new AcpError("InvalidParams", "an agent does not handshake with itself"));
     }
     if (this.handshakes.isEstablished(peer)) return Promise.resolve(this.handshakes.get(peer));

@@ -5,6 +5,7 @@ import {
   buildErrorResponse,
   decryptBody,
   headerPointer,
+  headersOf,
   isEncryptedBody,
   type JsonRpcId,
   messageKind,
@@ -132,7 +133,7 @@ export class Inbound {
     const expectsAnswer = frame.kind === "request" || frame.kind === "handoff";
     if (record?.response) {
       this.track(
-        this.responder.resend(frame.from, record.response).then(() => this.complete(frame)),
+        this.responder.resend(peerOf(frame), record.response).then(() => this.complete(frame)),
         frame,
       );
       return;
@@ -179,7 +180,7 @@ export class Inbound {
     const { headers } = verified;
     const base = headerPointer(verified.message);
     // core.verify checks this too; a delivery the relay verified comes here without it.
-    if (headers["recipient-id"] !== this.core.self.agentId) {
+    if (!this.core.isSelf(headers["recipient-id"])) {
       throw new AcpError(
         "Misrouted",
         `addressed to ${headers["recipient-id"]}, not ${this.core.self.agentId}`,
@@ -207,9 +208,10 @@ export class Inbound {
   /** A delivery that fails verification is never acted on: it is rejected (dead-lettered) with the reason. */
   private async refuse(frame: NewMessageFrame, err: unknown): Promise<void> {
     const error = err instanceof AcpError ? err : new AcpError("InternalError", (err as Error).message);
-    if (error.kind === "SignatureInvalid") this.core.trust.observe(frame.from, "bad-signature");
+    const peer = peerOf(frame);
+    if (error.kind === "SignatureInvalid") this.core.trust.observe(peer, "bad-signature");
     if (HANDSHAKE_METHODS.has(frame.method) || error.kind.startsWith("Signature")) {
-      await this.core.record(frame.envelope, "received", frame.from, {
+      await this.core.record(frame.envelope, "received", peer, {
         step: "verify",
         error: { code: error.code, message: error.message },
       });
@@ -218,7 +220,7 @@ export class Inbound {
     this.markHandled(frame);
     this.core.emit(
       "error",
-      new AcpError(error.kind, `refused ${frame.id} from ${frame.from}: ${error.message}`, error.data),
+      new AcpError(error.kind, `refused ${frame.id} from ${peer}: ${error.message}`, error.data),
     );
   }
 
@@ -286,7 +288,7 @@ export class Inbound {
     try {
       handshake = core.handshakes.requireEstablished(verified.headers, verified.kid);
       body = encrypted
-        ? await decryptBody(message.params.body as { jwe: string }, core.identity, peer)
+        ? await decryptBody(message.params.body as { jwe: string }, core.identity, peer, core.address)
         : message.params.body;
     } catch (err) {
       const error =
@@ -422,7 +424,7 @@ export class Inbound {
       body = message.result.body;
       encrypted = isEncryptedBody(body);
       try {
-        if (encrypted) body = await decryptBody(body as { jwe: string }, core.identity, peer);
+        if (encrypted) body = await decryptBody(body as { jwe: string }, core.identity, peer, core.address);
         outcome = { body, encrypted };
         if (awaited) core.trust.observe(peer, "clean-exchange");
       } catch (err) {
@@ -500,4 +502,14 @@ function trustSummary(record: PeerHandshake): string {
   const trust = record.trust;
   const level = trust ? `${trust.level} (score ${trust.score})` : "unknown";
   return `Handshake with ${record.peer} complete; initial trust ${level}; common layers [${(record.commonLayers ?? []).join(", ")}].`;
+}
+
+/**
+ * Who sent a delivery, as a peer: the frame's sender, or for a message of an agent of another
+ * domain (which the gateway names by a system name, `_…`) the address its envelope gives.
+ */
+function peerOf(frame: NewMessageFrame): string {
+  if (!frame.from.startsWith("_")) return frame.from;
+  const sender = headersOf(frame.envelope as unknown as AcpMessage)?.["agent-id"];
+  return typeof sender === "string" ? sender : frame.from;
 }

@@ -1,5 +1,5 @@
 import type { PrivateIdentity } from "../protocol/index.js";
-import { AcpError, AgentId } from "../protocol/index.js";
+import { AcpError, AgentRef } from "../protocol/index.js";
 import type { CoreSettings } from "./core.js";
 import type { AcpAgentOptions } from "./types.js";
 
@@ -89,10 +89,11 @@ export function invalidOption(path: string, message: string): AcpError {
   });
 }
 
+/** A peer: an agent id, or an agent of another gateway's domain (`agent-id@domain`). */
 export function checkPeer(peer: string): string {
-  const parsed = AgentId.safeParse(peer);
+  const parsed = AgentRef.safeParse(peer);
   if (!parsed.success) {
-    throw new AcpError("InvalidParams", `peer ${JSON.stringify(peer)} is not an agent id`, {
+    throw new AcpError("InvalidParams", `peer ${JSON.stringify(peer)} is not an agent id or address`, {
       problems: [{ path: "/peer", message: parsed.error.issues[0]?.message ?? "invalid" }],
     });
   }

@@ -3,6 +3,7 @@ import {
   AcpError,
   importPublicKey,
   keyId,
+  localPartOf,
   type PrivateIdentity,
   TRUST_LAYER_VERSION,
   type X25519PublicJwk,
@@ -27,6 +28,8 @@ export class PeerDirectory {
   private readonly peers = new Map<string, PeerKeys>();
   private readonly inflight = new Map<string, Promise<PeerKeys | undefined>>();
   private selfVersions: string[] = [TRUST_LAYER_VERSION];
+  /** This agent's federation address, when its gateway federates (docs/federation.md). */
+  selfAddress: string | undefined;
 
   constructor(private readonly http: AgentDirectory) {}
 
@@ -46,6 +49,7 @@ export class PeerDirectory {
       );
     }
     this.selfVersions = view.protocolVersions;
+    this.selfAddress = view.address;
   }
 
   /** The protocol version the gateway negotiated for this pair: the highest both registered. */
@@ -126,7 +130,11 @@ export class PeerDirectory {
     }
     const peer: PeerKeys = {
       view,
-      signingKids: new Set([keyId(agentId, view.signing), ...(view.signing.kid ? [view.signing.kid] : [])]),
+      // An agent of another domain (`alpha@a.example`) signs with the key id of its own id.
+      signingKids: new Set([
+        keyId(localPartOf(agentId), view.signing),
+        ...(view.signing.kid ? [view.signing.kid] : []),
+      ]),
       signingKey: importPublicKey(view.signing),
     };
     this.peers.set(agentId, peer);

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { Broker, KvBucket } from "../broker/index.js";
 import { isWriteConflict } from "../broker/errors.js";
 import { WatchedReads } from "../broker/watched-reads.js";
@@ -213,9 +214,16 @@ function sameLayerSet(declared: readonly number[], handshaken: readonly number[]
 }
 
 function proofKey(from: string, to: string): string {
-  return `${from}.${to}`;
+  if (!from.includes("@") && !to.includes("@")) return `${from}.${to}`;
+  return `fed/${createHash("sha256").update(`${from} ${to}`).digest("base64url")}`;
 }
 
+/**
+ * `<a>.<b>` with a < b. A pair with an agent of another domain (an address, docs/federation.md) is
+ * named by a hash instead: `@` is not a key character, and two addresses may exceed a key's length.
+ */
 function pairKey(a: string, b: string): string {
-  return a < b ? `${a}.${b}` : `${b}.${a}`;
+  const [first, second] = a < b ? [a, b] : [b, a];
+  if (!first.includes("@") && !second.includes("@")) return `${first}.${second}`;
+  return `fed/${createHash("sha256").update(`${first} ${second}`).digest("base64url")}`;
 }

@@ -11,9 +11,10 @@ import {
   problemsOf,
   type X25519PublicJwk,
 } from "../protocol/index.js";
-import { RegisterAgentRequest } from "../wire/api.js";
+import { type KeyHistoryEntry, RegisterAgentRequest } from "../wire/api.js";
 import { ProtocolVersions } from "../wire/versions.js";
 import { hashSecret, newApiKey } from "./auth.js";
+import type { RemoteAgents } from "./remote.js";
 
 type ParsedRegistration = ReturnType<typeof RegisterAgentRequest.parse>;
 
@@ -31,6 +32,8 @@ export interface AgentRecord {
   revokedAt?: string;
   /** The gateway generated this agent's keys and holds them: it signs on the agent's behalf. */
   custodial?: true;
+  /** Signing keys it had before its current one, oldest first (POST /api/v1/agents/:id/keys). */
+  keyHistory?: KeyHistoryEntry[];
 }
 
 /** Holds custodial agents' keys (src/extensions/custody); the registry only asks it for new ones. */
@@ -70,6 +73,8 @@ export class Registry {
   private readonly byKeyHash: WatchedReads<string | null>;
   /** Set by the composition root when the gateway offers custodial keys. */
   custodian: Custodian | undefined;
+  /** Agents of other gateways: set by the federation extension when the gateway federates. */
+  remote: RemoteAgents | undefined;
   private readonly changeListeners = new Set<AgentChangeListener>();
   private unwatch: Unsubscribe | undefined;
 

@@ -18,10 +18,12 @@ import {
 } from "../protocol/index.js";
 import type { SubmitResponse } from "../wire/api.js";
 import { negotiateVersion } from "../wire/versions.js";
+import { routeOf, senderNames } from "./addressing.js";
 import type { HandshakeGate } from "./handshake-gate.js";
 import type { Metrics } from "./metrics.js";
 import type { RateLimiter } from "./rate-limit.js";
 import type { Registry, ResolvedAgent } from "./registry.js";
+import type { ArrivedFrom } from "./remote.js";
 import { type RelayAudit, RequestLabels, relayedEntryFor } from "./relay-audit.js";
 import { refuseClaimedIdentity } from "./sender-binding.js";
 import { SignatureVerifier } from "./signature-verifier.js";
@@ -90,6 +92,12 @@ export interface SubmitOptions {
    * code passes it; an HTTP or WebSocket submission never does.
    */
   receivedAt?: number;
+  /**
+   * The message arrived from a peer gateway (federation) on behalf of `sender`, an agent of that
+   * peer's domain resolved from its home directory (its address and qualified principal in
+   * `record`). It is stored as from the peer's inbox, and may be as old as the peer's queue kept it.
+   */
+  arrived?: ArrivedFrom;
 }
 
 /**
@@ -217,12 +225,13 @@ export class Relay {
     refuseDeepNesting(parsed, "message");
     const message = validateMessage(parsed, { envelope: true });
     const headers = headersOf(message) as EnvelopeHeaders;
-    refuseClaimedIdentity(message, headers, sender.record);
+    const names = senderNames(sender, headers["recipient-id"], this.registry, message, !!options.arrived);
+    refuseClaimedIdentity(message, headers, names);
     const signedHere = options.signedHere === true && signatureKeyId(message) === sender.kid;
     const verified = signedHere
       ? Promise.resolve(sender.kid)
       : this.verifier.verify(message, (agentId, signedBy) =>
-          agentId === sender.record.agentId && signedBy === sender.kid ? sender.key : undefined,
+          agentId === names.agentId && signedBy === sender.kid ? sender.key : undefined,
         );
     // Awaited later, in the sender's lane; until then a refusal must not count as unhandled.
     verified.catch(() => undefined);
@@ -233,13 +242,14 @@ export class Relay {
   private async routeAndStore(
     sender: ResolvedAgent,
     { message, headers, envelope, size, verified, signedHere }: SignedSubmit,
-    { summaryContext, priority, receivedAt }: SubmitOptions,
+    { summaryContext, priority, receivedAt, arrived }: SubmitOptions,
   ): Promise<{ message: AcpMessage; stored: Promise<SubmitResult>; entry: AuditEntryInput }> {
     const kid = await verified;
     const from = headers["agent-id"];
     // The sender was resolved when its connection authenticated: a revocation (or a new signing
     // key) since then, here or at another gateway, stops its submissions at once (cached lookup).
-    const current = await this.registry.resolve(sender.record.agentId);
+    // An agent of another domain was resolved from its home directory for this very message.
+    const current = arrived ? sender : await this.registry.resolve(sender.record.agentId);
     if (current?.kid !== sender.kid) {
       throw new AcpError(
         "Unauthorized",
@@ -251,14 +261,10 @@ export class Relay {
         },
       );
     }
-    this.freshness.checkTimestamp(headers.timestamp, headerPointer(message), receivedAt);
+    if (arrived) this.freshness.checkAge(headers.timestamp, arrived.maxAgeMs, headerPointer(message));
+    else this.freshness.checkTimestamp(headers.timestamp, headerPointer(message), receivedAt);
     const to = headers["recipient-id"];
-    const recipient = await this.registry.resolve(to);
-    if (!recipient) {
-      throw new AcpError("UnknownRecipient", `no agent ${to} is registered here`, {
-        problems: [{ path: headerPointer(message, "recipient-id"), message: "not a registered agent" }],
-      });
-    }
+    const { recipient, inbox } = await routeOf(to, this.registry, message, !!arrived);
     this.checkVersion(sender, recipient, headers, message);
     const kind = messageKind(message);
     const method = "method" in message ? message.method : kind === "error" ? "error" : "response";
@@ -274,13 +280,13 @@ export class Relay {
       message,
       sender.record,
       recipient.record.principalId,
-      `${this.options.transport}:agent.${to}.inbox`,
+      `${this.options.transport}:agent.${inbox}.inbox`,
       { ...(context ? { context } : {}), postedToChat: this.summariesPostedToChat },
     );
     const stored = this.broker.submit({
       id: headers["message-id"],
-      from,
-      to,
+      from: arrived?.via ?? sender.record.agentId,
+      to: inbox,
       kind: (kind === "error" ? "response" : kind) as BrokerKind,
       method,
       envelope,

@@ -23,6 +23,7 @@
 import { lookup as dnsLookup } from "node:dns/promises";
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import { rootCertificates } from "node:tls";
 import { isIP, type LookupFunction } from "node:net";
 import { Readable, Transform } from "node:stream";
 import { type AddressKind, AddressRanges, addressKind, KIND_NAMES } from "./addresses.js";
@@ -52,6 +53,12 @@ export interface OutboundRequest {
   signal?: AbortSignal;
   /** Largest answer body read; past it the body's stream fails with OutboundResponseTooLarge. */
   maxResponseBytes?: number;
+  /**
+   * Certificate authorities (PEM) trusted for this https call besides the system's: a partner
+   * organization's CA given by configuration (federation peers). Pass the same array every time:
+   * its connections are kept alive per array.
+   */
+  ca?: readonly string[];
 }
 
 /** A URL the policy refuses; `message` names the URL without its query, never the address it resolved to. */
@@ -92,6 +99,7 @@ export class OutboundPolicy {
   readonly #ranges: AddressRanges;
   readonly #resolve: (hostname: string) => Promise<readonly string[]>;
   readonly #agents = { http: new HttpAgent({ keepAlive: true }), https: new HttpsAgent({ keepAlive: true }) };
+  readonly #caAgents = new Map<readonly string[], HttpsAgent>();
 
   constructor(options: OutboundPolicyOptions = {}) {
     const allow = options.allowPrivate ?? false;
@@ -131,7 +139,7 @@ export class OutboundPolicy {
   async fetch(url: string | URL, request: OutboundRequest = {}): Promise<Response> {
     const target = this.parse(url);
     const method = request.method ?? "GET";
-    const answer = await this.#send(target, method, request.headers ?? {}, request.body, request.signal);
+    const answer = await this.#send(target, method, request);
     const status = answer.statusCode ?? 0;
     if (status >= 300 && status < 400 && answer.headers.location !== undefined) {
       answer.destroy();
@@ -151,23 +159,21 @@ export class OutboundPolicy {
   close(): void {
     this.#agents.http.destroy();
     this.#agents.https.destroy();
+    for (const agent of this.#caAgents.values()) agent.destroy();
+    this.#caAgents.clear();
   }
 
-  #send(
-    url: URL,
-    method: string,
-    headers: Record<string, string>,
-    body: string | undefined,
-    signal: AbortSignal | undefined,
-  ): Promise<IncomingMessage> {
+  #send(url: URL, method: string, request: OutboundRequest): Promise<IncomingMessage> {
     const https = url.protocol === "https:";
     const send = https ? httpsRequest : httpRequest;
+    const { body, signal } = request;
+    const headers = request.headers ?? {};
     return new Promise((resolve, reject) => {
       const req = send(url, {
         method,
         headers:
           body === undefined ? headers : { ...headers, "content-length": String(Buffer.byteLength(body)) },
-        agent: https ? this.#agents.https : this.#agents.http,
+        agent: https ? this.#httpsAgent(request.ca) : this.#agents.http,
         ...(literalOf(url) === undefined && { lookup: this.#lookupFor(url) }),
         ...(signal && { signal }),
       });
@@ -175,6 +181,18 @@ export class OutboundPolicy {
       req.once("error", (err) => reject(signal?.aborted ? signal.reason : err));
       req.end(body);
     });
+  }
+
+  /** The kept-alive agent for https calls trusting `ca` too (one per CA list given). */
+  #httpsAgent(ca: readonly string[] | undefined): HttpsAgent {
+    if (ca === undefined) return this.#agents.https;
+    let agent = this.#caAgents.get(ca);
+    if (!agent) {
+      // Node's TLS uses `ca` instead of its bundled roots: give both, so adding one trusts more, never less.
+      agent = new HttpsAgent({ keepAlive: true, ca: [...rootCertificates, ...ca] });
+      this.#caAgents.set(ca, agent);
+    }
+    return agent;
   }
 
   /** The socket's name resolution: only addresses the policy allows, or the connection fails. */

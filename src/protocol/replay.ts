@@ -56,6 +56,28 @@ export class ReplayGuard {
     }
   }
 
+  /**
+   * For a message that waited in a queue before it got here (a peer gateway's store and forward):
+   * no further in the future than the skew, no older than `maxAgeMs` plus the skew.
+   */
+  checkAge(timestamp: string, maxAgeMs: number, path = "/params/headers"): void {
+    const at = Date.parse(timestamp);
+    const age = this.now() - at;
+    if (!Number.isFinite(at) || age < -this.skewMs || age > maxAgeMs + this.skewMs) {
+      throw new AcpError(
+        "StaleTimestamp",
+        `timestamp ${timestamp} is outside the window of ${this.skewMs / 1000}s ahead to ${Math.round((maxAgeMs + this.skewMs) / 1000)}s behind`,
+        {
+          problems: [
+            { path: `${path}/timestamp`, message: `${Math.round(-age / 1000)}s from the receiver's clock` },
+          ],
+          skewMs: this.skewMs,
+          maxAgeMs,
+        },
+      );
+    }
+  }
+
   get size(): number {
     return this.seen.size;
   }

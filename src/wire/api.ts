@@ -1,7 +1,9 @@
 import { z } from "zod";
 import {
+  AgentAddress,
   AgentId,
   DEFAULT_PRIORITY,
+  DetachedJws,
   Ed25519PublicJwk,
   PRIORITIES,
   type Priority,
@@ -29,6 +31,21 @@ export interface PrincipalView {
   createdAt: string;
   revokedAt?: string;
 }
+
+/** One earlier signing key of an agent, and the key that replaced it. */
+export const KeyHistoryEntry = z.object({
+  kid: z.string().min(1).max(300),
+  x: Ed25519PublicJwk.shape.x,
+  /** When it became the agent's key. */
+  from: z.iso.datetime({ offset: true }),
+  /** When it was replaced. */
+  until: z.iso.datetime({ offset: true }),
+  /** The key id that replaced it. */
+  successor: z.string().min(1).max(300),
+  /** A detached JWS by this key over `{agentId, successor, x}` of the new key: the handover. */
+  handover: DetachedJws.optional(),
+});
+export type KeyHistoryEntry = z.infer<typeof KeyHistoryEntry>;
 
 export const ProtocolVersion = z.string().regex(/^\d+\.\d+\.\d+$/, "must be a version such as 1.0.0");
 
@@ -97,9 +114,18 @@ export const Presence = z.object({
 });
 export type Presence = z.infer<typeof Presence>;
 
-/** GET /api/v1/agents[/:id]: the public view of a registered agent. */
+/**
+ * GET /api/v1/agents[/:id]: the public view of a registered agent, or of an agent of another
+ * gateway (GET /api/v1/agents/:address), as its home gateway's signed directory describes it.
+ */
 export const AgentView = z.object({
-  agentId: AgentId,
+  /** The agent id; for an agent of another gateway, its address (`agent-id@domain`). */
+  agentId: z.union([AgentId, AgentAddress]),
+  /**
+   * Its federation address (`agent-id@domain`) when its gateway federates: what agents of other
+   * domains call it, and what it signs as in a message to one of them (docs/federation.md).
+   */
+  address: AgentAddress.optional(),
   principalId: PrincipalId,
   signing: Ed25519PublicJwk,
   encryption: X25519PublicJwk.optional(),

@@ -1,4 +1,4 @@
-import { AcpError, problemsOf } from "../../protocol/index.js";
+import { AcpError, addressOf, isRemoteRef, localPartOf, problemsOf } from "../../protocol/index.js";
 import { announceDeprecation, authenticate, type GatewayContext, requireAdmin } from "../context.js";
 import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import type { AgentRecord } from "../registry.js";
@@ -8,7 +8,23 @@ import { COMPATIBLE_MAJORS_BACK, DEFAULT_SUNSET_DAYS } from "../../wire/versions
 /** What the registry shows of an agent (never its API key's hash): REST and in-process agents alike. */
 export async function agentViewOf(ctx: GatewayContext, record: AgentRecord): Promise<AgentView> {
   const { apiKeyHash: _secret, rotatedAt: _rotated, ...rest } = record;
-  return { ...rest, presence: await ctx.presence.get(record.agentId) };
+  const domain = ctx.registry.remote?.domain;
+  return {
+    ...rest,
+    ...(domain !== undefined && { address: addressOf(record.agentId, domain) }),
+    presence: await ctx.presence.get(record.agentId),
+  };
+}
+
+/**
+ * An agent by id, or by address: one of this gateway's domain is the local agent, one of another
+ * domain is what that agent's home gateway publishes (federation), else unknown.
+ */
+async function viewOfRef(ctx: GatewayContext, ref: string): Promise<AgentView | undefined> {
+  const remote = ctx.registry.remote;
+  if (isRemoteRef(ref, remote?.domain)) return remote?.view(ref);
+  const record = await ctx.registry.get(localPartOf(ref));
+  return record ? agentViewOf(ctx, record) : undefined;
 }
 
 /** Registry endpoints: register/rotate/revoke with the admin token; reading with any valid key. */
@@ -37,9 +53,9 @@ export function agentRoutes(router: Router, ctx: GatewayContext): void {
 
   router.add("GET", "/api/v1/agents/:id", async (req, res, { id }) => {
     announceDeprecation(ctx, res, await authenticate(ctx, req));
-    const record = await ctx.registry.get(id as string);
-    if (!record) throw new AcpError("NotFound", `no registered agent ${id}`);
-    sendJson(res, 200, await agentViewOf(ctx, record));
+    const view = await viewOfRef(ctx, id as string);
+    if (!view) throw new AcpError("NotFound", `no registered agent ${id}`);
+    sendJson(res, 200, view);
   });
 
   router.add("POST", "/api/v1/agents/:id/rotate", async (req, res, { id }) => {

@@ -4,9 +4,36 @@ import { PriorityInput } from "../../wire/api.js";
 import { platformMessageOf, sendPlatformMessage } from "../platform-message.js";
 import { announceDeprecation, authenticateAgent, type GatewayContext } from "../context.js";
 import { type Router, readBody, sendJson } from "../../http/server.js";
+import type { RemoteProgress } from "../remote.js";
 
 const KINDS = new Set(["request", "response", "notification", "handoff"]);
 const STATUSES = new Set(["queued", "delivered", "acknowledged", "failed", "expired"]);
+
+/**
+ * The status of a message to an agent of another domain: the remote recipient's progress
+ * (federation) over the record of its wait in the peer's outbound queue here.
+ */
+function remoteStatusView(r: MessageRecord, p: RemoteProgress): Record<string, unknown> {
+  return {
+    ...statusView(r),
+    to: p.to,
+    status: p.status,
+    peer: p.peer,
+    ...(p.forwardedAt ? { forwarded_at: p.forwardedAt } : {}),
+    ...(p.deliveredAt ? { delivered_at: p.deliveredAt } : {}),
+    ...(p.acknowledgedAt ? { acknowledged_at: p.acknowledgedAt } : {}),
+    ...(p.failedAt ? { failed_at: p.failedAt } : {}),
+    ...(p.expiredAt ? { expired_at: p.expiredAt } : {}),
+    ...(p.retryCount !== undefined ? { retry_count: p.retryCount } : {}),
+    ...(p.deadLetter ? { dead_letter: p.deadLetter } : {}),
+  };
+}
+
+/** A message's status as its sender or recipient reads it, a remote recipient's progress included. */
+async function currentStatusView(ctx: GatewayContext, r: MessageRecord): Promise<Record<string, unknown>> {
+  const progress = await ctx.registry.remote?.progress(r);
+  return progress ? remoteStatusView(r, progress) : statusView(r);
+}
 
 /** The ACP messaging platform's status shape (snake_case), with every timestamp the record has. */
 export function statusView(r: MessageRecord): Record<string, unknown> {
@@ -133,7 +160,11 @@ export function messageRoutes(router: Router, ctx: GatewayContext): void {
     const agent = await authenticateAgent(ctx, req);
     announceDeprecation(ctx, res, { kind: "agent", agent });
     const me = agent.record.agentId;
-    sendJson(res, 200, statusView(await participantRecord(me, refOf(me, id as string, url))));
+    sendJson(
+      res,
+      200,
+      await currentStatusView(ctx, await participantRecord(me, refOf(me, id as string, url))),
+    );
   });
 
   router.add("POST", "/api/v1/messages/:id/acknowledge", async (req, res, { id }, url) => {

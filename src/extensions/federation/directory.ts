@@ -1,0 +1,197 @@
+/**
+ * The federation directory: this gateway's signed records of its own agents (what peers look up),
+ * and the records of other domains' agents it looked up (cached a minute; used stale while their
+ * gateway cannot be reached; fetched again for a key id they do not show, or when their gateway
+ * tells of a change).
+ */
+import { createHash, type KeyObject } from "node:crypto";
+import type { AgentRecord, ResolvedAgent } from "../../gateway/registry.js";
+import {
+  AcpError,
+  addressOf,
+  domainOf,
+  importPublicKey,
+  keyId,
+  localPartOf,
+  qualifiedPrincipal,
+} from "../../protocol/index.js";
+import { DirectoryRecord } from "../../wire/federation.js";
+import type { GatewaySigner } from "./gateway-key.js";
+import { type PeerClient, PeerCallError } from "./peer-client.js";
+import type { PeerGate } from "./peer-gate.js";
+
+/** This gateway's record of one of its agents (revoked ones too: peers learn of it), signed. */
+export function ownRecord(
+  record: AgentRecord,
+  domain: string,
+  signer: GatewaySigner,
+  now = new Date(),
+): DirectoryRecord {
+  const unsigned = {
+    address: addressOf(record.agentId, domain),
+    principalId: qualifiedPrincipal(record.principalId, domain),
+    signing: {
+      kty: "OKP" as const,
+      crv: "Ed25519" as const,
+      x: record.signing.x,
+      kid: keyId(record.agentId, record.signing),
+    },
+    ...(record.encryption && {
+      encryption: {
+        kty: "OKP" as const,
+        crv: "X25519" as const,
+        x: record.encryption.x,
+        kid: keyId(record.agentId, record.encryption),
+      },
+    }),
+    protocolVersions: record.protocolVersions,
+    keyHistory: record.keyHistory ?? [],
+    ...(record.revokedAt && { revokedAt: record.revokedAt }),
+    issuedAt: now.toISOString(),
+  };
+  return signer.sign(unsigned);
+}
+
+/** An agent of another domain as the relay takes it: its record, and the key that signed a message. */
+export function remoteAgentOf(
+  record: DirectoryRecord,
+  kid?: string,
+  timestamp?: string,
+): ResolvedAgent | undefined {
+  const agentId = localPartOf(record.address);
+  const current = keyId(agentId, record.signing);
+  let key: KeyObject | undefined;
+  let signedBy = current;
+  if (kid === undefined || kid === current) key = importPublicKey(record.signing);
+  else {
+    // A message signed before a rotation, still on its way: an earlier key, for messages from its time.
+    const earlier = record.keyHistory.find((entry) => entry.kid === kid);
+    if (earlier && timestamp !== undefined && Date.parse(timestamp) < Date.parse(earlier.until)) {
+      key = importPublicKey({ kty: "OKP", crv: "Ed25519", x: earlier.x });
+      signedBy = kid;
+    }
+  }
+  if (!key) return undefined;
+  return {
+    record: {
+      agentId: record.address,
+      principalId: record.principalId,
+      signing: record.signing,
+      ...(record.encryption && { encryption: record.encryption }),
+      capabilities: [],
+      protocolVersions: record.protocolVersions,
+      apiKeyHash: "",
+      createdAt: record.issuedAt,
+      ...(record.revokedAt && { revokedAt: record.revokedAt }),
+    },
+    kid: signedBy,
+    key,
+  };
+}
+
+interface Cached {
+  record: DirectoryRecord | null;
+  at: number;
+}
+
+/** Records of other domains' agents kept at once; the least recently fetched go first. */
+const MAX_CACHED = 10_000;
+
+export class RemoteDirectory {
+  private readonly cache = new Map<string, Cached>();
+  private readonly inflight = new Map<string, Promise<DirectoryRecord | null>>();
+
+  constructor(
+    private readonly gate: PeerGate,
+    private readonly client: PeerClient,
+    private readonly ttlMs: number,
+  ) {}
+
+  /**
+   * The record of `address` (an agent of another domain), or null when its gateway says there is no
+   * such agent. `fresh`: fetch it again even if cached (an unknown key id, a notice).
+   */
+  async lookup(address: string, fresh = false): Promise<DirectoryRecord | null> {
+    const cached = this.cache.get(address);
+    if (cached && !fresh && Date.now() - cached.at <= this.ttlMs) return cached.record;
+    let running = this.inflight.get(address);
+    if (!running) {
+      running = this.fetch(address, cached).finally(() => this.inflight.delete(address));
+      this.inflight.set(address, running);
+    }
+    return running;
+  }
+
+  /** Forgets a record (its gateway told of a change): the next lookup fetches it. */
+  invalidate(address: string): void {
+    this.cache.delete(address);
+  }
+
+  private async fetch(address: string, stale: Cached | undefined): Promise<DirectoryRecord | null> {
+    const domain = domainOf(address) as string;
+    const peer = await this.gate.admitted(domain);
+    let record: DirectoryRecord | null;
+    try {
+      record = await this.client.call(
+        peer.endpoint as string,
+        domain,
+        "GET",
+        `/agents/${encodeURIComponent(localPartOf(address))}`,
+        undefined,
+        DirectoryRecord,
+      );
+    } catch (err) {
+      if (err instanceof PeerCallError && err.status === 404) record = null;
+      else if (stale) return stale.record;
+      else {
+        throw new AcpError(
+          "StorageUnavailable",
+          `cannot look up ${address} at ${domain}: ${(err as Error).message}`,
+          { peer: domain },
+        );
+      }
+    }
+    if (record) {
+      try {
+        await this.gate.verifyRecord(peer, record);
+      } catch (err) {
+        throw new AcpError(
+          "SignatureInvalid",
+          `${domain}'s record of ${address} does not verify: ${(err as Error).message}`,
+        );
+      }
+      if (record.address !== address) {
+        throw new AcpError(
+          "SignatureInvalid",
+          `${domain} answered the record of ${record.address} for ${address}`,
+        );
+      }
+    }
+    this.cache.delete(address);
+    if (this.cache.size >= MAX_CACHED) {
+      const oldest = this.cache.keys().next().value;
+      if (oldest !== undefined) this.cache.delete(oldest);
+    }
+    this.cache.set(address, { record, at: Date.now() });
+    return record;
+  }
+}
+
+/** Where a message to an agent of `domain` waits at this gateway: `_fed_<domain, dots as _>`. */
+export function peerInbox(domain: string): string {
+  return `_fed_${domain.replaceAll(".", "_")}`;
+}
+
+/** The domain of a peer's inbox name, or undefined for any other inbox. */
+export function domainOfInbox(inbox: string): string | undefined {
+  return inbox.startsWith("_fed_") ? inbox.slice(5).replaceAll("_", ".") : undefined;
+}
+
+/**
+ * The broker's name for an agent of another domain whose messages are stored here: `_at_` and 40
+ * hex digits of the SHA-256 of its address. Each remote sender has its own message-id namespace, as
+ * a local one has (no agent of a peer can squat another's ids), in a name every broker takes.
+ */
+export function remoteSenderInbox(address: string): string {
+  return `_at_${createHash("sha256").update(address).digest("hex").slice(0, 40)}`;
+}

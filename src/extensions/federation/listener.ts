@@ -1,0 +1,90 @@
+/**
+ * The federation listener: its own HTTPS port (default 8448), apart from the agents' API, serving
+ * only what peers use (`/.well-known/acp` and `/federation/v1/*`). TLS is required; plain HTTP
+ * only on a loopback address in test mode (`insecureLoopback`).
+ */
+import { readFileSync } from "node:fs";
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import type { AddressInfo } from "node:net";
+import type { Logger } from "pino";
+import { type Router, requestUrl, sendError } from "../../http/server.js";
+import { AcpError } from "../../protocol/index.js";
+
+export interface ListenOptions {
+  host: string;
+  port: number;
+  tls?: { cert: string; key: string };
+  insecureLoopback: boolean;
+}
+
+const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
+
+export interface FederationListener {
+  /** `https://host:port` as bound. */
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function listen(
+  options: ListenOptions,
+  router: Router,
+  logger: Logger,
+): Promise<FederationListener> {
+  if (!options.tls && !(options.insecureLoopback && LOOPBACK.test(options.host))) {
+    throw new Error(
+      "federation requires TLS: give the federation listener a certificate (--federation-tls-cert/--federation-tls-key, or --tls-cert/--tls-key)",
+    );
+  }
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    try {
+      const url = requestUrl(req);
+      const match = router.match(req.method ?? "GET", url.pathname);
+      if ("status" in match) {
+        throw new AcpError(
+          match.status === 404 ? "NotFound" : "MethodNotFound",
+          `${match.status === 404 ? "no such endpoint" : "method not allowed"}: ${req.method} ${url.pathname}`,
+        );
+      }
+      await match.handler(req, res, match.params, url);
+    } catch (err) {
+      if (!(err instanceof AcpError))
+        logger.error(
+          { err: (err as Error).message, path: req.url?.split("?")[0] },
+          "federation request failed",
+        );
+      if (!res.headersSent) sendError(res, err);
+      else res.destroy();
+    }
+  };
+  const server: Server = options.tls
+    ? createHttpsServer(
+        { cert: readFileSync(options.tls.cert), key: readFileSync(options.tls.key), minVersion: "TLSv1.2" },
+        (req, res) => void handle(req, res),
+      )
+    : createHttpServer((req, res) => void handle(req, res));
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 20_000;
+  server.requestTimeout = 60_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, options.host, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  const host = options.host.includes(":") ? `[${options.host}]` : options.host;
+  const url = `${options.tls ? "https" : "http"}://${host}:${port}`;
+  logger.info({ url }, "federation listening");
+  return {
+    url,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

@@ -1,0 +1,151 @@
+/**
+ * Organizations for federation tests: each a real gateway on 127.0.0.1 with its own data
+ * directory, admin token and certificate authority; its federation listener serves TLS with a
+ * certificate its CA signed, and it trusts the CAs of the organizations given (by configuration,
+ * never the system store). openssl makes the certificates (missing openssl fails the test).
+ */
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { AcpAgent, type AcpAgentOptions } from "../../src/client/index.js";
+import type { DefaultGatewayOptions } from "../../src/server.js";
+import { ADMIN_TOKEN, api, startTestGateway, type TestAgent, type TestGateway } from "./gateway.js";
+import { freePort } from "./ports.js";
+
+export interface Organization {
+  domain: string;
+  /** Its certificate authority (PEM file): what other organizations trust. */
+  ca: string;
+  tls: { cert: string; key: string };
+  dir: string;
+  /** Its federation listener's port (fixed, so a restarted gateway keeps its URL). */
+  port: number;
+  /** The URL peers reach it at (`https://127.0.0.1:<port>`). */
+  url: string;
+}
+
+function openssl(args: string[]): void {
+  execFileSync("openssl", args, { stdio: "ignore" });
+}
+
+/** A CA and a server certificate for 127.0.0.1 it signed, in a directory of the organization's own. */
+export async function organization(domain: string): Promise<Organization> {
+  const dir = mkdtempSync(join(tmpdir(), `acp-org-${domain}-`));
+  const ca = join(dir, "ca.pem");
+  const caKey = join(dir, "ca.key");
+  const cert = join(dir, "fed.pem");
+  const key = join(dir, "fed.key");
+  const csr = join(dir, "fed.csr");
+  const ext = join(dir, "fed.ext");
+  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+  openssl([
+    "req",
+    "-x509",
+    ...ec,
+    "-keyout",
+    caKey,
+    "-out",
+    ca,
+    "-days",
+    "1",
+    "-subj",
+    `/CN=${domain} test CA`,
+  ]);
+  openssl(["req", ...ec, "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"]);
+  writeFileSync(ext, "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+  openssl([
+    "x509",
+    "-req",
+    "-in",
+    csr,
+    "-CA",
+    ca,
+    "-CAkey",
+    caKey,
+    "-CAcreateserial",
+    "-out",
+    cert,
+    "-days",
+    "1",
+    "-extfile",
+    ext,
+  ]);
+  const port = await freePort();
+  return { domain, ca, tls: { cert, key }, dir, port, url: `https://127.0.0.1:${port}` };
+}
+
+export interface FederatedGateway extends TestGateway {
+  org: Organization;
+  /** Admits `other` as a peer (its URL; keys pinned at first contact). */
+  admit(other: Organization): Promise<Record<string, unknown>>;
+  /** Connects an SDK agent of this gateway (registered first). */
+  agent(
+    agentId: string,
+    options?: Partial<AcpAgentOptions>,
+  ): Promise<{ agent: AcpAgent; registered: TestAgent }>;
+}
+
+/**
+ * Starts `org`'s gateway trusting the CAs of `trusts`; its federation forwarders retry fast (tests
+ * wait on events, and a stopped peer comes back within a second or so).
+ */
+export async function startFederatedGateway(
+  org: Organization,
+  trusts: Organization[],
+  options: Partial<DefaultGatewayOptions> & { natsUrl?: string; dataDir?: string } = {},
+): Promise<FederatedGateway> {
+  const dataDir = options.dataDir ?? join(org.dir, "data");
+  mkdirSync(dataDir, { recursive: true });
+  const gw = await startTestGateway({
+    dataDir,
+    allowPrivateUrls: ["127.0.0.1"],
+    ...options,
+    federation: {
+      domain: org.domain,
+      listen: { host: "127.0.0.1", port: org.port },
+      tls: org.tls,
+      ca: trusts.map((t) => t.ca),
+      retry: { initialMs: 100, maxMs: 500 },
+      statusPollMs: 200,
+      ...options.federation,
+    },
+  });
+  const agents: AcpAgent[] = [];
+  return {
+    ...gw,
+    org,
+    async admit(other) {
+      const res = await api(gw.url, "/api/v1/federation/peers", {
+        body: { domain: other.domain, url: other.url },
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      });
+      if (res.status !== 201)
+        throw new Error(`admit ${other.domain}: ${res.status} ${JSON.stringify(res.json)}`);
+      return res.json;
+    },
+    async agent(agentId, agentOptions = {}) {
+      const registered = await gw.register(agentId, `principal-${agentId}`);
+      const agent = new AcpAgent({
+        gateway: gw.url,
+        identity: registered.identity,
+        apiKey: registered.apiKey,
+        layers: [0, 1, 2],
+        audit: false,
+        state: false,
+        ...agentOptions,
+      });
+      await agent.connect();
+      agents.push(agent);
+      return { agent, registered };
+    },
+    async close() {
+      await Promise.all(agents.map((a) => a.close().catch(() => undefined)));
+      await gw.close();
+    },
+  };
+}
+
+export function removeOrganization(org: Organization): void {
+  rmSync(org.dir, { recursive: true, force: true });
+}
