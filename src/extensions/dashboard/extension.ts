@@ -1,14 +1,15 @@
 import { resolveContextRoot } from "../../coordination/index.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
-import { type Router, readJsonBody, sendJson } from "../../http/server.js";
-import { LiveFeed } from "./feed.js";
-import { FeedHistory } from "./history.js";
 import { type DashboardPanel, type DashboardWatch, PANEL_NAME } from "../../gateway/panels.js";
+import { type Router, readJsonBody, sendJson } from "../../http/server.js";
+import type { EventStream } from "../../http/sse.js";
+import { LiveFeed } from "./feed.js";
+import { FeedIndex } from "./feed-index.js";
+import { FeedHistory } from "./history.js";
 import { viewRoutes } from "./routes.js";
 import { DASHBOARD_API, type DashboardServices, scopeOf } from "./services.js";
 import { SessionsView } from "./sessions.js";
-import type { EventStream } from "../../http/sse.js";
 import { defaultStaticDir, staticRoutes } from "./static.js";
 import { requireAdminViewer } from "./viewer.js";
 import { parseWebhookTarget, SummaryWebhooks, type WebhookOptions } from "./webhooks.js";
@@ -53,7 +54,24 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
         (err) => ctx.logger.warn({ err: (err as Error).message }, "dashboard feed event failed"),
         (listener) => ctx.relay.onAccepted(listener),
       );
-      const history = new FeedHistory(ctx.broker, live, options.relayAuditRoot);
+      const logError = (err: unknown) =>
+        ctx.logger.warn({ err: (err as Error).message }, "relay audit index failed");
+      // Next to the relay audit root: <data>/relay-audit-index.db.
+      const index =
+        options.relayAuditRoot === undefined
+          ? undefined
+          : FeedIndex.open(options.relayAuditRoot, `${options.relayAuditRoot}-index.db`, logError);
+      index?.catch(logError);
+      const history = new FeedHistory(ctx.broker, live, index);
+      if (index) {
+        // The sender's log has the entry a moment after the relay accepted it.
+        ctx.relay.onAccepted(({ entry }) => {
+          void index.then(
+            (i) => i.changed(entry.from.agent),
+            () => undefined,
+          );
+        });
+      }
       const webhooks = new SummaryWebhooks(
         targets,
         ctx.outbound,
@@ -70,7 +88,7 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
           if (event.type === "summary") webhooks.push(event.item);
         });
       }
-      const ready = live.start();
+      const ready = Promise.all([live.start(), index?.then((i) => i.start())]).then(() => undefined);
       // Handlers await `ready`; a failed start-up is logged now and answered there.
       ready.catch((err: Error) => ctx.logger.error({ err: err.message }, "dashboard start-up failed"));
       services = {
@@ -85,6 +103,7 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
         keepAliveMs: options.keepAliveMs ?? 15_000,
         relayAudit: options.relayAuditRoot !== undefined,
         ready,
+        index,
       };
       viewRoutes(router, services);
       principalRoutes(router, services);
@@ -100,6 +119,7 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
       await services.ready.catch(() => undefined);
       await services.live.stop();
       await services.webhooks.close();
+      (await services.index?.catch(() => undefined))?.close();
     },
   };
 }

@@ -158,6 +158,8 @@ export class LiveFeed {
   private readonly listeners = new Set<(event: LiveEvent) => void>();
   /** By `refKey` (sender and id: message ids are per sender). */
   private readonly recentById = new Map<string, FeedItem>();
+  /** Recent items read back from the store (by `refKey`): relayed by another gateway, not in this one's audit. */
+  private readonly readBackKeys = new Set<string>();
   /** Entries the relay built for messages this gateway accepted, until their change event comes. */
   private readonly relayedEntries = new Map<string, EntryLike>();
   private unsubscribe: Unsubscribe | undefined;
@@ -215,6 +217,14 @@ export class LiveFeed {
     return [...this.recentById.values()];
   }
 
+  /** The recent items this gateway's relay did not hand over (another gateway on the same NATS relayed them). */
+  recentFromElsewhere(): FeedItem[] {
+    return [...this.readBackKeys].flatMap((key) => {
+      const item = this.recentById.get(key);
+      return item ? [item] : [];
+    });
+  }
+
   /** Everything queued so far has been turned into events (for tests and orderly shutdown). */
   async settled(): Promise<void> {
     while (this.chain) await this.chain;
@@ -252,7 +262,10 @@ export class LiveFeed {
     if (!known && record.status === "queued" && record.retryCount === 0) {
       const relayed = this.relayedItem(record);
       if (relayed) return this.add(relayed);
-      return this.readBack(record).then((item) => this.add(item));
+      return this.readBack(record).then((item) => {
+        this.readBackKeys.add(refKey(record));
+        this.add(item);
+      });
     }
     if (known) {
       known.status = record.status;
@@ -331,7 +344,10 @@ export class LiveFeed {
     this.recentById.set(refKey({ from: item.from.agent, id: item.id }), item);
     if (this.recentById.size > this.capacity) {
       const oldest = this.recentById.keys().next().value;
-      if (oldest !== undefined) this.recentById.delete(oldest);
+      if (oldest !== undefined) {
+        this.recentById.delete(oldest);
+        this.readBackKeys.delete(oldest);
+      }
     }
   }
 

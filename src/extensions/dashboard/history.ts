@@ -1,9 +1,18 @@
-import { type AuditEntry, AuditLogError, type AuditRecord, readAudit } from "../../audit/index.js";
+import type { AuditRecord } from "../../audit/index.js";
 import type { Broker, MessageKind } from "../../broker/index.js";
 import { MESSAGE_KINDS } from "../../broker/types.js";
 import { refKey } from "../../broker/validation.js";
 import { AcpError } from "../../protocol/index.js";
 import { type FeedItem, feedItemOfAudit, type LiveFeed } from "./feed.js";
+import { FEED_TYPES, type FeedIndex, type FeedType, type IndexedEntry } from "./feed-index.js";
+import {
+  countByBucket,
+  type EntryQuery,
+  entriesOfMessage,
+  hasMessage,
+  newestEntries,
+  type Visibility,
+} from "./feed-queries.js";
 import type { Scope } from "./viewer.js";
 
 /** Filters of the feed, the live stream and the volume chart. Times are epoch ms, bounds inclusive. */
@@ -103,27 +112,26 @@ export function bucketSizeFor(spanMs: number, target = 48): number {
 
 /**
  * The feed's past: this gateway's relay audit log (every message it relayed, with the summary it
- * wrote then) merged with the live feed's recent items (which also holds messages relayed by other
- * gateways on the same NATS while this one was running).
+ * wrote then), found through its index (feed-index.ts), merged with the live feed's recent items
+ * (which also holds messages relayed by other gateways on the same NATS while this one was running).
  */
 export class FeedHistory {
   constructor(
     private readonly broker: Broker,
     private readonly live: LiveFeed,
-    /** `<data>/relay-audit`, or undefined when the gateway keeps no relay audit. */
-    private readonly auditRoot: string | undefined,
+    /** The relay audit's index, or undefined when the gateway keeps no relay audit. */
+    private readonly index: Promise<FeedIndex> | undefined,
   ) {}
 
   /** Newest first, at most `query.limit`, with their current delivery status. */
   async query(scope: Scope, query: FeedQuery): Promise<FeedItem[]> {
-    const newest: FeedItem[] = [];
-    await this.scan(scope, query, (item) => {
-      newest.push(item);
-      // Only the last `limit` matches can make the page: keep the buffer bounded while scanning.
-      if (newest.length >= query.limit * 2) newest.splice(0, newest.length - query.limit);
-    });
+    const index = await this.caughtUp();
+    const newest = index
+      ? readItems(index, newestEntries(index, visibilityOf(scope), entryQuery(query), query.limit))
+      : [];
     const keyOf = (item: FeedItem) => refKey({ from: item.from.agent, id: item.id });
-    const byId = new Map(newest.map((item) => [keyOf(item), item]));
+    // Oldest first, as the live items below are.
+    const byId = new Map(newest.reverse().map((item) => [keyOf(item), item]));
     // Live items go last, in the live feed's order (the order they were stored), replacing their
     // audit copies: messages stored in the same millisecond then read newest first, as live.
     for (const item of this.live.recent()) {
@@ -163,64 +171,81 @@ export class FeedHistory {
       total: 0,
       byType: { request: 0, response: 0, notification: 0, handoff: 0 },
     }));
-    const seen = new Set<string>();
-    const add = (item: FeedItem) => {
-      if (seen.has(item.id)) return;
-      seen.add(item.id);
+    const window = { ...query, since, until };
+    const index = await this.caughtUp();
+    if (index) {
+      const counts = countByBucket(index, visibilityOf(scope), entryQuery(window), first, bucketMs, count);
+      counts.forEach((byType, i) => {
+        const bucket = buckets[i] as VolumeBucket;
+        byType.forEach((n, type) => {
+          bucket.byType[FEED_TYPES[type] as FeedType] += n;
+          bucket.total += n;
+        });
+      });
+    }
+    // Messages other gateways on the same NATS relayed: in the live feed, not in this one's audit.
+    for (const item of this.live.recentFromElsewhere()) {
+      if (!scope.seesExchange(item.from.agent, item.to.agent) || !matchesQuery(item, window)) continue;
+      if (index && hasMessage(index, item.from.agent, item.id)) continue;
       const bucket = buckets[Math.floor((Date.parse(item.at) - first) / bucketMs)];
-      if (!bucket) return;
+      if (!bucket) continue;
       bucket.total++;
       bucket.byType[item.type]++;
-    };
-    const window = { ...query, since, until };
-    await this.scan(scope, window, add);
-    for (const item of this.live.recent()) {
-      if (scope.seesExchange(item.from.agent, item.to.agent) && matchesQuery(item, window)) add(item);
     }
     return { bucketMs, buckets };
   }
 
   /** The relay audit entries of one message (normally one: the gateway records each message once). */
   async auditEntries(from: string, id: string): Promise<AuditRecord[]> {
-    if (this.auditRoot === undefined) return [];
-    const found: AuditRecord[] = [];
-    try {
-      for await (const record of readAudit({ root: this.auditRoot, agent: from })) {
-        if (record.entry.messageId === id || (record.entry.messageId === undefined && record.entry.id === id))
-          found.push(record);
-      }
-    } catch (err) {
-      if (err instanceof AuditLogError && /no audit log/.test(err.message)) return [];
-      throw unreadable(err);
-    }
-    return found;
+    const index = await this.caughtUp();
+    if (!index) return [];
+    return index.read(entriesOfMessage(index, from, id)).filter((record) => record !== undefined);
   }
 
-  /** Every visible, matching relay audit entry in the window, oldest first. */
-  private async scan(
-    scope: Scope,
-    query: Partial<FeedQuery>,
-    onItem: (item: FeedItem) => void,
-  ): Promise<void> {
-    if (this.auditRoot === undefined) return;
+  /** The index, with what the relay wrote since its last look read in first. */
+  private async caughtUp(): Promise<FeedIndex | undefined> {
+    let index: FeedIndex | undefined;
     try {
-      for await (const { entry } of readAudit({
-        root: this.auditRoot,
-        ...(query.since !== undefined ? { since: new Date(query.since) } : {}),
-        ...(query.until !== undefined ? { until: new Date(query.until) } : {}),
-        ...(query.type !== undefined ? { type: query.type } : {}),
-      })) {
-        if (!scope.seesExchange(entry.from.agent, entry.to.agent)) continue;
-        const item = feedItemOfAudit(entry as AuditEntry);
-        if (item && matchesQuery(item, query)) onItem(item);
-      }
+      index = await this.index;
+      index?.catchUpChanged();
     } catch (err) {
       throw unreadable(err);
     }
+    return index;
   }
 }
 
+/** What a viewer may see, as the index's queries take it. */
+function visibilityOf(scope: Scope): Visibility {
+  if (scope.viewer.kind === "admin") return {};
+  return {
+    principal: scope.viewer.principalId,
+    agents: new Set(scope.agents().map((agent) => agent.agentId)),
+  };
+}
+
+function entryQuery(query: Partial<FeedQuery>): EntryQuery {
+  return {
+    ...(query.agent !== undefined ? { agent: query.agent } : {}),
+    ...(query.peer !== undefined ? { peer: query.peer } : {}),
+    ...(query.type !== undefined ? { type: query.type } : {}),
+    since: query.since ?? 0,
+    until: query.until ?? Number.MAX_SAFE_INTEGER,
+  };
+}
+
+/** Feed items of indexed entries (an entry no longer readable is left out). */
+function readItems(index: FeedIndex, rows: IndexedEntry[]): FeedItem[] {
+  return index.read(rows).flatMap((record) => {
+    const item = record && feedItemOfAudit(record.entry);
+    return item ? [item] : [];
+  });
+}
+
 function unreadable(err: unknown): unknown {
-  if (!(err instanceof AuditLogError)) return err;
-  return new AcpError("StorageUnavailable", `the relay audit log cannot be read: ${err.message}`);
+  if (err instanceof AcpError) return err;
+  return new AcpError(
+    "StorageUnavailable",
+    `the relay audit index cannot be read: ${(err as Error).message}`,
+  );
 }

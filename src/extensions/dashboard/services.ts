@@ -1,10 +1,11 @@
 import type { IncomingMessage } from "node:http";
 import type { GatewayContext } from "../../gateway/context.js";
-import type { LiveFeed } from "./feed.js";
-import type { FeedHistory } from "./history.js";
 import type { DashboardPanel, DashboardWatch } from "../../gateway/panels.js";
-import type { SessionsView } from "./sessions.js";
 import type { EventStream } from "../../http/sse.js";
+import type { LiveFeed } from "./feed.js";
+import type { FeedIndex } from "./feed-index.js";
+import type { FeedHistory } from "./history.js";
+import type { SessionsView } from "./sessions.js";
 import { authenticateViewer, Scope } from "./viewer.js";
 import type { SummaryWebhooks } from "./webhooks.js";
 
@@ -22,8 +23,10 @@ export interface DashboardServices {
   streams: Set<EventStream>;
   keepAliveMs: number;
   relayAudit: boolean;
-  /** Start-up (KV watches, the broker's change feed) finished. */
+  /** Start-up (KV watches, the broker's change feed, the relay audit index opened) finished. */
   ready: Promise<void>;
+  /** The relay audit's index (feed-index.ts), when the gateway keeps a relay audit. */
+  index: Promise<FeedIndex> | undefined;
 }
 
 /** Authenticates the viewer and computes what it may see; every dashboard endpoint starts here. */

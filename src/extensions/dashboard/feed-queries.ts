@@ -1,0 +1,268 @@
+import type { SqliteStatement } from "../../broker/embedded/sqlite.js";
+import {
+  FEED_TYPES,
+  type FeedIndex,
+  type FeedType,
+  GATEWAY_SCOPE,
+  GATEWAY_SLOT_MS,
+  type IndexedEntry,
+  PARTY_SLOT_MS,
+} from "./feed-index.js";
+
+/**
+ * The feed's and the volume chart's questions to the FeedIndex. Each answer walks an index from
+ * the newest end and stops once it has enough ("walks"): by type and time for everything, by
+ * sender and by recipient for one agent's exchanges or one principal's agents, so a page costs
+ * the same whatever the history holds. Volume adds the rollups of whole slots to exact counts of
+ * the window's two partial ends.
+ */
+
+/** Who may be seen: everything (the admin), or exchanges one of these agents took part in. */
+export interface Visibility {
+  /** The viewer's principal (its rollups count exactly what its agents see). */
+  principal?: string;
+  /** Undefined: every agent. */
+  agents?: ReadonlySet<string>;
+}
+
+/** The filters of the feed and the volume chart; times are epoch ms, both bounds inclusive. */
+export interface EntryQuery {
+  agent?: string;
+  peer?: string;
+  type?: FeedType;
+  since: number;
+  until: number;
+}
+
+/** One index walk: the indexed column and its value, plus filters on the rows it meets. */
+interface Walk {
+  index: "type" | "sender" | "recipient";
+  key: number;
+  /** The other side (recipient for a sender walk, sender for a recipient walk) must be one of these. */
+  others?: number[];
+  type?: number;
+}
+
+/** Past this many agents a principal's feed walks by time and filters, instead of walking each agent. */
+const MAX_AGENT_WALKS = 32;
+
+/** The walks that together find every visible entry matching `query`; [] when nothing can match. */
+function walksFor(index: FeedIndex, visibility: Visibility, query: EntryQuery): Walk[] | "scan" {
+  const type = query.type === undefined ? undefined : FEED_TYPES.indexOf(query.type);
+  const idOf = (agent: string) => index.nameId(`a:${agent}`);
+  const sees = (agent: string | undefined) =>
+    agent !== undefined && (!visibility.agents || visibility.agents.has(agent));
+  const mine = () => [...(visibility.agents ?? [])].map(idOf).filter((id): id is number => id !== undefined);
+  const agent = query.agent ?? query.peer;
+  const peer = query.agent === undefined ? undefined : query.peer;
+  if (agent !== undefined) {
+    const a = idOf(agent);
+    if (a === undefined) return [];
+    if (peer !== undefined) {
+      const p = idOf(peer);
+      if (p === undefined || !(sees(agent) || sees(peer))) return [];
+      return [
+        { index: "sender", key: a, others: [p], type },
+        { index: "sender", key: p, others: [a], type },
+      ];
+    }
+    const others = sees(agent) ? undefined : mine();
+    if (others?.length === 0) return [];
+    return [
+      { index: "sender", key: a, ...(others ? { others } : {}), type },
+      { index: "recipient", key: a, ...(others ? { others } : {}), type },
+    ];
+  }
+  if (!visibility.agents) {
+    const types = type === undefined ? FEED_TYPES.map((_, code) => code) : [type];
+    return types.map((code) => ({ index: "type", key: code }));
+  }
+  const agents = mine();
+  if (agents.length > MAX_AGENT_WALKS) return "scan";
+  return agents.flatMap((id): Walk[] => [
+    { index: "sender", key: id, type },
+    { index: "recipient", key: id, type },
+  ]);
+}
+
+const COLUMNS = "rowid, message_id AS id, at, type, log, offset, length, line";
+
+function walkSql(
+  walk: Walk,
+  params: unknown[],
+  since: number,
+  until: number,
+  limit: number | undefined,
+): string {
+  const where = [`${walk.index} = ?`, "at >= ?", "at <= ?"];
+  params.push(walk.key, since, until);
+  if (walk.others) {
+    where.push(
+      `${walk.index === "sender" ? "recipient" : "sender"} IN (${walk.others.map(() => "?").join(", ")})`,
+    );
+    params.push(...walk.others);
+  }
+  if (walk.type !== undefined && walk.index !== "type") {
+    where.push("type = ?");
+    params.push(walk.type);
+  }
+  const order = limit === undefined ? "" : " ORDER BY at DESC, rowid DESC LIMIT ?";
+  if (limit !== undefined) params.push(limit);
+  return `SELECT * FROM (SELECT ${COLUMNS} FROM entries INDEXED BY entries_by_${walk.index} WHERE ${where.join(" AND ")}${order})`;
+}
+
+const statements = new WeakMap<FeedIndex, Map<string, SqliteStatement<unknown[], IndexedEntry>>>();
+
+function run(index: FeedIndex, sql: string, params: unknown[]): IndexedEntry[] {
+  let cache = statements.get(index);
+  if (!cache) {
+    cache = new Map();
+    statements.set(index, cache);
+  }
+  let statement = cache.get(sql);
+  if (!statement) {
+    statement = index.db.prepare<unknown[], IndexedEntry>(sql);
+    // Statements differ only by the number of walks and agents; keep the cache small anyway.
+    if (cache.size > 256) cache.clear();
+    cache.set(sql, statement);
+  }
+  return statement.all(...params);
+}
+
+/** Entries of a principal with many agents: the time walk, filtered by its agents (ids bound as a list). */
+function scanSql(
+  index: FeedIndex,
+  visibility: Visibility,
+  query: EntryQuery,
+  params: unknown[],
+  limit?: number,
+): string {
+  const ids = [...(visibility.agents ?? [])]
+    .map((agent) => index.nameId(`a:${agent}`))
+    .filter((id): id is number => id !== undefined);
+  const list = ids.map(() => "?").join(", ");
+  const types =
+    query.type === undefined ? FEED_TYPES.map((_, code) => code) : [FEED_TYPES.indexOf(query.type)];
+  return types
+    .map((type) => {
+      params.push(type, query.since, query.until, ...ids, ...ids);
+      const order = limit === undefined ? "" : " ORDER BY at DESC, rowid DESC LIMIT ?";
+      if (limit !== undefined) params.push(limit);
+      return `SELECT * FROM (SELECT ${COLUMNS} FROM entries INDEXED BY entries_by_type WHERE type = ? AND at >= ? AND at <= ? AND (sender IN (${list}) OR recipient IN (${list}))${order})`;
+    })
+    .join(" UNION ");
+}
+
+/** The newest `limit` visible entries matching `query`, newest first (ties: the later indexed first). */
+export function newestEntries(
+  index: FeedIndex,
+  visibility: Visibility,
+  query: EntryQuery,
+  limit: number,
+): IndexedEntry[] {
+  const walks = walksFor(index, visibility, query);
+  if (walks.length === 0) return [];
+  const params: unknown[] = [];
+  const union =
+    walks === "scan"
+      ? scanSql(index, visibility, query, params, limit)
+      : walks.map((walk) => walkSql(walk, params, query.since, query.until, limit)).join(" UNION ");
+  params.push(limit);
+  return run(index, `${union} ORDER BY at DESC, rowid DESC LIMIT ?`, params);
+}
+
+/** Every visible entry matching `query` (for counting): at most one row per entry. */
+function allEntries(index: FeedIndex, visibility: Visibility, query: EntryQuery): IndexedEntry[] {
+  if (query.since > query.until) return [];
+  const walks = walksFor(index, visibility, query);
+  if (walks.length === 0) return [];
+  const params: unknown[] = [];
+  const union =
+    walks === "scan"
+      ? scanSql(index, visibility, query, params)
+      : walks.map((walk) => walkSql(walk, params, query.since, query.until, undefined)).join(" UNION ");
+  return run(index, union, params);
+}
+
+/** Counts per bucket: `counts[bucket][type]`. */
+export type BucketCounts = number[][];
+
+/**
+ * Visible entries matching `query` per bucket of `bucketMs` starting at `first`, by type. Whole
+ * rollup slots come from the rollups when the question is one they answer (everything, one
+ * principal's agents, one agent) and the buckets are whole slots; the rest is counted entry by entry.
+ */
+export function countByBucket(
+  index: FeedIndex,
+  visibility: Visibility,
+  query: EntryQuery,
+  first: number,
+  bucketMs: number,
+  buckets: number,
+): BucketCounts {
+  const counts: BucketCounts = Array.from({ length: buckets }, () => FEED_TYPES.map(() => 0));
+  const add = (at: number, type: number, n: number) => {
+    const row = counts[Math.floor((at - first) / bucketMs)];
+    if (row) row[type] = (row[type] ?? 0) + n;
+  };
+  const rollup = rollupFor(index, visibility, query);
+  const slotMs = rollup?.slotMs ?? bucketMs;
+  const firstSlot = Math.ceil(query.since / slotMs);
+  const endSlot = Math.floor((query.until + 1) / slotMs);
+  if (!rollup || bucketMs % slotMs !== 0 || endSlot <= firstSlot) {
+    for (const entry of allEntries(index, visibility, query)) add(entry.at, entry.type, 1);
+    return counts;
+  }
+  const rows = index.db
+    .prepare("SELECT slot, type, count FROM volume WHERE scope = ? AND slot >= ? AND slot < ?")
+    .all(rollup.scope, firstSlot, endSlot) as { slot: number; type: number; count: number }[];
+  for (const row of rows)
+    if (query.type === undefined || FEED_TYPES[row.type] === query.type)
+      add(row.slot * slotMs, row.type, row.count);
+  // The window's partial slots at either end, entry by entry.
+  for (const edge of [
+    { ...query, until: firstSlot * slotMs - 1 },
+    { ...query, since: endSlot * slotMs },
+  ]) {
+    for (const entry of allEntries(index, visibility, edge)) add(entry.at, entry.type, 1);
+  }
+  return counts;
+}
+
+/** The rollup that counts exactly the visible entries `query` asks for, if there is one. */
+function rollupFor(
+  index: FeedIndex,
+  visibility: Visibility,
+  query: EntryQuery,
+): { scope: number; slotMs: number } | undefined {
+  if (query.peer !== undefined) return undefined;
+  if (query.agent !== undefined) {
+    if (visibility.agents && !visibility.agents.has(query.agent)) return undefined;
+    const scope = index.nameId(`a:${query.agent}`);
+    return scope === undefined ? undefined : { scope, slotMs: PARTY_SLOT_MS };
+  }
+  if (!visibility.agents) return { scope: GATEWAY_SCOPE, slotMs: GATEWAY_SLOT_MS };
+  if (visibility.principal === undefined) return undefined;
+  const scope = index.nameId(`p:${visibility.principal}`);
+  return scope === undefined ? undefined : { scope, slotMs: PARTY_SLOT_MS };
+}
+
+/** The relay audit entries of one message from `sender`. */
+export function entriesOfMessage(index: FeedIndex, sender: string, id: string): IndexedEntry[] {
+  const senderId = index.nameId(`a:${sender}`);
+  if (senderId === undefined) return [];
+  return run(index, `SELECT ${COLUMNS} FROM entries WHERE message_id = ? AND sender = ? ORDER BY rowid`, [
+    id,
+    senderId,
+  ]);
+}
+
+/** Whether the index holds an entry for this message of `sender`. */
+export function hasMessage(index: FeedIndex, sender: string, id: string): boolean {
+  const senderId = index.nameId(`a:${sender}`);
+  if (senderId === undefined) return false;
+  return (
+    run(index, `SELECT ${COLUMNS} FROM entries WHERE message_id = ? AND sender = ? LIMIT 1`, [id, senderId])
+      .length > 0
+  );
+}

@@ -1,0 +1,202 @@
+/**
+ * The dashboard's index of the relay audit log, on real log files and a real SQLite file: every
+ * query answers what reading the logs entry by entry answers (the feed's newest page for the admin,
+ * a principal, one agent, one pair, one type; the volume chart's counts per bucket, from rollups
+ * and from the window's partial ends; a message's entries), across month files; and a log that is
+ * rewritten under it is indexed again.
+ */
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { type AuditEntry, AuditLog, readAudit } from "../../src/audit/index.js";
+import { FEED_TYPES, FeedIndex, type FeedType } from "../../src/extensions/dashboard/feed-index.js";
+import {
+  countByBucket,
+  type EntryQuery,
+  entriesOfMessage,
+  hasMessage,
+  newestEntries,
+  type Visibility,
+} from "../../src/extensions/dashboard/feed-queries.js";
+import { eventually } from "../broker/support.js";
+import { useTmpDir } from "../helpers/tmp.js";
+
+const tmp = useTmpDir("acp-feed-index-");
+const HOUR = 3_600_000;
+/** Three days across a month boundary, so agents have two log files each. */
+const START = Date.parse("2026-03-30T00:00:00Z");
+const AGENTS = ["a0", "a1", "a2", "b0", "b1", "c0"];
+const principalOf = (agent: string) => `p-${agent[0]}`;
+const TYPES: FeedType[] = ["request", "response", "notification", "handoff"];
+
+interface Written {
+  root: string;
+  entries: AuditEntry[];
+}
+
+/** 400 relayed messages between the agents, 11 minutes apart, through AuditLog (the relay's writer). */
+async function writeLogs(): Promise<Written> {
+  const root = join(tmp(), "relay-audit");
+  let now = START;
+  const logs = new Map<string, AuditLog>();
+  const entries: AuditEntry[] = [];
+  for (let i = 0; i < 400; i++) {
+    now += 11 * 60_000 + (i % 7) * 1000;
+    const from = AGENTS[i % AGENTS.length] as string;
+    const to = AGENTS[(i * 7 + 1) % AGENTS.length] as string;
+    let log = logs.get(from);
+    if (!log) {
+      log = await AuditLog.open({ root, agent: from, clock: () => new Date(now) });
+      logs.set(from, log);
+    }
+    const type = TYPES[i % 4] as FeedType;
+    entries.push(
+      await log.append({
+        direction: "sent",
+        from: { agent: from, principal: principalOf(from) },
+        to: { agent: to, principal: principalOf(to) },
+        type,
+        method: type === "handoff" ? "agent.handoff" : "tasks.send",
+        id: type === "notification" ? null : `rpc-${i}`,
+        messageId: `m-${i}`,
+        summary: `${from} to ${to}, number ${i}`,
+        channel: "acp",
+      }),
+    );
+  }
+  for (const log of logs.values()) await log.close();
+  return { root, entries };
+}
+
+const opened: FeedIndex[] = [];
+afterEach(() => {
+  for (const index of opened.splice(0)) index.close();
+});
+
+async function indexOf(root: string): Promise<FeedIndex> {
+  const errors: unknown[] = [];
+  const index = await FeedIndex.open(root, `${root}-index.db`, (err) => errors.push(err));
+  opened.push(index);
+  index.start();
+  return index;
+}
+
+const indexed = (index: FeedIndex) =>
+  (index.db.prepare("SELECT count(*) AS n FROM entries").get() as { n: number }).n;
+
+/** What a viewer sees, found by reading every entry (newest first). */
+function expected(entries: AuditEntry[], visibility: Visibility, query: EntryQuery): AuditEntry[] {
+  const sees = (agent: string) => !visibility.agents || visibility.agents.has(agent);
+  return entries
+    .filter((e) => sees(e.from.agent) || sees(e.to.agent))
+    .filter((e) => query.type === undefined || e.type === query.type)
+    .filter((e) => {
+      const parties = [e.from.agent, e.to.agent];
+      if (query.agent !== undefined && !parties.includes(query.agent)) return false;
+      return query.peer === undefined || parties.includes(query.peer);
+    })
+    .filter((e) => Date.parse(e.ts) >= query.since && Date.parse(e.ts) <= query.until)
+    .reverse();
+}
+
+const everything = { since: 0, until: Number.MAX_SAFE_INTEGER };
+const principal = (p: string): Visibility => ({
+  principal: p,
+  agents: new Set(AGENTS.filter((a) => principalOf(a) === p)),
+});
+
+describe("the relay audit index", () => {
+  it("answers the feed's pages as reading every entry does, for every kind of viewer and filter", async () => {
+    const { root, entries } = await writeLogs();
+    const index = await indexOf(root);
+    await eventually(async () => expect(indexed(index)).toBe(entries.length));
+
+    const cases: [Visibility, EntryQuery][] = [
+      [{}, everything],
+      [{}, { ...everything, type: "handoff" }],
+      [{}, { ...everything, agent: "b1" }],
+      [{}, { ...everything, agent: "a0", peer: "b1" }],
+      [principal("p-a"), everything],
+      [principal("p-a"), { ...everything, agent: "c0" }],
+      [principal("p-b"), { ...everything, type: "request" }],
+      [{}, { since: START + 24 * HOUR, until: START + 30 * HOUR }],
+      [principal("p-c"), { ...everything, agent: "a1", peer: "a2" }],
+    ];
+    for (const [visibility, query] of cases) {
+      const want = expected(entries, visibility, query).slice(0, 25);
+      const got = index.read(newestEntries(index, visibility, query, 25));
+      expect(
+        got.map((record) => record?.entry.messageId),
+        JSON.stringify(query),
+      ).toEqual(want.map((e) => e.messageId));
+    }
+    // The entries came from both months' files.
+    const files = new Set(index.read(newestEntries(index, {}, everything, 400)).map((r) => r?.file));
+    expect(files.size).toBe(AGENTS.length * 2);
+  });
+
+  it("counts per bucket as reading every entry does: whole slots from the rollups, partial ends entry by entry", async () => {
+    const { root, entries } = await writeLogs();
+    const index = await indexOf(root);
+    await eventually(async () => expect(indexed(index)).toBe(entries.length));
+
+    // Hour buckets from an odd minute: the rollups answer the whole hours, the two ends are counted.
+    const since = START + 7 * 60_000;
+    const until = START + 70 * HOUR + 13 * 60_000;
+    const first = Math.floor(since / HOUR) * HOUR;
+    const buckets = Math.floor((until - first) / HOUR) + 1;
+    for (const [visibility, query] of [
+      [{}, { since, until }],
+      [principal("p-b"), { since, until }],
+      [{}, { since, until, agent: "a2" }],
+      [principal("p-a"), { since, until, type: "response" }],
+      [{}, { since, until, agent: "a0", peer: "c0" }],
+    ] as [Visibility, EntryQuery][]) {
+      const want = Array.from({ length: buckets }, () => FEED_TYPES.map(() => 0));
+      for (const e of expected(entries, visibility, query)) {
+        const row = want[Math.floor((Date.parse(e.ts) - first) / HOUR)] as number[];
+        row[FEED_TYPES.indexOf(e.type as FeedType)]!++;
+      }
+      expect(countByBucket(index, visibility, query, first, HOUR, buckets), JSON.stringify(query)).toEqual(
+        want,
+      );
+    }
+  });
+
+  it("finds a message's entries by its sender and id, and no one else's", async () => {
+    const { root, entries } = await writeLogs();
+    const index = await indexOf(root);
+    await eventually(async () => expect(indexed(index)).toBe(entries.length));
+    const target = entries[123] as AuditEntry;
+    const found = index.read(entriesOfMessage(index, target.from.agent, target.messageId as string));
+    expect(found.map((r) => r?.entry)).toEqual([target]);
+    expect(entriesOfMessage(index, target.to.agent, target.messageId as string)).toEqual([]);
+    expect(hasMessage(index, target.from.agent, target.messageId as string)).toBe(true);
+    expect(hasMessage(index, "nobody", target.messageId as string)).toBe(false);
+  });
+
+  it("indexes a log again when it was rewritten under it, and its counts follow", async () => {
+    const { root, entries } = await writeLogs();
+    const index = await indexOf(root);
+    await eventually(async () => expect(indexed(index)).toBe(entries.length));
+    // a0's April log loses its last entries (restored from an older backup, say).
+    const file = join(root, "a0", "2026-04.jsonl");
+    const lines = readFileSync(file, "utf8").split("\n").filter(Boolean);
+    const kept = lines.slice(0, 5);
+    writeFileSync(file, `${kept.join("\n")}\n`);
+    const remaining: AuditEntry[] = [];
+    for await (const record of readAudit({ root })) remaining.push(record.entry);
+    expect(remaining.length).toBe(entries.length - (lines.length - kept.length));
+
+    index.changed("a0");
+    index.catchUpChanged();
+    await eventually(async () => expect(indexed(index)).toBe(remaining.length));
+    remaining.sort((x, y) => Date.parse(x.ts) - Date.parse(y.ts));
+    const got = index.read(newestEntries(index, {}, { ...everything, agent: "a0" }, 400));
+    expect(got.map((r) => r?.entry.messageId)).toEqual(
+      expected(remaining, {}, { ...everything, agent: "a0" }).map((e) => e.messageId),
+    );
+    const total = countByBucket(index, {}, everything, 0, Number.MAX_SAFE_INTEGER, 1)[0] as number[];
+    expect(total.reduce((a, b) => a + b, 0)).toBe(remaining.length);
+  });
+});
