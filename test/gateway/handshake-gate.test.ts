@@ -152,6 +152,33 @@ describe("HandshakeGate", () => {
       other.stop();
     }
   });
+  it("refuses a message signed with another key than the announced one, and resets the pair for both sides", async () => {
+    const broker = EmbeddedBroker.open({ data: tmp() });
+    brokers.push(broker);
+    const gate = new HandshakeGate(broker);
+    await gate.start();
+    try {
+      await completeHandshake(gate);
+      await expect(gate.completed("alice", "bob")).resolves.toBe(true);
+      await expect(gate.require(headers("alice", "bob"), "alice#other")).rejects.toThrow(
+        /the signing key changed since the handshake/,
+      );
+      await expect(gate.completed("alice", "bob")).resolves.toBe(false);
+      await expect(gate.require(headers("bob", "alice"), "bob#k")).rejects.toMatchObject({
+        reason: "HandshakeRequired",
+      });
+      // Capabilities signed by another key than the announce do not count either.
+      await gate.observe("agent.announce", headers("alice", "bob"), "alice#k");
+      await expect(
+        gate.observe("agent.capabilities", headers("alice", "bob"), "alice#other"),
+      ).rejects.toMatchObject({
+        reason: "HandshakeRequired",
+      });
+    } finally {
+      gate.stop();
+    }
+  });
+
   it("accepts the handshaken layers in any order, and refuses a different set or count", async () => {
     const broker = EmbeddedBroker.open({ data: tmp() });
     brokers.push(broker);

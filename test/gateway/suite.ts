@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { readAudit } from "../../src/audit/index.js";
+import type { AgentRecord } from "../../src/gateway/index.js";
 import {
   buildAnnounce,
   buildCapabilities,
@@ -8,7 +9,11 @@ import {
   buildNotification,
   buildRequest,
   buildResponse,
+  createSigner,
   ErrorCode,
+  generateIdentity,
+  keyId,
+  publicIdentity,
   signMessage,
 } from "../../src/protocol/index.js";
 import { api, FrameClient, type TestAgent, type TestGateway } from "../helpers/gateway.js";
@@ -135,6 +140,34 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
     // The change reset the pair: even a well-formed message needs a new handshake now.
     const after = await submit(gw, alpha, buildNotification(alpha.sender, "agent-beta", {}));
     expect(errorOf(after.json).code).toBe(ErrorCode.HandshakeRequired);
+  });
+
+  it("refuses a message signed with another key than the announced one, and resets the pair", async () => {
+    await handshake(gw, alpha, beta);
+    // The operator re-keys agent-alpha in the registry's store (what a key replacement writes):
+    // its messages now verify against the new key, which is not the key it announced with.
+    const rekeyed = generateIdentity("agent-alpha", alpha.sender.principalId);
+    const agents = gw.gateway.broker.kv<AgentRecord>("agents");
+    const entry = await agents.get("agent-alpha");
+    if (!entry) throw new Error("agent-alpha is not in the registry's store");
+    const signing = { ...publicIdentity(rekeyed).signing };
+    await agents.update(
+      "agent-alpha",
+      { ...entry.value, signing: { ...signing, kid: keyId("agent-alpha", signing) } },
+      entry.revision,
+    );
+    const alphaRekeyed: TestAgent = { ...alpha, identity: rekeyed, signer: createSigner(rekeyed) };
+    const newKey = () => submit(gw, alphaRekeyed, buildNotification(alpha.sender, "agent-beta", {}));
+    // The registry hears the change through its watch: wait until the new key verifies at all.
+    await expect.poll(async () => errorOf((await newKey()).json).code).toBe(ErrorCode.HandshakeRequired);
+    const refused = await newKey();
+    expect(refused.status).toBe(409);
+    expect(errorOf(refused.json)).toMatchObject({ code: ErrorCode.HandshakeRequired });
+    // The pair was reset for both sides: agent-beta, whose key did not change, must handshake again too.
+    const fromBeta = await submit(gw, beta, buildNotification(beta.sender, "agent-alpha", {}));
+    expect(errorOf(fromBeta.json).code).toBe(ErrorCode.HandshakeRequired);
+    await handshake(gw, alphaRekeyed, beta);
+    expect((await newKey()).status).toBe(202);
   });
 
   it("relays a response while the pair re-handshakes, but no new request", async () => {
