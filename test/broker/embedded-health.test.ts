@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import type { BrokerHealth } from "../../src/broker/index.js";
 import { WriteFailures } from "../../src/broker/write-failures.js";
-import { hasCommand, setLimit } from "../helpers/process-limits.js";
+import { needing, setLimit } from "../helpers/process-limits.js";
 import { useTmpDir } from "../helpers/tmp.js";
 
 const HEALTH_CHILD = fileURLToPath(new URL("./fixtures/health-child.mjs", import.meta.url));
@@ -57,56 +57,53 @@ describe("WriteFailures", () => {
   });
 });
 
-describe.runIf(process.platform === "linux" && hasCommand("prlimit"))(
-  "embedded broker health on a full disk",
-  () => {
-    const tmp = useTmpDir("acp-broker-health-");
-    let child: ChildProcess | undefined;
-    afterEach(() => {
-      child?.kill("SIGKILL");
-      child = undefined;
+needing("prlimit").describe("embedded broker health on a full disk", () => {
+  const tmp = useTmpDir("acp-broker-health-");
+  let child: ChildProcess | undefined;
+  afterEach(() => {
+    child?.kill("SIGKILL");
+    child = undefined;
+  });
+
+  it("is degraded from the first failed write, names the cause, and recovers by itself", async () => {
+    const data = tmp();
+    const started = startChild(data);
+    child = started.child;
+    const { ask } = started;
+    const pid = started.child.pid as number;
+
+    expect(await ask("health")).toEqual({
+      ok: true,
+      detail: { storage: "sqlite" },
+    });
+    expect(await ask("submit")).toHaveProperty("submitted");
+
+    setLimit(pid, "fsize", "1");
+    expect(await ask("submit")).toEqual({ error: "unavailable" });
+    const degraded = (await ask("health")) as BrokerHealth;
+    expect(degraded).toEqual({
+      ok: false,
+      detail: {
+        storage: "write failed: disk I/O error (SQLITE_IOERR_WRITE)",
+        since: expect.stringMatching(ISO_TIME),
+      },
+    });
+    // Its own probe write fails too: still degraded, and since the first failure.
+    expect(await ask("health")).toEqual(degraded);
+
+    // No message written meanwhile: the next check's probe write succeeds and ends it.
+    setLimit(pid, "fsize", "unlimited");
+    expect(await ask("health")).toMatchObject({
+      ok: true,
+      detail: { storage: "sqlite" },
     });
 
-    it("is degraded from the first failed write, names the cause, and recovers by itself", async () => {
-      const data = tmp();
-      const started = startChild(data);
-      child = started.child;
-      const { ask } = started;
-      const pid = started.child.pid as number;
-
-      expect(await ask("health")).toEqual({
-        ok: true,
-        detail: { storage: "sqlite" },
-      });
-      expect(await ask("submit")).toHaveProperty("submitted");
-
-      setLimit(pid, "fsize", "1");
-      expect(await ask("submit")).toEqual({ error: "unavailable" });
-      const degraded = (await ask("health")) as BrokerHealth;
-      expect(degraded).toEqual({
-        ok: false,
-        detail: {
-          storage: "write failed: disk I/O error (SQLITE_IOERR_WRITE)",
-          since: expect.stringMatching(ISO_TIME),
-        },
-      });
-      // Its own probe write fails too: still degraded, and since the first failure.
-      expect(await ask("health")).toEqual(degraded);
-
-      // No message written meanwhile: the next check's probe write succeeds and ends it.
-      setLimit(pid, "fsize", "unlimited");
-      expect(await ask("health")).toMatchObject({
-        ok: true,
-        detail: { storage: "sqlite" },
-      });
-
-      // A real write that succeeds ends it as well; a new failure starts a new run.
-      setLimit(pid, "fsize", "1");
-      expect(await ask("submit")).toEqual({ error: "unavailable" });
-      expect(await ask("health")).toMatchObject({ ok: false, detail: { storage: degraded.detail.storage } });
-      setLimit(pid, "fsize", "unlimited");
-      expect(await ask("submit")).toHaveProperty("submitted");
-      expect(await ask("health")).toMatchObject({ ok: true });
-    }, 30_000);
-  },
-);
+    // A real write that succeeds ends it as well; a new failure starts a new run.
+    setLimit(pid, "fsize", "1");
+    expect(await ask("submit")).toEqual({ error: "unavailable" });
+    expect(await ask("health")).toMatchObject({ ok: false, detail: { storage: degraded.detail.storage } });
+    setLimit(pid, "fsize", "unlimited");
+    expect(await ask("submit")).toHaveProperty("submitted");
+    expect(await ask("health")).toMatchObject({ ok: true });
+  }, 30_000);
+});

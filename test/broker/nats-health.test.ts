@@ -3,7 +3,7 @@ import { connect } from "@nats-io/transport-node";
 import { afterEach, expect, it } from "vitest";
 import { type Broker, type BrokerHealth, INDEX_STREAM, openBroker } from "../../src/broker/index.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
-import { hasCommand, setLimit } from "../helpers/process-limits.js";
+import { needing, setLimit } from "../helpers/process-limits.js";
 import { eventually, expectBrokerError, message } from "./support.js";
 
 const startNats = useNatsServer();
@@ -71,7 +71,7 @@ describeWithNats("NATS broker health", () => {
     expect(health.detail.since).toMatch(ISO_TIME);
   });
 
-  it.runIf(process.platform === "linux" && hasCommand("prlimit"))(
+  needing("prlimit").it(
     "is degraded while JetStream refuses writes for storage, and ok after a stored write",
     async () => {
       const server = await startNats();

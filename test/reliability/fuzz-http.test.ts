@@ -2,12 +2,13 @@
  * Fuzzing the gateway's HTTP surfaces with fast-check: the envelope (POST /api/v1/messages), the
  * REST bodies, paths and credentials, and the MCP endpoint. Generated values and mutations of
  * valid requests (re-signed or not). The gateway must never crash, never answer 5xx to bad input,
- * and every refusal must be a documented JSON-RPC error with its documented HTTP status.
+ * and every refusal must be a documented JSON-RPC error with its documented HTTP status; an envelope
+ * it accepts must be one an independent check (signature, sender, recipient, layers) accepts too.
  * `ACP_FUZZ_RUNS` sets the runs per surface (CI: 400; the long run: 100000).
  */
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { signMessage } from "../../src/protocol/index.js";
+import { importPublicKey, signMessage, verifyEnvelope } from "../../src/protocol/index.js";
 import { ADMIN_TOKEN } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import {
@@ -78,6 +79,36 @@ describe("fuzzing the HTTP surfaces", () => {
     expect(health.status).toBe(200);
   }
 
+  /**
+   * A 202 is right only for what the gateway must accept, judged without the gateway's code: a
+   * message that verifies against agent-alpha's registered key, from agent-alpha for its registered
+   * principal, to agent-beta (the one agent it handshook with), declaring the handshaken layers,
+   * answered with its own message-id.
+   */
+  function wronglyAccepted(sent: string, answer: string): string | undefined {
+    const { alpha } = target;
+    try {
+      const { headers } = verifyEnvelope(sent, {
+        resolveKey: (agentId, kid) =>
+          agentId === alpha.sender.agentId && kid === alpha.identity.signing.kid
+            ? importPublicKey(alpha.identity.signing)
+            : undefined,
+        expectedRecipient: "agent-beta",
+      });
+      const wrong =
+        headers["principal-id"] !== alpha.sender.principalId
+          ? "another principal"
+          : [...headers["skill-layers-loaded"]].sort().join() !== alpha.sender.layers.join()
+            ? "other layers than the handshake's"
+            : (JSON.parse(answer) as { id?: unknown }).id !== headers["message-id"]
+              ? `an answer naming another id: ${answer.slice(0, 200)}`
+              : undefined;
+      return wrong && `accepted ${wrong}: ${sent.slice(0, 300)}`;
+    } catch (err) {
+      return `accepted an envelope that must be refused (${(err as Error).message}): ${sent.slice(0, 300)}`;
+    }
+  }
+
   const asAlpha = () => ({ "x-api-key": target.alpha.apiKey, "content-type": "application/json" });
 
   it(
@@ -110,7 +141,13 @@ describe("fuzzing the HTTP surfaces", () => {
         { weight: 1, arbitrary: nastyString },
       );
       await fuzz(body, (text) =>
-        send(tally, { method: "POST", path: "/api/v1/messages", headers: asAlpha(), body: text }, [202]),
+        send(
+          tally,
+          { method: "POST", path: "/api/v1/messages", headers: asAlpha(), body: text },
+          [],
+          (status, answer) =>
+            status === 202 ? wronglyAccepted(text, answer) : badHttpAnswer(status, answer, []),
+        ),
       );
       await expectAlive(tally);
     },

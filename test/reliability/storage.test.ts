@@ -20,7 +20,7 @@ import { ErrorCode } from "../../src/protocol/index.js";
 import { ADMIN_TOKEN, api } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { deliveryFigures, recordFigures } from "./support/figures.js";
-import { type GatewayChild, hasCommand, setLimit, spawnGateway } from "./support/processes.js";
+import { type GatewayChild, hasCommand, needing, setLimit, spawnGateway } from "./support/processes.js";
 import { type CountingRecipient, pairAgents } from "./support/recipient.js";
 import { MessageStream } from "./support/stream.js";
 
@@ -130,7 +130,7 @@ describe("storage that cannot be written (embedded broker)", () => {
     expect(refusedStored.every((status) => status === 404)).toBe(true);
   }, 180_000);
 
-  it.runIf(!isRoot || hasCommand("setpriv"))(
+  needing("setpriv", !isRoot || hasCommand("setpriv")).it(
     "read-only data directory: refuses to start and names the directory",
     async () => {
       const root = tmp();

@@ -138,6 +138,6 @@ export function openFilesLimit(): number {
   return Number(/^Max open files\s+(\d+)/m.exec(limits)?.[1] ?? 1024);
 }
 
-export { hasCommand, setLimit } from "../../helpers/process-limits.js";
+export { hasCommand, needing, setLimit } from "../../helpers/process-limits.js";
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
