@@ -173,7 +173,7 @@ export class Relay {
     );
     const result = await stored;
     if (result.duplicate) {
-      const resubmitted = { from: sender.record.agentId, id: result.id };
+      const resubmitted = { from: options.arrived?.via ?? sender.record.agentId, id: result.id };
       await this.refuseReusedId(resubmitted, (message as { signature?: string }).signature);
     } else {
       this.audit?.record(entry);

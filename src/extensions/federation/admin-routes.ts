@@ -56,7 +56,7 @@ export function adminRoutes(router: Router, ctx: GatewayContext, federation: () 
         problems: [{ path: "/domain", message: "this gateway's own domain" }],
       });
     }
-    f.client.checkUrl(url, "/url");
+    f.client.checkUrl(url, "the peer's URL", "/url");
     for (const [i, key] of (keys ?? []).entries()) {
       if (key.kid !== gatewayKid(domain, key)) {
         throw new AcpError("InvalidParams", `key ${i} must have the id ${gatewayKid(domain, key)}`, {

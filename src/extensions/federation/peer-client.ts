@@ -7,7 +7,7 @@
  */
 import { createHash } from "node:crypto";
 import type { z } from "zod";
-import type { OutboundPolicy } from "../../http/outbound.js";
+import { type OutboundPolicy, OutboundUrlRefused } from "../../http/outbound.js";
 import { AcpError, type ErrorObject } from "../../protocol/index.js";
 import { FederationDocument, type GatewayKey, PeerHeader, WELL_KNOWN_PATH } from "../../wire/federation.js";
 import { type GatewaySigner, gatewayKid, verifyGatewaySignature } from "./gateway-key.js";
@@ -56,22 +56,31 @@ export function requestSignatureInput(
 export class PeerClient {
   constructor(private readonly options: PeerClientOptions) {}
 
-  /** Refuses a URL this gateway will not call a peer at (plain http outside test mode). */
-  checkUrl(url: string, what: string): URL {
+  /**
+   * Refuses a URL this gateway will not call a peer at: plain http outside test mode, or an
+   * address the outbound URL policy refuses. `pointer` names the field it came from, if any.
+   */
+  checkUrl(url: string, what: string, pointer?: string): URL {
+    const refuse = (why: string) =>
+      new AcpError("InvalidParams", `${what} ${why}`, {
+        ...(pointer !== undefined && { problems: [{ path: pointer, message: why }] }),
+      });
     let parsed: URL;
     try {
       parsed = new URL(url);
     } catch {
-      throw new AcpError("InvalidParams", `${what} is not a URL`);
+      throw refuse("is not a URL");
     }
     const loopbackTest = this.options.insecureLoopback && LOOPBACK_HOST.test(parsed.hostname);
     if (parsed.protocol !== "https:" && !(parsed.protocol === "http:" && loopbackTest)) {
-      throw new AcpError(
-        "InvalidParams",
-        `${what} must be https (federation requires TLS): ${parsed.origin}`,
-      );
+      throw refuse(`must be https (federation requires TLS): ${parsed.origin}`);
     }
-    this.options.outbound.parse(parsed);
+    try {
+      this.options.outbound.parse(parsed);
+    } catch (err) {
+      if (err instanceof OutboundUrlRefused) throw refuse(`is refused by the outbound URL policy: ${err.reason}`);
+      throw err;
+    }
     return parsed;
   }
 

@@ -66,7 +66,7 @@ export class Receiver {
   ): Promise<TransferOutcome> {
     const id = idOf(arrival.message);
     try {
-      this.deps.limiter.take(peer.domain);
+      this.takeRate(peer.domain);
       const sender = this.senderOf(peer, arrival, records);
       return this.deps.relay
         .submit(sender, arrival.text, Buffer.byteLength(arrival.text), {
@@ -81,6 +81,19 @@ export class Receiver {
         );
     } catch (err) {
       return Promise.resolve(this.refused(peer, id, err));
+    }
+  }
+
+  /** One message of the peer's rate (per second, with a burst); past it: -32013, quota peer-rate. */
+  private takeRate(domain: string): void {
+    try {
+      this.deps.limiter.take(domain);
+    } catch (err) {
+      if (!(err instanceof AcpError)) throw err;
+      throw new AcpError("RateLimited", `${domain} delivers more messages per second than it may`, {
+        ...err.data,
+        quota: "peer-rate",
+      });
     }
   }
 
