@@ -321,7 +321,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     });
     res.end(text);
   });
-  for (const extension of extensions) extension.routes?.(router, ctx);
+  const mounted = extensions.map((extension) => extension.mount(ctx, router));
 
   let inFlight = 0;
   let drained: (() => void) | undefined;
@@ -370,7 +370,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     }
     if (path === WS_PATH) hub.handleUpgrade(req, socket, head);
     else if (path === PHOENIX_SOCKET_PATH) phoenix.handleUpgrade(req, socket, head);
-    else if (path === undefined || !extensions.some((e) => e.upgrade?.(req, socket, head, path)))
+    else if (path === undefined || !mounted.some((e) => e.upgrade?.(req, socket, head, path)))
       socket.destroy();
   });
   /** What `close` releases after the server stopped, also on a failed start-up. */
@@ -378,7 +378,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     phoenix.close();
     await hub.close();
     await relay.close();
-    for (const extension of extensions) await extension.close?.();
+    for (const extension of mounted) await extension.close?.();
     registry.stop();
     presence.close();
     gate.stop();
@@ -389,7 +389,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     outbound.close();
   };
   try {
-    for (const extension of extensions) await extension.start?.();
+    for (const extension of mounted) await extension.start?.();
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(options.port ?? 8080, host, () => resolve());
@@ -423,7 +423,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       // Stop accepting, let in-flight requests finish, then close agents' sockets and flush the store.
       server.close();
       server.closeIdleConnections();
-      for (const extension of extensions) extension.beforeDrain?.();
+      for (const extension of mounted) extension.beforeDrain?.();
       if (inFlight > 0) await new Promise<void>((resolve) => (drained = resolve));
       await release();
       server.closeAllConnections();

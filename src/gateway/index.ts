@@ -10,7 +10,7 @@ export * from "./auth.js";
 export type { GatewayContext } from "./context.js";
 export { announceDeprecation, authenticate, authenticateAgent, requireAdmin } from "./context.js";
 export { type Caller, type CallerKind, Credentials } from "./credentials.js";
-export type { GatewayExtension } from "./extension.js";
+export type { ExtensionHooks, GatewayExtension } from "./extension.js";
 export * from "./gateway.js";
 export type { HealthReport } from "./health.js";
 export { Metrics } from "./metrics.js";

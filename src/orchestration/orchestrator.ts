@@ -214,7 +214,10 @@ export class Orchestrator {
   gatewayExtension(): GatewayExtension {
     return {
       name: "orchestration-metrics",
-      routes: (_router, ctx) => ctx.metrics.addCollector(this.metrics.collector()),
+      mount: (ctx) => {
+        ctx.metrics.addCollector(this.metrics.collector());
+        return {};
+      },
     };
   }
 

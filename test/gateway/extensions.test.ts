@@ -1,6 +1,7 @@
 /**
  * The gateway core with extensions chosen by the caller (`startGateway`), and the extension
- * lifecycle: routes, start (awaited before ready), upgrade, beforeDrain and close, in order.
+ * lifecycle: mount (the core's services and router), start (awaited before ready), upgrade,
+ * beforeDrain and close, in order.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { createConnection } from "node:net";
@@ -74,30 +75,34 @@ describe("startGateway: the core with the caller's extensions", () => {
     let started = false;
     const probe: GatewayExtension = {
       name: "probe",
-      routes(router, ctx) {
-        calls.push("routes");
+      mount(ctx, router) {
+        calls.push("mount");
         router.add("GET", "/probe", async (req, res) => {
           const caller = await ctx.credentials.resolve(req, ["agent", "principal", "admin"]);
           sendJson(res, 200, { caller: caller.kind, started });
         });
-      },
-      async start() {
-        await new Promise((resolve) => setTimeout(resolve, 50));
-        started = true;
-        calls.push("start");
-      },
-      upgrade(_req, socket, _head, path) {
-        if (path !== "/probe/ws") return false;
-        socket.end("HTTP/1.1 418 I'm a teapot\r\n\r\n");
-        return true;
-      },
-      beforeDrain: () => calls.push("beforeDrain"),
-      async close() {
-        calls.push("close");
+        return {
+          async start() {
+            // The services it was mounted with are the running gateway's.
+            await ctx.broker.kv("probe").put("k", { at: "start" });
+            await new Promise((resolve) => setTimeout(resolve, 50));
+            started = true;
+            calls.push("start");
+          },
+          upgrade(_req, socket, _head, path) {
+            if (path !== "/probe/ws") return false;
+            socket.end("HTTP/1.1 418 I'm a teapot\r\n\r\n");
+            return true;
+          },
+          beforeDrain: () => calls.push("beforeDrain"),
+          async close() {
+            calls.push("close");
+          },
+        };
       },
     };
     const gateway = await core([probe]);
-    expect(calls).toEqual(["routes", "start"]);
+    expect(calls).toEqual(["mount", "start"]);
     const admin = { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } };
     expect((await api(gateway.url, "/probe", admin)).json).toEqual({ caller: "admin", started: true });
     expect(
@@ -108,22 +113,28 @@ describe("startGateway: the core with the caller's extensions", () => {
     expect(await upgrade(gateway.url, "/probe/ws")).toBe("HTTP/1.1 418 I'm a teapot");
     expect(await upgrade(gateway.url, "/elsewhere")).toBe("dropped");
     await gateway.close();
-    expect(calls).toEqual(["routes", "start", "beforeDrain", "close"]);
+    expect(calls).toEqual(["mount", "start", "beforeDrain", "close"]);
   });
 
   it("refuses two extensions of one name, and a failed start stops start-up having released everything", async () => {
-    await expect(core([{ name: "twice" }, { name: "twice" }])).rejects.toThrow(
-      'two gateway extensions are named "twice"',
-    );
+    const nothing = () => ({});
+    await expect(
+      core([
+        { name: "twice", mount: nothing },
+        { name: "twice", mount: nothing },
+      ]),
+    ).rejects.toThrow('two gateway extensions are named "twice"');
     const closed: string[] = [];
     const failing: GatewayExtension[] = [
-      { name: "fine", close: async () => void closed.push("fine") },
+      { name: "fine", mount: () => ({ close: async () => void closed.push("fine") }) },
       {
         name: "broken",
-        start: async () => {
-          throw new Error("index unavailable");
-        },
-        close: async () => void closed.push("broken"),
+        mount: () => ({
+          start: async () => {
+            throw new Error("index unavailable");
+          },
+          close: async () => void closed.push("broken"),
+        }),
       },
     ];
     const data = mkdtempSync(join(tmpdir(), "acp-core-"));

@@ -17,21 +17,17 @@ export interface ApprovalsExtension extends GatewayExtension {
  * `/api/v1/dashboard/approvals` for principals deciding on the dashboard.
  */
 export function approvalsExtension(options: { authorize?: ApprovalAuthorizer } = {}): ApprovalsExtension {
-  let store: KvApprovalStore | undefined;
-  let endLongPolls: (() => void) | undefined;
   return {
     name: "approvals",
     dashboardWatch: { bucket: "approvals", what: "approvals", visible: approvalVisible },
-    routes(router: Router, ctx: GatewayContext) {
-      store = new KvApprovalStore(ctx.broker);
-      endLongPolls = approvalRoutes(router, ctx, store, options.authorize).endLongPolls;
+    mount(ctx: GatewayContext, router: Router) {
+      const store = new KvApprovalStore(ctx.broker);
+      const { endLongPolls } = approvalRoutes(router, ctx, store, options.authorize);
       principalApprovalRoutes(router, ctx, store);
-    },
-    beforeDrain() {
-      endLongPolls?.();
-    },
-    async close() {
-      await store?.close();
+      return {
+        beforeDrain: endLongPolls,
+        close: () => store.close(),
+      };
     },
   };
 }

@@ -51,8 +51,7 @@ export interface CollabExtension extends GatewayExtension {
 }
 
 export function collabExtension(options: CollabOptions = {}): CollabExtension {
-  let stop: (() => Promise<void>) | undefined;
-  let ready: Promise<void> | undefined;
+  // Other extensions reach handoffs and the panels' broker through this, once mounted.
   let mounted: { handoffs: HandoffService; ctx: GatewayContext } | undefined;
   const started = () => {
     if (!mounted) throw new Error("the collab extension is not mounted on a started gateway");
@@ -73,7 +72,7 @@ export function collabExtension(options: CollabOptions = {}): CollabExtension {
       negotiationsPanel(() => started().ctx.broker),
       votesPanel(() => started().ctx.broker),
     ],
-    routes(router: Router, ctx: GatewayContext) {
+    mount(ctx: GatewayContext, router: Router) {
       const audit = new CollabAudit(
         options.auditRoot,
         (err) => ctx.logger.error({ err: (err as Error).message }, "collab audit append failed"),
@@ -116,23 +115,19 @@ export function collabExtension(options: CollabOptions = {}): CollabExtension {
         bucketOf<HandoffRecord>(ctx.broker, "handoffs"),
         options.handoff?.sweepMs,
       );
-      ready = Promise.all([services.knowledge.start(), status.start()]).then(() => expiry.start());
-      const starting = ready;
-      starting.catch((err: Error) => ctx.logger.error({ err: err.message }, "collab start-up failed"));
-      stop = async () => {
-        for (const stream of services.streams) stream.end();
-        await starting.catch(() => undefined);
-        await expiry.stop();
-        status.stop();
-        services.knowledge.stop();
-        await audit.close();
+      const ready = Promise.all([services.knowledge.start(), status.start()]).then(() => expiry.start());
+      ready.catch((err: Error) => ctx.logger.error({ err: err.message }, "collab start-up failed"));
+      return {
+        start: () => ready,
+        async close() {
+          for (const stream of services.streams) stream.end();
+          await ready.catch(() => undefined);
+          await expiry.stop();
+          status.stop();
+          services.knowledge.stop();
+          await audit.close();
+        },
       };
-    },
-    async start() {
-      await ready;
-    },
-    async close() {
-      await stop?.();
     },
   };
 }

@@ -5,7 +5,7 @@
  * the gateway's own signers (the MCP task tools) open an agent's key for one signature, and starts
  * answering custodial agents' inboxes (responder.ts).
  */
-import type { GatewayContext, GatewayExtension } from "../../gateway/extension.js";
+import type { GatewayExtension } from "../../gateway/extension.js";
 import { CustodialResponder } from "./responder.js";
 import { Custody } from "./store.js";
 
@@ -17,26 +17,25 @@ export interface CustodyOptions {
 }
 
 export function custodyExtension(options: CustodyOptions): GatewayExtension {
-  let ctx: GatewayContext | undefined;
-  let responder: CustodialResponder | undefined;
   return {
     name: "custody",
-    routes(_router, context) {
-      ctx = context;
-    },
-    async start() {
-      if (!ctx) return;
-      const custody = await Custody.open(ctx.broker, {
-        data: options.data,
-        ...(options.key !== undefined ? { key: options.key } : {}),
-      });
-      ctx.registry.custodian = custody;
-      responder = new CustodialResponder(ctx, custody);
-      await responder.start();
-    },
-    async close() {
-      await responder?.close();
-      if (ctx) ctx.registry.custodian = undefined;
+    mount(ctx) {
+      let responder: CustodialResponder | undefined;
+      return {
+        async start() {
+          const custody = await Custody.open(ctx.broker, {
+            data: options.data,
+            ...(options.key !== undefined ? { key: options.key } : {}),
+          });
+          ctx.registry.custodian = custody;
+          responder = new CustodialResponder(ctx, custody);
+          await responder.start();
+        },
+        async close() {
+          await responder?.close();
+          ctx.registry.custodian = undefined;
+        },
+      };
     },
   };
 }

@@ -43,11 +43,9 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
     if (!PANEL_NAME.test(panel.name))
       throw new TypeError(`dashboard panel name ${JSON.stringify(panel.name)} must match ${PANEL_NAME}`);
   }
-  let services: DashboardServices | undefined;
-
   return {
     name: "dashboard",
-    routes(router: Router, ctx: GatewayContext) {
+    mount(ctx: GatewayContext, router: Router) {
       const live = new LiveFeed(
         ctx.broker,
         ctx.registry,
@@ -91,7 +89,7 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
       const ready = Promise.all([live.start(), index?.then((i) => i.start())]).then(() => undefined);
       // Handlers await `ready`; a failed start-up is logged now and answered there.
       ready.catch((err: Error) => ctx.logger.error({ err: err.message }, "dashboard start-up failed"));
-      services = {
+      const services: DashboardServices = {
         ctx,
         live,
         history,
@@ -108,18 +106,19 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
       viewRoutes(router, services);
       principalRoutes(router, services);
       staticRoutes(router, options.staticDir ?? defaultStaticDir());
-    },
-    async start() {
-      services?.webhooks.checkTargets();
-      await services?.ready;
-    },
-    async close() {
-      if (!services) return;
-      for (const stream of services.streams) stream.end();
-      await services.ready.catch(() => undefined);
-      await services.live.stop();
-      await services.webhooks.close();
-      (await services.index?.catch(() => undefined))?.close();
+      return {
+        async start() {
+          webhooks.checkTargets();
+          await ready;
+        },
+        async close() {
+          for (const stream of services.streams) stream.end();
+          await ready.catch(() => undefined);
+          await live.stop();
+          await webhooks.close();
+          (await index?.catch(() => undefined))?.close();
+        },
+      };
     },
   };
 }

@@ -5,7 +5,7 @@
  * relay reaches agents of other domains. It tells the peers that looked an agent up when that
  * agent's record changes here (a revocation, a new key).
  */
-import type { GatewayContext, GatewayExtension } from "../../gateway/extension.js";
+import type { GatewayExtension } from "../../gateway/extension.js";
 import { AcpError, FederationDomain } from "../../protocol/index.js";
 import { NoticeRequest, NoticeResponse } from "../../wire/federation.js";
 import { adminRoutes } from "./admin-routes.js";
@@ -21,49 +21,47 @@ export function federationExtension(options: FederationOptions): GatewayExtensio
   if (!FederationDomain.safeParse(options.domain).success) {
     throw new TypeError(`federation domain ${JSON.stringify(options.domain)} is not a lowercase DNS name`);
   }
-  let ctx: GatewayContext | undefined;
-  let federation: Federation | undefined;
-  let unwatch: (() => void) | undefined;
-  let noticeTimer: NodeJS.Timeout | undefined;
-  const changed = new Set<string>();
-  const started = () => {
-    if (!federation) throw new AcpError("StorageUnavailable", "federation is starting");
-    return federation;
-  };
   return {
     name: "federation",
-    routes(router, context) {
-      ctx = context;
-      adminRoutes(router, context, started);
-    },
-    async start() {
-      if (!ctx) throw new Error("federation: start before routes");
-      const context = ctx;
-      const f = await Federation.open(context, options);
-      const routes = peerRoutes(f);
-      await f.start(routes.router);
-      federation = f;
-      context.registry.remote = f;
-      const sendNotices = () => {
-        noticeTimer = undefined;
-        const byPeer = new Map<string, string[]>();
-        for (const agentId of changed) {
-          for (const peer of routes.lookedUpBy(agentId))
-            byPeer.set(peer, [...(byPeer.get(peer) ?? []), agentId]);
-        }
-        changed.clear();
-        for (const [peer, agents] of byPeer) void notify(f, peer, agents);
+    mount(context, router) {
+      let federation: Federation | undefined;
+      let unwatch: (() => void) | undefined;
+      let noticeTimer: NodeJS.Timeout | undefined;
+      const changed = new Set<string>();
+      const started = () => {
+        if (!federation) throw new AcpError("StorageUnavailable", "federation is starting");
+        return federation;
       };
-      unwatch = context.registry.onChange((agentId) => {
-        changed.add(agentId);
-        noticeTimer ??= setTimeout(sendNotices, NOTICE_DELAY_MS);
-      });
-    },
-    async close() {
-      unwatch?.();
-      clearTimeout(noticeTimer);
-      if (ctx && ctx.registry.remote === federation) ctx.registry.remote = undefined;
-      await federation?.close();
+      adminRoutes(router, context, started);
+      return {
+        async start() {
+          const f = await Federation.open(context, options);
+          const routes = peerRoutes(f);
+          await f.start(routes.router);
+          federation = f;
+          context.registry.remote = f;
+          const sendNotices = () => {
+            noticeTimer = undefined;
+            const byPeer = new Map<string, string[]>();
+            for (const agentId of changed) {
+              for (const peer of routes.lookedUpBy(agentId))
+                byPeer.set(peer, [...(byPeer.get(peer) ?? []), agentId]);
+            }
+            changed.clear();
+            for (const [peer, agents] of byPeer) void notify(f, peer, agents);
+          };
+          unwatch = context.registry.onChange((agentId) => {
+            changed.add(agentId);
+            noticeTimer ??= setTimeout(sendNotices, NOTICE_DELAY_MS);
+          });
+        },
+        async close() {
+          unwatch?.();
+          clearTimeout(noticeTimer);
+          if (context.registry.remote === federation) context.registry.remote = undefined;
+          await federation?.close();
+        },
+      };
     },
   };
 }

@@ -78,7 +78,7 @@ export function mcpEndpointExtension(options: McpEndpointOptions): McpEndpointEx
 
   return {
     name: "mcp",
-    routes(router: Router, ctx: GatewayContext) {
+    mount(ctx: GatewayContext, router: Router) {
       const open = new McpSessions(
         options.idleTimeoutMs ?? 10 * 60_000,
         ctx.logger,
@@ -238,10 +238,12 @@ export function mcpEndpointExtension(options: McpEndpointOptions): McpEndpointEx
 
       publishRoutes(router, ctx);
       noOAuthRoutes(router, MCP_PATH);
-    },
-    async close() {
-      await sessions?.closeAll();
-      await bridge?.close();
+      return {
+        async close() {
+          await open.closeAll();
+          await runs.close();
+        },
+      };
     },
     stats() {
       const stats = sessions?.stats() ?? { sessions: 0, idleTimers: 0, subscriptions: 0, streamTimers: 0 };

@@ -70,10 +70,27 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
   const answering = new Map<ServerResponse, A2aCall["id"]>();
   let endpoints: AgentEndpoints | undefined;
   let bridge: BridgeIdentities | undefined;
+  const close = async () => {
+    for (const [res, id] of answering) {
+      if (!res.headersSent) {
+        sendJson(res, 200, {
+          jsonrpc: "2.0",
+          id,
+          error: {
+            code: A2aErrorCode.InternalError,
+            message: "the gateway is shutting down; ask again later",
+          },
+        });
+      } else res.end();
+    }
+    answering.clear();
+    endpoints?.close();
+    await bridge?.close();
+  };
 
   return {
     name: "a2a-inbound",
-    routes(router: Router, ctx: GatewayContext) {
+    mount(ctx: GatewayContext, router: Router) {
       const progress = (body: Record<string, unknown>, context: { from: string; method: string }) => {
         if (context.method !== A2aAcpMethods.progress || typeof body.taskId !== "string") return;
         const task = endpoints?.running.get(body.taskId);
@@ -207,23 +224,7 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
           else res.end();
         });
       });
-    },
-    async close() {
-      for (const [res, id] of answering) {
-        if (!res.headersSent) {
-          sendJson(res, 200, {
-            jsonrpc: "2.0",
-            id,
-            error: {
-              code: A2aErrorCode.InternalError,
-              message: "the gateway is shutting down; ask again later",
-            },
-          });
-        } else res.end();
-      }
-      answering.clear();
-      endpoints?.close();
-      await bridge?.close();
+      return { close };
     },
     stats() {
       return { answering: answering.size, tasks: endpoints?.activeTasks ?? 0 };

@@ -19,53 +19,56 @@ export interface A2AOutboundOptions extends OutboundBridgeOptions {
  * Nothing is reachable until an admin registers an A2A agent, so it is mounted by default.
  */
 export function a2aOutboundExtension(options: A2AOutboundOptions): GatewayExtension {
-  let ctx: GatewayContext | undefined;
-  let bridge: OutboundBridge | undefined;
-  const started = async () => {
-    if (!bridge) throw new AcpError("StorageUnavailable", "the A2A bridge is not started");
-    return bridge;
-  };
   return {
     name: "a2a-outbound",
-    routes(router, context) {
-      ctx = context;
-      outboundRoutes(router, context, started);
-    },
-    async start() {
-      if (!ctx) throw new Error("a2a-outbound: start before routes");
-      const context = ctx;
-      const box = await options.secrets.open(context.broker);
-      const loaded = await loadBridgeIdentity(options.keyDir, box, { create: false });
-      if (loaded?.migrated)
-        context.logger.info(
-          { dir: options.keyDir },
-          "A2A bridge key sealed with the custody key (was in the clear)",
-        );
-      let current: BridgeIdentity | undefined = loaded?.identity;
-      let making: Promise<BridgeIdentity> | undefined;
-      // Made at the first registration, not at start: a gateway that registers nothing needs no KEK.
-      const key: BridgeKey = {
-        get current() {
-          return current;
+    mount(ctx, router) {
+      let bridge: OutboundBridge | undefined;
+      const started = async () => {
+        if (!bridge) throw new AcpError("StorageUnavailable", "the A2A bridge is not started");
+        return bridge;
+      };
+      outboundRoutes(router, ctx, started);
+      return {
+        start: async () => {
+          bridge = await startBridge(ctx, options);
         },
-        ensure() {
-          if (current) return Promise.resolve(current);
-          making ??= loadBridgeIdentity(options.keyDir, box, { create: true }).then((made) => {
-            current = (made as NonNullable<typeof made>).identity;
-            return current;
-          });
-          return making.catch((err: unknown) => {
-            making = undefined;
-            throw err;
-          });
+        close: async () => {
+          await bridge?.close();
         },
       };
-      const created = new OutboundBridge(ctx, key, box, options);
-      await created.start();
-      bridge = created;
-    },
-    async close() {
-      await bridge?.close();
     },
   };
+}
+
+/** Loads the bridge key (sealed with the custody key) and serves the registered A2A agents. */
+async function startBridge(context: GatewayContext, options: A2AOutboundOptions): Promise<OutboundBridge> {
+  const box = await options.secrets.open(context.broker);
+  const loaded = await loadBridgeIdentity(options.keyDir, box, { create: false });
+  if (loaded?.migrated)
+    context.logger.info(
+      { dir: options.keyDir },
+      "A2A bridge key sealed with the custody key (was in the clear)",
+    );
+  let current: BridgeIdentity | undefined = loaded?.identity;
+  let making: Promise<BridgeIdentity> | undefined;
+  // Made at the first registration, not at start: a gateway that registers nothing needs no KEK.
+  const key: BridgeKey = {
+    get current() {
+      return current;
+    },
+    ensure() {
+      if (current) return Promise.resolve(current);
+      making ??= loadBridgeIdentity(options.keyDir, box, { create: true }).then((made) => {
+        current = (made as NonNullable<typeof made>).identity;
+        return current;
+      });
+      return making.catch((err: unknown) => {
+        making = undefined;
+        throw err;
+      });
+    },
+  };
+  const created = new OutboundBridge(context, key, box, options);
+  await created.start();
+  return created;
 }
