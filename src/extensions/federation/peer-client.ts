@@ -78,7 +78,8 @@ export class PeerClient {
     try {
       this.options.outbound.parse(parsed);
     } catch (err) {
-      if (err instanceof OutboundUrlRefused) throw refuse(`is refused by the outbound URL policy: ${err.reason}`);
+      if (err instanceof OutboundUrlRefused)
+        throw refuse(`is refused by the outbound URL policy: ${err.reason}`);
       throw err;
     }
     return parsed;
