@@ -17,6 +17,7 @@ import { type AgentConnection, type ConnectionEvents, GatewayConnection } from "
 import { AgentCore, type Emit, type Handlers } from "./core.js";
 import { SdkError } from "./errors.js";
 import { HandshakeStore } from "./handshake-store.js";
+import { GatewayHealth } from "./health.js";
 import { GatewayClient, normaliseGatewayUrl } from "./http.js";
 import { Inbound } from "./inbound.js";
 import { DeliveryLedger } from "./ledger.js";
@@ -136,6 +137,7 @@ export class AcpAgent {
   async close(): Promise<void> {
     if (this.state === "closed") return;
     this.state = "closed";
+    this.health.close();
     const core = this.core;
     if (!core) return;
     core.pending.rejectAll(new AcpError("Cancelled", "the agent was closed"));
@@ -290,6 +292,12 @@ export class AcpAgent {
     return this;
   }
 
+  /** `degraded` / `recovered`, from the failures the SDK works around (health.ts). */
+  private readonly health = new GatewayHealth({
+    degraded: (info) => this.emit("degraded", info),
+    recovered: (info) => this.emit("recovered", info),
+  });
+
   private readonly emit: Emit = (event, ...args) => {
     // An unheard "error" must not crash the process (EventEmitter would throw it): warn instead.
     if (event === "error" && this.emitter.listenerCount("error") === 0) {
@@ -383,6 +391,8 @@ export class AcpAgent {
       },
       disconnected: (info) => this.emit("disconnected", info),
       resubmit: (info) => this.emit("resubmit", info),
+      degraded: (err) => this.health.failed(err),
+      succeeded: () => this.health.succeeded(),
       error: (err) => this.emit("error", err),
     };
     if (this.options.connection) return this.options.connection(identity.agentId, events);
@@ -425,6 +435,7 @@ export class AcpAgent {
       }),
       this.handlers,
       this.emit,
+      this.health,
     );
   }
 }

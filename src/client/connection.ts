@@ -10,6 +10,7 @@ import {
 import type { VersionDeprecation } from "../wire/versions.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
 import { websocketUrl } from "./http.js";
+import { isGatewayTrouble } from "./health.js";
 import {
   backoffDelay,
   Outbox,
@@ -56,6 +57,10 @@ export interface ConnectionEvents {
   }): void;
   disconnected(info: { code: number; reason: string; willReconnect: boolean }): void;
   resubmit(info: ResubmitInfo): void;
+  /** A failure at the gateway that the SDK works around (see health.ts). */
+  degraded(err: Error): void;
+  /** The gateway did its part: a submission accepted, a delivery handed over. */
+  succeeded(): void;
   error(err: Error): void;
 }
 
@@ -122,7 +127,10 @@ export class GatewayConnection implements AgentConnection {
   ) {
     this.outbox = new Outbox(options.submitRetry, {
       send: (ref, envelope) => this.ready && this.send({ type: "submit", ref, envelope }),
-      resubmitting: (info) => options.events.resubmit(info),
+      resubmitting: (info, refusal) => {
+        options.events.resubmit(info);
+        if (refusal?.kind === "StorageUnavailable") options.events.degraded(refusal);
+      },
     });
   }
 
@@ -296,6 +304,7 @@ export class GatewayConnection implements AgentConnection {
   private onFrame(frame: ServerFrame): void {
     switch (frame.type) {
       case "new_message":
+        this.gatewayWorked();
         this.options.events.message(frame);
         return;
       case "submitted":
@@ -304,13 +313,17 @@ export class GatewayConnection implements AgentConnection {
           status: frame.status,
           duplicate: frame.duplicate,
         });
+        this.gatewayWorked();
         return;
       case "error": {
         const err = errorFromObject(frame.error, frame.id ? { messageId: frame.id } : {});
         const ref = frame.ref === undefined ? undefined : Number(frame.ref);
         // An answer to a submission already settled (its caller's deadline passed) is not news.
         if (ref !== undefined && this.outbox.issued(ref)) this.outbox.refused(ref, err);
-        else if (
+        else if (frame.id !== undefined && isGatewayTrouble(err)) {
+          // An ack, reject or working the broker did not take: the redelivery repairs it.
+          this.options.events.degraded(err);
+        } else if (
           frame.id === undefined ||
           !this.workingOn.has(deliveredKey({ id: frame.id, from: frame.from ?? "" }))
         )
@@ -320,6 +333,11 @@ export class GatewayConnection implements AgentConnection {
       default:
         return;
     }
+  }
+
+  /** The gateway did its part; it counts as working again once no submission waits to be sent again. */
+  private gatewayWorked(): void {
+    if (!this.outbox.retrying) this.options.events.succeeded();
   }
 
   private send(frame: ClientFrame): boolean {

@@ -25,6 +25,7 @@ import {
 import type { AgentAudit, AuditNote } from "./audit.js";
 import type { AgentConnection } from "./connection.js";
 import type { HandshakeStore, PeerProof } from "./handshake-store.js";
+import type { GatewayHealth } from "./health.js";
 import type { DeliveryLedger } from "./ledger.js";
 import { PeerDirectory } from "./peers.js";
 import { PendingRequests } from "./pending.js";
@@ -88,6 +89,8 @@ export class AgentCore {
     readonly ledger: DeliveryLedger,
     readonly handlers: Handlers,
     readonly emit: Emit,
+    /** Where failures at the gateway that the SDK works around go, instead of `error`. */
+    readonly health: GatewayHealth,
   ) {
     this.self = { agentId: identity.agentId, principalId: identity.principalId, layers: settings.layers };
     this.signer = createSigner(identity);

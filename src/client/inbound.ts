@@ -149,7 +149,7 @@ export class Inbound {
       if (notTheMessagesFault(err)) {
         // The registry could not be asked (gateway restarting, our key refused): try again on redelivery.
         this.abandon(frame);
-        this.core.emit("error", err as Error);
+        this.gatewayFailed(err as Error);
         return;
       }
       await this.refuse(frame, err);
@@ -365,16 +365,32 @@ export class Inbound {
   private track(work: Promise<void>, frame?: NewMessageFrame): void {
     const task: Promise<void> = work
       .catch((err: unknown) => {
-        if (frame) this.settleFailed(frame, err);
-        this.core.emit("error", err as Error);
+        const repaired = frame !== undefined && this.settleFailed(frame, err);
+        if (repaired) this.gatewayFailed(err as Error);
+        else this.core.emit("error", err as Error);
       })
       .finally(() => this.tasks.delete(task));
     this.tasks.add(task);
   }
 
-  private settleFailed(frame: DeliveredRef, err: unknown): void {
-    if (notTheMessagesFault(err) || submissionUnsettled(err)) this.abandon(frame);
-    else this.markHandled(frame);
+  /** True when the failure is the gateway's and the redelivery repairs it (the delivery is left for it). */
+  private settleFailed(frame: DeliveredRef, err: unknown): boolean {
+    if (notTheMessagesFault(err) || submissionUnsettled(err)) {
+      this.abandon(frame);
+      return true;
+    }
+    this.markHandled(frame);
+    return false;
+  }
+
+  /**
+   * A failure at the gateway the redelivery repairs: nothing for the application to do while the
+   * agent runs (its `degraded` event). One left behind by close() is an `error`: only a restart of
+   * the agent repairs it.
+   */
+  private gatewayFailed(err: Error): void {
+    if (this.stopping) this.core.emit("error", err);
+    else this.core.health.failed(err);
   }
 
   /**

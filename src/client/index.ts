@@ -13,6 +13,7 @@ export {
   SqliteHandledStore,
   type SqliteHandledStoreOptions,
 } from "./handled-store.js";
+export type { DegradedInfo, RecoveredInfo } from "./health.js";
 export {
   GatewayClient,
   type GatewayClientOptions,

@@ -81,7 +81,8 @@ export class Outbox {
     private readonly transport: {
       /** Sends one `submit` frame; false when the socket is not ready. */
       send(ref: number, envelope: Record<string, unknown>): boolean;
-      resubmitting(info: ResubmitInfo): void;
+      /** Before each resend; `refusal`: the gateway's retryable refusal that caused it, if it answered. */
+      resubmitting(info: ResubmitInfo, refusal?: AcpError): void;
     },
   ) {
     this.settings = { ...DEFAULTS, ...retry };
@@ -120,6 +121,12 @@ export class Outbox {
       this.entries.set(ref, entry);
       this.transmit(entry);
     });
+  }
+
+  /** Some submission is being sent again after a refusal or a lost answer, and has not been accepted yet. */
+  get retrying(): boolean {
+    for (const entry of this.entries.values()) if (entry.failedAttempts > 0) return true;
+    return false;
   }
 
   /** True for refs this outbox handed out, answered or not: a late answer is not someone else's. */
@@ -187,12 +194,15 @@ export class Outbox {
       this.fail(entry, this.gaveUp(entry, err));
       return;
     }
-    this.transport.resubmitting({
-      messageId: entry.options.messageId,
-      attempt: entry.failedAttempts + 1,
-      cause: err.kind,
-      delayMs: Math.round(delayMs),
-    });
+    this.transport.resubmitting(
+      {
+        messageId: entry.options.messageId,
+        attempt: entry.failedAttempts + 1,
+        cause: err.kind,
+        delayMs: Math.round(delayMs),
+      },
+      err,
+    );
     entry.backingOff = true;
     this.later(entry, delayMs, () => {
       entry.backingOff = false;

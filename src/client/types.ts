@@ -15,6 +15,7 @@ import type { AgentView, HandshakeProofView, PresenceUpdate } from "../wire/api.
 import type { VersionDeprecation } from "../wire/versions.js";
 import type { AuditSettings } from "./audit.js";
 import type { AgentConnection, ConnectionEvents, ReconnectOptions } from "./connection.js";
+import type { DegradedInfo, RecoveredInfo } from "./health.js";
 import type { HandledStore } from "./handled-store.js";
 import type { ResubmitInfo, SubmitRetryOptions } from "./outbox.js";
 
@@ -167,6 +168,14 @@ export interface AgentEvents {
    * version it speaks is deprecated (once per version; unheard, it becomes a process warning).
    */
   warning: (warning: AgentWarning) => void;
+  /**
+   * The gateway or its broker started failing in ways the SDK works around (refused writes during
+   * a NATS stream-leader election, acknowledgements not taken): once, however many failures follow.
+   */
+  degraded: (info: DegradedInfo) => void;
+  /** The gateway has worked again, with no failure for 2 s, after `degraded`. */
+  recovered: (info: RecoveredInfo) => void;
+  /** Something the application must act on (its handler threw, its store failed, a peer misbehaved). */
   error: (err: Error) => void;
 }
 

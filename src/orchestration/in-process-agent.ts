@@ -112,19 +112,20 @@ export class InProcessConnection implements AgentConnection {
     const text = JSON.stringify(envelope);
     const signedHere = this.#keyProven;
     const submitted = this.ctx.relay.submit(agent, text, Buffer.byteLength(text), { signedHere });
-    if (!signedHere)
-      submitted.then(
-        () => {
-          this.#keyProven = true;
-        },
-        () => undefined,
-      );
+    submitted.then(
+      () => {
+        this.#keyProven = true;
+        this.events.succeeded();
+      },
+      () => undefined,
+    );
     return submitted;
   }
 
   acknowledge(message: DeliveredRef): boolean {
     if (!this.#ready) return false;
-    this.ctx.broker.ack(this.agentId, message).catch((err: unknown) => this.events.error(err as Error));
+    // Not taken (a NATS election): the redelivery repairs it, so the agent reads as degraded.
+    this.ctx.broker.ack(this.agentId, message).catch((err: unknown) => this.events.degraded(err as Error));
     return true;
   }
 
@@ -132,7 +133,7 @@ export class InProcessConnection implements AgentConnection {
     if (!this.#ready) return false;
     this.ctx.broker
       .reject(this.agentId, message, reason.slice(0, 1000) || "rejected")
-      .catch((err: unknown) => this.events.error(err as Error));
+      .catch((err: unknown) => this.events.degraded(err as Error));
     return true;
   }
 
@@ -158,6 +159,7 @@ export class InProcessConnection implements AgentConnection {
     for await (const delivery of inbox) {
       if (this.#closed) break;
       const verifiedByRelay = this.#verified.take(delivery.id, delivery.envelope);
+      this.events.succeeded();
       this.events.message({
         type: "new_message",
         id: delivery.id,

@@ -139,6 +139,8 @@ describe("InProcessConnection", () => {
       connected: () => undefined,
       disconnected: () => undefined,
       resubmit: () => undefined,
+      degraded: () => undefined,
+      succeeded: () => undefined,
       error: () => undefined,
     });
     await connection.connect();
