@@ -101,3 +101,22 @@ export class SocketBacklog {
 export function netSocketOf(ws: WebSocket): Socket | undefined {
   return (ws as unknown as { _socket?: Socket })._socket;
 }
+
+const corked = new WeakSet<Socket>();
+
+/**
+ * Frames sent on `ws` in this turn of the event loop (deliveries, answers, Phoenix replies: the
+ * submits or acknowledgements a commit batch settles are answered together) leave in one write (one
+ * syscall) instead of one each. (nextTick would uncork before the inbox's next promise resolves,
+ * batching nothing.)
+ */
+export function corkUntilNextTurn(ws: WebSocket): void {
+  const socket = netSocketOf(ws);
+  if (!socket || corked.has(socket)) return;
+  corked.add(socket);
+  socket.cork();
+  setImmediate(() => {
+    corked.delete(socket);
+    socket.uncork();
+  });
+}

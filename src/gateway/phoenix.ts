@@ -25,9 +25,10 @@ import { ClientFrame, type ServerFrame } from "../wire/api.js";
 import { credentialOf } from "./auth.js";
 import type { Credentials } from "./credentials.js";
 import type { Metrics } from "./metrics.js";
+import { corkUntilNextTurn } from "./outbound-buffers.js";
 import type { ResolvedAgent } from "./registry.js";
 import { CloseCode, type WsHub } from "./ws.js";
-import { invalidWindow, type ReadyFrame, type Session, type SessionWire } from "./ws-session.js";
+import { invalidWindow, isPlainAck, type ReadyFrame, type Session, type SessionWire } from "./ws-session.js";
 
 /** Phoenix's JSON serializer, the one version spoken here. */
 export const PHOENIX_VSN = "2.0.0";
@@ -246,7 +247,8 @@ class PhoenixConnection {
       return;
     }
     const from = payload["from"] ?? this.senders.get(String(payload["id"]));
-    const frame = ClientFrame.safeParse({ ...payload, ...(from ? { from } : {}), type: event });
+    const given = { ...payload, ...(from ? { from } : {}), type: event };
+    const frame = isPlainAck(given) ? { success: true as const, data: given } : ClientFrame.safeParse(given);
     if (!frame.success) {
       const error = new AcpError("InvalidParams", `invalid ${event} payload`, {
         problems: frame.error.issues.map((i) => ({ path: `/${i.path.join("/")}`, message: i.message })),
@@ -319,7 +321,9 @@ class PhoenixConnection {
   }
 
   private send(message: unknown[]): void {
-    if (this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(message));
+    if (this.ws.readyState !== WebSocket.OPEN) return;
+    corkUntilNextTurn(this.ws);
+    this.ws.send(JSON.stringify(message));
   }
 }
 

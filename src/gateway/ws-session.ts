@@ -1,13 +1,13 @@
 import type { Logger } from "pino";
 import { type RawData, WebSocket } from "ws";
-import type { Broker, Delivery, Inbox } from "../broker/index.js";
 import { brokerToAcp } from "../broker/errors.js";
+import type { Broker, Delivery, Inbox } from "../broker/index.js";
 import { AcpError, problemsOf, toErrorObject } from "../protocol/index.js";
 import { ClientFrame, type ServerFrame } from "../wire/api.js";
 import type { ProtocolVersions } from "../wire/versions.js";
 import { DeliveryWindow } from "./delivery-window.js";
 import type { Metrics } from "./metrics.js";
-import { netSocketOf, type SocketBacklog } from "./outbound-buffers.js";
+import { corkUntilNextTurn, type SocketBacklog } from "./outbound-buffers.js";
 import type { PresenceTracker } from "./presence.js";
 import type { ResolvedAgent } from "./registry.js";
 import type { Relay } from "./relay.js";
@@ -59,7 +59,6 @@ export class Session {
   private lastSeen = Date.now();
   private heartbeat: NodeJS.Timeout | undefined;
   private stopped = false;
-  private corked = false;
   private readonly agentId: string;
   private readonly window: DeliveryWindow;
 
@@ -161,29 +160,13 @@ export class Session {
       const next = await deliveries.next();
       if (next.done) return;
       if (this.stopped || this.ws.readyState !== WebSocket.OPEN) break;
-      this.corkUntilNextTurn();
+      corkUntilNextTurn(this.ws);
       this.ws.send(this.wire.delivery(next.value));
       this.window.sent(next.value);
       backlog.sent();
       metrics.count("acp_messages_delivered_total");
     }
     await deliveries.return?.();
-  }
-
-  /**
-   * Frames sent in one turn of the event loop (deliveries and answers: the submits a commit batch
-   * settles are answered together) leave in one write (one syscall) instead of one each.
-   * (nextTick would uncork before the inbox's next promise resolves, batching nothing.)
-   */
-  private corkUntilNextTurn(): void {
-    const socket = netSocketOf(this.ws);
-    if (!socket || this.corked) return;
-    this.corked = true;
-    socket.cork();
-    setImmediate(() => {
-      this.corked = false;
-      socket.uncork();
-    });
   }
 
   private checkAlive(): void {
@@ -306,7 +289,7 @@ export class Session {
 
   private sendText(text: string): void {
     if (this.ws.readyState !== WebSocket.OPEN) return;
-    this.corkUntilNextTurn();
+    corkUntilNextTurn(this.ws);
     this.ws.send(text);
   }
 }
@@ -316,7 +299,8 @@ function deliveryFrame(d: Delivery): string {
   return `{"type":"new_message","id":${JSON.stringify(d.id)},"from":${JSON.stringify(d.from)},"kind":"${d.kind}","method":${JSON.stringify(d.method)},"attempt":${d.attempt},"priority":"${d.priority}","envelope":${d.envelope}}`;
 }
 
-function isPlainAck(raw: unknown): raw is { type: "acknowledge"; id: string; from: string } {
+/** An `acknowledge` of exactly `{type, id, from}`, the most frequent frame, checked without the schema. */
+export function isPlainAck(raw: unknown): raw is { type: "acknowledge"; id: string; from: string } {
   if (typeof raw !== "object" || raw === null) return false;
   const frame = raw as Record<string, unknown>;
   return (
