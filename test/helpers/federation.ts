@@ -84,6 +84,8 @@ export interface FederatedGateway extends TestGateway {
     agentId: string,
     options?: Partial<AcpAgentOptions>,
   ): Promise<{ agent: AcpAgent; registered: TestAgent }>;
+  /** Connects an SDK agent registered earlier (at this gateway, or before it restarted). */
+  connect(registered: TestAgent, options?: Partial<AcpAgentOptions>): Promise<AcpAgent>;
 }
 
 /**
@@ -112,6 +114,20 @@ export async function startFederatedGateway(
     },
   });
   const agents: AcpAgent[] = [];
+  const connect = async (registered: TestAgent, agentOptions: Partial<AcpAgentOptions> = {}) => {
+    const agent = new AcpAgent({
+      gateway: gw.url,
+      identity: registered.identity,
+      apiKey: registered.apiKey,
+      layers: [0, 1, 2],
+      audit: false,
+      state: false,
+      ...agentOptions,
+    });
+    await agent.connect();
+    agents.push(agent);
+    return agent;
+  };
   return {
     ...gw,
     org,
@@ -126,19 +142,9 @@ export async function startFederatedGateway(
     },
     async agent(agentId, agentOptions = {}) {
       const registered = await gw.register(agentId, `principal-${agentId}`);
-      const agent = new AcpAgent({
-        gateway: gw.url,
-        identity: registered.identity,
-        apiKey: registered.apiKey,
-        layers: [0, 1, 2],
-        audit: false,
-        state: false,
-        ...agentOptions,
-      });
-      await agent.connect();
-      agents.push(agent);
-      return { agent, registered };
+      return { agent: await connect(registered, agentOptions), registered };
     },
+    connect,
     async close() {
       await Promise.all(agents.map((a) => a.close().catch(() => undefined)));
       await gw.close();

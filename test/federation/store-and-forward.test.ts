@@ -1,0 +1,104 @@
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { AcpAgent } from "../../src/client/index.js";
+import {
+  type FederatedGateway,
+  type Organization,
+  organization,
+  removeOrganization,
+  startFederatedGateway,
+} from "../helpers/federation.js";
+import { ADMIN_TOKEN, api, type TestAgent } from "../helpers/gateway.js";
+import { describeWithNats, useNatsServer } from "../helpers/nats.js";
+import { until } from "../helpers/until.js";
+
+const cleanups: (() => Promise<unknown> | unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function org(domain: string): Promise<Organization> {
+  const o = await organization(domain);
+  cleanups.push(() => removeOrganization(o));
+  return o;
+}
+
+async function start(o: Organization, trusts: Organization[], natsUrl?: string): Promise<FederatedGateway> {
+  const gw = await startFederatedGateway(o, trusts, natsUrl ? { natsUrl } : {});
+  cleanups.push(() => gw.close());
+  return gw;
+}
+
+/** Notifications beta handles, by body `n`, in arrival order. */
+function collect(agent: AcpAgent): number[] {
+  const got: number[] = [];
+  agent.onNotification((body) => {
+    got.push(body.n as number);
+  });
+  return got;
+}
+
+describe("federation: store and forward", () => {
+  it("queues messages while the peer is down and delivers each exactly once, in order, when it returns", async () => {
+    const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
+    const a = await start(orgA, [orgB]);
+    let b = await start(orgB, [orgA]);
+    await a.admit(orgB);
+    await b.admit(orgA);
+    const { agent: alpha, registered: alphaReg } = await a.agent("alpha");
+    const betaState = { state: { root: join(orgB.dir, "beta-state") } };
+    const { registered: betaReg } = await b.agent("beta", betaState);
+    await alpha.handshake("beta@b.test");
+
+    await b.close();
+    const sent: string[] = [];
+    for (let n = 1; n <= 5; n++) sent.push((await alpha.notify("beta@b.test", { n })).id);
+    const status = (id: string) => api(a.url, `/api/v1/messages/${id}/status`, { apiKey: alphaReg.apiKey });
+    expect((await status(sent[0] as string)).json).toMatchObject({ status: "queued", peer: "b.test" });
+    const link = await until(
+      () => api(a.url, "/api/v1/federation", { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }),
+      (r) => typeof (r.json.peers as { link: { lastError: unknown } }[])[0]?.link.lastError === "string",
+      "a.test saw b.test unreachable",
+    );
+    expect((link.json.peers as { domain: string }[])[0]?.domain).toBe("b.test");
+
+    b = await start(orgB, [orgA]);
+    const beta = await b.connect(betaReg as TestAgent, betaState);
+    const got = collect(beta);
+    for (const id of sent) {
+      await until(
+        () => status(id),
+        (r) => r.json.status === "acknowledged",
+        `${id} acknowledged at b.test`,
+      );
+    }
+    expect(got).toEqual([1, 2, 3, 4, 5]);
+  });
+});
+
+describeWithNats("federation: a pair of gateways on NATS", () => {
+  const nats = useNatsServer();
+
+  it("handshakes and exchanges a request and response, each gateway on its own NATS", async () => {
+    const [natsA, natsB] = await Promise.all([nats(), nats()]);
+    const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
+    const a = await start(orgA, [orgB], natsA.url);
+    const b = await start(orgB, [orgA], natsB.url);
+    await a.admit(orgB);
+    await b.admit(orgA);
+    const { agent: alpha } = await a.agent("alpha");
+    const { agent: beta } = await b.agent("beta");
+    beta.onRequest("agent.request", (body, context) => ({ echo: body, from: context.from }));
+    const notes = collect(beta);
+
+    expect((await alpha.handshake("beta@b.test")).state).toBe("established");
+    expect(await alpha.request("beta@b.test", { n: 1 })).toEqual({ echo: { n: 1 }, from: "alpha@a.test" });
+    await alpha.notify("beta@b.test", { n: 7 }, { encrypt: true });
+    await until(
+      () => notes.length,
+      (n) => n === 1,
+      "beta got the encrypted notification",
+    );
+    expect(notes).toEqual([7]);
+  });
+});
