@@ -16,6 +16,14 @@ import { AgentAudit } from "./audit.js";
 import { type AgentConnection, type ConnectionEvents, GatewayConnection } from "./connection.js";
 import { AgentCore, type Emit, type Handlers } from "./core.js";
 import { SdkError } from "./errors.js";
+import {
+  type BodyOf,
+  type BodySchema,
+  isRequestSchemas,
+  type RequestSchemas,
+  type TypedRequestHandler,
+  validatedHandler,
+} from "./typed-handler.js";
 import { HandshakeStore } from "./handshake-store.js";
 import { GatewayHealth } from "./health.js";
 import { GatewayClient, normaliseGatewayUrl } from "./http.js";
@@ -232,18 +240,34 @@ export class AcpAgent {
     }
   }
 
-  /** Handles requests of one method, or (without a method) every request no specific handler takes. */
+  /**
+   * Handles requests of one method, or (without a method) every request no specific handler takes.
+   * With `{ body: schema }` (zod, or any Standard Schema), the body is validated before the handler
+   * runs and typed by the schema; a body that does not match is answered -32602 with `problems`.
+   */
   onRequest(handler: RequestHandler): this;
   onRequest(method: string, handler: RequestHandler): this;
-  onRequest(methodOrHandler: string | RequestHandler, maybeHandler?: RequestHandler): this {
+  onRequest<S extends BodySchema>(
+    method: string,
+    schemas: RequestSchemas<S>,
+    handler: TypedRequestHandler<BodyOf<S>>,
+  ): this;
+  onRequest(
+    methodOrHandler: string | RequestHandler,
+    handlerOrSchemas?: RequestHandler | RequestSchemas<BodySchema>,
+    typedHandler?: TypedRequestHandler<Record<string, unknown>>,
+  ): this {
     if (typeof methodOrHandler === "function") {
       this.handlers.anyRequest = methodOrHandler;
       return this;
     }
     if (methodOrHandler === "agent.handoff")
       throw invalidOption("method", "use onHandoff() for agent.handoff");
-    if (!maybeHandler) throw invalidOption("handler", "is required");
-    this.handlers.byMethod.set(methodOrHandler, maybeHandler);
+    const handler = isRequestSchemas(handlerOrSchemas)
+      ? typedHandler && validatedHandler(methodOrHandler, handlerOrSchemas, typedHandler)
+      : handlerOrSchemas;
+    if (!handler) throw invalidOption("handler", "is required");
+    this.handlers.byMethod.set(methodOrHandler, handler);
     return this;
   }
 
@@ -420,22 +444,22 @@ export class AcpAgent {
   ): AgentCore {
     const { options } = this;
     const settings = coreSettings(options, identity);
-    return new AgentCore(
+    return new AgentCore({
       identity,
       settings,
-      this.http,
+      http: this.http,
       connection,
-      this.trustLedger,
+      trust: this.trustLedger,
       audit,
-      root === undefined ? undefined : new HandshakeStore(root, identity.agentId),
-      new DeliveryLedger({
+      handshakeStore: root === undefined ? undefined : new HandshakeStore(root, identity.agentId),
+      ledger: new DeliveryLedger({
         retentionMs: settings.replayWindowMs,
         ...(root === undefined ? {} : { persist: { root, agentId: identity.agentId } }),
         ...(options.handledStore ? { store: options.handledStore } : {}),
       }),
-      this.handlers,
-      this.emit,
-      this.health,
-    );
+      handlers: this.handlers,
+      emit: this.emit,
+      health: this.health,
+    });
   }
 }

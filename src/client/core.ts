@@ -59,6 +59,25 @@ export interface CoreSettings {
   handshakeWaitMs: number;
 }
 
+/** What an AgentCore is built from: its identity and settings, and the services it uses. */
+export interface AgentCoreDeps {
+  identity: PrivateIdentity;
+  settings: CoreSettings;
+  /** The gateway's REST API: peers' keys, presence. */
+  http: AgentDirectory;
+  connection: AgentConnection;
+  trust: TrustLedger;
+  /** Omitted when the agent keeps no audit log. */
+  audit: AgentAudit | undefined;
+  /** Where completed handshakes are kept across restarts; omitted with `state: false`. */
+  handshakeStore: HandshakeStore | undefined;
+  ledger: DeliveryLedger;
+  handlers: Handlers;
+  emit: Emit;
+  /** Where failures at the gateway that the SDK works around go, instead of `error`. */
+  health: GatewayHealth;
+}
+
 /**
  * The state of a connected agent, shared by the public AcpAgent (outbound) and the Inbound
  * pipeline: identity and signer, the gateway link, peers' keys, the handshake machine, trust,
@@ -78,20 +97,32 @@ export class AgentCore {
   private readonly handshaking = new Map<string, Promise<PeerHandshake>>();
   private readonly waiters = new Map<string, Set<() => void>>();
 
-  constructor(
-    readonly identity: PrivateIdentity,
-    readonly settings: CoreSettings,
-    readonly http: AgentDirectory,
-    readonly connection: AgentConnection,
-    readonly trust: TrustLedger,
-    readonly audit: AgentAudit | undefined,
-    private readonly store: HandshakeStore | undefined,
-    readonly ledger: DeliveryLedger,
-    readonly handlers: Handlers,
-    readonly emit: Emit,
-    /** Where failures at the gateway that the SDK works around go, instead of `error`. */
-    readonly health: GatewayHealth,
-  ) {
+  readonly identity: PrivateIdentity;
+  readonly settings: CoreSettings;
+  readonly http: AgentDirectory;
+  readonly connection: AgentConnection;
+  readonly trust: TrustLedger;
+  readonly audit: AgentAudit | undefined;
+  private readonly store: HandshakeStore | undefined;
+  readonly ledger: DeliveryLedger;
+  readonly handlers: Handlers;
+  readonly emit: Emit;
+  /** Where failures at the gateway that the SDK works around go, instead of `error`. */
+  readonly health: GatewayHealth;
+
+  constructor(deps: AgentCoreDeps) {
+    const { identity, settings, http } = deps;
+    this.identity = identity;
+    this.settings = settings;
+    this.http = http;
+    this.connection = deps.connection;
+    this.trust = deps.trust;
+    this.audit = deps.audit;
+    this.store = deps.handshakeStore;
+    this.ledger = deps.ledger;
+    this.handlers = deps.handlers;
+    this.emit = deps.emit;
+    this.health = deps.health;
     this.self = { agentId: identity.agentId, principalId: identity.principalId, layers: settings.layers };
     this.signer = createSigner(identity);
     this.peers = new PeerDirectory(http);
@@ -102,11 +133,11 @@ export class AgentCore {
         self: this.self,
         announce: settings.announce,
         capabilities: settings.capabilities,
-        trust,
+        trust: this.trust,
         undeclaredLayers: settings.undeclaredLayers,
       },
       (event) => {
-        if (!this.restoring) emit("handshake", event);
+        if (!this.restoring) this.emit("handshake", event);
       },
     );
   }

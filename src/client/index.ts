@@ -46,4 +46,6 @@ export type {
   PresenceInput,
   RequestHandler,
   RequestOptions,
+  SendOptions,
 } from "./types.js";
+export type { BodyOf, BodySchema, RequestSchemas, TypedRequestHandler } from "./typed-handler.js";

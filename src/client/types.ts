@@ -187,32 +187,33 @@ export interface AgentWarning {
   deprecation: VersionDeprecation;
 }
 
-export interface RequestOptions {
+/** What every send takes: request, notify and handoff options build on it. */
+export interface SendOptions {
+  /**
+   * How long the whole exchange may take (handshake, submission and, for a request or handoff, the
+   * response); default `requestTimeoutMs`.
+   */
   timeoutMs?: number;
+  /** Aborting it cancels the send (-32020 Cancelled). */
   signal?: AbortSignal;
-  /** `agent.request` (default) or an extension method such as `agent.command`. */
-  method?: string;
   /** Encrypt the body end to end to the peer's registered X25519 key. */
   encrypt?: boolean;
   /** The human-readable summary for the audit log (else one is generated from the body). */
   summary?: string;
 }
 
-export interface NotifyOptions {
-  /** `agent.notification` (default) or an extension method. */
+export interface RequestOptions extends SendOptions {
+  /** `agent.request` (default) or an extension method such as `agent.command`. */
   method?: string;
-  encrypt?: boolean;
-  summary?: string;
-  timeoutMs?: number;
-  signal?: AbortSignal;
 }
 
-export interface HandoffOptions {
-  timeoutMs?: number;
-  signal?: AbortSignal;
-  encrypt?: boolean;
-  summary?: string;
+export interface NotifyOptions extends SendOptions {
+  /** `agent.notification` (default) or an extension method. */
+  method?: string;
 }
+
+/** A handoff's method is always `agent.handoff`: the send options alone. */
+export type HandoffOptions = SendOptions;
 
 export interface PresenceInput {
   state?: "online" | "busy" | "away";

@@ -247,7 +247,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
           (sender) => health.auditAppended(sender),
         );
   const limiter = new RateLimiter(options.limits?.ratePerSecond ?? 2000, options.limits?.burst ?? 4000);
-  const relay = new Relay(broker, registry, gate, limiter, metrics, audit, {
+  const relay = new Relay({ broker, registry, gate, limiter, metrics, audit }, {
     maxEnvelopeBytes,
     skewMs: options.skewMs ?? 5 * 60_000,
     transport,

@@ -100,6 +100,17 @@ export interface SubmitOptions {
   arrived?: ArrivedFrom;
 }
 
+/** The gateway services the relay uses. */
+export interface RelayDeps {
+  broker: Broker;
+  registry: Registry;
+  gate: HandshakeGate;
+  limiter: RateLimiter;
+  metrics: Metrics;
+  /** The relay audit log; omitted when the gateway keeps none. */
+  audit: RelayAudit | undefined;
+}
+
 /**
  * The relay pipeline behind POST /api/v1/messages and the WebSocket `submit` frame, in this order:
  * size, rate limit, parse, validate (before any processing), verify the signature against the
@@ -126,15 +137,23 @@ export class Relay {
    */
   summariesPostedToChat = false;
 
+  private readonly broker: Broker;
+  private readonly registry: Registry;
+  private readonly gate: HandshakeGate;
+  private readonly limiter: RateLimiter;
+  private readonly metrics: Metrics;
+  private readonly audit: RelayAudit | undefined;
+
   constructor(
-    private readonly broker: Broker,
-    private readonly registry: Registry,
-    private readonly gate: HandshakeGate,
-    private readonly limiter: RateLimiter,
-    private readonly metrics: Metrics,
-    private readonly audit: RelayAudit | undefined,
+    deps: RelayDeps,
     private readonly options: RelayOptions,
   ) {
+    this.broker = deps.broker;
+    this.registry = deps.registry;
+    this.gate = deps.gate;
+    this.limiter = deps.limiter;
+    this.metrics = deps.metrics;
+    this.audit = deps.audit;
     this.freshness = new ReplayGuard({ skewMs: options.skewMs });
   }
 

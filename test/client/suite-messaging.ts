@@ -1,4 +1,5 @@
-import { expect, it } from "vitest";
+import { expect, expectTypeOf, it } from "vitest";
+import { z } from "zod";
 import { readAudit, verifyAudit } from "../../src/audit/index.js";
 import { GatewayClient, SdkError } from "../../src/client/index.js";
 import { AcpError, ErrorCode } from "../../src/protocol/index.js";
@@ -243,6 +244,42 @@ export function messagingSuite(makeGateway: GatewayFactory): void {
       code: ErrorCode.UnknownKey,
     });
     expect(() => agentFor(t.gw, { ...t.beta, apiKey: "" }, t.dir)).toThrow(/apiKey is required/);
+  });
+
+  it("a typed handler validates the body before it runs: a bad body is refused -32602 with problems", async () => {
+    const alice = await t.connected(t.alpha);
+    const bob = await t.connected(t.beta);
+    const ran: unknown[] = [];
+    const Booking = z.object({ room: z.string(), seats: z.number().int().positive().default(1) });
+    bob.onRequest("agent.book", { body: Booking }, (body) => {
+      expectTypeOf(body).toEqualTypeOf<{ room: string; seats: number }>();
+      ran.push(body);
+      return { booked: `${body.room} x${body.seats}` };
+    });
+    await expect(alice.request("bob-assistant", { room: "Ada" }, { method: "agent.book" })).resolves.toEqual({
+      booked: "Ada x1",
+    });
+    const refused = await alice
+      .request("bob-assistant", { room: 7, seats: -2 }, { method: "agent.book" })
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(AcpError);
+    expect(refused).toMatchObject({
+      code: ErrorCode.InvalidParams,
+      data: {
+        reason: "InvalidParams",
+        problems: [
+          { path: "/params/body/room", message: expect.any(String) },
+          { path: "/params/body/seats", message: expect.any(String) },
+        ],
+      },
+    });
+    expect((refused as AcpError).message).toMatch(/^invalid body for agent\.book: \/params\/body\/room /);
+    expect(ran).toEqual([{ room: "Ada", seats: 1 }]);
+    // Untyped handlers are unchanged: they get the body as sent.
+    bob.onRequest("agent.echo", (body) => body);
+    await expect(alice.request("bob-assistant", { room: 7 }, { method: "agent.echo" })).resolves.toEqual({
+      room: 7,
+    });
   });
 
   it("a call before connect() or a second connect() is a local SdkError, not a wire code", async () => {
