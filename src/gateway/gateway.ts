@@ -247,13 +247,16 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
           (sender) => health.auditAppended(sender),
         );
   const limiter = new RateLimiter(options.limits?.ratePerSecond ?? 2000, options.limits?.burst ?? 4000);
-  const relay = new Relay({ broker, registry, gate, limiter, metrics, audit }, {
-    maxEnvelopeBytes,
-    skewMs: options.skewMs ?? 5 * 60_000,
-    transport,
-    handshakeBytes: quotas.handshakeBytes > 0 ? quotas.handshakeBytes : Number.POSITIVE_INFINITY,
-    storage,
-  });
+  const relay = new Relay(
+    { broker, registry, gate, limiter, metrics, audit },
+    {
+      maxEnvelopeBytes,
+      skewMs: options.skewMs ?? 5 * 60_000,
+      transport,
+      handshakeBytes: quotas.handshakeBytes > 0 ? quotas.handshakeBytes : Number.POSITIVE_INFINITY,
+      storage,
+    },
+  );
   const credentials = new Credentials(
     admin.hash,
     registry,
