@@ -8,22 +8,18 @@ import {
   headersOf,
   isEncryptedBody,
   type JsonRpcId,
-  messageKind,
   type VerifiedEnvelope,
 } from "../protocol/index.js";
 import { type DeliveredFrame, type DeliveredRef, deliveredKey, type NewMessageFrame } from "./connection.js";
 import type { AgentCore } from "./core.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
-import { HandshakeRecovery } from "./handshake-recovery.js";
 import type { HandledRecord } from "./handled-store.js";
+import { HandshakeRecovery } from "./handshake-recovery.js";
+import { HANDSHAKE_METHODS, HandshakeSteps, inboundView, runNotificationHandlers } from "./inbound-steps.js";
 import { ConcurrencyLimiter } from "./limiter.js";
 import { submissionUnsettled } from "./outbox.js";
 import { Responder } from "./responder.js";
-import type { InboundContext, InboundMessage } from "./types.js";
-
-const HANDSHAKE_METHODS = new Set(["agent.announce", "agent.capabilities"]);
-const MAX_ANNOUNCES = 5;
-const ANNOUNCE_WINDOW_MS = 10_000;
+import type { InboundContext } from "./types.js";
 
 type MethodMessage = Extract<AcpMessage, { method: string }>;
 
@@ -37,7 +33,6 @@ export class Inbound {
   private chain: Promise<void> = Promise.resolve();
   private readonly tasks = new Set<Promise<void>>();
   private stopping = false;
-  private readonly announces = new Map<string, number[]>();
   /** Handlers running at once (`flow.concurrency`); the rest wait their turn, in arrival order. */
   private readonly handlerSlots: ConcurrencyLimiter;
   /** Deliveries taken and not settled yet: the gateway hears every third of its ack wait that they are in hand. */
@@ -45,10 +40,15 @@ export class Inbound {
   private keepAlive: NodeJS.Timeout | undefined;
   private readonly responder: Responder;
   private readonly recovery: HandshakeRecovery;
+  private readonly handshakeSteps: HandshakeSteps;
 
   constructor(private readonly core: AgentCore) {
     this.handlerSlots = new ConcurrencyLimiter(core.settings.concurrency);
     this.responder = new Responder(core);
+    this.handshakeSteps = new HandshakeSteps(core, {
+      refuse: (frame, err) => this.refuse(frame, err),
+      complete: (frame) => this.complete(frame),
+    });
     this.recovery = new HandshakeRecovery(core, (peer, failure) => {
       this.chain = this.chain
         .then(() => this.release(peer, failure))
@@ -166,7 +166,7 @@ export class Inbound {
       return;
     }
     if ("method" in message && HANDSHAKE_METHODS.has(message.method)) {
-      await this.handshakeStep(frame, verified, message);
+      await this.handshakeSteps.take(frame, verified, message);
     } else if ("method" in message) {
       await this.substantive(frame, verified, message);
     } else {
@@ -224,54 +224,6 @@ export class Inbound {
     );
   }
 
-  private async handshakeStep(frame: NewMessageFrame, verified: VerifiedEnvelope, message: MethodMessage) {
-    const { core } = this;
-    const peer = verified.headers["agent-id"];
-    await core.record(message, "received", peer);
-    core.emit("message", this.view(verified, message.params.body, false));
-    const wasEstablished = core.handshakes.isEstablished(peer);
-    let replies: MethodMessage[];
-    try {
-      if (message.method === "agent.announce") this.checkAnnounceRate(peer);
-      replies = core.handshakes.receive(verified);
-    } catch (err) {
-      await this.refuse(frame, err);
-      return;
-    }
-    if (message.method === "agent.announce") {
-      await core.record(message, "received", peer, {
-        step: "verify",
-        summary: `Verified ${peer}'s announce signature (key ${verified.kid}).`,
-      });
-    }
-    for (const reply of replies) await core.send(reply, peer);
-    await core.rememberHandshake(peer, message);
-    const record = core.handshakes.get(peer);
-    if (!wasEstablished && record.state === "established") {
-      await core.record(message, "received", peer, { step: "trust", summary: trustSummary(record) });
-    }
-    core.handshakeProgressed(peer);
-    this.complete(frame);
-  }
-
-  /**
-   * Each repeated announce restarts the handshake and is answered with an announce. Two agents
-   * whose handshake records got out of step could answer each other forever; a peer announcing
-   * more than MAX_ANNOUNCES times in ANNOUNCE_WINDOW_MS is refused until it calms down.
-   */
-  private checkAnnounceRate(peer: string): void {
-    const now = Date.now();
-    const recent = (this.announces.get(peer) ?? []).filter((at) => now - at < ANNOUNCE_WINDOW_MS);
-    recent.push(now);
-    this.announces.set(peer, recent);
-    if (recent.length > MAX_ANNOUNCES) {
-      throw new AcpError(
-        "Conflict",
-        `${peer} announced ${recent.length} times within ${ANNOUNCE_WINDOW_MS} ms; ignored`,
-      );
-    }
-  }
-
   private async substantive(frame: NewMessageFrame, verified: VerifiedEnvelope, message: MethodMessage) {
     const { core } = this;
     const peer = verified.headers["agent-id"];
@@ -297,7 +249,7 @@ export class Inbound {
       return;
     }
     await core.record(message, "received", peer);
-    core.emit("message", this.view(verified, body, encrypted));
+    core.emit("message", inboundView(verified, body, encrypted));
     const context: InboundContext = {
       from: peer,
       principalId: verified.headers["principal-id"],
@@ -323,7 +275,7 @@ export class Inbound {
         this.complete(frame);
         core.trust.observe(peer, "clean-exchange");
       };
-      const running = this.notify(body, context, 0);
+      const running = runNotificationHandlers(core, body, context);
       if (running) return running.then(handled);
       // Synchronous handlers are followed by the handled record in the same turn: nothing else runs
       // between the handler's effect and the record's write (see DeliveryLedger).
@@ -393,38 +345,6 @@ export class Inbound {
     else this.core.health.failed(err);
   }
 
-  /**
-   * Runs the notification handlers from `from` on, one after another: a promise if one of them
-   * returned one, nothing when all ran synchronously. A handler that throws is reported and the
-   * next one still runs.
-   */
-  private notify(
-    body: Record<string, unknown>,
-    context: InboundContext,
-    from: number,
-  ): Promise<void> | undefined {
-    const handlers = this.core.handlers.notifications;
-    for (let i = from; i < handlers.length; i++) {
-      let result: unknown;
-      try {
-        result = handlers[i]!(body, context);
-      } catch (err) {
-        this.core.emit("error", err as Error);
-        continue;
-      }
-      if (isThenable(result)) {
-        return Promise.resolve(result).then(
-          () => this.notify(body, context, i + 1),
-          (err: unknown) => {
-            this.core.emit("error", err as Error);
-            return this.notify(body, context, i + 1);
-          },
-        );
-      }
-    }
-    return undefined;
-  }
-
   private async response(frame: NewMessageFrame, verified: VerifiedEnvelope): Promise<void> {
     const { core } = this;
     const message = verified.message as Extract<AcpMessage, { id: unknown }>;
@@ -448,7 +368,7 @@ export class Inbound {
       }
     }
     await core.record(message, "received", peer);
-    core.emit("message", this.view(verified, body, encrypted));
+    core.emit("message", inboundView(verified, body, encrypted));
     if (awaited && outcome && message.id !== null) core.pending.settle(message.id, outcome);
     this.complete(frame);
   }
@@ -480,31 +400,6 @@ export class Inbound {
     this.inHand.delete(key);
     this.core.ledger.abandon(key);
   }
-
-  private view(
-    verified: VerifiedEnvelope,
-    body: Record<string, unknown> | undefined,
-    encrypted: boolean,
-  ): InboundMessage {
-    const { message, headers } = verified;
-    return {
-      kind: messageKind(message),
-      method: "method" in message ? message.method : "agent.response",
-      from: headers["agent-id"],
-      principalId: headers["principal-id"],
-      messageId: headers["message-id"],
-      id: "id" in message ? (message.id as JsonRpcId | null) : undefined,
-      headers,
-      body,
-      error: "error" in message ? message.error : undefined,
-      encrypted,
-      envelope: message,
-    };
-  }
-}
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return typeof (value as { then?: unknown } | null)?.then === "function";
 }
 
 /** A failed registry lookup (unreachable, or any HTTP answer) says nothing about the message itself. */
@@ -512,12 +407,6 @@ function notTheMessagesFault(err: unknown): boolean {
   return (
     err instanceof GatewayUnreachableError || (err instanceof AcpError && err.data.httpStatus !== undefined)
   );
-}
-
-function trustSummary(record: PeerHandshake): string {
-  const trust = record.trust;
-  const level = trust ? `${trust.level} (score ${trust.score})` : "unknown";
-  return `Handshake with ${record.peer} complete; initial trust ${level}; common layers [${(record.commonLayers ?? []).join(", ")}].`;
 }
 
 /**
