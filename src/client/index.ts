@@ -31,6 +31,7 @@ export {
 } from "./mcp-agent.js";
 export type { ResubmitInfo, SubmitRetryOptions } from "./outbox.js";
 export { PrincipalAdminClient } from "./principals.js";
+export { FederationAdminClient } from "./federation-admin.js";
 export { type GatewayRequest, requestGatewayJson } from "./request.js";
 export type {
   AcpAgentOptions,

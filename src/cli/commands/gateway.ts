@@ -3,6 +3,7 @@ import type { NatsConnectionOptions } from "../../broker/index.js";
 import { readFileSync } from "node:fs";
 import { checkOrigin, checkPublicUrl } from "../../gateway/address.js";
 import { AddressRanges } from "../../http/addresses.js";
+import { FederationDomain } from "../../protocol/address.js";
 import { CliError, printLine } from "../io.js";
 
 export interface GatewayCliOptions {
@@ -35,6 +36,14 @@ export interface GatewayCliOptions {
   audit: boolean;
   summaryWebhook: string[];
   a2aWellKnown?: string;
+  federationDomain?: string;
+  federationHost?: string;
+  federationPort?: string;
+  federationTlsCert?: string;
+  federationTlsKey?: string;
+  federationCa: string[];
+  federationOpen?: boolean;
+  federationPublicUrl?: string;
 }
 
 const collect = (value: string, previous: string[]) => [...previous, value];
@@ -138,6 +147,45 @@ function allowedOriginsFrom(values: string[]): string[] {
   }
 }
 
+/** The federation options (docs/federation.md) when `--federation-domain` is given; TLS is required. */
+function federationFrom(options: GatewayCliOptions): { federation?: FederationCliOptions } {
+  if (options.federationDomain === undefined) return {};
+  if (!FederationDomain.safeParse(options.federationDomain).success) {
+    throw new CliError(
+      `--federation-domain: ${JSON.stringify(options.federationDomain)} is not a lowercase DNS name such as b.example`,
+    );
+  }
+  const cert = options.federationTlsCert ?? options.tlsCert;
+  const key = options.federationTlsKey ?? options.tlsKey;
+  if (!cert || !key) {
+    throw new CliError(
+      "federation requires TLS: give --federation-tls-cert and --federation-tls-key (or --tls-cert and --tls-key)",
+    );
+  }
+  return {
+    federation: {
+      domain: options.federationDomain,
+      listen: {
+        host: options.federationHost ?? "127.0.0.1",
+        port: positiveInt(options.federationPort, "--federation-port") ?? 8448,
+      },
+      tls: { cert, key },
+      ...(options.federationCa.length > 0 && { ca: options.federationCa }),
+      ...(options.federationOpen && { open: true }),
+      ...(options.federationPublicUrl && { publicUrl: options.federationPublicUrl }),
+    },
+  };
+}
+
+interface FederationCliOptions {
+  domain: string;
+  listen: { host: string; port: number };
+  tls: { cert: string; key: string };
+  ca?: string[];
+  open?: true;
+  publicUrl?: string;
+}
+
 export function registerGateway(program: Command): void {
   program
     .command("gateway")
@@ -212,6 +260,23 @@ export function registerGateway(program: Command): void {
       "--a2a-well-known <agent-id>",
       "also serve this A2A-published agent's card at /.well-known/agent-card.json, where A2A clients given only the gateway's address look",
     )
+    .option(
+      "--federation-domain <domain>",
+      "federate with other organizations' gateways under this domain (off without it; docs/federation.md)",
+    )
+    .option("--federation-host <host>", "address the federation listener binds", "127.0.0.1")
+    .option("--federation-port <port>", "port of the federation listener", "8448")
+    .option("--federation-tls-cert <file>", "the federation listener's TLS certificate (default --tls-cert)")
+    .option("--federation-tls-key <file>", "its TLS private key (default --tls-key)")
+    .option("--federation-ca <file>", "trust this CA for peers' certificates too (repeatable)", collect, [])
+    .option(
+      "--federation-open",
+      "admit any domain whose /.well-known/acp verifies (default: peers an admin added)",
+    )
+    .option(
+      "--federation-public-url <url>",
+      "the federation listener's URL as peers reach it (behind a proxy)",
+    )
     .option("--no-audit", "do not keep the relay audit log")
     .option(
       "--summary-webhook <url>",
@@ -267,10 +332,14 @@ export function registerGateway(program: Command): void {
         audit: options.audit,
         summaryWebhooks: options.summaryWebhook,
         ...(options.a2aWellKnown !== undefined && { a2aWellKnownAgent: options.a2aWellKnown }),
+        ...federationFrom(options),
       }).catch((err: Error) => {
         throw new CliError(err.message);
       });
       printLine(`ACP gateway on ${gateway.url} (${gateway.broker.kind} broker, data in ${options.data})`);
+      if (options.federationDomain) {
+        printLine(`federating as ${options.federationDomain} (peers: acp federation add DOMAIN --url URL)`);
+      }
       printLine(
         `dashboard: ${gateway.url}/ (sign in with a principal token from \`acp principal add\`, or the admin token)`,
       );

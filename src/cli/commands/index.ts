@@ -25,6 +25,7 @@ const GROUPS: readonly { commands: readonly string[]; load: () => Promise<Regist
   { commands: ["command"], load: async () => (await import("./command.js")).registerCommand },
   { commands: ["approvals"], load: async () => (await import("./approvals.js")).registerApprovals },
   { commands: ["principal"], load: async () => (await import("./principal.js")).registerPrincipal },
+  { commands: ["federation"], load: async () => (await import("./federation.js")).registerFederation },
   { commands: ["negotiate"], load: async () => (await import("./negotiate.js")).registerNegotiate },
   { commands: ["agreement"], load: async () => (await import("./agreement.js")).registerAgreement },
   { commands: ["handoff"], load: async () => (await import("./handoff.js")).registerHandoff },

@@ -1,0 +1,57 @@
+import type { AddPeerRequest, FederationStatusView, PeerView } from "../wire/federation.js";
+import { FEDERATION_API } from "../wire/federation.js";
+import { normaliseGatewayUrl } from "./http.js";
+import { requestGatewayJson } from "./request.js";
+
+/**
+ * A federating gateway's peers over HTTP, with its admin token (docs/federation.md, "Operating
+ * it"). Non-2xx answers become the AcpError the gateway sent.
+ */
+export class FederationAdminClient {
+  private readonly baseUrl: string;
+
+  constructor(private readonly options: { gateway: string; adminToken: string }) {
+    this.baseUrl = normaliseGatewayUrl(options.gateway);
+  }
+
+  /** This gateway's domain, endpoint, policy and keys, and every peer with its link's health. */
+  status(): Promise<FederationStatusView> {
+    return this.call("GET", "") as Promise<FederationStatusView>;
+  }
+
+  async list(): Promise<PeerView[]> {
+    return ((await this.call("GET", "/peers")) as { peers: PeerView[] }).peers;
+  }
+
+  /** Admits a peer; its keys are those given, or those its `/.well-known/acp` shows now. */
+  add(peer: AddPeerRequest): Promise<PeerView & { warning?: string }> {
+    return this.call("POST", "/peers", peer) as Promise<PeerView & { warning?: string }>;
+  }
+
+  remove(domain: string): Promise<{ domain: string; removed: true }> {
+    return this.call("DELETE", `/peers/${encodeURIComponent(domain)}`) as Promise<{
+      domain: string;
+      removed: true;
+    }>;
+  }
+
+  block(domain: string): Promise<PeerView> {
+    return this.call("POST", `/peers/${encodeURIComponent(domain)}/block`) as Promise<PeerView>;
+  }
+
+  unblock(domain: string): Promise<PeerView> {
+    return this.call("POST", `/peers/${encodeURIComponent(domain)}/unblock`) as Promise<PeerView>;
+  }
+
+  /** Pins the keys the peer's `/.well-known/acp` now shows, in place of those pinned. */
+  acceptKey(domain: string): Promise<PeerView> {
+    return this.call("POST", `/peers/${encodeURIComponent(domain)}/accept-key`) as Promise<PeerView>;
+  }
+
+  private call(method: string, path: string, body?: unknown): Promise<unknown> {
+    return requestGatewayJson(this.baseUrl, method, `${FEDERATION_API}${path}`, {
+      headers: { authorization: `Bearer ${this.options.adminToken}` },
+      ...(body !== undefined ? { body } : {}),
+    });
+  }
+}
