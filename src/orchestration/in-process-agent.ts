@@ -72,6 +72,8 @@ export class InProcessConnection implements AgentConnection {
   #agent: ResolvedAgent | undefined;
   #inbox: Inbox | undefined;
   #pump: Promise<void> | undefined;
+  /** Keeps its presence fresh, as a socket's heartbeats do: online for as long as it is connected. */
+  #heartbeat: NodeJS.Timeout | undefined;
   /** A submission of this agent passed the relay's full signature check. */
   #keyProven = false;
   readonly #verified: VerifiedByRelay;
@@ -95,7 +97,13 @@ export class InProcessConnection implements AgentConnection {
       throw new AcpError("Unauthorized", `agent ${this.agentId} is not registered (or revoked)`);
     this.#verified.watch(this.agentId);
     this.#inbox = await this.ctx.broker.openInbox(this.agentId, { maxInFlight: MAX_IN_FLIGHT });
-    await this.ctx.presence.connected(this.agentId).catch(() => undefined);
+    const { presence } = this.ctx;
+    await presence.connected(this.agentId).catch(() => undefined);
+    this.#heartbeat = setInterval(
+      () => void presence.heartbeat(this.agentId).catch(() => undefined),
+      presence.staleAfterMs / 3,
+    );
+    this.#heartbeat.unref();
     this.#ready = true;
     this.events.connected({
       gateway: this.ctx.gatewayId,
@@ -147,6 +155,7 @@ export class InProcessConnection implements AgentConnection {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    clearInterval(this.#heartbeat);
     const wasReady = this.#ready;
     this.#ready = false;
     if (this.#agent) this.#verified.unwatch(this.agentId);

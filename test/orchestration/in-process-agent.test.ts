@@ -59,6 +59,18 @@ describe("InProcessConnection", () => {
     return signMessage(buildRequest(sender, to, { text: "pay me" }), impostor);
   }
 
+  it("reads as online for as long as it is connected, like an agent whose socket sends heartbeats", async () => {
+    await gw.close();
+    gw = await startTestGateway({ heartbeatMs: 300 });
+    const { agent } = await inProcessAgent(await gw.register("bridge"));
+    const { presence } = gw.gateway.context;
+    // Past the staleness limit of one heartbeat-less connect, it is still online.
+    await new Promise((resolve) => setTimeout(resolve, presence.staleAfterMs * 2));
+    expect((await presence.get("bridge")).state).toBe("online");
+    await agent.close();
+    expect((await presence.get("bridge")).state).toBe("offline");
+  });
+
   it("hands over what this gateway's relay verified without verifying it again; the exchange works", async () => {
     // The A2A case: an in-process bridge agent asks an agent connected over the WebSocket.
     const targetTest = await gw.register("target");
