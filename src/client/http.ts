@@ -1,4 +1,4 @@
-import type { MessageRecord } from "../broker/index.js";
+import type { z } from "zod";
 import { AcpError } from "../protocol/index.js";
 import {
   AgentView,
@@ -9,6 +9,13 @@ import {
   RegisterAgentResponse,
   SubmitResponse,
 } from "../wire/api.js";
+import {
+  type MessageListItem,
+  MessagePage as MessagePageSchema,
+  MessageStatusView,
+  MessageWithEnvelope,
+  type WithDeprecatedNames,
+} from "../wire/messages.js";
 import { requestGatewayJson } from "./request.js";
 
 export interface GatewayClientOptions {
@@ -20,22 +27,6 @@ export interface GatewayClientOptions {
   adminToken?: string;
 }
 
-/** GET /api/v1/messages/:id/status: delivery status with timestamps (the ACP messaging platform). */
-export interface MessageStatusView {
-  id: string;
-  from: string;
-  to: string;
-  status: SubmitResponse["status"];
-  queued_at: string;
-  delivered_at?: string;
-  acknowledged_at?: string;
-  failed_at?: string;
-  expired_at?: string;
-  retry_count: number;
-  last_error?: string;
-  dead_letter?: { reason: string; detail: string; at: string };
-}
-
 export interface ListMessagesQuery {
   fromAgentId?: string;
   toAgentId?: string;
@@ -45,12 +36,23 @@ export interface ListMessagesQuery {
   limit?: number;
 }
 
-/** One row of GET /api/v1/messages: routing metadata and status, never the body. */
-export type MessageListItem = MessageRecord;
+/**
+ * A page of GET /api/v1/messages, its items in the snake_case the API documents; each also carries
+ * the deprecated camelCase names (`queuedAt`, `retryCount`, `nextCursor`, …) while the gateway sends them.
+ */
+export type MessagePage = WithDeprecatedNames<{
+  items: WithDeprecatedNames<MessageListItem>[];
+  next_cursor: string | null;
+}>;
 
-export interface MessagePage {
-  items: MessageListItem[];
-  nextCursor: string | null;
+/** Validates an answer against its schema and returns it whole (the deprecated names included). */
+function checked<T>(schema: z.ZodType): { parse(value: unknown): T } {
+  return {
+    parse: (value) => {
+      schema.parse(value);
+      return value as T;
+    },
+  };
 }
 
 type Auth = "agent" | "admin" | "admin-or-agent";
@@ -121,23 +123,26 @@ export class GatewayClient {
       if (value !== undefined) params.set(name, String(value));
     }
     const search = params.size > 0 ? `?${params}` : "";
-    return this.call("GET", `/messages${search}`, { auth: "agent" });
+    return this.call("GET", `/messages${search}`, {
+      auth: "agent",
+      schema: checked<MessagePage>(MessagePageSchema),
+    });
   }
 
   /**
    * The message record with its `envelope` (participants only). Message ids are per sender: `from`
    * names the sender of a message this agent received; without it, the id is one of its own.
    */
-  getMessage(
-    id: string,
-    from?: string,
-  ): Promise<MessageListItem & { envelope: Record<string, unknown> | null }> {
-    return this.call("GET", messagePath(id, "", from), { auth: "agent" });
+  getMessage(id: string, from?: string): Promise<WithDeprecatedNames<MessageWithEnvelope>> {
+    return this.call("GET", messagePath(id, "", from), {
+      auth: "agent",
+      schema: checked<WithDeprecatedNames<MessageWithEnvelope>>(MessageWithEnvelope),
+    });
   }
 
   /** The delivery status; `from` as for `getMessage`. */
   messageStatus(id: string, from?: string): Promise<MessageStatusView> {
-    return this.call("GET", messagePath(id, "/status", from), { auth: "agent" });
+    return this.call("GET", messagePath(id, "/status", from), { auth: "agent", schema: MessageStatusView });
   }
 
   /** Acknowledges a message this agent received from `from`. */

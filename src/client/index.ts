@@ -18,9 +18,7 @@ export {
   GatewayClient,
   type GatewayClientOptions,
   type ListMessagesQuery,
-  type MessageListItem,
   type MessagePage,
-  type MessageStatusView,
   normaliseGatewayUrl,
 } from "./http.js";
 export {
@@ -50,3 +48,9 @@ export type {
   SendOptions,
 } from "./types.js";
 export type { BodyOf, BodySchema, RequestSchemas, TypedRequestHandler } from "./typed-handler.js";
+export type {
+  MessageListItem,
+  MessageStatusView,
+  MessageWithEnvelope,
+  WithDeprecatedNames,
+} from "../wire/messages.js";

@@ -107,7 +107,7 @@ export function deliverySuite(makeGateway: GatewayFactory): void {
         });
         for (const item of page.items) {
           if (seen.get(item.id) !== "failed") seen.set(item.id, item.status);
-          expect(item.retryCount, `${item.id} was redelivered`).toBe(0);
+          expect(item.retry_count, `${item.id} was redelivered`).toBe(0);
         }
         return ids.every((id) => seen.get(id) === "acknowledged");
       },

@@ -17,6 +17,7 @@ import {
   signMessage,
 } from "../../src/protocol/index.js";
 import { api, FrameClient, type TestAgent, type TestGateway } from "../helpers/gateway.js";
+import { MessageListItem, MessagePage, MessageStatusView } from "../../src/wire/messages.js";
 
 export type GatewayFactory = (options?: Record<string, unknown>) => Promise<TestGateway>;
 
@@ -124,6 +125,46 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
       )
       .toBe("acknowledged");
     await ws.close();
+  });
+
+  it("answers one casing for a message record, list, read and status alike; the old camelCase names too, deprecated", async () => {
+    await handshake(gw, alpha, beta);
+    const request = buildRequest(alpha.sender, "agent-beta", { action: "x" });
+    const id = request.params.headers["message-id"];
+    expect((await submit(gw, alpha, request)).status).toBe(202);
+    const status = (await api(gw.url, `/api/v1/messages/${id}/status`, { apiKey: alpha.apiKey })).json;
+    const page = (await api(gw.url, "/api/v1/messages?type=request", { apiKey: alpha.apiKey })).json;
+    const item = (page.items as { id: string }[]).find((i) => i.id === id);
+    const read = (await api(gw.url, `/api/v1/messages/${id}`, { apiKey: alpha.apiKey })).json;
+    for (const record of [status, item, read]) {
+      expect(record).toMatchObject({
+        id,
+        from: "agent-alpha",
+        to: "agent-beta",
+        status: "queued",
+        queued_at: status.queued_at,
+        retry_count: 0,
+      });
+    }
+    expect(MessageStatusView.parse(status)).toEqual(status);
+    expect(MessagePage.parse(page).items).toContainEqual(MessageListItem.parse(item));
+    expect(read).toMatchObject({
+      kind: "request",
+      method: "agent.request",
+      submitted_at: expect.any(String),
+    });
+    expect(read.envelope).toEqual(signMessage(request, alpha.signer));
+    expect(page).toHaveProperty("next_cursor", null);
+    // The names these answers had before, kept for one deprecation period.
+    for (const record of [item, read]) {
+      expect(record).toMatchObject({
+        queuedAt: status.queued_at,
+        retryCount: 0,
+        submittedAt: read.submitted_at,
+      });
+    }
+    expect(page).toHaveProperty("nextCursor", null);
+    expect(status).not.toHaveProperty("queuedAt");
   });
 
   it("refuses substantive messages before the handshake, and after a key or layer change", async () => {

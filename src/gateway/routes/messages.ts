@@ -1,6 +1,12 @@
 import type { ListQuery, MessageRecord, MessageRef } from "../../broker/index.js";
 import { AcpError, AgentId, type Priority } from "../../protocol/index.js";
 import { PriorityInput } from "../../wire/api.js";
+import {
+  type MessageListItem,
+  type MessageStatusView,
+  type WithDeprecatedNames,
+  withDeprecatedNames,
+} from "../../wire/messages.js";
 import { platformMessageOf, sendPlatformMessage } from "../platform-message.js";
 import { announceDeprecation, authenticateAgent, type GatewayContext } from "../context.js";
 import { type Router, readBody, sendJson } from "../../http/server.js";
@@ -13,7 +19,7 @@ const STATUSES = new Set(["queued", "delivered", "acknowledged", "failed", "expi
  * The status of a message to an agent of another domain: the remote recipient's progress
  * (federation) over the record of its wait in the peer's outbound queue here.
  */
-function remoteStatusView(r: MessageRecord, p: RemoteProgress): Record<string, unknown> {
+function remoteStatusView(r: MessageRecord, p: RemoteProgress): MessageStatusView {
   return {
     ...statusView(r),
     to: p.to,
@@ -30,13 +36,13 @@ function remoteStatusView(r: MessageRecord, p: RemoteProgress): Record<string, u
 }
 
 /** A message's status as its sender or recipient reads it, a remote recipient's progress included. */
-async function currentStatusView(ctx: GatewayContext, r: MessageRecord): Promise<Record<string, unknown>> {
+async function currentStatusView(ctx: GatewayContext, r: MessageRecord): Promise<MessageStatusView> {
   const progress = await ctx.registry.remote?.progress(r);
   return progress ? remoteStatusView(r, progress) : statusView(r);
 }
 
 /** The ACP messaging platform's status shape (snake_case), with every timestamp the record has. */
-export function statusView(r: MessageRecord): Record<string, unknown> {
+export function statusView(r: MessageRecord): Omit<MessageListItem, "kind" | "method" | "submitted_at"> {
   return {
     id: r.id,
     from: r.from,
@@ -51,6 +57,16 @@ export function statusView(r: MessageRecord): Record<string, unknown> {
     ...(r.lastError ? { last_error: r.lastError } : {}),
     ...(r.deadLetter ? { dead_letter: r.deadLetter } : {}),
   };
+}
+
+/** A row of GET /messages: the status and the routing metadata, with the names deprecated in it. */
+function listItemView(r: MessageRecord): WithDeprecatedNames<MessageListItem> {
+  return withDeprecatedNames({
+    ...statusView(r),
+    kind: r.kind,
+    method: r.method,
+    submitted_at: r.submittedAt,
+  });
 }
 
 /** `?priority=` of a submitted envelope: how it ranks in the recipient's queue. */
@@ -115,7 +131,12 @@ export function messageRoutes(router: Router, ctx: GatewayContext): void {
     if (status) query.status = status as ListQuery["status"] & string;
     if (cursor) query.cursor = cursor;
     if (limit) query.limit = Math.min(500, Math.max(1, Number(limit)));
-    sendJson(res, 200, await ctx.broker.list(query));
+    const page = await ctx.broker.list(query);
+    sendJson(
+      res,
+      200,
+      withDeprecatedNames({ items: page.items.map(listItemView), next_cursor: page.nextCursor }),
+    );
   });
 
   /**
@@ -153,7 +174,10 @@ export function messageRoutes(router: Router, ctx: GatewayContext): void {
     announceDeprecation(ctx, res, { kind: "agent", agent });
     const me = agent.record.agentId;
     const { envelope, ...record } = await participantRecord(me, refOf(me, id as string, url));
-    sendJson(res, 200, { ...record, envelope: envelope === null ? null : JSON.parse(envelope) });
+    sendJson(res, 200, {
+      ...listItemView(record),
+      envelope: envelope === null ? null : JSON.parse(envelope),
+    });
   });
 
   router.add("GET", "/api/v1/messages/:id/status", async (req, res, { id }, url) => {
