@@ -6,8 +6,10 @@ import {
   type Organization,
   organization,
   removeOrganization,
+  signedPeerRequest,
   startFederatedGateway,
 } from "../helpers/federation.js";
+import { buildNotification, signMessage } from "../../src/protocol/index.js";
 import { ADMIN_TOKEN, api, type TestAgent } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
@@ -100,5 +102,57 @@ describeWithNats("federation: a pair of gateways on NATS", () => {
       "beta got the encrypted notification",
     );
     expect(notes).toEqual([7]);
+  });
+});
+
+describe("federation: identity lifecycle across the link", () => {
+  it("a revocation at a.test reaches b.test, which refuses the revoked agent from then on", async () => {
+    const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
+    const a = await start(orgA, [orgB]);
+    const b = await start(orgB, [orgA]);
+    await a.admit(orgB);
+    await b.admit(orgA);
+    const { agent: alpha, registered: alphaReg } = await a.agent("alpha");
+    const { agent: beta, registered: betaReg } = await b.agent("beta");
+    const got = collect(beta);
+    await alpha.handshake("beta@b.test");
+    await alpha.notify("beta@b.test", { n: 1 });
+    await until(
+      () => got.length,
+      (n) => n === 1,
+      "beta got alpha's notification",
+    );
+
+    const admin = { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } };
+    expect((await api(a.url, "/api/v1/agents/alpha/revoke", { ...admin, body: {} })).status).toBe(200);
+    // b.test hears of it (a notice, then its own lookup of alpha's signed record) and shows it.
+    await until(
+      () => api(b.url, "/api/v1/agents/alpha%40a.test", { apiKey: betaReg.apiKey }),
+      (r) => typeof r.json.revokedAt === "string",
+      "b.test shows alpha revoked",
+    );
+    // A message alpha signed, carried by a.test's key (a replay, or a.test's operator), is refused.
+    const envelope = JSON.stringify(
+      signMessage(
+        buildNotification(
+          { agentId: "alpha@a.test", principalId: "principal-alpha@a.test", layers: [0, 1, 2] },
+          "beta@b.test",
+          { n: 2 },
+        ),
+        alphaReg.signer,
+      ),
+    );
+    const answer = await signedPeerRequest(
+      orgB,
+      orgA,
+      "POST",
+      "/transfers",
+      JSON.stringify({ messages: [envelope] }),
+    );
+    expect(answer.status).toBe(200);
+    const [result] = answer.json.results as { outcome: string; error: { code: number; message: string } }[];
+    expect(result?.outcome).toBe("refused");
+    expect(result?.error.message).toContain("revoked");
+    expect(got).toEqual([1]);
   });
 });

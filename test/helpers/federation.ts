@@ -5,10 +5,14 @@
  * never the system store). openssl makes the certificates (missing openssl fails the test).
  */
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AcpAgent, type AcpAgentOptions } from "../../src/client/index.js";
+import { GatewaySigner } from "../../src/extensions/federation/gateway-key.js";
+import { requestSignatureInput } from "../../src/extensions/federation/peer-client.js";
+import { FEDERATION_PREFIX, PeerHeader } from "../../src/wire/federation.js";
+import { rawRequest } from "../security/helpers.js";
 import type { DefaultGatewayOptions } from "../../src/server.js";
 import { ADMIN_TOKEN, api, startTestGateway, type TestAgent, type TestGateway } from "./gateway.js";
 import { freePort } from "./ports.js";
@@ -154,4 +158,33 @@ export async function startFederatedGateway(
 
 export function removeOrganization(org: Organization): void {
   rmSync(org.dir, { recursive: true, force: true });
+}
+
+/**
+ * A request to `target`'s federation listener signed as `origin` with that gateway's key (read from
+ * its data directory, as its operator could): what a peer gateway sends, for tests that replay one.
+ */
+export async function signedPeerRequest(
+  target: Organization,
+  origin: Organization,
+  method: "GET" | "POST",
+  path: string,
+  body?: string,
+): Promise<{ status: number; json: Record<string, unknown> }> {
+  const signer = await GatewaySigner.open(join(origin.dir, "data"), origin.domain);
+  const fullPath = `${FEDERATION_PREFIX}${path}`;
+  const date = new Date().toISOString();
+  const input = requestSignatureInput(method, fullPath, origin.domain, target.domain, date, body ?? "");
+  const answer = await rawRequest(`${target.url}${fullPath}`, {
+    method,
+    ...(body !== undefined && { body }),
+    ca: readFileSync(target.ca),
+    headers: {
+      [PeerHeader.Origin]: origin.domain,
+      [PeerHeader.Destination]: target.domain,
+      [PeerHeader.Date]: date,
+      [PeerHeader.Signature]: signer.signatureOf(input),
+    },
+  });
+  return { status: answer.status, json: JSON.parse(answer.text) as Record<string, unknown> };
 }
