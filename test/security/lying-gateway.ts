@@ -4,6 +4,8 @@
  * is real except what `lie` changes. `lie` sees each `new_message` frame the real gateway sends
  * and says which agent's socket gets what instead (another agent's delivery, another id). Frames
  * the agents send back are recorded, so a test sees how an agent settled what it was handed.
+ * `silence` makes the open sockets go quiet (no frame, no pong) while staying open: a gateway
+ * that hangs rather than dies.
  */
 import { createServer, request as httpRequest, type IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
@@ -22,6 +24,8 @@ export interface LyingGateway {
   readonly url: string;
   /** From now on, each delivery goes through `lie`. */
   lie(lie: Lie | undefined): void;
+  /** From now on the sockets open now hear nothing (no frames, no pongs); new ones are served. */
+  silence(): void;
   /** The frames agent `agentId` sent its gateway (acknowledge, reject, submit…), in order. */
   sentBy(agentId: string): Record<string, unknown>[];
   close(): Promise<void>;
@@ -32,6 +36,7 @@ export async function startLyingGateway(upstream: string): Promise<LyingGateway>
   const sockets = new Map<string, WebSocket>();
   const sent = new Map<string, Record<string, unknown>[]>();
   let current: Lie | undefined;
+  const silenced = new WeakSet<WebSocket>();
 
   const server = createServer((req, res) => {
     const forwarded = httpRequest(
@@ -44,7 +49,7 @@ export async function startLyingGateway(upstream: string): Promise<LyingGateway>
     forwarded.on("error", () => res.destroy());
     req.pipe(forwarded);
   });
-  const wss = new WebSocketServer({ noServer: true });
+  const wss = new WebSocketServer({ noServer: true, autoPong: false });
   server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     wss.handleUpgrade(req, socket, head, (agentSide) => relay(agentSide, req));
   });
@@ -64,7 +69,11 @@ export async function startLyingGateway(upstream: string): Promise<LyingGateway>
       if (gatewaySide.readyState === WebSocket.OPEN) gatewaySide.send(data.toString());
       else early.push(data);
     });
+    agentSide.on("ping", (data) => {
+      if (!silenced.has(agentSide)) agentSide.pong(data);
+    });
     gatewaySide.on("message", (data) => {
+      if (silenced.has(agentSide)) return;
       const frame = JSON.parse(data.toString()) as ServerFrame;
       if (frame.type === "ready") {
         agentId = frame.agentId;
@@ -98,6 +107,9 @@ export async function startLyingGateway(upstream: string): Promise<LyingGateway>
     url: `http://127.0.0.1:${address.port}`,
     lie(lie) {
       current = lie;
+    },
+    silence() {
+      for (const ws of wss.clients) silenced.add(ws);
     },
     sentBy: (agentId) => [...(sent.get(agentId) ?? [])],
     close: async () => {
