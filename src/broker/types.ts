@@ -48,6 +48,24 @@ export interface SubmitInput {
    * signed envelope: the sender's authenticated submission sets it.
    */
   priority?: Priority;
+  /**
+   * Where an answer to this message goes: a route (see `route`) of the sender's, kept with the
+   * message so that a later submit `inReplyTo` it is routed there.
+   */
+  replyTo?: string;
+  /**
+   * The id of the message this one answers (a response's JSON-RPC id), or reports on (a
+   * notification about a request): if that message went from `to` to `from` with a `replyTo`, this
+   * one is routed there.
+   */
+  inReplyTo?: string;
+  /**
+   * Deliver through this route: `<instanceId>/<name>`, handed to the `receiveRouted` handler of
+   * `to` on broker instance `instanceId` (the gateway holding that route's socket), ahead of the
+   * agent's queue and outside any window. With no such handler, or if the delivery is given back or
+   * its ack wait ends, the message is delivered like any other.
+   */
+  route?: string;
 }
 
 export interface SubmitResult {
@@ -107,6 +125,8 @@ export interface Delivery {
    */
   attempt: number;
   priority: Priority;
+  /** The route it was delivered through (`receiveRouted`); absent for the agent's queue. */
+  route?: string;
   /**
    * How long this delivery waits for its acknowledgement, counted from when the consumer took it
    * from the inbox; each `broker.working` for it starts this wait again.
@@ -129,6 +149,26 @@ export interface InboxOptions {
  */
 export interface Inbox extends AsyncIterable<Delivery> {
   readonly agentId: string;
+  /**
+   * Gives these hand-outs back (one consumer of several went away), due at once for the next take,
+   * counted as a close counts them: the oldest as an attempt, the others not. Messages it does not hold
+   * are ignored.
+   */
+  giveBack(messages: readonly MessageRef[]): Promise<void>;
+  /**
+   * Has what a gateway that died handed out to this agent sent again at once (a socket of the agent
+   * just arrived: it may be one that gateway served). Opening does it too; on a single-process
+   * broker nothing else can hold a delivery, so nothing is to be done.
+   */
+  reclaim(): void;
+  close(): Promise<void>;
+}
+
+/** Receives the deliveries routed to one agent at this broker instance (`Broker.receiveRouted`). */
+export interface RoutedReceiver {
+  /** Gives these routed hand-outs back: they are delivered like any other message, uncounted. */
+  giveBack(messages: readonly MessageRef[]): Promise<void>;
+  /** Stops receiving; routed hand-outs not acknowledged are given back. */
   close(): Promise<void>;
 }
 
@@ -242,6 +282,8 @@ export interface AgentUsage {
 
 export interface Broker {
   readonly kind: "embedded" | "nats";
+  /** This broker instance among all on the same store (a gateway process): the first part of its routes. */
+  readonly instanceId: string;
   /** The ack wait of a first delivery (`delivery.ackWaitMs`); later attempts wait longer. */
   readonly ackWaitMs: number;
   /**
@@ -264,6 +306,13 @@ export interface Broker {
   usage(agentId: string): Promise<AgentUsage>;
   /** One open inbox per agent per broker instance; a second open fails until the first is closed. */
   openInbox(agentId: string, options?: InboxOptions): Promise<Inbox>;
+  /**
+   * Hands each message submitted with a route of this instance (`<instanceId>/…`) to `agentId` to
+   * `deliver`, at once: a delivery like any other (acknowledge it, `working`, or it is taken back
+   * when its ack wait ends), outside any inbox's order and `maxInFlight`. One receiver per agent per
+   * broker instance.
+   */
+  receiveRouted(agentId: string, deliver: (delivery: Delivery) => void): RoutedReceiver;
   /**
    * Only the recipient may acknowledge (the sender is refused `forbidden`; anyone else is told
    * `not_found`, as for a message that does not exist). Acknowledging twice is harmless.

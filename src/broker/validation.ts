@@ -34,6 +34,15 @@ const InboxName = z.union([AgentId, SystemInboxName], {
     "must be an agent id (1-128 characters of A-Z a-z 0-9 _ - starting alphanumeric) or a system inbox (_name)",
 });
 
+/** `<instanceId>/<name>`: both parts NATS subject and header safe. */
+const ROUTE = /^[A-Za-z0-9_-]{1,64}\/[A-Za-z0-9_-]{1,64}$/;
+const ROUTE_RULE = "must be <instance>/<name>, each 1-64 characters of A-Z a-z 0-9 _ -";
+
+/** The broker instance a route belongs to (`<instanceId>/<name>`). */
+export function instanceOfRoute(route: string): string {
+  return route.slice(0, route.indexOf("/"));
+}
+
 const SubmitSchema = z.object({
   id: MessageId,
   from: InboxName,
@@ -42,6 +51,9 @@ const SubmitSchema = z.object({
   method: Method,
   envelope: z.string().min(2, "must be the serialized envelope"),
   submittedAt: z.string().min(1, "must not be empty").max(64, "must be at most 64 characters"),
+  replyTo: z.string().regex(ROUTE, ROUTE_RULE).optional(),
+  inReplyTo: MessageId.optional(),
+  route: z.string().regex(ROUTE, ROUTE_RULE).optional(),
 });
 
 const ListSchema = z.object({

@@ -7,6 +7,7 @@ import type { Broker, CommonBrokerOptions } from "../../src/broker/index.js";
 import { deliveryConformance } from "./conformance-delivery.js";
 import { quotaConformance } from "./conformance-quotas.js";
 import { resumeConformance } from "./conformance-resume.js";
+import { routingConformance } from "./conformance-routing.js";
 import { stateConformance } from "./conformance-state.js";
 
 export interface BrokerHarness {
@@ -44,5 +45,6 @@ export function brokerConformance(name: string, createHarness: () => Promise<Bro
     resumeConformance(context);
     stateConformance(context);
     quotaConformance(context);
+    routingConformance(context);
   });
 }

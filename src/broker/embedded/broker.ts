@@ -1,6 +1,7 @@
+import { randomUUID } from "node:crypto";
 import { statfs } from "node:fs/promises";
 import { resolve } from "node:path";
-import { BrokerError, notRecipient } from "../errors.js";
+import { BrokerError } from "../errors.js";
 import { Listeners } from "../listeners.js";
 import {
   type BrokerPolicy,
@@ -17,6 +18,7 @@ import type {
   Broker,
   BrokerEvent,
   BrokerHealth,
+  Delivery,
   EmbeddedBrokerOptions,
   Inbox,
   InboxOptions,
@@ -25,6 +27,7 @@ import type {
   ListQuery,
   MessageRecord,
   MessageRef,
+  RoutedReceiver,
   StoredMessage,
   SubmitInput,
   SubmitResult,
@@ -37,6 +40,7 @@ import {
   checkSubmit,
   decodeCursor,
   encodeCursor,
+  instanceOfRoute,
 } from "../validation.js";
 import { CommitQueue } from "./commit-queue.js";
 import { DEFAULT_DATA_DIR, openDatabase } from "./database.js";
@@ -46,10 +50,17 @@ import { KvStore } from "./kv.js";
 import { type LoadedMessage, type MessageRow, MessageTable, toRecord, toStoredMessage } from "./messages.js";
 import { failedFields, RetentionSweep } from "./retention.js";
 import type { SqliteDatabase } from "./sqlite.js";
+import { EmbeddedRouted, ReplyRoutes, type RoutedHost } from "./routed.js";
+import {
+  EmbeddedSettlement,
+  type HandOutHolder,
+  type Settlement,
+  type SettlementHost,
+} from "./settlement.js";
 import { UsageCounters } from "./usage.js";
 
 /** The single-process broker: one SQLite file, group-committed writes, redelivery timers in memory. */
-export class EmbeddedBroker implements Broker, InboxHost {
+export class EmbeddedBroker implements Broker, InboxHost, RoutedHost, SettlementHost {
   readonly kind = "embedded" as const;
   /** SQLite stores any envelope the gateway accepts: no limit of its own. */
   readonly maxEnvelopeBytes = Number.POSITIVE_INFINITY;
@@ -60,10 +71,15 @@ export class EmbeddedBroker implements Broker, InboxHost {
   private readonly kvStore: KvStore;
   private readonly storageHealth: StorageHealth;
   private readonly inboxes = new Map<string, EmbeddedInbox>();
+  private readonly routed = new Map<string, EmbeddedRouted>();
+  private readonly replyRoutes = new ReplyRoutes();
+  private readonly settlement: EmbeddedSettlement = new EmbeddedSettlement(this);
+  /** The only instance on its database; a new id per process, so routes die with it. */
+  readonly instanceId = randomUUID();
   private readonly listeners: Listeners<BrokerEvent>;
   private readonly retention: RetentionSweep;
   /** Quota usage, kept only while quotas are set. */
-  private readonly counters: UsageCounters | undefined;
+  readonly counters: UsageCounters | undefined;
   private lastQueuedAt: number;
   private closed = false;
 
@@ -138,7 +154,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
           return;
         }
         this.statusChanged(result.row);
-        if (result.inserted) this.inboxes.get(result.row.recipient)?.offer(result.inserted);
+        if (result.inserted) this.offer(result.inserted, input);
       },
     );
     const { row, duplicate } = await stored.catch((error: unknown) => {
@@ -148,6 +164,15 @@ export class EmbeddedBroker implements Broker, InboxHost {
     // A new message is reported as stored (queued), even if its inbox already picked it up.
     const status = duplicate ? effectiveStatus(this.policy, row.status, row.queued_at, Date.now()) : "queued";
     return { id: input.id, status, duplicate };
+  }
+
+  /** A message just committed: to its route's receiver, or its recipient's inbox. */
+  private offer(row: LoadedMessage, input: SubmitInput): void {
+    if (input.replyTo) this.replyRoutes.remember(input);
+    const route = input.route ?? this.replyRoutes.take(input);
+    const receiver = route && instanceOfRoute(route) === this.instanceId && this.routed.get(row.recipient);
+    if (route && receiver) receiver.offer(row, route);
+    else this.inboxes.get(row.recipient)?.offer(row);
   }
 
   async openInbox(agentId: string, options: InboxOptions = {}): Promise<Inbox> {
@@ -170,6 +195,17 @@ export class EmbeddedBroker implements Broker, InboxHost {
     return inbox;
   }
 
+  receiveRouted(agentId: string, deliver: (delivery: Delivery) => void): RoutedReceiver {
+    this.assertOpen();
+    checkAgentId(agentId);
+    if (this.routed.has(agentId)) {
+      throw new BrokerError("invalid_state", `the routed deliveries of ${agentId} already have a receiver`);
+    }
+    const receiver = new EmbeddedRouted(agentId, deliver, this);
+    this.routed.set(agentId, receiver);
+    return receiver;
+  }
+
   ack(agentId: string, message: MessageRef): Promise<MessageRecord> {
     return this.settle(agentId, message, { action: "ack" });
   }
@@ -178,15 +214,14 @@ export class EmbeddedBroker implements Broker, InboxHost {
     this.assertOpen();
     checkAgentId(agentId);
     checkMessageRef(message);
-    const inbox = this.inboxes.get(agentId);
-    if (inbox?.extend(message)) return;
-    // Not out through an inbox of this process: say why, as `ack` would.
-    this.commits.flush();
-    const row = this.table.byRef(message);
-    if (!row) throw new BrokerError("not_found", `no message ${message.id}`);
-    this.checkRecipient(row, agentId);
-    const status = effectiveStatus(this.policy, row.status, row.queued_at, Date.now());
-    throw new BrokerError("invalid_state", `message ${message.id} is ${status}, not out for delivery`);
+    this.settlement.working(agentId, message);
+  }
+
+  private async settle(agentId: string, message: MessageRef, settlement: Settlement): Promise<MessageRecord> {
+    this.assertOpen();
+    checkAgentId(agentId);
+    checkMessageRef(message);
+    return this.settlement.settle(agentId, message, settlement);
   }
 
   reject(agentId: string, message: MessageRef, reason: string): Promise<MessageRecord> {
@@ -259,6 +294,7 @@ export class EmbeddedBroker implements Broker, InboxHost {
   async close(): Promise<void> {
     if (this.closed) return;
     await this.retention.stop();
+    await Promise.all([...this.routed.values()].map((receiver) => receiver.close()));
     await Promise.all([...this.inboxes.values()].map((inbox) => inbox.close()));
     this.commits.close();
     this.closed = true;
@@ -289,105 +325,30 @@ export class EmbeddedBroker implements Broker, InboxHost {
       .catch((error: unknown) => this.warn(`dead-letter write failed: ${String(error)}`));
   }
 
-  released(inbox: EmbeddedInbox): void {
-    if (this.inboxes.get(inbox.agentId) === inbox) this.inboxes.delete(inbox.agentId);
+  released(holder: EmbeddedInbox | EmbeddedRouted): void {
+    const holders: Map<string, EmbeddedInbox | EmbeddedRouted> =
+      holder instanceof EmbeddedInbox ? this.inboxes : this.routed;
+    if (holders.get(holder.agentId) === holder) holders.delete(holder.agentId);
   }
 
-  /**
-   * Acknowledges or rejects. When the recipient's inbox is open here, its in-memory row is the
-   * current state: it is settled at once (so its pending delivery write is skipped) and one UPDATE
-   * records everything. Otherwise the row is read and checked inside the commit batch, so an ack
-   * right after a submit (same tick) still finds the message.
-   */
-  private async settle(agentId: string, message: MessageRef, settlement: Settlement): Promise<MessageRecord> {
-    this.assertOpen();
-    checkAgentId(agentId);
-    checkMessageRef(message);
-    const { id } = message;
+  isRouted(row: LoadedMessage): boolean {
+    return this.routed.get(row.recipient)?.holds(row) ?? false;
+  }
+
+  requeue(row: LoadedMessage): void {
+    this.inboxes.get(row.recipient)?.requeue(row);
+  }
+
+  holdersOf(agentId: string): HandOutHolder[] {
+    const holders: HandOutHolder[] = [];
     const inbox = this.inboxes.get(agentId);
-    const live = inbox?.live(message);
-    if (live) {
-      const now = Date.now();
-      // "already": a second ack while the first one's write is still in the batch.
-      if (this.checkSettleable(live, agentId, settlement, now) === "already") {
-        return toRecord(live, this.policy, now);
-      }
-      Object.assign(live, settledFields(settlement, now));
-      await this.commits.run(
-        () => {
-          if (!this.writeSettlement(live, settlement, now)) {
-            throw new BrokerError(
-              "invalid_state",
-              `message ${id} expired before it was ${settlement.action}ed`,
-            );
-          }
-        },
-        () => {
-          inbox?.settled(message);
-          this.counters?.settled(live);
-          this.statusChanged(live);
-        },
-      );
-      return toRecord(live, this.policy, Date.now());
-    }
-    const { row } = await this.commits.run(
-      () => {
-        const row = this.table.byRef(message);
-        if (!row) throw new BrokerError("not_found", `no message ${id}`);
-        const now = Date.now();
-        if (this.checkSettleable(row, agentId, settlement, now) === "already") return { row, changed: false };
-        this.writeSettlement(row, settlement, now);
-        return { row: { ...row, ...settledFields(settlement, now) }, changed: true };
-      },
-      (result) => {
-        if (!result.changed) return;
-        this.inboxes.get(agentId)?.settled(message);
-        this.counters?.settled(result.row);
-        this.statusChanged(result.row);
-      },
-    );
-    return toRecord(row, this.policy, Date.now());
-  }
-
-  /** Only the recipient settles, only unsettled messages; acknowledging twice is "already". */
-  private checkSettleable(
-    row: MessageRow,
-    agentId: string,
-    settlement: Settlement,
-    now: number,
-  ): "settle" | "already" {
-    this.checkRecipient(row, agentId);
-    const status = effectiveStatus(this.policy, row.status, row.queued_at, now);
-    if (settlement.action === "ack" && status === "acknowledged") return "already";
-    if (status !== "queued" && status !== "delivered") {
-      throw new BrokerError(
-        "invalid_state",
-        `message ${row.id} is ${status}; it can no longer be ${settlement.action}ed`,
-      );
-    }
-    return "settle";
-  }
-
-  /** Only the recipient settles; to a third agent the message does not exist. */
-  private checkRecipient(row: MessageRow, agentId: string): void {
-    if (row.recipient !== agentId) throw notRecipient(row.sender, row.id, agentId);
-  }
-
-  private writeSettlement(row: MessageRow, settlement: Settlement, now: number): boolean {
-    return settlement.action === "ack"
-      ? this.table.markAcknowledged(row, now)
-      : this.table.markFailed(row, now, "rejected", settlement.detail);
+    const routed = this.routed.get(agentId);
+    if (inbox) holders.push(inbox);
+    if (routed) holders.push(routed);
+    return holders;
   }
 
   private assertOpen(): void {
     if (this.closed) throw new BrokerError("closed", "the broker is closed");
   }
-}
-
-type Settlement = { action: "ack" } | { action: "reject"; detail: string };
-
-function settledFields(settlement: Settlement, now: number): Partial<MessageRow> {
-  return settlement.action === "ack"
-    ? { status: "acknowledged", acknowledged_at: now, next_attempt_at: null }
-    : failedFields(now, "rejected", settlement.detail);
 }

@@ -1,28 +1,23 @@
 import { DeliveryQueue, takeNext } from "../delivery-queue.js";
-import { ackWaitFor, type BrokerPolicy, expiresAtMs, maxDeliveriesDetail } from "../policy.js";
+import { ackWaitFor, expiresAtMs, maxDeliveriesDetail } from "../policy.js";
 import type { Delivery, Inbox, MessageRef } from "../types.js";
 import { refKey } from "../validation.js";
-import type { CommitQueue } from "./commit-queue.js";
-import { type LoadedMessage, type MessageRow, type MessageTable, rowKey, toDelivery } from "./messages.js";
+import { giveBackRows, type HandOut, type HandOutHost, handOut, recordDelivery } from "./hand-outs.js";
+import { type LoadedMessage, rowKey, toDelivery } from "./messages.js";
 
 /** Rows read from the database at a time; also the most rows an inbox keeps in memory ahead of delivery. */
 const PAGE = 256;
 
 /** What an inbox needs from its broker. */
-export interface InboxHost {
-  readonly policy: BrokerPolicy;
-  readonly table: MessageTable;
-  readonly commits: CommitQueue;
-  statusChanged(row: MessageRow): void;
+export interface InboxHost extends HandOutHost {
   deadLetter(row: LoadedMessage, detail: string): void;
+  /** The message is out through the agent's routed receiver: not this inbox's to hand out. */
+  isRouted(row: LoadedMessage): boolean;
   released(inbox: EmbeddedInbox): void;
 }
 
-interface InFlight {
-  row: LoadedMessage;
+interface InFlight extends HandOut {
   timer: NodeJS.Timeout;
-  /** The consumer received it (it left the delivery queue towards the agent). */
-  taken: boolean;
 }
 
 /**
@@ -92,8 +87,8 @@ export class EmbeddedInbox implements Inbox {
   }
 
   /**
-   * The agent is still working on delivery `message`: its ack wait starts again. False when this inbox
-   * does not hold it out.
+   * The agent is still working on delivery `message`: its ack wait starts again. False when this
+   * inbox does not hold it out.
    */
   extend(message: MessageRef): boolean {
     const key = refKey(message);
@@ -104,8 +99,45 @@ export class EmbeddedInbox implements Inbox {
     clearTimeout(entry.timer);
     entry.timer = this.ackTimer(key, wait);
     row.next_attempt_at = Date.now() + wait;
-    this.host.commits.defer(() => row.status === "delivered" && this.host.table.markDelivered(row));
+    recordDelivery(row, this.host);
     return true;
+  }
+
+  async giveBack(messages: readonly MessageRef[]): Promise<void> {
+    const entries: InFlight[] = [];
+    for (const message of messages) {
+      const key = refKey(message);
+      const entry = this.inFlight.get(key);
+      if (!entry) continue;
+      clearTimeout(entry.timer);
+      this.inFlight.delete(key);
+      entries.push(entry);
+    }
+    entries.sort((a, b) => a.row.seq - b.row.seq);
+    giveBackRows(entries, this.host);
+    for (const { row } of entries.reverse()) this.requeue(row);
+  }
+
+  /** Nothing to do: one process owns the database, and its first inbox of an agent took over what a dead one held. */
+  reclaim(): void {}
+
+  /**
+   * `row` is due again (given back by its consumer or its routed receiver): it goes back in line
+   * in seq order (the next hand-out takes the highest priority waiting, see `pump`).
+   */
+  requeue(row: LoadedMessage): void {
+    if (this.closed || this.inFlight.has(rowKey(row))) return;
+    if (row.seq > this.lastSeq) {
+      // Not paged yet: the pager reads it from the database, which must have its state first.
+      this.host.commits.flush();
+      this.caughtUp = false;
+      this.pump();
+      return;
+    }
+    const at = this.waiting.findIndex((waiting) => waiting.seq > row.seq);
+    if (at === -1) this.waiting.push(row);
+    else this.waiting.splice(at, 0, row);
+    this.pump();
   }
 
   /** The message was acknowledged or rejected through the broker: stop tracking it. */
@@ -127,7 +159,10 @@ export class EmbeddedInbox implements Inbox {
     this.closed = true;
     const entries = [...this.inFlight.values()];
     for (const entry of entries) clearTimeout(entry.timer);
-    this.giveBack(entries.sort((a, b) => a.row.seq - b.row.seq));
+    giveBackRows(
+      entries.sort((a, b) => a.row.seq - b.row.seq),
+      this.host,
+    );
     this.inFlight.clear();
     this.waiting.length = 0;
     this.queue.close();
@@ -155,38 +190,13 @@ export class EmbeddedInbox implements Inbox {
     }
   }
 
-  /**
-   * Gives the unacknowledged hand-outs back (`entries` in seq order), due at once: the next open
-   * reads them in order. The oldest one the agent received counts as an attempt, as if its ack wait
-   * had run out: it is the message the agent was working on, so one that kills the agent's
-   * connection every time is dead-lettered after `maxDeliver` tries. The others were only queued
-   * behind it: uncounted, they come back with the same attempt number, so a flapping connection
-   * costs at most one attempt per drop, on a message the agent has not got past.
-   */
-  private giveBack(entries: InFlight[]): void {
-    const now = Date.now();
-    let counted = false;
-    for (const { row, taken } of entries) {
-      if (row.status !== "delivered" || row.next_attempt_at === null) continue;
-      if (taken && !counted) {
-        counted = true;
-        row.next_attempt_at = Math.min(row.next_attempt_at, now);
-      } else if (row.next_attempt_at > now) {
-        row.attempts -= 1;
-        row.next_attempt_at = null;
-      } else {
-        continue; // its ack wait has run out: counted already, and due
-      }
-      this.host.commits.defer(() => row.status === "delivered" && this.host.table.markDelivered(row));
-    }
-  }
-
   private readPage(): void {
     const rows = this.host.table.unsettled(this.agentId, this.lastSeq, PAGE);
     if (rows.length < PAGE) this.caughtUp = true;
     const now = Date.now();
     for (const row of rows) {
       this.lastSeq = row.seq;
+      if (this.host.isRouted(row)) continue;
       if (row.status === "delivered" && row.next_attempt_at !== null && row.next_attempt_at > now) {
         this.orphaned(row, now);
       }
@@ -211,16 +221,7 @@ export class EmbeddedInbox implements Inbox {
   }
 
   private deliver(row: LoadedMessage, now: number): void {
-    const wait = ackWaitFor(this.host.policy, row.attempts + 1);
-    row.attempts += 1;
-    row.status = "delivered";
-    row.delivered_at ??= now;
-    row.next_attempt_at = now + wait;
-    // Written within DEFERRED_WRITE_DELAY_MS, from the row as it is then: if the ack came first, the
-    // ack's own write records the delivery and this one is skipped. Losing it in a crash only means
-    // one more delivery after the restart.
-    this.host.commits.defer(() => row.status === "delivered" && this.host.table.markDelivered(row));
-    this.host.statusChanged(row);
+    const wait = handOut(row, now, this.host);
     const key = rowKey(row);
     this.inFlight.set(key, { row, timer: this.ackTimer(key, wait), taken: false });
     this.queue.push(toDelivery(row, wait));

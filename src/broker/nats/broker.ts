@@ -1,15 +1,8 @@
 import { randomUUID } from "node:crypto";
-import {
-  type ConsumerInfo,
-  JetStreamApiError,
-  type JetStreamClient,
-  type JetStreamManager,
-  type JsMsg,
-  jetstream,
-  jetstreamManager,
-} from "@nats-io/jetstream";
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { DEFAULT_PRIORITY, type Priority, priorityOfRank } from "../../protocol/priority.js";
 import { BrokerError } from "../errors.js";
 import {
   type BrokerPolicy,
@@ -26,6 +19,7 @@ import type {
   Broker,
   BrokerEvent,
   BrokerHealth,
+  Delivery,
   Inbox,
   InboxOptions,
   KvBucket,
@@ -34,6 +28,7 @@ import type {
   MessageRecord,
   MessageRef,
   NatsBrokerOptions,
+  RoutedReceiver,
   StoredMessage,
   SubmitInput,
   SubmitResult,
@@ -46,22 +41,17 @@ import {
   checkMessageRef,
   checkSubmit,
   decodeCursor,
+  instanceOfRoute,
 } from "../validation.js";
 import { ChangeFeed } from "./change-feed.js";
 import { connectNats } from "./connection.js";
 import { NatsHealth } from "./health.js";
-import { NatsInbox, type NatsInboxHost, replySubject } from "./inbox.js";
+import { type InboxesHost, NatsInboxes } from "./inboxes.js";
 import { NatsBucket } from "./kv.js";
-import {
-  bucketOptions,
-  consumerName,
-  ensureStreams,
-  INBOX_STREAM,
-  inboxConsumerConfig,
-  STATUS_BUCKET,
-} from "./layout.js";
+import { bucketOptions, ensureStreams, Header, INBOX_STREAM, STATUS_BUCKET } from "./layout.js";
 import { listMessages } from "./listing.js";
 import { Orphans } from "./orphans.js";
+import { RoutedDeliveries } from "./routed.js";
 import { Settlement } from "./settlement.js";
 import { StreamPublisher } from "./publisher.js";
 import { type StatusDoc, StatusStore } from "./status-store.js";
@@ -76,17 +66,16 @@ import { UsageLedger } from "./usage-ledger.js";
 /** How long `close` lets the connection drain before closing it outright. */
 const DRAIN_TIMEOUT_MS = 2_000;
 /** JetStream: "consumer already exists" (a create whose config differs from the existing one's). */
-const CONSUMER_EXISTS = 10148;
+const _CONSUMER_EXISTS = 10148;
 
-export class NatsBroker implements Broker, NatsInboxHost {
+export class NatsBroker implements Broker, InboxesHost {
   readonly kind = "nats" as const;
-  private readonly inboxes = new Map<string, NatsInbox>();
-  /** Agents whose inbox is being opened (consumer set-up in progress): a second open must fail too. */
-  private readonly opening = new Set<string>();
+  private readonly inboxes: NatsInboxes;
   private readonly changes: ChangeFeed;
   private readonly healthCheck: NatsHealth;
   private readonly orphans: Orphans;
   private readonly settlement: Settlement;
+  private readonly routes: RoutedDeliveries;
   /** This broker (gateway process) among all on the same NATS: the holder of its hand-outs. */
   readonly instanceId = randomUUID();
   private closed = false;
@@ -140,7 +129,7 @@ export class NatsBroker implements Broker, NatsInboxHost {
   private constructor(
     private readonly nc: NatsConnection,
     private readonly jsm: JetStreamManager,
-    private readonly js: JetStreamClient,
+    readonly js: JetStreamClient,
     private readonly kvm: Kvm,
     private readonly publisher: StreamPublisher,
     readonly statuses: StatusStore,
@@ -154,13 +143,23 @@ export class NatsBroker implements Broker, NatsInboxHost {
     this.changes = new ChangeFeed(nc, policy, warn);
     this.healthCheck = new NatsHealth(nc, publisher.failures);
     this.orphans = new Orphans(nc, jsm, statuses, this.instanceId, warn);
+    this.inboxes = new NatsInboxes(nc, jsm, js, policy, this.orphans, this);
     this.settlement = new Settlement(
       nc,
       publisher,
       statuses,
       policy,
       (agentId) => this.inboxes.get(agentId),
+      (agentId) => this.routes.receiverOf(agentId),
       (doc) => this.pendingSettled(doc),
+    );
+    this.routes = new RoutedDeliveries(
+      nc,
+      statuses,
+      policy,
+      this.instanceId,
+      (seq) => this.storedAt(seq),
+      warn,
     );
   }
 
@@ -173,10 +172,11 @@ export class NatsBroker implements Broker, NatsInboxHost {
     return maxEnvelopeBytes(this.nc.info?.max_payload);
   }
 
-  submit(input: SubmitInput): Promise<SubmitResult> {
+  submit(submitted: SubmitInput): Promise<SubmitResult> {
     return this.guard(async () => {
-      checkSubmit(input);
-      checkEnvelopeSize(input.envelope, this.nc.info?.max_payload);
+      checkSubmit(submitted);
+      checkEnvelopeSize(submitted.envelope, this.nc.info?.max_payload);
+      const input = await this.withRoute(submitted);
       const queuedAt = Date.now();
       // The inbox's status write for this id waits for the record written here (see StatusStore.lock).
       const store = (usageBytes: number | undefined) =>
@@ -185,14 +185,34 @@ export class NatsBroker implements Broker, NatsInboxHost {
             storeMessage(this.publisher, this.statuses, this.policy, input, queuedAt, usageBytes),
           ),
         );
-      if (!this.ledger) return store(undefined);
-      return this.ledger.submit(
-        input,
-        queuedAt,
-        async () => (await this.statuses.read(input)) !== null,
-        store,
-      );
+      const result = await (this.ledger
+        ? this.ledger.submit(input, queuedAt, async () => (await this.statuses.read(input)) !== null, store)
+        : store(undefined));
+      if (input.route && !result.duplicate) this.routes.routed(input.to, input, input.route);
+      return result;
     });
+  }
+
+  /** The input with its route settled: given, or the `replyTo` of the message it answers. */
+  private async withRoute(input: SubmitInput): Promise<SubmitInput> {
+    const { inReplyTo, route: given, ...rest } = input;
+    let route = given;
+    if (!route && inReplyTo) {
+      const asked = await this.statuses.recentOrRead({ from: input.to, id: inReplyTo });
+      if (asked?.from === input.to && asked.to === input.from) route = asked.replyTo;
+    }
+    // A route of this instance with no receiver here would only hold the message up.
+    if (!route || (instanceOfRoute(route) === this.instanceId && !this.routes.has(input.to))) return rest;
+    return { ...rest, route };
+  }
+
+  receiveRouted(agentId: string, deliver: (delivery: Delivery) => void): RoutedReceiver {
+    if (this.closed) throw new BrokerError("closed", "the broker is closed");
+    checkAgentId(agentId);
+    if (this.routes.has(agentId)) {
+      throw new BrokerError("invalid_state", `the routed deliveries of ${agentId} already have a receiver`);
+    }
+    return this.routes.receive(agentId, deliver);
   }
 
   usage(agentId: string): Promise<AgentUsage> {
@@ -211,44 +231,8 @@ export class NatsBroker implements Broker, NatsInboxHost {
           field: "maxInFlight",
         });
       }
-      // A closing inbox is still giving its deliveries back: the new one starts after that, so
-      // they come first and in order.
-      const closing = this.inboxes.get(agentId);
-      if (closing?.isClosing) await closing.close();
-      if (this.inboxes.has(agentId) || this.opening.has(agentId)) {
-        throw new BrokerError("invalid_state", `the inbox of ${agentId} is already open in this broker`);
-      }
-      this.opening.add(agentId);
-      try {
-        const info = await this.inboxConsumer(agentId, maxInFlight);
-        const consumer = this.js.consumers.getConsumerFromInfo(info);
-        const messages = await consumer.consume({ max_messages: maxInFlight });
-        const inbox = new NatsInbox(agentId, messages, this, Math.min(info.num_pending, maxInFlight));
-        this.inboxes.set(agentId, inbox);
-        // What a dead gateway handed out to this agent goes to the pull just opened (orphans.ts).
-        void this.orphans.reclaim(agentId, info);
-        return inbox;
-      } finally {
-        this.opening.delete(agentId);
-      }
+      return this.inboxes.open(agentId, maxInFlight);
     });
-  }
-
-  /**
-   * The agent's durable consumer, created or brought to this config, in one request in the usual
-   * case: a create with the config the consumer already has returns it as it is (nats-server 2.9
-   * also updates it in place). A newer server refuses a create whose config differs (for example
-   * another `maxInFlight`): then it is updated, keeping its delivery state. The answer is all the
-   * pull consumer needs, so no separate look-up follows.
-   */
-  private async inboxConsumer(agentId: string, maxInFlight: number): Promise<ConsumerInfo> {
-    const config = inboxConsumerConfig(agentId, this.policy, maxInFlight);
-    try {
-      return await this.jsm.consumers.add(INBOX_STREAM, config);
-    } catch (error) {
-      if (!(error instanceof JetStreamApiError) || error.code !== CONSUMER_EXISTS) throw error;
-      return this.jsm.consumers.update(INBOX_STREAM, consumerName(agentId), config);
-    }
   }
 
   ack(agentId: string, message: MessageRef): Promise<MessageRecord> {
@@ -296,13 +280,24 @@ export class NatsBroker implements Broker, NatsInboxHost {
       const now = Date.now();
       const record = buildRecord(current.value, this.policy, now);
       if (record.expiredAt !== undefined) return { ...record, envelope: null };
-      // With replicas a direct get may be answered by a follower that has not stored it yet: ask the leader.
-      const stored =
-        this.replicas > 1
-          ? await this.jsm.streams.getMessage(INBOX_STREAM, { seq: current.value.seq })
-          : await this.jsm.direct.getMessage(INBOX_STREAM, { seq: current.value.seq });
-      return { ...record, envelope: stored ? stored.string() : null };
+      return { ...record, envelope: await this.envelopeAt(current.value.seq) };
     });
+  }
+
+  private async envelopeAt(seq: number): Promise<string | null> {
+    return (await this.storedAt(seq))?.envelope ?? null;
+  }
+
+  /** The stored envelope at `seq` and its priority (null once retention removed it). */
+  private async storedAt(seq: number): Promise<{ envelope: string; priority: Priority } | null> {
+    // With replicas a direct get may be answered by a follower that has not stored it yet: ask the leader.
+    const stored =
+      this.replicas > 1
+        ? await this.jsm.streams.getMessage(INBOX_STREAM, { seq })
+        : await this.jsm.direct.getMessage(INBOX_STREAM, { seq });
+    if (!stored) return null;
+    const rank = stored.header?.get(Header.Priority);
+    return { envelope: stored.string(), priority: rank ? priorityOfRank(Number(rank)) : DEFAULT_PRIORITY };
   }
 
   list(query: ListQuery): Promise<ListPage> {
@@ -344,7 +339,8 @@ export class NatsBroker implements Broker, NatsInboxHost {
     if (this.closed) return;
     this.closed = true;
     this.admission.close();
-    await Promise.all([...this.inboxes.values()].map((inbox) => inbox.close()));
+    await this.routes.stop();
+    await this.inboxes.closeAll();
     // The usage this gateway has not written yet (bounded: NATS may be gone).
     if (this.ledger) {
       const gone = new Promise<void>((resolve) => setTimeout(resolve, DRAIN_TIMEOUT_MS).unref());
@@ -363,33 +359,9 @@ export class NatsBroker implements Broker, NatsInboxHost {
     this.publisher.stop();
   }
 
-  // NatsInboxHost
-
   /** The message is no longer pending (acknowledged, rejected, dead-lettered): its usage ends. */
   pendingSettled(doc: StatusDoc): void {
     if (doc.usageBytes !== undefined) this.ledger?.settled(doc.to, doc.usageBytes, doc.queuedAt);
-  }
-
-  released(inbox: NatsInbox): void {
-    if (this.inboxes.get(inbox.agentId) === inbox) this.inboxes.delete(inbox.agentId);
-  }
-
-  async redeliverNow(agentId: string, msgs: JsMsg[]): Promise<void> {
-    try {
-      // nats-server (2.9) would still hand a redelivery to the closed inbox's last pull request,
-      // whose subscriber is gone, and the message would then wait out its ack wait. Reading the
-      // consumer's info makes the server drop such requests first.
-      await this.jsm.consumers.info(INBOX_STREAM, consumerName(agentId));
-    } catch {
-      // Not reachable: the naks below fail too, and JetStream redelivers after the ack wait.
-    }
-    // Each nak waits for the server's confirmation: the consumer applies acks asynchronously, and
-    // the next inbox's first pull must find these queued for redelivery, ahead of newer messages.
-    await Promise.all(
-      msgs.map((msg) =>
-        this.nc.request(replySubject(msg) ?? "", "-NAK", { timeout: 5_000 }).catch(() => undefined),
-      ),
-    );
   }
 
   /** Runs broker work; anything that is not already a BrokerError means NATS is unreachable or refused. */

@@ -1,18 +1,13 @@
 import type { ConsumerMessages, JsMsg } from "@nats-io/jetstream";
-import { DEFAULT_PRIORITY, type Priority, priorityOfRank } from "../../protocol/priority.js";
 import { DeliveryQueue, deliveryRank, takeNext } from "../delivery-queue.js";
 import { ackWaitFor, type BrokerPolicy, expiresAtMs, isoTime, maxDeliveriesDetail } from "../policy.js";
-import type { Delivery, Inbox, MessageKind, MessageRef } from "../types.js";
-import { refKey, refOfKey } from "../validation.js";
-import { agentOfInboxSubject, Header } from "./layout.js";
+import type { Delivery, Inbox, MessageRef } from "../types.js";
+import { instanceOfRoute, refKey } from "../validation.js";
+import { type GivenBack, giveBackDeliveries } from "./give-back.js";
+import { readHeaders, replySubject } from "./headers.js";
+import { routeHoldsUntil } from "./routed.js";
+import type { Decision, StatusDoc, StatusStore, Versioned } from "./status-store.js";
 import type { UsageLedger } from "./usage-ledger.js";
-import {
-  type Decision,
-  type StatusDoc,
-  type StatusStore,
-  uncounted,
-  type Versioned,
-} from "./status-store.js";
 
 /** What a NATS inbox needs from its broker. */
 export interface NatsInboxHost {
@@ -28,42 +23,29 @@ export interface NatsInboxHost {
   pendingSettled(doc: StatusDoc): void;
   /** Has JetStream redeliver these at once (in this order), before anything newer (see `giveBack`). */
   redeliverNow(agentId: string, msgs: JsMsg[]): Promise<void>;
+  /** Looks for what a dead gateway handed out to this agent (orphans.ts). */
+  reclaim(agentId: string): void;
+  /** Whether broker instance `id` still answers (orphans.ts). */
+  instanceAlive(id: string): Promise<boolean>;
   released(inbox: NatsInbox): void;
   warn(message: string): void;
 }
 
-interface InFlight {
-  /** The message's `refKey` (sender and id). */
-  key: string;
-  message: MessageRef;
-  msg: JsMsg;
-  /** This delivery's ack subject, as recorded in the status record. */
-  ackSubject: string | undefined;
-  /** When the policy's ack wait for this attempt ends (the record's `dueAt`). */
-  dueAt: number;
-  /** The policy's ack wait for this attempt. */
+interface InFlight extends GivenBack {
+  /** The policy's ack wait for this attempt (`dueAt` is when it ends, as in the status record). */
   waitMs: number;
   /** Redelivers at `dueAt` when JetStream would wait longer (see `catchUp`). */
   timer: NodeJS.Timeout | null;
-  /** The consumer received it (it left the delivery queue towards the agent). */
-  taken: boolean;
 }
 
-interface Headers {
-  id: string;
-  from: string;
-  to: string;
-  kind: MessageKind;
-  method: string;
-  submittedAt: string;
-  queuedAt: number;
-  priority: Priority;
-}
-
-type Outcome = "deliver" | "ack" | "term" | "dead" | "again";
+type Outcome = "deliver" | "ack" | "term" | "dead" | "again" | "defer";
 
 /** JetStream's ack wait must exceed the policy's by this much before the inbox redelivers by itself. */
 const CATCH_UP_MARGIN_MS = 1_000;
+/** A message the route holds comes back to the queue this long after the hold ends… */
+const ROUTE_DEFER_MARGIN_MS = 100;
+/** …or after this, to see whether the route settled it or gave it up meanwhile. */
+const ROUTE_RECHECK_MS = 1_000;
 /** How long a closing inbox waits for the server to confirm it stopped pulling. */
 const DRAIN_TIMEOUT_MS = 2_000;
 /** How long a new inbox holds its first deliveries back while the backlog JetStream reported arrives. */
@@ -83,32 +65,6 @@ function settledWithin(promise: Promise<unknown>, ms: number): Promise<void> {
   ]).finally(() => clearTimeout(timer));
 }
 
-/** The ack reply subject of a delivery. JsMsg does not type it, but every pulled message has one. */
-export function replySubject(msg: JsMsg): string | undefined {
-  const reply = (msg as unknown as { reply?: unknown }).reply;
-  return typeof reply === "string" && reply.length > 0 ? reply : undefined;
-}
-
-function readHeaders(msg: JsMsg): Headers | null {
-  const h = msg.headers;
-  const to = agentOfInboxSubject(msg.subject);
-  const key = h?.get("Nats-Msg-Id");
-  const kind = h?.get(Header.Kind);
-  const queuedAt = Number(h?.get(Header.QueuedAt));
-  if (!h || !to || !key || !kind || !Number.isFinite(queuedAt)) return null;
-  const from = h.get(Header.From);
-  return {
-    id: refOfKey(key, from).id,
-    from,
-    to,
-    kind: kind as MessageKind,
-    method: h.get(Header.Method),
-    submittedAt: h.get(Header.SubmittedAt),
-    queuedAt,
-    priority: h.has(Header.Priority) ? priorityOfRank(Number(h.get(Header.Priority))) : DEFAULT_PRIORITY,
-  };
-}
-
 /**
  * An agent's inbox over its durable JetStream consumer. Each message's status record is updated
  * (delivered, attempt, ack wait end, ack subject) before the hand-out; these updates run
@@ -124,6 +80,8 @@ export class NatsInbox implements Inbox {
   private readonly inFlight = new Map<string, InFlight>();
   /** Pulled while closing, never handed out: given back too. */
   private readonly unprepared: JsMsg[] = [];
+  /** Held for its route (see `defer`), with the timer that looks at it again. */
+  private readonly deferred = new Map<JsMsg, NodeJS.Timeout>();
   private handOut: Promise<void> = Promise.resolve();
   private readonly running: Promise<void>;
   private closing: Promise<void> | null = null;
@@ -222,7 +180,12 @@ export class NatsInbox implements Inbox {
     await this.messages.close();
     await this.running;
     await this.handOut;
-    await this.giveBack();
+    for (const [msg, timer] of this.deferred) {
+      clearTimeout(timer);
+      this.unprepared.push(msg);
+    }
+    this.deferred.clear();
+    await this.giveBackEntries([...this.inFlight.values()], this.unprepared);
     this.host.released(this);
   }
 
@@ -287,6 +250,9 @@ export class NatsInbox implements Inbox {
     if (earlier) this.forget(earlier);
     const ackSubject = replySubject(msg);
     let attempt = 0;
+    let deferMs = 0;
+    // A route whose gateway is gone holds nothing (asked only about another instance, briefly cached).
+    const routeAlive = headers.route ? await this.host.instanceAlive(instanceOfRoute(headers.route)) : false;
     let deadLettered: StatusDoc | undefined;
     const decide = (current: Versioned<StatusDoc> | null): Decision<Outcome> => {
       // The submitting gateway writes the record right after its publish. If this delivery is
@@ -302,6 +268,12 @@ export class NatsInbox implements Inbox {
       // A late duplicate copy (submitted again after the dedup window) is dropped silently.
       if (base.seq !== msg.seq || base.status === "acknowledged") return { result: "ack" };
       if (base.status === "failed") return { result: "term" };
+      // Routed to one socket of the agent (routed.ts): not the queue's while the route holds it.
+      const held = routeAlive ? routeHoldsUntil(base, now) : null;
+      if (held !== null) {
+        deferMs = held - now;
+        return { result: "defer" };
+      }
       if (base.attempts >= policy.maxDeliver) {
         // The last allowed delivery's ack wait ran out (a hand-out given back is not counted).
         const detail = maxDeliveriesDetail(base.attempts);
@@ -326,6 +298,7 @@ export class NatsInbox implements Inbox {
         dueAt: now + ackWaitFor(policy, attempt),
         ackSubject,
         holder: this.host.instanceId,
+        route: undefined,
       };
       return { next, result: "deliver" };
     };
@@ -334,6 +307,10 @@ export class NatsInbox implements Inbox {
     if (outcome === "again") return null; // deleted again meanwhile: left for redelivery
     if (outcome === "ack") {
       msg.ack();
+      return null;
+    }
+    if (outcome === "defer") {
+      this.defer(msg, headers, deferMs);
       return null;
     }
     if (outcome === "dead" && deadLettered) this.host.pendingSettled(deadLettered);
@@ -368,6 +345,35 @@ export class NatsInbox implements Inbox {
   }
 
   /**
+   * A message its route holds (routed.ts) stays here, unacknowledged, and is looked at again within
+   * a second, as the route's gateway writes its record: settled by then (acknowledged silently),
+   * still held, or given up (handed out from the queue). Meanwhile JetStream is told it is being
+   * worked on. (A `nak` with a delay would do it without holding it here, but on a consumer with a
+   * backoff list JetStream adds the backoff of the delivery count to the delay.)
+   */
+  private defer(msg: JsMsg, message: MessageRef, deferMs: number): void {
+    this.host.statuses.forget(message);
+    const timer = setTimeout(
+      () => {
+        this.deferred.delete(msg);
+        if (this.closing) {
+          this.unprepared.push(msg);
+          return;
+        }
+        msg.working();
+        const prepared = this.prepare(msg).catch(() => null);
+        this.handOut = this.handOut.then(async () => {
+          const delivery = await prepared;
+          if (delivery && !this.closing) this.queue.push(delivery);
+        });
+      },
+      Math.min(deferMs + ROUTE_DEFER_MARGIN_MS, ROUTE_RECHECK_MS),
+    );
+    timer.unref();
+    this.deferred.set(msg, timer);
+  }
+
+  /**
    * JetStream takes its ack wait from its own delivery count, which also counts hand-outs given
    * back, so after a close it can wait longer than the policy says for this attempt. Then the inbox
    * redelivers on time itself. Only when JetStream's wait is clearly longer, so the two never race.
@@ -390,52 +396,19 @@ export class NatsInbox implements Inbox {
     this.inFlight.delete(entry.key);
   }
 
-  /**
-   * Gives every unacknowledged delivery back for immediate redelivery, in stream order. The oldest
-   * one the agent received counts as an attempt, as if its ack wait had run out: it is the message
-   * the agent was working on, so one that kills the agent's connection every time is dead-lettered
-   * after `maxDeliver` tries. The others were only queued behind it and are uncounted in their
-   * status record first, so they come back with the same attempt number: a flapping connection
-   * costs at most one attempt per drop, on a message the agent has not got past. If an uncount
-   * fails, that redelivery simply counts as the next attempt.
-   */
-  private async giveBack(): Promise<void> {
-    const handedOut = [...this.inFlight.values()].sort((a, b) => a.msg.seq - b.msg.seq);
-    for (const entry of handedOut) this.forget(entry);
-    let rest = handedOut;
-    // The head is the oldest received one still unacknowledged: an ack already under way (its
-    // status write is ahead in the record's lock) settles it first, then the next one is the head.
-    while (rest.length > 0) {
-      const [entry, ...after] = rest;
-      rest = after;
-      if (entry && (await this.uncount(entry, entry.taken)) === "head") break;
-    }
-    await Promise.all(rest.map((entry) => this.uncount(entry, false)));
-    const back = [...handedOut.map((entry) => entry.msg), ...this.unprepared].sort((a, b) => a.seq - b.seq);
-    if (back.length > 0) await this.host.redeliverNow(this.agentId, back);
+  /** Gives these deliveries back for immediate redelivery (see give-back.ts). */
+  async giveBack(messages: readonly MessageRef[]): Promise<void> {
+    const entries = messages.flatMap((message) => this.inFlight.get(refKey(message)) ?? []);
+    if (entries.length > 0) await this.giveBackEntries(entries, []);
   }
 
-  /**
-   * Leaves the hand-out counted if it may be the head (`asHead`), else uncounts it; past its ack
-   * wait it stays counted either way. "settled": no longer this inbox's unacknowledged hand-out.
-   */
-  private async uncount(entry: InFlight, asHead: boolean): Promise<"head" | "uncounted" | "settled"> {
-    const now = Date.now();
-    try {
-      return await this.host.statuses.mutate(entry.message, (current) => {
-        const value = current?.value;
-        // Only the hand-out made here: another gateway may have settled the message since.
-        if (value?.status !== "delivered" || value.ackSubject !== entry.ackSubject)
-          return { result: "settled" };
-        if (asHead) return { result: "head" };
-        if (now >= entry.dueAt) return { result: "uncounted" }; // counted by its ack wait already
-        return { next: uncounted(value), result: "uncounted" };
-      });
-    } catch (error) {
-      this.host.warn(
-        `inbox ${this.agentId}: could not give back ${entry.message.id}, its redelivery counts as an attempt: ${String(error)}`,
-      );
-      return "settled";
-    }
+  /** Every hand-out given back (see give-back.ts), with what was pulled while closing. */
+  private async giveBackEntries(entries: readonly InFlight[], unprepared: readonly JsMsg[]): Promise<void> {
+    for (const entry of entries) this.forget(entry);
+    await giveBackDeliveries(this.agentId, entries, unprepared, this.host);
+  }
+
+  reclaim(): void {
+    this.host.reclaim(this.agentId);
   }
 }

@@ -51,6 +51,8 @@ export const Header = {
   QueuedAt: "Acp-Queued-At",
   /** The message's rank in its recipient's queue (priorityRank); absent: medium. */
   Priority: "Acp-Priority",
+  /** `SubmitInput.route`, so an inbox that sees the message before its status record knows it. */
+  Route: "Acp-Route",
 } as const;
 
 export function inboxSubject(agentId: string): string {
@@ -69,6 +71,11 @@ export function indexSubject(from: string, to: string): string {
 /** Each broker instance answers here while it is connected to NATS (see orphans.ts). */
 export function livenessSubject(instanceId: string): string {
   return `acp.broker.${instanceId}.alive`;
+}
+
+/** Messages routed to a broker instance are announced to it here (see routed.ts). */
+export function routedSubject(instanceId: string): string {
+  return `acp.broker.${instanceId}.routed`;
 }
 
 export function consumerName(agentId: string): string {

@@ -7,6 +7,10 @@ import { type StatusDoc, type StatusStore, uncounted } from "./status-store.js";
 
 /** How long a broker instance has to answer "are you there?" before it is taken to be (slow but) alive. */
 const LIVENESS_TIMEOUT_MS = 2_000;
+/** How long an instance's answer (alive or gone) is taken as still true. */
+const ANSWER_KEPT_MS = 2_000;
+/** Instances whose answer is kept, at most. */
+const MAX_ASKED = 1_000;
 /** Messages of one agent looked at per reclaim, at most (its consumer's unacknowledged span). */
 const MAX_SCANNED = 2_048;
 
@@ -20,6 +24,7 @@ const MAX_SCANNED = 2_048;
  */
 export class Orphans {
   private readonly responder: Subscription;
+  private readonly asked = new Map<string, { at: number; alive: Promise<boolean> }>();
 
   constructor(
     private readonly nc: NatsConnection,
@@ -47,7 +52,6 @@ export class Orphans {
    */
   async reclaim(agentId: string, consumer: ConsumerInfo): Promise<number> {
     if (consumer.num_ack_pending === 0) return 0;
-    const alive = new Map<string, Promise<boolean>>();
     let reclaimed = 0;
     try {
       let seq = consumer.ack_floor.stream_seq + 1;
@@ -66,8 +70,7 @@ export class Orphans {
         // No holder: handed out by a broker that does not record one; its ack wait decides.
         const holder = doc?.holder;
         if (!doc || !isOutAt(doc, stored.seq) || !holder || holder === this.instanceId) continue;
-        if (!alive.has(holder)) alive.set(holder, this.answers(holder));
-        if (await alive.get(holder)) continue;
+        if (await this.answers(holder)) continue;
         if (reclaimed > 0) await this.uncount(doc);
         this.nc.publish(doc.ackSubject as string, "-NAK");
         reclaimed++;
@@ -78,14 +81,22 @@ export class Orphans {
     return reclaimed;
   }
 
-  /** Does broker instance `id` answer? Only "no responders" counts as gone; a slow answer is alive. */
-  private async answers(id: string): Promise<boolean> {
-    try {
-      await this.nc.request(livenessSubject(id), Empty, { timeout: LIVENESS_TIMEOUT_MS });
-      return true;
-    } catch (error) {
-      return !(error instanceof RequestError && error.isNoResponders());
-    }
+  /**
+   * Does broker instance `id` answer? Only "no responders" counts as gone; a slow answer is alive.
+   * An answer is kept for a few seconds, so a burst of questions about one instance asks once.
+   */
+  answers(id: string): Promise<boolean> {
+    if (id === this.instanceId) return Promise.resolve(true);
+    const now = Date.now();
+    const known = this.asked.get(id);
+    if (known && now - known.at < ANSWER_KEPT_MS) return known.alive;
+    const alive = this.nc.request(livenessSubject(id), Empty, { timeout: LIVENESS_TIMEOUT_MS }).then(
+      () => true,
+      (error: unknown) => !(error instanceof RequestError && error.isNoResponders()),
+    );
+    this.asked.set(id, { at: now, alive });
+    if (this.asked.size > MAX_ASKED) this.asked.delete(this.asked.keys().next().value as string);
+    return alive;
   }
 
   /** Takes the hand-out back out of the count, unless the record moved on meanwhile. */

@@ -4,6 +4,7 @@ import { ackWaitFor, type BrokerPolicy } from "../policy.js";
 import { buildRecord, currentStatus } from "../records.js";
 import type { MessageRecord, MessageRef } from "../types.js";
 import type { NatsInbox } from "./inbox.js";
+import type { NatsRouted } from "./routed.js";
 import type { StreamPublisher } from "./publisher.js";
 import type { StatusDoc, StatusStore } from "./status-store.js";
 
@@ -20,6 +21,7 @@ export class Settlement {
     private readonly statuses: StatusStore,
     private readonly policy: BrokerPolicy,
     private readonly inboxOf: (agentId: string) => NatsInbox | undefined,
+    private readonly routedOf: (agentId: string) => NatsRouted | undefined,
     /** A message this settlement took from pending to settled (quota usage ends). */
     private readonly settled: (doc: StatusDoc) => void,
   ) {}
@@ -60,6 +62,8 @@ export class Settlement {
     if (live) {
       if (action === "ack") live.ack();
       else live.term();
+    } else if (this.routedOf(agentId)?.take(message)) {
+      // Routed: JetStream's copy is acknowledged by whichever inbox meets it next, seeing the status.
     } else if (doc.ackSubject) {
       // Handed out through another gateway: its ack subject reaches that consumer from here.
       this.nc.publish(doc.ackSubject, action === "ack" ? "+ACK" : "+TERM");
@@ -80,7 +84,9 @@ export class Settlement {
       const next: StatusDoc = { ...value, dueAt: now + ackWaitFor(this.policy, value.attempts) };
       return { next, result: next };
     });
-    if (this.inboxOf(agentId)?.extend(message, doc.dueAt ?? now)) return;
+    const dueAt = doc.dueAt ?? now;
+    if (this.inboxOf(agentId)?.extend(message, dueAt) || this.routedOf(agentId)?.extend(message, dueAt))
+      return;
     if (doc.ackSubject) this.nc.publish(doc.ackSubject, "+WPI");
   }
 }

@@ -24,6 +24,10 @@ export interface StatusDoc extends StatusFields {
   usageBytes?: number;
   /** The broker instance that made the hand-out now out (its gateway's sockets received it). */
   holder?: string;
+  /** Where an answer to this message goes (`SubmitInput.replyTo`). */
+  replyTo?: string;
+  /** The route it is to be delivered through (`SubmitInput.route`), until that route gives it up. */
+  route?: string;
 }
 
 /** The record of a hand-out given back uncounted: as if that delivery had never been made. */
@@ -72,6 +76,16 @@ export class StatusStore {
     private readonly kv: KV,
     private readonly publisher: StreamPublisher,
   ) {}
+
+  /** The next decision on `message` reads the record again (another instance is expected to change it). */
+  forget(message: MessageRef): void {
+    this.recent.delete(refKey(message));
+  }
+
+  /** The record as this process wrote it last, if it is still unsettled here; else as stored. */
+  async recentOrRead(message: MessageRef): Promise<StatusDoc | null> {
+    return this.recent.get(refKey(message))?.value ?? (await this.read(message))?.value ?? null;
+  }
 
   async read(message: MessageRef): Promise<Versioned<StatusDoc> | null> {
     const entry = await this.kv.get(messageKey(message));

@@ -60,6 +60,7 @@ export async function storeMessage(
   h.set(Header.QueuedAt, String(queuedAt));
   if (input.priority !== undefined && input.priority !== DEFAULT_PRIORITY)
     h.set(Header.Priority, String(priorityRank(input.priority)));
+  if (input.route) h.set(Header.Route, input.route);
   const indexHeaders = headers();
   indexHeaders.set("Nats-Msg-Id", refKey(input));
   const entry: IndexEntry = {
@@ -83,6 +84,8 @@ export async function storeMessage(
     seq: ack.seq,
     indexSeq: indexAck.seq,
     ...(usageBytes !== undefined && { usageBytes }),
+    ...(input.replyTo && { replyTo: input.replyTo }),
+    ...(input.route && { route: input.route }),
   };
   // The record is written after the message is durable: a record never points at nothing.
   const created = !ack.duplicate && (await statuses.create(doc));
