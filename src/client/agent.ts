@@ -427,6 +427,7 @@ export class AcpAgent {
       ...(this.options.reconnect ? { reconnect: this.options.reconnect } : {}),
       ...(this.options.submitRetry ? { submitRetry: this.options.submitRetry } : {}),
       maxAckPending: maxAckPendingOf(this.options),
+      consume: this.options.consume ?? "all",
       events,
     });
   }

@@ -2,6 +2,7 @@ import WebSocket from "ws";
 import { AcpError, type VerifiedEnvelope } from "../protocol/index.js";
 import {
   type ClientFrame,
+  CONSUME_PARAM,
   MAX_ACK_PENDING_PARAM,
   type ServerFrame,
   type SubmitResponse,
@@ -82,8 +83,8 @@ export interface AgentConnection {
   close(): Promise<void>;
 }
 
-/** The gateway closes an agent's older connection with this code when a newer one authenticates. */
-const CLOSE_REPLACED = 4409;
+/** The gateway refuses a connection with this code when the agent has as many as it takes. */
+const CLOSE_TOO_MANY = 4409;
 /** …and with this one when the API key is refused (wrong, rotated or revoked). */
 const CLOSE_UNAUTHORIZED = 4401;
 
@@ -122,6 +123,8 @@ export class GatewayConnection implements AgentConnection {
       submitRetry?: SubmitRetryOptions;
       /** The socket's window: unacknowledged deliveries the gateway may send it (MAX_ACK_PENDING_PARAM). */
       maxAckPending?: number;
+      /** "replies": this socket takes only what is routed to it (CONSUME_PARAM). */
+      consume?: "all" | "replies";
       events: ConnectionEvents;
     },
   ) {
@@ -198,6 +201,7 @@ export class GatewayConnection implements AgentConnection {
     const url = new URL(websocketUrl(this.options.baseUrl, WS_PATH));
     if (this.options.maxAckPending !== undefined)
       url.searchParams.set(MAX_ACK_PENDING_PARAM, String(this.options.maxAckPending));
+    if (this.options.consume === "replies") url.searchParams.set(CONSUME_PARAM, "replies");
     const ws = new WebSocket(url, {
       headers: { "x-api-key": this.options.apiKey },
       handshakeTimeout: 10_000,
@@ -257,19 +261,16 @@ export class GatewayConnection implements AgentConnection {
         return;
       }
       if (this.closed) return;
-      if (code === CLOSE_REPLACED) {
-        failure = new AcpError(
-          "Conflict",
-          `another connection for ${this.options.agentId} replaced this one`,
-        );
-      } else if (code === CLOSE_UNAUTHORIZED) {
+      if (code === CLOSE_UNAUTHORIZED) {
         failure ??= new AcpError("Unauthorized", "the gateway no longer accepts this agent's API key");
       }
-      // A refused key will not become valid by retrying, and a replaced connection must not fight
-      // back: stop and say why.
+      // A refused key will not become valid by retrying: stop and say why. Too many connections of
+      // this agent (4409) may change as others close: say so, and keep trying.
       const fatal =
-        failure instanceof AcpError && ["Unauthorized", "Forbidden", "Conflict"].includes(failure.kind);
-      if (fatal) this.options.events.error(failure as Error);
+        code !== CLOSE_TOO_MANY &&
+        failure instanceof AcpError &&
+        ["Unauthorized", "Forbidden"].includes(failure.kind);
+      if (fatal || (code === CLOSE_TOO_MANY && failure)) this.options.events.error(failure as Error);
       if (wasReady || fatal) {
         this.options.events.disconnected({ code, reason: reason.toString(), willReconnect: !fatal });
       }

@@ -76,9 +76,11 @@ export interface AcpAgentOptions {
   /** A peer that declares no skill layers: decline it (default) or accept it with maximum caution. */
   undeclaredLayers?: "decline" | "maximum-caution";
   /**
-   * "all" (default): this agent processes its whole inbox. "replies": only handshake messages and
-   * responses to its own requests; anything else is left unacknowledged for the agent's real
-   * consumer (the gateway redelivers it). For short-lived senders such as `acp send`.
+   * "all" (default): this connection takes a share of the agent's queue (with the agent's other
+   * receiving connections, if it has several). "replies": only what the gateway routes to this
+   * connection, the responses to its own requests and the handshake replies to its own announces;
+   * the rest stays for the agent's receiving connections. For one-shot senders such as `acp send`
+   * beside the agent's running consumer.
    */
   consume?: "all" | "replies";
   /**

@@ -88,6 +88,8 @@ export interface GatewayOptions {
     failedCredentials?: FailedCredentialLimits;
     /** WebSocket connections still authenticating, gateway-wide; past it an upgrade gets 503. Default 1,024. */
     maxUnauthenticatedSockets?: number;
+    /** WebSockets of one agent at this gateway; the next is refused with 4409. Default 64. */
+    maxSocketsPerAgent?: number;
   };
   /** What one agent may make the gateway store, and the storage floor (defaults: DEFAULT_QUOTAS). */
   quotas?: GatewayQuotas;
@@ -293,6 +295,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       socketBufferBytes: options.limits?.socketBufferBytes,
       outboundBufferBytes: options.limits?.outboundBufferBytes,
       maxUnauthenticatedSockets: options.limits?.maxUnauthenticatedSockets,
+      maxSocketsPerAgent: options.limits?.maxSocketsPerAgent,
     },
   );
 

@@ -11,6 +11,8 @@ interface Side {
   announced: boolean;
   capabilities: boolean;
   at: string;
+  /** The route of the socket this side's last handshake message came through: its replies go there. */
+  replyTo?: string;
 }
 
 type PairState = Record<string, Side>;
@@ -63,17 +65,22 @@ export class HandshakeGate {
   }
 
   /**
-   * Records an announce or capabilities message being relayed from `headers.agent-id`, and keeps
-   * its signed text (`envelope`) as that side's proof for the recipient (`proof`).
+   * Records an announce or capabilities message being relayed from `headers.agent-id`, sent
+   * through the socket with route `via.replyTo`, and keeps its signed text (`envelope`) as that
+   * side's proof for the recipient (`proof`). Returns the route it goes to when it answers the
+   * recipient's own handshake (`via.isReply`: a reply announce, or capabilities): the socket the
+   * recipient's last handshake message came through.
    */
   async observe(
     method: "agent.announce" | "agent.capabilities",
     headers: EnvelopeHeaders,
     kid: string,
     envelope?: string,
-  ): Promise<void> {
-    await this.observeState(method, headers, kid);
+    via: { replyTo?: string | undefined; isReply?: boolean } = {},
+  ): Promise<string | undefined> {
+    const route = await this.observeState(method, headers, kid, via);
     if (envelope !== undefined) await this.keepProof(method, headers, envelope);
+    return route;
   }
 
   /**
@@ -102,7 +109,8 @@ export class HandshakeGate {
     method: "agent.announce" | "agent.capabilities",
     headers: EnvelopeHeaders,
     kid: string,
-  ): Promise<void> {
+    via: { replyTo?: string | undefined; isReply?: boolean },
+  ): Promise<string | undefined> {
     const from = headers["agent-id"];
     const key = pairKey(from, headers["recipient-id"]);
     for (let attempt = 0; attempt < 5; attempt++) {
@@ -110,6 +118,7 @@ export class HandshakeGate {
       const state: PairState = { ...(entry?.value ?? {}) };
       const side = state[from];
       const at = new Date().toISOString();
+      const replyTo = via.replyTo ? { replyTo: via.replyTo } : {};
       if (method === "agent.announce") {
         state[from] = {
           kid,
@@ -117,6 +126,7 @@ export class HandshakeGate {
           announced: true,
           capabilities: false,
           at,
+          ...replyTo,
         };
       } else {
         if (!side?.announced || side.kid !== kid) {
@@ -128,14 +138,14 @@ export class HandshakeGate {
             },
           );
         }
-        state[from] = { ...side, capabilities: true, at };
+        state[from] = { ...side, capabilities: true, at, ...replyTo };
       }
       try {
         if (entry) await this.bucket.update(key, state, entry.revision);
         else await this.bucket.create(key, state);
         if (isComplete(state, from, headers["recipient-id"])) this.pairs.remember(key, state);
         else this.pairs.forget(key);
-        return;
+        return via.isReply ? state[headers["recipient-id"]]?.replyTo : undefined;
       } catch (err) {
         if (!isWriteConflict(err)) throw err;
       }

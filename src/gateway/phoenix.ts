@@ -2,8 +2,8 @@
  * The messaging platform's real-time delivery: Phoenix Channels over WebSocket, at
  * `/socket/websocket` (what a Phoenix client's `new Socket("/socket")` connects to), beside the
  * native protocol at `/api/v1/ws`. Same inbox, same guarantees: a joined channel is a session of
- * the hub (ws-session.ts) speaking Phoenix's wire; its window, ack waits, redelivery and the one
- * inbox per agent are the hub's.
+ * the hub (ws-session.ts) speaking Phoenix's wire; its window, ack waits, redelivery and its share
+ * of the agent's queue (one of the agent's receiving sockets) are the hub's.
  *
  * Phoenix's JSON serializer 2.0.0: every message is `[join_ref, ref, topic, event, payload]`.
  * - Authenticated before the upgrade completes, with the agent's API key: an `X-API-Key` or
@@ -291,7 +291,8 @@ class PhoenixConnection {
     // A rejoin (the client's channel errored, or joined again) replaces the channel's session.
     await this.channel?.session.stop();
     const wire = phoenixWire(joinRef, ref, topic, (delivery) => this.delivered(delivery));
-    const session = await this.hub.attach(this.ws, this.agent, wire, window as number, () => {
+    const flow = { consume: "all" as const, maxAckPending: window as number };
+    const session = await this.hub.attach(this.ws, this.agent, wire, flow, () => {
       if (this.channel?.session === session) this.channel = undefined;
     });
     if (session && this.ws.readyState === WebSocket.OPEN) this.channel = { joinRef, topic, session };
@@ -364,9 +365,9 @@ function phoenixWire(
     // Answers go out as the replies to the pushes that asked (PhoenixConnection).
     answer: () => undefined,
     end: (ws, code, reason) => {
-      if (code === CloseCode.Replaced && ws.readyState === WebSocket.OPEN) {
-        // A newer connection took the agent's inbox: this channel closes, the socket stays.
-        ws.send(JSON.stringify([joinRef, joinRef, topic, "phx_close", { reason: reason ?? "replaced" }]));
+      if (code === CloseCode.TooManySockets && ws.readyState === WebSocket.OPEN) {
+        // The agent has as many sockets as the gateway takes: this channel closes, the socket stays.
+        ws.send(JSON.stringify([joinRef, joinRef, topic, "phx_close", { reason: reason ?? "too many" }]));
       } else ws.close(code, reason);
     },
   };

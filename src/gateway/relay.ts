@@ -1,5 +1,11 @@
 import type { AuditEntryInput, SummaryContext } from "../audit/index.js";
-import type { Broker, MessageKind as BrokerKind, MessageRef, SubmitResult } from "../broker/index.js";
+import type {
+  Broker,
+  MessageKind as BrokerKind,
+  MessageRef,
+  SubmitInput,
+  SubmitResult,
+} from "../broker/index.js";
 import { SerialByKey } from "../broker/serial-by-key.js";
 import { brokerToAcp } from "../broker/errors.js";
 import { refuseDeepNesting } from "../http/server.js";
@@ -9,6 +15,7 @@ import {
   type EnvelopeHeaders,
   headerPointer,
   headersOf,
+  MessageId,
   messageKind,
   parseMessageText,
   ReplayGuard,
@@ -98,6 +105,11 @@ export interface SubmitOptions {
    * `record`). It is stored as from the peer's inbox, and may be as old as the peer's queue kept it.
    */
   arrived?: ArrivedFrom;
+  /**
+   * The route of the socket it came through (`<broker instance>/<socket>`): the answer to a
+   * request, and the peer's handshake replies to an announce, go back to that socket.
+   */
+  replyTo?: string;
 }
 
 /** The gateway services the relay uses. */
@@ -261,7 +273,7 @@ export class Relay {
   private async routeAndStore(
     sender: ResolvedAgent,
     { message, headers, envelope, size, verified, signedHere }: SignedSubmit,
-    { summaryContext, priority, receivedAt, arrived }: SubmitOptions,
+    { summaryContext, priority, receivedAt, arrived, replyTo }: SubmitOptions,
   ): Promise<{ message: AcpMessage; stored: Promise<SubmitResult>; entry: AuditEntryInput }> {
     const kid = await verified;
     const from = headers["agent-id"];
@@ -287,9 +299,13 @@ export class Relay {
     this.checkVersion(sender, recipient, headers, message);
     const kind = messageKind(message);
     const method = "method" in message ? message.method : kind === "error" ? "error" : "response";
+    let route: string | undefined;
     if (HANDSHAKE_METHODS.has(method)) {
       if (size > this.options.handshakeBytes) await this.refuseLargeHandshake(from, to, size);
-      await this.gate.observe(method as "agent.announce", headers, kid, envelope);
+      route = await this.gate.observe(method as "agent.announce", headers, kid, envelope, {
+        replyTo,
+        isReply: method === "agent.capabilities" || isReplyAnnounce(message),
+      });
     } else if (kind !== "error") await this.gate.require(headers, kid, kind === "response");
 
     // Built before the broker has it: its change event may reach the live feed before `submit` resolves.
@@ -311,6 +327,7 @@ export class Relay {
       envelope,
       submittedAt: headers.timestamp,
       ...(priority !== undefined && { priority }),
+      ...routing(message, kind, replyTo, route),
     });
     // Awaited by `relay`, outside the lane; this keeps an early failure from going unhandled.
     stored.catch(() => undefined);
@@ -408,6 +425,36 @@ export class Relay {
       );
     }
   }
+}
+
+/**
+ * How the broker routes it: a request or handoff keeps the route of the socket it came through, an
+ * answer goes to the route of the request it answers (by its JSON-RPC id, the request's message id
+ * when an ACP builder made it), a handshake reply to the route the gate recorded. A notification
+ * naming a request in `body.messageId` (the A2A bridge's `agent.a2a.status`, `.progress`) goes
+ * where that request's answer will.
+ */
+function routing(
+  message: AcpMessage,
+  kind: string,
+  replyTo: string | undefined,
+  route: string | undefined,
+): Pick<SubmitInput, "replyTo" | "inReplyTo" | "route"> {
+  if (route) return { route };
+  if (replyTo && (kind === "request" || kind === "handoff")) return { replyTo };
+  const answered = (message as { id?: unknown }).id;
+  if ((kind === "response" || kind === "error") && MessageId.safeParse(answered).success)
+    return { inReplyTo: answered as string };
+  const about = "params" in message ? (message.params as { body?: { messageId?: unknown } }).body : undefined;
+  if (kind === "notification" && MessageId.safeParse(about?.messageId).success)
+    return { inReplyTo: about?.messageId as string };
+  return {};
+}
+
+/** An `agent.announce` answering the peer's (its body says `reply: true`): part of the peer's handshake. */
+function isReplyAnnounce(message: AcpMessage): boolean {
+  const body = "params" in message ? (message.params as { body?: { reply?: unknown } }).body : undefined;
+  return body?.reply === true;
 }
 
 interface SignedSubmit {

@@ -1,10 +1,13 @@
+import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { type RawData, WebSocket } from "ws";
 import { brokerToAcp } from "../broker/errors.js";
-import type { Broker, Delivery, Inbox } from "../broker/index.js";
+import type { Broker, Delivery, MessageRef } from "../broker/index.js";
+import { refKey } from "../broker/validation.js";
 import { AcpError, problemsOf, toErrorObject } from "../protocol/index.js";
 import { ClientFrame, type ServerFrame } from "../wire/api.js";
 import type { ProtocolVersions } from "../wire/versions.js";
+import type { AgentSessions, GroupMember } from "./agent-sessions.js";
 import { DeliveryWindow } from "./delivery-window.js";
 import type { Metrics } from "./metrics.js";
 import { corkUntilNextTurn, type SocketBacklog } from "./outbound-buffers.js";
@@ -13,6 +16,12 @@ import type { ResolvedAgent } from "./registry.js";
 import type { Relay } from "./relay.js";
 import type { SubmitIntake } from "./submit-intake.js";
 import type { WsOptions } from "./ws.js";
+
+/** How a socket consumes (the `consume` query parameter, CONSUME_PARAM) and its window. */
+export interface SocketFlow {
+  maxAckPending: number;
+  consume: "all" | "replies";
+}
 
 /** The frame that tells the agent its inbox follows. */
 export type ReadyFrame = Extract<ServerFrame, { type: "ready" }>;
@@ -49,18 +58,25 @@ export const NATIVE_WIRE: SessionWire = {
 };
 
 /**
- * One agent's WebSocket: authenticated before it is made. Streams the agent's inbox as
- * `new_message` frames within the socket's window, and takes acknowledgements, rejections,
- * in-progress notices, presence and submissions.
+ * One agent's WebSocket, authenticated before it is made; one of the agent's sockets at this
+ * gateway (AgentSessions). Sends what its group hands it as `new_message` frames, within its
+ * window and send buffer, and takes acknowledgements, rejections, in-progress notices, presence
+ * and submissions; a request it submits carries its route, so the answer comes back to it.
  */
-export class Session {
-  private inbox: Inbox | undefined;
-  private pump: Promise<void> | undefined;
+export class Session implements GroupMember {
+  readonly id = randomBytes(12).toString("base64url");
+  readonly route: string;
+  readonly receives: boolean;
   private lastSeen = Date.now();
   private heartbeat: NodeJS.Timeout | undefined;
+  private joined = false;
+  private paused = false;
   private stopped = false;
+  private ended: Promise<void> | undefined;
   private readonly agentId: string;
   private readonly window: DeliveryWindow;
+  /** Routed deliveries not acknowledged yet, by `refKey`. */
+  private readonly routedOut = new Map<string, MessageRef>();
 
   constructor(
     private readonly ws: WebSocket,
@@ -75,14 +91,17 @@ export class Session {
       logger: Logger;
       intake: SubmitIntake;
       backlog: SocketBacklog;
+      group: AgentSessions;
     },
     private readonly options: WsOptions,
-    maxAckPending: number,
+    flow: SocketFlow,
     private readonly onEnd: () => void,
     private readonly wire: SessionWire = NATIVE_WIRE,
   ) {
     this.agentId = agent.record.agentId;
-    this.window = new DeliveryWindow(maxAckPending);
+    this.route = `${deps.broker.instanceId}/${this.id}`;
+    this.receives = flow.consume === "all";
+    this.window = new DeliveryWindow(flow.maxAckPending, () => deps.group.wake());
   }
 
   async start(): Promise<void> {
@@ -92,21 +111,16 @@ export class Session {
       this.ws.close(1008, "a custodial agent has no socket: it works through the MCP endpoint");
       return;
     }
-    let inbox: Inbox;
     try {
-      inbox = await this.deps.broker.openInbox(this.agentId, { maxInFlight: this.options.maxInFlight });
+      await this.deps.group.join(this);
     } catch (err) {
       this.deps.logger.warn({ agent: this.agentId, err: (err as Error).message }, "cannot open inbox");
       this.ws.close(1011, "inbox unavailable");
       return;
     }
-    if (this.stopped) {
-      // The socket went while the inbox was opening: nobody would read it, and left open it would
-      // keep the agent's next connection from opening its own.
-      await inbox.close().catch(() => undefined);
-      return;
-    }
-    this.inbox = inbox;
+    // The socket may have gone while the inbox was opening: `stop` leaves the group then.
+    if (this.stopped) return;
+    this.joined = true;
     await this.deps.presence.connected(this.agentId).catch(() => undefined);
     this.deps.metrics.count("acp_ws_connections_total");
     const deprecation = this.deps.versions.deprecationOf(this.agent.record.protocolVersions);
@@ -123,50 +137,70 @@ export class Session {
     );
     this.heartbeat = setInterval(() => this.checkAlive(), this.options.heartbeatMs);
     this.heartbeat.unref();
-    this.pump = this.deliver(this.inbox);
+    this.deps.group.wake();
   }
 
-  /** Stops delivery and closes the socket; unacknowledged messages stay queued for the next connection. */
-  async stop(code?: number, reason?: string): Promise<void> {
-    if (this.stopped) return this.pump;
+  /** Ends the session and leaves the group: what it held goes back to the agent's other sockets. */
+  stop(code?: number, reason?: string): Promise<void> {
+    this.ended ??= this.end(code, reason);
+    return this.ended;
+  }
+
+  private async end(code: number | undefined, reason: string | undefined): Promise<void> {
     this.stopped = true;
     clearInterval(this.heartbeat);
     if (code !== undefined && this.ws.readyState === WebSocket.OPEN) this.wire.end(this.ws, code, reason);
-    await this.inbox?.close().catch(() => undefined);
     this.deps.backlog.release();
-    this.window.notify();
-    await this.pump?.catch(() => undefined);
-    if (this.inbox) await this.deps.presence.disconnected(this.agentId).catch(() => undefined);
+    this.window.stop();
+    // Presence first: the socket is gone now, whatever giving back its deliveries takes.
+    if (this.joined) await this.deps.presence.disconnected(this.agentId).catch(() => undefined);
+    await this.deps.group.leave(this).catch(() => undefined);
     this.onEnd();
   }
 
-  /**
-   * Sends the inbox's deliveries in order, as many as the socket's window allows (the agent's
-   * pace), and none while its send buffer holds too much (a recipient that does not read).
-   */
-  private async deliver(inbox: Inbox): Promise<void> {
-    const deliveries = inbox[Symbol.asyncIterator]();
-    const { backlog, metrics } = this.deps;
-    for (;;) {
-      while (!this.stopped && (backlog.full || !this.window.hasRoom)) {
-        if (backlog.full) {
-          metrics.count("acp_ws_deliveries_paused_total");
-          await backlog.untilDrained();
-        } else {
-          await this.window.untilRoom();
-        }
-      }
-      if (this.stopped) break;
-      const next = await deliveries.next();
-      if (next.done) return;
-      if (this.stopped || this.ws.readyState !== WebSocket.OPEN) break;
-      corkUntilNextTurn(this.ws);
-      this.ws.send(this.wire.delivery(next.value));
-      this.window.sent(next.value);
-      backlog.sent();
-      metrics.count("acp_messages_delivered_total");
-    }
-    await deliveries.return?.();
+  get canTake(): boolean {
+    if (this.stopped || !this.joined || this.ws.readyState !== WebSocket.OPEN || !this.window.hasRoom)
+      return false;
+    if (!this.deps.backlog.full) return true;
+    this.pauseUntilDrained();
+    return false;
+  }
+
+  /** A recipient that does not read: nothing more for it until its buffer drains (counted once per pause). */
+  private pauseUntilDrained(): void {
+    if (this.paused) return;
+    this.paused = true;
+    this.deps.metrics.count("acp_ws_deliveries_paused_total");
+    void this.deps.backlog.untilDrained().then(() => {
+      this.paused = false;
+      this.deps.group.wake();
+    });
+  }
+
+  /** Sends one delivery: the queue's within the window; routed ones whatever the window says. */
+  deliver(delivery: Delivery): boolean {
+    if (this.stopped || this.ws.readyState !== WebSocket.OPEN) return false;
+    corkUntilNextTurn(this.ws);
+    this.ws.send(this.wire.delivery(delivery));
+    if (delivery.route) this.routedOut.set(refKey(delivery), { from: delivery.from, id: delivery.id });
+    else this.window.sent(delivery);
+    this.deps.backlog.sent();
+    this.deps.metrics.count("acp_messages_delivered_total");
+    return true;
+  }
+
+  settled(message: MessageRef): void {
+    this.routedOut.delete(refKey(message));
+    this.window.settled(message);
+  }
+
+  forget(message: MessageRef): void {
+    this.routedOut.delete(refKey(message));
+    this.window.forget(message);
+  }
+
+  handedOut(): { queue: MessageRef[]; routed: MessageRef[] } {
+    return { queue: this.window.held(), routed: [...this.routedOut.values()] };
   }
 
   private checkAlive(): void {
@@ -234,6 +268,7 @@ export class Session {
         try {
           const result = await this.deps.relay.submit(this.agent, frame.envelope, size, {
             ...(frame.priority !== undefined && { priority: frame.priority }),
+            replyTo: this.route,
           });
           return { type: "submitted", ref: frame.ref, ...result };
         } catch (err) {
@@ -243,7 +278,7 @@ export class Session {
         }
       case "acknowledge":
       case "reject":
-        this.window.settled(frame);
+        this.deps.group.settled(frame);
         try {
           if (frame.type === "acknowledge") await this.deps.broker.ack(this.agentId, frame);
           else await this.deps.broker.reject(this.agentId, frame, frame.reason);

@@ -20,8 +20,9 @@ import {
   refuseUpgrade,
   UnauthenticatedSockets,
 } from "./unauthenticated.js";
-import { ClientFrame, MAX_ACK_PENDING_PARAM, type ServerFrame } from "../wire/api.js";
-import { invalidWindow, NATIVE_WIRE, Session, type SessionWire } from "./ws-session.js";
+import { ClientFrame, CONSUME_PARAM, MAX_ACK_PENDING_PARAM, type ServerFrame } from "../wire/api.js";
+import { AgentSessions } from "./agent-sessions.js";
+import { invalidWindow, NATIVE_WIRE, Session, type SessionWire, type SocketFlow } from "./ws-session.js";
 import type { ProtocolVersions } from "../wire/versions.js";
 
 export interface WsOptions {
@@ -38,25 +39,31 @@ export interface WsOptions {
   outboundBufferBytes?: number;
   /** Connections still authenticating, gateway-wide, past which an upgrade gets 503 (UnauthenticatedSockets). */
   maxUnauthenticatedSockets?: number;
+  /** Sockets of one agent at this gateway, at most (the next is refused with 4409). Default 64. */
+  maxSocketsPerAgent?: number;
 }
+
+export const DEFAULT_MAX_SOCKETS_PER_AGENT = 64;
 
 /** Close codes (RFC 6455 private range) so clients can tell why they were closed. */
 export const CloseCode = {
   Unauthorized: 4401,
   RateLimited: 4429,
-  Replaced: 4409,
+  /** The agent has `maxSocketsPerAgent` sockets here already. */
+  TooManySockets: 4409,
   HeartbeatTimeout: 4408,
   ShuttingDown: 1001,
 } as const;
 
 /**
- * Agents' real-time connections: authenticate, stream the agent's inbox (offline queue first, in
- * order) as `new_message` frames, take acknowledgements, rejections, presence and submissions.
- * One inbox per agent per gateway: a new connection replaces the previous one.
+ * Agents' real-time connections: authenticate, then join the agent's other sockets at this
+ * gateway (AgentSessions), which share its inbox out among them (offline queue first, in order) as
+ * `new_message` frames; take acknowledgements, rejections, presence and submissions.
  */
 export class WsHub {
   private readonly server: WebSocketServer;
-  private readonly sessions = new Map<string, Session>();
+  private readonly groups = new Map<string, AgentSessions>();
+  private readonly sessions = new Set<Session>();
   private readonly intake: SubmitIntake;
   readonly outbound: OutboundBuffers;
   readonly unauthenticated: UnauthenticatedSockets;
@@ -103,7 +110,7 @@ export class WsHub {
   }
 
   async close(): Promise<void> {
-    const sessions = [...this.sessions.values()];
+    const sessions = [...this.sessions];
     await Promise.all(sessions.map((s) => s.stop(CloseCode.ShuttingDown, "gateway shutting down")));
     for (const ws of this.server.clients) ws.terminate();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
@@ -136,55 +143,99 @@ export class WsHub {
       ws.close(CloseCode.Unauthorized, "unauthorized");
       return;
     }
-    const maxAckPending = this.windowOf(req);
-    if (maxAckPending instanceof AcpError) {
-      this.send(ws, { type: "error", error: maxAckPending.toJSON() });
-      ws.close(1008, "invalid maxAckPending");
+    const flow = this.flowOf(req);
+    if (flow instanceof AcpError) {
+      this.send(ws, { type: "error", error: flow.toJSON() });
+      ws.close(1008, "invalid connection parameters");
       return;
     }
-    await this.attach(ws, agent, NATIVE_WIRE, maxAckPending);
+    await this.attach(ws, agent, NATIVE_WIRE, flow);
   }
 
   /**
-   * Starts the agent's session on an authenticated socket, replacing the one it had (one inbox per
-   * agent per gateway, whichever protocol each socket speaks: native, or Phoenix Channels).
-   * `onEnd` runs when the session ends. Undefined when the socket closed meanwhile.
+   * Starts a session of the agent on an authenticated socket, one of the agent's sockets at this
+   * gateway (whichever protocol each speaks: native, or Phoenix Channels); past the agent's limit
+   * the socket is refused (4409). `onEnd` runs when the session ends. Undefined when the socket
+   * closed meanwhile, or was refused.
    */
   async attach(
     ws: WebSocket,
     agent: ResolvedAgent,
     wire: SessionWire,
-    maxAckPending: number,
+    flow: SocketFlow,
     onEnd: () => void = () => undefined,
   ): Promise<Session | undefined> {
-    const agentId = agent.record.agentId;
-    const previous = this.sessions.get(agentId);
-    if (previous) await previous.stop(CloseCode.Replaced, "replaced by a newer connection");
     if (ws.readyState !== WebSocket.OPEN) return undefined;
-    const deps = { ...this.deps, intake: this.intake, backlog: this.outbound.track(ws) };
-    const end = () => {
-      this.intake.forget(ws);
-      releaseKey();
-      if (this.sessions.get(agentId) === session) this.sessions.delete(agentId);
-      onEnd();
-    };
-    const session = new Session(ws, agent, deps, this.options, maxAckPending, end, wire);
+    const agentId = agent.record.agentId;
+    const group = this.groupOf(agentId);
+    const limit = this.options.maxSocketsPerAgent ?? DEFAULT_MAX_SOCKETS_PER_AGENT;
+    if (group.size >= limit) {
+      const error = new AcpError("Conflict", `${agentId} has ${limit} connections to this gateway already`, {
+        limit,
+      });
+      const text = wire.answer({ type: "error", error: error.toJSON() });
+      if (text !== undefined) ws.send(text);
+      wire.end(ws, CloseCode.TooManySockets, "too many connections for this agent");
+      this.forgetIfEmpty(group);
+      return undefined;
+    }
+    const deps = { ...this.deps, intake: this.intake, backlog: this.outbound.track(ws), group };
+    const session = new Session(
+      ws,
+      agent,
+      deps,
+      this.options,
+      flow,
+      () => {
+        this.intake.forget(ws);
+        releaseKey();
+        this.sessions.delete(session);
+        this.forgetIfEmpty(group);
+        onEnd();
+      },
+      wire,
+    );
     // A rotated key or a revoked agent closes the socket its old key opened.
     const releaseKey = this.deps.openedByKey.track(agent, (why) => {
       void session.stop(CloseCode.Unauthorized, why);
     });
-    this.sessions.set(agentId, session);
+    this.sessions.add(session);
+    group.reserve(session);
     await session.start();
     return session;
   }
 
-  /** The socket's window from the upgrade's query (MAX_ACK_PENDING_PARAM); the agent's limit without one. */
-  private windowOf(req: IncomingMessage): number | AcpError {
-    const given = requestUrl(req).searchParams.get(MAX_ACK_PENDING_PARAM);
-    if (given === null) return this.options.maxInFlight;
+  private groupOf(agentId: string): AgentSessions {
+    let group = this.groups.get(agentId);
+    if (!group) {
+      group = new AgentSessions(agentId, {
+        broker: this.deps.broker,
+        logger: this.deps.logger,
+        maxInFlight: this.options.maxInFlight,
+      });
+      this.groups.set(agentId, group);
+    }
+    return group;
+  }
+
+  private forgetIfEmpty(group: AgentSessions): void {
+    if (group.size === 0 && this.groups.get(group.agentId) === group) this.groups.delete(group.agentId);
+  }
+
+  /** The socket's window and way of consuming, from the upgrade's query (CONSUME_PARAM, MAX_ACK_PENDING_PARAM). */
+  private flowOf(req: IncomingMessage): SocketFlow | AcpError {
+    const query = requestUrl(req).searchParams;
+    const consume = query.get(CONSUME_PARAM) ?? "all";
+    if (consume !== "all" && consume !== "replies") {
+      return new AcpError("InvalidParams", `consume must be "all" or "replies"`, {
+        problems: [{ path: `/${CONSUME_PARAM}`, message: 'must be "all" or "replies"' }],
+      });
+    }
+    const given = query.get(MAX_ACK_PENDING_PARAM);
+    if (given === null) return { consume, maxAckPending: this.options.maxInFlight };
     const value = Number(given);
     return Number.isInteger(value) && value >= 1 && value <= this.options.maxInFlight
-      ? value
+      ? { consume, maxAckPending: value }
       : invalidWindow(this.options.maxInFlight);
   }
 

@@ -187,6 +187,14 @@ export const PriorityInput = z
   .enum([...PRIORITIES, "normal"], { error: `must be one of ${[...PRIORITIES, "normal"].join(", ")}` })
   .transform((given): Priority => parsePriority(given) ?? DEFAULT_PRIORITY);
 
+/**
+ * Query parameter of the WebSocket upgrade: `all` (default) takes a share of the agent's queue,
+ * with the agent's other receiving sockets (a work queue); `replies` takes only what is routed to
+ * this socket: the answers to the requests it sent and the handshake replies to its announces
+ * (a one-shot command beside the agent's running consumer).
+ */
+export const CONSUME_PARAM = "consume";
+
 /** Frames an agent sends on its WebSocket. */
 export const ClientFrame = z.discriminatedUnion("type", [
   /** Only needed when the upgrade request carried no API key header (browsers cannot set one). */

@@ -1,15 +1,46 @@
+import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { readAudit } from "../../src/audit/index.js";
 import type { AcpAgent } from "../../src/client/index.js";
 import { ErrorCode } from "../../src/protocol/index.js";
-import { runAcp } from "../helpers/cli.js";
+import { CLI_PATH, runAcp } from "../helpers/cli.js";
 import { ADMIN_TOKEN, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { agentFor, eventually } from "./fixtures.js";
 
 const tmp = useTmpDir("acp-client-cli-");
+
+/** `acp inbox --follow --json` running in the background: what it printed so far, and a stop. */
+function followInbox(env: Record<string, string>) {
+  const child = spawn(process.execPath, [CLI_PATH, "inbox", "--follow", "--json"], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+    stdout += chunk;
+  });
+  child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+    stderr += chunk;
+  });
+  const gone = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  return {
+    stderr: () => stderr,
+    bodies: () =>
+      stdout
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => (JSON.parse(line) as { body: Record<string, unknown> | null }).body ?? {}),
+    exited: () => child.exitCode !== null || child.signalCode !== null,
+    stop: async () => {
+      child.kill("SIGTERM");
+      await gone;
+    },
+  };
+}
 
 describe("acp agent / send / inbox / status against a real gateway", { timeout: 90_000 }, () => {
   let gw: TestGateway;
@@ -175,6 +206,41 @@ describe("acp agent / send / inbox / status against a real gateway", { timeout: 
       audit.push(entry.method);
     expect(audit).toContain("agent.request");
     expect(audit).toContain("agent.notification");
+  });
+
+  it("acp send beside the same agent's acp inbox --follow: both work, and both write its audit log", async () => {
+    await registerAlice();
+    const inbox = followInbox(env);
+    try {
+      await eventually(() => inbox.stderr().includes("following the inbox"), "the inbox is following");
+      // bob handshakes with the running inbox (it answers for alice), then notifies.
+      await bob.notify("alice-assistant", { n: 1 });
+      await eventually(() => inbox.bodies().some((b) => b.n === 1), "the inbox printed the first note");
+      // A one-shot command of the same agent meanwhile: it gets its own answer...
+      const sent = await runAcp(
+        ["send", "--to", "bob-assistant", "--body", '{"action":"beside"}', "--json"],
+        {
+          env,
+        },
+      );
+      expect(sent.code, sent.stderr).toBe(0);
+      expect(JSON.parse(sent.stdout).response).toMatchObject({ asked: "beside", by: "alice-assistant" });
+      // ...and the inbox kept its socket and keeps receiving everything else.
+      await bob.notify("alice-assistant", { n: 2 });
+      await eventually(() => inbox.bodies().some((b) => b.n === 2), "the inbox printed the second note");
+      expect(inbox.exited()).toBe(false);
+      expect(inbox.stderr()).not.toContain("disconnected");
+      expect(inbox.bodies().some((b) => "asked" in b)).toBe(false); // the answer went to `acp send`
+    } finally {
+      await inbox.stop();
+    }
+    const verify = await runAcp(["audit", "verify", "--agent", "alice-assistant", "--json"], { env });
+    expect(verify.code, verify.stdout + verify.stderr).toBe(0);
+    const methods: string[] = [];
+    for await (const { entry } of readAudit({ root: env.ACP_AUDIT_DIR!, agent: "alice-assistant" }))
+      methods.push(`${entry.direction} ${entry.method}`);
+    expect(methods).toContain("received agent.notification"); // written by the inbox
+    expect(methods).toContain("sent agent.request"); // written by acp send
   });
 
   it("names what is wrong with a bad --body, a missing credential, or an error response", async () => {

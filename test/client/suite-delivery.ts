@@ -208,17 +208,17 @@ export function deliverySuite(makeGateway: GatewayFactory): void {
     expect(bob.handshakeState("alice-assistant")).toBe("none");
   });
 
-  it("consume: replies leaves other messages queued for the agent's real consumer", async () => {
-    await t.quickRedeliveryGateway();
+  it("consume: replies takes only its own answers; the rest waits, untouched, for the agent's real consumer", async () => {
     const alice = await t.connected(t.alpha);
+    alice.onRequest(() => ({ answered: true }));
     const bobSender = await t.connected(t.beta, { consume: "replies" });
-    await alice.handshake("bob-assistant");
-    expect(bobSender.handshakeState("alice-assistant")).toBe("established");
+    const seenBySender: string[] = [];
+    bobSender.on("message", (m) => seenBySender.push(m.messageId));
+    // Its own handshake and request: alice's replies come back to this socket.
+    await bobSender.handshake("alice-assistant");
+    await expect(bobSender.request("alice-assistant", { q: 1 })).resolves.toEqual({ answered: true });
     const { id } = await alice.notify("bob-assistant", { n: 1 });
-    await eventually(
-      async () => (await t.statusOf(t.beta, id, "alice-assistant")).status === "delivered",
-      "handed to the replies-only agent",
-    );
+    expect((await t.statusOf(t.beta, id, "alice-assistant")).status).toBe("queued");
     await bobSender.close();
     const got: unknown[] = [];
     const bob = agentFor(t.gw, t.beta, t.dir);
@@ -229,6 +229,12 @@ export function deliverySuite(makeGateway: GatewayFactory): void {
     t.cleanups.push(() => bob.close());
     await eventually(() => got.length === 1, "the real consumer got it");
     expect(got).toEqual([{ n: 1 }]);
+    expect(seenBySender).not.toContain(id);
+    await eventually(
+      async () => (await t.statusOf(t.beta, id, "alice-assistant")).status === "acknowledged",
+      "acknowledged",
+    );
+    expect((await t.statusOf(t.beta, id, "alice-assistant")).retry_count).toBe(0);
   });
 
   it("a handshake with an offline peer times out, and completes once the peer comes online", async () => {

@@ -8,6 +8,7 @@ import { api, FrameClient, startTestGateway, type TestGateway } from "../helpers
 import { describeWithNats, startNatsServer, useNatsServer } from "../helpers/nats.js";
 import { gatewaySuite, handshake, receive } from "./suite.js";
 import { gatewayLimitsSuite } from "./suite-limits.js";
+import { severalSocketsSuite } from "./suite-sockets.js";
 
 /** Connects until the gateway says `ready`: the first tries may meet the previous socket's inbox still closing. */
 async function eventuallyConnected(wsUrl: string, apiKey: string): Promise<FrameClient> {
@@ -40,6 +41,21 @@ async function gatewayOnNats(options: Record<string, unknown> = {}): Promise<Tes
 describeWithNats("gateway on NATS JetStream", () => {
   describe("relay", () => gatewaySuite(gatewayOnNats));
   describe("limits", () => gatewayLimitsSuite(gatewayOnNats));
+  describe("several sockets of one agent, on two gateways", () =>
+    severalSocketsSuite(async () => {
+      const nats = await startNatsServer();
+      const a = await startTestGateway({ natsUrl: nats.url });
+      const b = await startTestGateway({ natsUrl: nats.url });
+      return {
+        a,
+        b,
+        close: async () => {
+          await a.close();
+          await b.close();
+          await nats.dispose();
+        },
+      };
+    }));
 
   describe("several gateways on one NATS", () => {
     const nats = useNatsServer();

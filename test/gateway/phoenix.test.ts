@@ -190,12 +190,15 @@ describe("Phoenix Channels at /socket/websocket, with the phoenix npm client", (
     expect(await second.push("acknowledge", { id: pending })).toEqual({ status: "ok", response: {} });
   });
 
-  it("shares the agent's one inbox with the native socket: the newer connection takes it", async () => {
+  it("shares the agent's queue with its native socket: each message to one of them, the channel stays", async () => {
     gw = await startTestGateway();
+    const alice = await gw.register("alice");
     const bob = await gw.register("bob");
+    await handshake(gw, alice, bob);
     const phoenix = connect(gw, "messages:bob", {
       params: { api_key: bob.apiKey },
       heartbeatIntervalMs: 100,
+      joinParams: { max_ack_pending: 1 },
     });
     const heartbeatReplies: unknown[] = [];
     phoenix.socket.onMessage((message: object) => {
@@ -209,15 +212,38 @@ describe("Phoenix Channels at /socket/websocket, with the phoenix npm client", (
       (replies) => replies.length >= 3,
       "three heartbeats answered",
     );
-    expect(phoenix.socket.isConnected()).toBe(true);
-    const native = await FrameClient.connect(gw.gateway.wsUrl, bob.apiKey);
+    const native = await FrameClient.connect(`${gw.gateway.wsUrl}?maxAckPending=1`, bob.apiKey);
     await native.next("ready");
+    // The handshake's two messages and four notes: each goes to one of the two, in turn as they ack.
+    const sent: string[] = [];
+    for (let n = 1; n <= 4; n++) sent.push(await notify(gw, alice, "bob", { n }));
+    const viaNative: string[] = [];
+    const acked = new Set<string>();
     await until(
-      () => phoenix.events,
-      (e) => e.includes("phx_close"),
-      "the channel is closed for the newer connection",
+      async () => {
+        for (const m of phoenix.messages) {
+          if (acked.has(`${m.from}/${m.id}`)) continue;
+          acked.add(`${m.from}/${m.id}`);
+          await phoenix.push("acknowledge", { id: m.id, from: m.from });
+        }
+        for (const frame of native.pending()) {
+          if (frame.type !== "new_message") continue;
+          const m = await native.next("new_message", (f) => f.id === frame.id);
+          viaNative.push(m.id);
+          native.send({ type: "acknowledge", id: m.id, from: m.from });
+        }
+        return phoenix.messages.length + viaNative.length;
+      },
+      (count) => count >= 6,
+      "six messages taken between the channel and the native socket",
     );
-    // The socket itself stays: only the channel made way.
+    const viaChannel = phoenix.messages.map((m) => m.id);
+    expect(viaChannel.length).toBeGreaterThan(0);
+    expect(viaNative.length).toBeGreaterThan(0);
+    expect(viaChannel.filter((id) => viaNative.includes(id))).toEqual([]); // none to both
+    expect([...viaChannel, ...viaNative].filter((id) => sent.includes(id)).sort()).toEqual([...sent].sort());
+    // The channel was not closed for the native socket: both are the agent's consumers.
+    expect(phoenix.events).not.toContain("phx_close");
     expect(phoenix.socket.isConnected()).toBe(true);
     native.close();
   });
