@@ -109,6 +109,20 @@ describe("the gateway's MCP endpoint: transports, authentication, sessions", () 
     expect(((await stolen.json()) as { error: { message: string } }).error.message).toBe(
       `MCP session ${sessionId} belongs to another agent`,
     );
+    // The session id is no credential: each request in the session is authenticated again.
+    const keyless = await post(`${bed.gw.url}/mcp`, list, { "mcp-session-id": sessionId });
+    expect(keyless.status).toBe(401);
+    const wrongKey = await post(`${bed.gw.url}/mcp`, list, {
+      "x-api-key": `${alice.apiKey}x`,
+      "mcp-session-id": sessionId,
+    });
+    expect(wrongKey.status).toBe(401);
+    const own = await post(`${bed.gw.url}/mcp`, list, {
+      "x-api-key": alice.apiKey,
+      "mcp-session-id": sessionId,
+    });
+    expect(own.status).toBe(200);
+    await own.text();
     const unknown = await post(`${bed.gw.url}/mcp`, list, {
       "x-api-key": alice.apiKey,
       "mcp-session-id": "00000000-0000-4000-8000-000000000000",
