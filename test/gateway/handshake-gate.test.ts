@@ -160,9 +160,10 @@ describe("HandshakeGate", () => {
     try {
       await completeHandshake(gate);
       await expect(gate.completed("alice", "bob")).resolves.toBe(true);
-      await expect(gate.require(headers("alice", "bob"), "alice#other")).rejects.toThrow(
-        /the signing key changed since the handshake/,
-      );
+      await expect(gate.require(headers("alice", "bob"), "alice#other")).rejects.toMatchObject({
+        message: "the signing key changed since the handshake; handshake again",
+        data: { peer: "bob" },
+      });
       await expect(gate.completed("alice", "bob")).resolves.toBe(false);
       await expect(gate.require(headers("bob", "alice"), "bob#k")).rejects.toMatchObject({
         reason: "HandshakeRequired",
@@ -177,6 +178,95 @@ describe("HandshakeGate", () => {
     } finally {
       gate.stop();
     }
+  });
+
+  it("a pair is complete only when both sides announced and sent capabilities", async () => {
+    const broker = EmbeddedBroker.open({ data: tmp() });
+    brokers.push(broker);
+    const gate = new HandshakeGate(broker);
+    const refused = (from: string, to: string) =>
+      expect(gate.require(headers(from, to), `${from}#k`)).rejects.toThrow(
+        `complete the four-step handshake between ${from} and ${to} first`,
+      );
+    await expect(gate.observe("agent.capabilities", headers("alice", "bob"), "alice#k")).rejects.toThrow(
+      "agent.capabilities before a verified agent.announce with the same key",
+    );
+    await gate.observe("agent.announce", headers("alice", "bob"), "alice#k");
+    await refused("alice", "bob");
+    await refused("bob", "alice");
+    await gate.observe("agent.announce", headers("bob", "alice"), "bob#k");
+    await refused("alice", "bob");
+    await gate.observe("agent.capabilities", headers("alice", "bob"), "alice#k");
+    await expect(gate.completed("alice", "bob")).resolves.toBe(false);
+    await refused("alice", "bob");
+    await refused("bob", "alice");
+    await gate.observe("agent.capabilities", headers("bob", "alice"), "bob#k");
+    await expect(gate.completed("alice", "bob")).resolves.toBe(true);
+    await expect(gate.completed("bob", "alice")).resolves.toBe(true);
+    await expect(gate.require(headers("bob", "alice"), "bob#k")).resolves.toBeUndefined();
+    await expect(gate.announcedAt("alice", "bob")).resolves.toEqual(expect.any(Number));
+    await expect(gate.announcedAt("alice", "carol")).resolves.toBeUndefined();
+  });
+
+  it("relays a response while its signer re-handshakes with the same key, never with another", async () => {
+    const broker = EmbeddedBroker.open({ data: tmp() });
+    brokers.push(broker);
+    const gate = new HandshakeGate(broker);
+    await completeHandshake(gate);
+    await gate.observe("agent.announce", headers("bob", "alice"), "bob#k"); // bob starts over
+    await expect(gate.require(headers("bob", "alice"), "bob#k", true)).resolves.toBeUndefined();
+    await expect(gate.require(headers("bob", "alice"), "bob#k")).rejects.toMatchObject({
+      reason: "HandshakeRequired",
+      data: { peer: "alice" },
+    });
+    await expect(gate.require(headers("bob", "alice"), "bob#other", true)).rejects.toMatchObject({
+      reason: "HandshakeRequired",
+    });
+    // A response from a side that never announced is refused too.
+    await expect(gate.require(headers("carol", "alice"), "carol#k", true)).rejects.toMatchObject({
+      reason: "HandshakeRequired",
+    });
+  });
+
+  it("keeps each side's signed announce and capabilities as its proof, a new announce starting it over", async () => {
+    const broker = EmbeddedBroker.open({ data: tmp() });
+    brokers.push(broker);
+    const gate = new HandshakeGate(broker);
+    await expect(gate.proof("alice", "bob")).resolves.toBeUndefined();
+    await gate.observe("agent.capabilities", headers("bob", "alice"), "bob#k", "caps-early").catch(() => {});
+    await gate.observe("agent.announce", headers("alice", "bob"), "alice#k", "announce-1");
+    await expect(gate.proof("alice", "bob")).resolves.toEqual({ announce: "announce-1" });
+    await gate.observe("agent.capabilities", headers("alice", "bob"), "alice#k", "caps-1");
+    await expect(gate.proof("alice", "bob")).resolves.toEqual({
+      announce: "announce-1",
+      capabilities: "caps-1",
+    });
+    await expect(gate.proof("bob", "alice")).resolves.toBeUndefined();
+    await gate.observe("agent.announce", headers("alice", "bob"), "alice#k", "announce-2");
+    await expect(gate.proof("alice", "bob")).resolves.toEqual({ announce: "announce-2" });
+    // Without the signed text (a gateway's own agents), only the state is kept.
+    await gate.observe("agent.announce", headers("alice", "carol"), "alice#k");
+    await gate.observe("agent.capabilities", headers("alice", "carol"), "alice#k", "caps-to-carol");
+    await expect(gate.proof("alice", "carol")).resolves.toBeUndefined();
+  });
+
+  it("keeps a pair with an agent of another domain under a key of its own, and completes it", async () => {
+    const broker = EmbeddedBroker.open({ data: tmp() });
+    brokers.push(broker);
+    const gate = new HandshakeGate(broker);
+    const remote = "bob@other.example";
+    await gate.observe("agent.announce", headers("alice", remote), "alice#k", "a");
+    await gate.observe("agent.announce", headers(remote, "alice"), "bob#k", "b");
+    await gate.observe("agent.capabilities", headers("alice", remote), "alice#k", "ac");
+    await gate.observe("agent.capabilities", headers(remote, "alice"), "bob#k", "bc");
+    await expect(gate.require(headers("alice", remote), "alice#k")).resolves.toBeUndefined();
+    await expect(gate.proof(remote, "alice")).resolves.toEqual({ announce: "b", capabilities: "bc" });
+    const keys = await broker.kv("handshakes").keys();
+    expect(keys.some((key) => key.startsWith("fed/") && !key.includes("@"))).toBe(true);
+    const proofKeys = await broker.kv("handshake-proofs").keys();
+    expect(proofKeys.filter((key) => key.startsWith("fed/"))).toHaveLength(2);
+    // The local pair alice/bob is another pair altogether.
+    await expect(gate.completed("alice", "bob")).resolves.toBe(false);
   });
 
   it("accepts the handshaken layers in any order, and refuses a different set or count", async () => {
