@@ -72,6 +72,42 @@ describeWithNats("NATS broker operations", () => {
     }
   });
 
+  it("a resubmission after JetStream's duplicate window is still a duplicate: stored and delivered once", async () => {
+    const server = await startNats();
+    const broker = await open({ servers: server.url });
+    const bob = await broker.openInbox("bob");
+    const nc = await connect({ servers: server.url });
+    try {
+      // The 10-minute window, made short on the real streams rather than waited out.
+      const jsm = await jetstreamManager(nc);
+      for (const stream of [INBOX_STREAM, INDEX_STREAM]) {
+        const { config } = await jsm.streams.info(stream);
+        await jsm.streams.update(stream, { ...config, duplicate_window: 200 * 1_000_000 });
+      }
+      const input = message("alice", "bob");
+      expect(await broker.submit(input)).toMatchObject({ duplicate: false });
+      const received = reader(bob);
+      const first = await received.next();
+      // JetStream forgets the id once its window passed: the resend is a new stream message.
+      await eventually(async () => {
+        expect(await broker.submit(input)).toMatchObject({
+          id: input.id,
+          status: "delivered",
+          duplicate: true,
+        });
+        expect((await jsm.streams.info(INBOX_STREAM)).state.messages).toBe(2);
+      });
+      await broker.ack("bob", first);
+      await received.expectNone(1_000);
+      expect(await broker.submit(input)).toMatchObject({ status: "acknowledged", duplicate: true });
+      await received.expectNone(500);
+      expect(await broker.get({ from: "alice", id: input.id })).toMatchObject({ status: "acknowledged" });
+    } finally {
+      await nc.close();
+      await bob.close();
+    }
+  });
+
   it("brings an existing consumer to the inbox's config when it opens again, keeping what was acknowledged", async () => {
     const server = await startNats();
     const gatewayA = await open({ servers: server.url }, 5_000);
