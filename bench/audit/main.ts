@@ -37,6 +37,8 @@ const input = auditEntryFor(message, {
 
 const N = 20_000;
 const N_FSYNC = 500;
+/** Appends one by one to a shared log: each takes the lock and reads the head again. */
+const N_SHARED = 2_000;
 const root = mkdtempSync(join(tmpdir(), "acp-bench-audit-"));
 const rows: [string, number, number][] = [];
 
@@ -66,6 +68,17 @@ try {
   const concurrent = record("AuditLog.append, all queued at once", N, performance.now() - start);
   await log.close();
 
+  // Shared writers (the SDK's mode: several processes of one agent): the lock and the chain's head
+  // are taken again for each batch of appends.
+  const shared = await AuditLog.open({ agent: "agent-shared", root, writers: "shared" });
+  start = performance.now();
+  for (let i = 0; i < N_SHARED; i++) await shared.append(input);
+  const sharedSequential = record("shared writers, awaited one by one", N_SHARED, performance.now() - start);
+  start = performance.now();
+  await Promise.all(Array.from({ length: N }, () => shared.append(input)));
+  const sharedConcurrent = record("shared writers, all queued at once", N, performance.now() - start);
+  await shared.close();
+
   const synced = await AuditLog.open({ agent: "agent-synced", root, fsync: true });
   start = performance.now();
   for (let i = 0; i < N_FSYNC; i++) await synced.append(input);
@@ -90,6 +103,9 @@ try {
   }
   console.log(
     `\nappend vs raw write: ${((sequential / raw) * 100).toFixed(1)}% one by one, ${((concurrent / raw) * 100).toFixed(1)}% queued`,
+  );
+  console.log(
+    `shared writers vs single: ${((sharedSequential / sequential) * 100).toFixed(1)}% one by one, ${((sharedConcurrent / concurrent) * 100).toFixed(1)}% queued`,
   );
   console.log(`entry size: ${line.length} bytes`);
 } finally {
