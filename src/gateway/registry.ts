@@ -9,12 +9,16 @@ import {
   keyId,
   type PrivateIdentity,
   problemsOf,
+  verifyHandover,
   type X25519PublicJwk,
 } from "../protocol/index.js";
 import { type KeyHistoryEntry, RegisterAgentRequest } from "../wire/api.js";
 import { ProtocolVersions } from "../wire/versions.js";
 import { hashSecret, newApiKey } from "./auth.js";
 import type { RemoteAgents } from "./remote.js";
+
+/** Earlier signing keys an agent's record keeps (the directory publishes them). */
+const MAX_KEY_HISTORY = 64;
 
 type ParsedRegistration = ReturnType<typeof RegisterAgentRequest.parse>;
 
@@ -244,6 +248,55 @@ export class Registry {
     this.byKeyHash.forget(entry.value.apiKeyHash);
     this.changed(agentId, record);
     return { agentId, apiKey };
+  }
+
+  /**
+   * Replaces a live agent's signing key with `signing`, which its current key vouched for
+   * (`handover`, checked here); the current key joins the key history, so what it signed still
+   * verifies against the history (docs/federation.md, "Identity lifecycle").
+   */
+  async rotateSigningKey(
+    agentId: string,
+    signing: Ed25519PublicJwk,
+    handover: string,
+    now = new Date(),
+  ): Promise<AgentRecord> {
+    const entry = await this.agents.get(agentId);
+    if (!entry || entry.value.revokedAt) throw notFound(agentId);
+    const current = entry.value;
+    if (current.custodial) {
+      throw new AcpError(
+        "Forbidden",
+        `${agentId}'s keys are held by the gateway (custodial): not rotated here`,
+      );
+    }
+    const next = { kty: "OKP" as const, crv: "Ed25519" as const, x: signing.x };
+    if (next.x === current.signing.x) {
+      throw new AcpError("InvalidParams", "the new signing key is the current one", {
+        problems: [{ path: "/signing/x", message: "must differ from the current key" }],
+      });
+    }
+    verifyHandover(agentId, current.signing, next, handover);
+    const history = current.keyHistory ?? [];
+    const record: AgentRecord = {
+      ...current,
+      signing: next,
+      keyHistory: [
+        ...history,
+        {
+          kid: keyId(agentId, current.signing),
+          x: current.signing.x,
+          from: history.at(-1)?.until ?? current.createdAt,
+          until: now.toISOString(),
+          successor: keyId(agentId, next),
+          handover,
+        },
+      ].slice(-MAX_KEY_HISTORY),
+    };
+    await this.agents.update(agentId, record, entry.revision);
+    this.byId.forget(agentId);
+    this.changed(agentId, record);
+    return record;
   }
 
   /** Replaces a live agent's capabilities (the registry's side of a change made by an extension that owns the agent). */

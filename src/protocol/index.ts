@@ -4,6 +4,7 @@ export * from "./e2e.js";
 export * from "./envelope.js";
 export * from "./errors.js";
 export * from "./jws.js";
+export * from "./key-rotation.js";
 export * from "./keys.js";
 export * from "./message.js";
 export * from "./message-id.js";

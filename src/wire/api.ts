@@ -47,6 +47,15 @@ export const KeyHistoryEntry = z.object({
 });
 export type KeyHistoryEntry = z.infer<typeof KeyHistoryEntry>;
 
+/**
+ * POST /api/v1/agents/:id/keys: the agent's new signing key, and the handover by its current key
+ * (a detached JWS over `{agentId, successor, x}` of the new key; `signHandover` makes it).
+ */
+export const RotateSigningKeyRequest = z.strictObject({
+  signing: Ed25519PublicJwk,
+  handover: DetachedJws,
+});
+
 export const ProtocolVersion = z.string().regex(/^\d+\.\d+\.\d+$/, "must be a version such as 1.0.0");
 
 /**
@@ -119,6 +128,8 @@ export type Presence = z.infer<typeof Presence>;
  * gateway (GET /api/v1/agents/:address), as its home gateway's signed directory describes it.
  */
 export const AgentView = z.object({
+  /** Its earlier signing keys, each with its successor and handover (once it rotated its key). */
+  keyHistory: z.array(KeyHistoryEntry).optional(),
   /** The agent id; for an agent of another gateway, its address (`agent-id@domain`). */
   agentId: z.union([AgentId, AgentAddress]),
   /**

@@ -9,7 +9,13 @@ import {
   signedPeerRequest,
   startFederatedGateway,
 } from "../helpers/federation.js";
-import { buildNotification, signMessage } from "../../src/protocol/index.js";
+import {
+  buildNotification,
+  generateIdentity,
+  publicIdentity,
+  signHandover,
+  signMessage,
+} from "../../src/protocol/index.js";
 import { ADMIN_TOKEN, api, type TestAgent } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
@@ -154,5 +160,84 @@ describe("federation: identity lifecycle across the link", () => {
     expect(result?.outcome).toBe("refused");
     expect(result?.error.message).toContain("revoked");
     expect(got).toEqual([1]);
+  });
+
+  it("a signing key rotated at a.test reaches b.test; what the earlier key signed before still verifies", async () => {
+    const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
+    const a = await start(orgA, [orgB]);
+    const b = await start(orgB, [orgA]);
+    await a.admit(orgB);
+    await b.admit(orgA);
+    const { agent: alpha, registered: alphaReg } = await a.agent("alpha");
+    const { agent: beta, registered: betaReg } = await b.agent("beta");
+    const got = collect(beta);
+    await alpha.handshake("beta@b.test");
+    const beforeRotation = new Date();
+    await alpha.notify("beta@b.test", { n: 1 });
+    await until(
+      () => got.length,
+      (n) => n === 1,
+      "beta got the first notification",
+    );
+
+    const next = generateIdentity("alpha", "principal-alpha");
+    const nextSigning = publicIdentity(next).signing;
+    // A handover the new key signed itself proves nothing: refused, nothing changes.
+    const selfSigned = await api(a.url, "/api/v1/agents/alpha/keys", {
+      apiKey: alphaReg.apiKey,
+      body: { signing: nextSigning, handover: signHandover(next, nextSigning) },
+    });
+    expect(selfSigned.status).toBe(401);
+    expect(JSON.stringify(selfSigned.json)).toContain('"path":"/handover"');
+    const rotated = await api(a.url, "/api/v1/agents/alpha/keys", {
+      apiKey: alphaReg.apiKey,
+      body: { signing: nextSigning, handover: signHandover(alphaReg.identity, nextSigning) },
+    });
+    expect(rotated.status).toBe(200);
+    expect(rotated.json.keyHistory).toHaveLength(1);
+    await alpha.close();
+    // b.test hears of it (a notice) and reads alpha's record again from a.test's signed directory.
+    const view = await until(
+      () => api(b.url, "/api/v1/agents/alpha%40a.test", { apiKey: betaReg.apiKey }),
+      (r) => (r.json.signing as { x: string }).x === nextSigning.x,
+      "b.test shows alpha's new key",
+    );
+    expect(view.json.keyHistory).toHaveLength(1);
+
+    // A message the earlier key signed before the rotation, still on its way, is accepted (its
+    // handshake stands until the pair handshakes again); one it signs now is not.
+    const byOldKey = (n: number, now: Date) =>
+      JSON.stringify(
+        signMessage(
+          buildNotification(
+            { agentId: "alpha@a.test", principalId: "principal-alpha@a.test", layers: [0, 1, 2] },
+            "beta@b.test",
+            { n },
+            { now },
+          ),
+          alphaReg.signer,
+        ),
+      );
+    const answer = await signedPeerRequest(
+      orgB,
+      orgA,
+      "POST",
+      "/transfers",
+      JSON.stringify({ messages: [byOldKey(3, beforeRotation), byOldKey(4, new Date())] }),
+    );
+    const [inTransit, late] = answer.json.results as { outcome: string; error?: { code: number } }[];
+    expect(inTransit?.outcome).toBe("accepted");
+    expect(late?.outcome).toBe("refused");
+    expect(late?.error?.code).toBe(-32003);
+
+    const renewed = { ...alphaReg, identity: { ...alphaReg.identity, signing: next.signing } };
+    const alpha2 = await a.connect(renewed);
+    await alpha2.handshake("beta@b.test");
+    await alpha2.notify("beta@b.test", { n: 2 });
+    await until(
+      () => got,
+      (n) => n.includes(2),
+      "beta got the notification signed by the new key",
+    );
   });
 });

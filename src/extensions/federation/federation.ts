@@ -213,6 +213,7 @@ export class Federation implements RemoteAgents {
       ...(record.encryption && { encryption: record.encryption }),
       capabilities: [],
       protocolVersions: record.protocolVersions,
+      ...(record.keyHistory.length > 0 && { keyHistory: record.keyHistory }),
       createdAt: record.issuedAt,
       ...(record.revokedAt && { revokedAt: record.revokedAt }),
       // Presence stays with the agent's own gateway; the view shows what the directory says.

@@ -2,7 +2,7 @@ import { AcpError, addressOf, isRemoteRef, localPartOf, problemsOf } from "../..
 import { announceDeprecation, authenticate, type GatewayContext, requireAdmin } from "../context.js";
 import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import type { AgentRecord } from "../registry.js";
-import { type AgentView, PresenceUpdate } from "../../wire/api.js";
+import { type AgentView, PresenceUpdate, RotateSigningKeyRequest } from "../../wire/api.js";
 import { COMPATIBLE_MAJORS_BACK, DEFAULT_SUNSET_DAYS } from "../../wire/versions.js";
 
 /** What the registry shows of an agent (never its API key's hash): REST and in-process agents alike. */
@@ -67,6 +67,22 @@ export function agentRoutes(router: Router, ctx: GatewayContext): void {
     const rotated = await ctx.registry.rotate(id as string);
     ctx.logger.info({ agent: id }, "api key rotated");
     sendJson(res, 200, rotated);
+  });
+
+  router.add("POST", "/api/v1/agents/:id/keys", async (req, res, { id }) => {
+    const caller = await authenticate(ctx, req);
+    announceDeprecation(ctx, res, caller);
+    if (caller.kind === "agent" && caller.agent.record.agentId !== id) {
+      throw new AcpError("Forbidden", "an agent can rotate only its own signing key");
+    }
+    const parsed = RotateSigningKeyRequest.safeParse(await readJsonBody(req, 64 * 1024));
+    if (!parsed.success) {
+      throw new AcpError("InvalidParams", "invalid key rotation", { problems: problemsOf(parsed.error) });
+    }
+    const { signing, handover } = parsed.data;
+    const record = await ctx.registry.rotateSigningKey(id as string, signing, handover);
+    ctx.logger.info({ agent: id }, "signing key rotated");
+    sendJson(res, 200, await agentViewOf(ctx, record));
   });
 
   router.add("POST", "/api/v1/agents/:id/revoke", async (req, res, { id }) => {
