@@ -19,8 +19,12 @@ export interface RecoveredInfo {
   failures: number;
 }
 
-/** How long the gateway must work without a failure before the agent reads as recovered. */
-export const RECOVERY_QUIET_MS = 2_000;
+/**
+ * How long the gateway must work without a failure before the agent reads as recovered. Longer
+ * than a broker write's own timeout (5 s, as JetStream clients wait for a publish acknowledgement):
+ * a write made during the trouble can still be reported failed that long after it ended.
+ */
+export const RECOVERY_QUIET_MS = 6_000;
 
 /**
  * A failure at the gateway that the SDK repairs by itself, so the application has nothing to do: a

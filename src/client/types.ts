@@ -175,7 +175,7 @@ export interface AgentEvents {
    * a NATS stream-leader election, acknowledgements not taken): once, however many failures follow.
    */
   degraded: (info: DegradedInfo) => void;
-  /** The gateway has worked again, with no failure for 2 s, after `degraded`. */
+  /** The gateway has worked again, with no failure for 6 s, after `degraded`. */
   recovered: (info: RecoveredInfo) => void;
   /** Something the application must act on (its handler threw, its store failed, a peer misbehaved). */
   error: (err: Error) => void;

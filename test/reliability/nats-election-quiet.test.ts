@@ -25,12 +25,23 @@ class Told {
   readonly errors: string[] = [];
   readonly degraded: DegradedInfo[] = [];
   readonly recovered: RecoveredInfo[] = [];
+  readonly recoveredAt: number[] = [];
+
+  /** When each degraded/recovered came, in ms after `start`: "+1200..+9800". */
+  timeline(start: number): string {
+    return this.degraded
+      .map((d, i) => `+${Date.parse(d.since) - start}..+${(this.recoveredAt[i] ?? Number.NaN) - start}`)
+      .join(" ");
+  }
   resubmits = 0;
 
   constructor(agent: AcpAgent) {
     agent.on("error", (err) => this.errors.push(err.message));
     agent.on("degraded", (info) => this.degraded.push(info));
-    agent.on("recovered", (info) => this.recovered.push(info));
+    agent.on("recovered", (info) => {
+      this.recovered.push(info);
+      this.recoveredAt.push(Date.now());
+    });
     agent.on("resubmit", () => this.resubmits++);
   }
 }
@@ -83,6 +94,7 @@ describeWithNats("a NATS stream-leader election, as SDK agents see it", () => {
 
     let accepted = 0;
     let killed = false;
+    let killedAt = 0;
     // The node leading the message-status bucket, which every submission and acknowledgement
     // writes (and, when it leads both, the inbox stream).
     const leader = await cluster.streamLeader(STATUS_STREAM);
@@ -92,6 +104,7 @@ describeWithNats("a NATS stream-leader election, as SDK agents see it", () => {
     for (let n = 0; n < MESSAGES; n++) {
       if (!killed && n === Math.floor(MESSAGES / 3)) {
         killed = true;
+        killedAt = Date.now();
         await victim.kill();
       }
       const sent = sender
@@ -111,12 +124,13 @@ describeWithNats("a NATS stream-leader election, as SDK agents see it", () => {
       120_000,
     ).catch(() => undefined);
     const missing = MESSAGES - handled.size;
-    // Each agent that noticed the election has recovered from it.
+    // Each agent that noticed the election has recovered from it (an idle one at its next
+    // delivery: the redelivery of an acknowledgement the broker did not take, one ack wait later).
     await until(
       () => [toldSender, toldRecipient].every((told) => told.recovered.length === told.degraded.length),
       (done) => done,
       "every degraded agent recovered",
-      30_000,
+      60_000,
     );
     const duplicated = [...handled.values()].filter((count) => count > 1).length;
     recordFigures("nats-election-sdk-events", {
@@ -133,6 +147,8 @@ describeWithNats("a NATS stream-leader election, as SDK agents see it", () => {
       senderDegradedMs: toldSender.recovered.reduce((sum, r) => sum + r.degradedMs, 0),
       recipientDegraded: toldRecipient.degraded.length,
       recipientFailuresWorkedAround: toldRecipient.recovered.reduce((sum, r) => sum + r.failures, 0),
+      senderTimeline: toldSender.timeline(killedAt),
+      recipientTimeline: toldRecipient.timeline(killedAt),
       senderErrors: toldSender.errors.length,
       recipientErrors: toldRecipient.errors.length,
     });
