@@ -270,7 +270,10 @@ describe("acp agent / send / inbox / status against a real gateway", { timeout: 
     expect(noHandler.stderr).toContain("bob-assistant has no handler for agent.handoff");
     expect(JSON.parse(noHandler.stdout)).toMatchObject({ code: ErrorCode.MethodNotFound });
     const badTimeout = await runAcp(["send", "--to", "bob-assistant", "--timeout", "soon"], { env });
-    expect(badTimeout.stderr).toContain("--timeout must be a positive whole number");
+    expect(badTimeout.code).toBe(1);
+    expect(badTimeout.stderr).toContain(
+      "option '--timeout <ms>' argument 'soon' is invalid. must be a positive whole number",
+    );
   });
 
   it("acp inbox prints and acknowledges the queued messages, then exits", async () => {

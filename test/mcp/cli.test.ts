@@ -115,7 +115,9 @@ describe("acp mcp call (stdio server)", () => {
     }
     const badTimeout = await runAcp(["mcp", "call", "echo", "--timeout", "soon", ...DEMO]);
     expect(badTimeout.code).not.toBe(0);
-    expect(badTimeout.stderr).toContain('expected a positive integer, got "soon"');
+    expect(badTimeout.stderr).toContain(
+      "option '--timeout <ms>' argument 'soon' is invalid. must be a positive whole number",
+    );
   });
 });
 

@@ -6,7 +6,7 @@ import {
   type OutboundAgentRecord,
 } from "../../wire/a2a-outbound.js";
 import { CliError, printJson, printLine } from "../io.js";
-import { adminTokenOf, failed, type GatewayFlags, gatewayOf, withGatewayOptions } from "./agent.js";
+import { adminTokenOf, type GatewayFlags, gatewayOf, guarded, withGatewayOptions } from "../shared.js";
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
@@ -117,7 +117,7 @@ export function registerA2ACommands(agent: Command): void {
       "accept a card whose JSON-RPC endpoint is on this other origin (e.g. https://api.example.com): the credentials and callers' text go there",
     )
     .action((url: string, flags: AddFlags) =>
-      run(flags, async () => {
+      guarded(flags, async () => {
         const credentials = credentialsOf(flags);
         const cardKeys = (await Promise.all(flags.cardKey.map(readCardKeys))).flat();
         const gateway = gatewayOf(flags);
@@ -154,7 +154,7 @@ export function registerA2ACommands(agent: Command): void {
       .description("stop answering for an A2A agent and revoke its agent id"),
     ["admin-token"],
   ).action((agentId: string, flags: GatewayFlags) =>
-    run(flags, async () => {
+    guarded(flags, async () => {
       const removed = await requestGatewayJson(
         gatewayOf(flags),
         "DELETE",
@@ -167,12 +167,4 @@ export function registerA2ACommands(agent: Command): void {
       printLine(`removed A2A agent ${agentId}`);
     }),
   );
-}
-
-async function run(flags: GatewayFlags, body: () => Promise<void>): Promise<void> {
-  try {
-    await body();
-  } catch (err) {
-    failed(err, flags.json);
-  }
 }

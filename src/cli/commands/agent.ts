@@ -1,95 +1,19 @@
 import type { Command } from "commander";
-import { GatewayClient, GatewayUnreachableError } from "../../client/index.js";
+import { GatewayClient } from "../../client/index.js";
 import { A2A_CAPABILITY, a2aAgentBaseUrl } from "../../wire/a2a.js";
 import type { AgentView } from "../../wire/api.js";
-import { KeyFileError, readIdentityFile } from "../../identity/index.js";
-import { AcpError, publicIdentity } from "../../protocol/index.js";
+import { readIdentityFile } from "../../identity/index.js";
+import { publicIdentity } from "../../protocol/index.js";
 import { CliError, printJson, printLine } from "../io.js";
+import {
+  adminTokenOf,
+  type GatewayFlags,
+  gatewayOf,
+  guarded,
+  keyFileOf,
+  withGatewayOptions,
+} from "../shared.js";
 import { registerA2ACommands } from "./agent-a2a.js";
-
-/** Where a command finds the gateway and its credentials: flags first, then the environment. */
-export interface GatewayFlags {
-  gateway?: string;
-  key?: string;
-  apiKey?: string;
-  adminToken?: string;
-  /** Where the agent's state is kept (`--state-dir`); default: the SDK's, `$ACP_STATE_DIR` or the user state directory. */
-  stateDir?: string;
-  json?: boolean;
-}
-
-export function gatewayOf(flags: GatewayFlags): string {
-  const url = flags.gateway ?? process.env.ACP_GATEWAY;
-  if (!url) throw new CliError("no gateway given: pass --gateway URL or set ACP_GATEWAY");
-  return url;
-}
-
-export function keyFileOf(flags: GatewayFlags): string {
-  const file = flags.key ?? process.env.ACP_KEY;
-  if (!file) throw new CliError("no key file given: pass --key FILE or set ACP_KEY");
-  return file;
-}
-
-export function apiKeyOf(flags: GatewayFlags): string {
-  const key = flags.apiKey ?? process.env.ACP_API_KEY;
-  if (!key) throw new CliError("no API key given: pass --api-key KEY or set ACP_API_KEY");
-  return key;
-}
-
-/** The AcpAgent `state` option for `--state-dir` (absent: the SDK's default root). */
-export function stateOf(flags: GatewayFlags): { state: { root: string } } | Record<string, never> {
-  return flags.stateDir === undefined ? {} : { state: { root: flags.stateDir } };
-}
-
-export function adminTokenOf(flags: GatewayFlags): string {
-  const token = flags.adminToken ?? process.env.ACP_ADMIN_TOKEN;
-  if (!token)
-    throw new CliError(
-      "this needs the gateway's admin token: pass --admin-token TOKEN or set ACP_ADMIN_TOKEN",
-    );
-  return token;
-}
-
-/** The gateway options every networked command takes. */
-export function withGatewayOptions(
-  command: Command,
-  credentials: ("key" | "api-key" | "admin-token")[],
-): Command {
-  command.option("--gateway <url>", "gateway URL (default: $ACP_GATEWAY)");
-  if (credentials.includes("key"))
-    command.option("--key <file>", "the agent's private key file (default: $ACP_KEY)");
-  if (credentials.includes("api-key"))
-    command.option("--api-key <key>", "the agent's API key (default: $ACP_API_KEY)");
-  if (credentials.includes("key") && credentials.includes("api-key")) {
-    command.option(
-      "--state-dir <dir>",
-      "where the agent keeps its handshakes and handled messages (default: $ACP_STATE_DIR, else the user state directory, ~/.local/state/acp)",
-    );
-  }
-  if (credentials.includes("admin-token")) {
-    command.option("--admin-token <token>", "the gateway's admin token (default: $ACP_ADMIN_TOKEN)");
-  }
-  return command.option("--json", "machine-readable output");
-}
-
-/**
- * Turns a failure into the CLI's message and exit code 1: an ACP error prints its code, reason and
- * the first problem's field; with --json its JSON-RPC error object also goes to stdout.
- */
-export function failed(err: unknown, json = false): never {
-  if (err instanceof CliError) throw err;
-  if (err instanceof AcpError) {
-    const problem = err.data.problems?.[0];
-    const where = problem ? ` (${problem.path || "/"}: ${problem.message})` : "";
-    throw new CliError(
-      `${err.message} [${err.code} ${err.kind}]${where}`,
-      1,
-      json ? `${JSON.stringify(err.toJSON(), null, 2)}\n` : undefined,
-    );
-  }
-  if (err instanceof KeyFileError || err instanceof GatewayUnreachableError) throw new CliError(err.message);
-  throw err;
-}
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
@@ -155,7 +79,7 @@ export function registerAgent(program: Command): void {
     .option("--agent-id <id>", "with --custodial: the new agent's id")
     .option("--principal <id>", "with --custodial: the principal it acts for")
     .action((flags: RegisterFlags) =>
-      run(flags, async () => {
+      guarded(flags, async () => {
         const who = flags.custodial ? custodialIdentity(flags) : await keyFileIdentity(flags);
         const client = new GatewayClient({ gateway: gatewayOf(flags), adminToken: adminTokenOf(flags) });
         const registered = await client.registerAgent({
@@ -181,7 +105,7 @@ export function registerAgent(program: Command): void {
     "api-key",
     "admin-token",
   ]).action((flags: GatewayFlags) =>
-    run(flags, async () => {
+    guarded(flags, async () => {
       const agents = await readClient(flags).listAgents();
       if (flags.json) return printJson({ agents });
       if (agents.length === 0) return printLine("no agents registered");
@@ -193,7 +117,7 @@ export function registerAgent(program: Command): void {
     "api-key",
     "admin-token",
   ]).action((agentId: string, flags: GatewayFlags) =>
-    run(flags, async () => {
+    guarded(flags, async () => {
       const view = await readClient(flags).getAgent(agentId);
       if (flags.json) return printJson(view);
       printLine(
@@ -217,7 +141,7 @@ export function registerAgent(program: Command): void {
     agent.command("rotate <agent-id>").description("issue a new API key (the old one stops working)"),
     ["api-key", "admin-token"],
   ).action((agentId: string, flags: GatewayFlags) =>
-    run(flags, async () => {
+    guarded(flags, async () => {
       const rotated = await readClient(flags, "admin-first").rotateApiKey(agentId);
       if (flags.json) return printJson(rotated);
       printLine(`new API key for ${rotated.agentId} (shown only now):`);
@@ -229,7 +153,7 @@ export function registerAgent(program: Command): void {
     agent.command("revoke <agent-id>").description("revoke an agent: its key stops working for good"),
     ["admin-token"],
   ).action((agentId: string, flags: GatewayFlags) =>
-    run(flags, async () => {
+    guarded(flags, async () => {
       const revoked = await new GatewayClient({
         gateway: gatewayOf(flags),
         adminToken: adminTokenOf(flags),
@@ -258,14 +182,6 @@ function readClient(
     gateway: gatewayOf(flags),
     ...(useAdmin ? { adminToken } : { apiKey: apiKey! }),
   });
-}
-
-async function run(flags: GatewayFlags, body: () => Promise<void>): Promise<void> {
-  try {
-    await body();
-  } catch (err) {
-    failed(err, flags.json);
-  }
 }
 
 function row(view: AgentView): string[] {

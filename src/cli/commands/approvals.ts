@@ -9,7 +9,7 @@ import {
   SqliteApprovalStore,
 } from "../../orchestration/index.js";
 import { CliError, printJson, printLine } from "../io.js";
-import { failed } from "./agent.js";
+import { failed } from "../shared.js";
 
 interface ApprovalFlags {
   gateway?: string;

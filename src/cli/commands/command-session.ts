@@ -12,7 +12,7 @@ import {
 } from "../../orchestration/index.js";
 import { AcpError } from "../../protocol/index.js";
 import { CliError, printLine } from "../io.js";
-import { apiKeyOf, type GatewayFlags, gatewayOf, keyFileOf, stateOf } from "./agent.js";
+import { apiKeyOf, type GatewayFlags, gatewayOf, keyFileOf, stateOf } from "../shared.js";
 import { CommandCacheFile } from "./command-cache.js";
 
 /** Progress for people, on stderr (stdout carries the result). */

@@ -1,21 +1,20 @@
 import { randomUUID } from "node:crypto";
-import { type Command, InvalidArgumentError } from "commander";
+import type { Command } from "commander";
 import {
   ACTIONS,
   type AgentCommand,
   type AgentResponse,
   COMMAND_VERSION,
   CommandError,
-  ConfigError,
   isSuccessful,
   type Orchestrator,
   PRIORITIES,
   parseCommand,
 } from "../../orchestration/index.js";
-import { CliError, printJson, printLine } from "../io.js";
+import { CliError, printJson, printLine, wholeNumber } from "../io.js";
 import { runPattern } from "./command-patterns.js";
 import { type CommonFlags, openSession, progress } from "./command-session.js";
-import { failed, type GatewayFlags, withGatewayOptions } from "./agent.js";
+import { guarded, withGatewayOptions } from "../shared.js";
 
 interface SendFlags extends CommonFlags {
   to: string;
@@ -72,12 +71,12 @@ export function registerCommand(program: Command): void {
     .option(
       "--max-attempts <n>",
       "attempts before giving up on a recoverable failure (context.retryPolicy; default: the configuration's retry.max_attempts)",
-      wholeNumber,
+      wholeNumber(),
     )
     .option(
       "--backoff-ms <ms>",
       "first wait between attempts, doubled each time (context.retryPolicy; default: retry.backoff_ms)",
-      wholeNumber,
+      wholeNumber(),
     )
     .option("--cacheable", "cache a successful response for cache_ttl, and answer a repeat from the cache")
     .option("--config <file>", "acp.yaml (default: ./acp.yaml when present, else the built-in defaults)")
@@ -98,15 +97,6 @@ export function registerCommand(program: Command): void {
     )
       .option("--config <file>", "acp.yaml (default: ./acp.yaml when present, else the built-in defaults)")
       .action((file: string, flags: CommonFlags) => guarded(flags, () => runPattern(pattern, file, flags)));
-  }
-}
-
-async function guarded(flags: GatewayFlags, body: () => Promise<void>): Promise<void> {
-  try {
-    await body();
-  } catch (err) {
-    if (err instanceof ConfigError) throw new CliError(err.message);
-    failed(err, flags.json);
   }
 }
 
@@ -211,12 +201,6 @@ function failureLine(response: AgentResponse): string {
   const after = attempts !== undefined && attempts > 1 ? ` after ${attempts} attempts` : "";
   const code = response.error ? ` (${response.error.code})` : "";
   return `${response.status}${code}${after}: ${response.error?.message ?? response.results.summary ?? ""}`;
-}
-
-function wholeNumber(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("must be a whole number");
-  return n;
 }
 
 /** Problems in a command built from flags are reported by flag. */

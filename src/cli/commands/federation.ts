@@ -2,7 +2,7 @@ import type { Command } from "commander";
 import { FederationAdminClient } from "../../client/federation-admin.js";
 import type { PeerView } from "../../wire/federation.js";
 import { CliError, printJson, printLine } from "../io.js";
-import { failed, type GatewayFlags, gatewayOf, withGatewayOptions } from "./agent.js";
+import { failed, type GatewayFlags, gatewayOf, withGatewayOptions } from "../shared.js";
 
 function clientOf(flags: GatewayFlags): FederationAdminClient {
   const adminToken = flags.adminToken ?? process.env.ACP_ADMIN_TOKEN;

@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { checkOrigin, checkPublicUrl } from "../../gateway/address.js";
 import { AddressRanges } from "../../http/addresses.js";
 import { FederationDomain } from "../../protocol/address.js";
-import { CliError, printLine } from "../io.js";
+import { CliError, printLine, wholeNumber } from "../io.js";
 
 export interface GatewayCliOptions {
   data?: string;
@@ -48,11 +48,14 @@ export interface GatewayCliOptions {
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
+/** A whole-number flag given as text (its default too), by the CLI's one rule; undefined when absent. */
 function positiveInt(value: string | undefined, flag: string): number | undefined {
   if (value === undefined) return undefined;
-  if (!/^\d+$/.test(value))
-    throw new CliError(`${flag} must be a whole number, got ${JSON.stringify(value)}`);
-  return Number(value);
+  try {
+    return wholeNumber()(value);
+  } catch (err) {
+    throw new CliError(`${flag} ${(err as Error).message}, got ${JSON.stringify(value)}`);
+  }
 }
 
 /** The quota flags given (0 turns one off); the gateway fills in the defaults. */

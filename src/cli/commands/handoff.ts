@@ -3,7 +3,7 @@ import { GatewayClient } from "../../client/index.js";
 import type { HandoffView } from "../../collab/handoff.js";
 import { API_PREFIX } from "../../wire/api.js";
 import { CliError, printJson, printLine } from "../io.js";
-import { failed, type GatewayFlags, gatewayOf, withGatewayOptions } from "./agent.js";
+import { failed, type GatewayFlags, gatewayOf, withGatewayOptions } from "../shared.js";
 import { collect, jsonObject, withCollab } from "./negotiate.js";
 
 type Flags = GatewayFlags & {

@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { CliError, printJson, printLine, readInput } from "../io.js";
-import { type GatewayFlags, withGatewayOptions } from "./agent.js";
+import { type GatewayFlags, withGatewayOptions } from "../shared.js";
 import { collect, withCollab } from "./negotiate.js";
 
 type Flags = GatewayFlags & {

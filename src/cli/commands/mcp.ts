@@ -1,6 +1,6 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
 import type { AgentDescriptor, AgentRunEvent, AgentsClient, JsonValue, Transport } from "../../mcp/index.js";
-import { CliError, parseJsonInput, printJson, printLine, readInput } from "../io.js";
+import { CliError, parseJsonInput, printJson, printLine, readInput, wholeNumber } from "../io.js";
 
 // The MCP SDK is loaded only when an mcp command runs, so it does not slow down every `acp` start.
 const loadMcp = () => import("../../mcp/index.js");
@@ -44,7 +44,7 @@ export function registerMcp(program: Command): void {
     .option("--input-file <file>", "read the agent's input (JSON) from a file, - for stdin")
     .option("--url <url>", "an MCP server over Streamable HTTP (instead of -- COMMAND)")
     .addOption(new Option("--api-key <key>", "API key sent as X-API-Key with --url").env("ACP_API_KEY"))
-    .option("--timeout <ms>", "give up after this long without any delta or result", parsePositiveInt, 60_000)
+    .option("--timeout <ms>", "give up after this long without any delta or result", wholeNumber(1), 60_000)
     .option("--json", "machine output: one JSON object per line ({delta}… then {output}), or the list")
     .addHelpText(
       "after",
@@ -65,7 +65,7 @@ export function registerMcp(program: Command): void {
     .command("serve")
     .description("serve agents over stdio, for desktop MCP clients (and `acp mcp call -- …`)")
     .option("--demo", "serve the built-in example agents: echo, count, summarize-text")
-    .option("--page-size <n>", "agents per agents/list page", parsePositiveInt)
+    .option("--page-size <n>", "agents per agents/list page", wholeNumber(1))
     .option(
       "--coordination-root <dir>",
       "serve the coordination sessions under DIR as coordination:// resources",
@@ -76,7 +76,7 @@ export function registerMcp(program: Command): void {
     .option("--layers <list>", "skill layers declared on signed messages (default 0,1)", parseLayers)
     .addOption(
       new Option("--ping-interval <ms>", "keep the gateway session alive with a ping this often")
-        .argParser(parsePositiveInt)
+        .argParser(wholeNumber(1))
         .default(60_000)
         .hideHelp(),
     )
@@ -365,11 +365,4 @@ function rootArgs(command: Command): string[] {
   let root = command;
   while (root.parent !== null) root = root.parent;
   return (root as Command & { rawArgs?: string[] }).rawArgs ?? process.argv;
-}
-
-function parsePositiveInt(value: string): number {
-  const parsed = Number(value);
-  if (!Number.isInteger(parsed) || parsed < 1)
-    throw new InvalidArgumentError(`expected a positive integer, got "${value}"`);
-  return parsed;
 }

@@ -13,7 +13,7 @@ import {
   keyFileOf,
   stateOf,
   withGatewayOptions,
-} from "./agent.js";
+} from "../shared.js";
 
 /** Progress goes to stderr so stdout carries only the result. */
 export const progress = (text: string) => process.stderr.write(`${text}\n`);

@@ -1,7 +1,7 @@
 import type { Command } from "commander";
 import { PrincipalAdminClient } from "../../client/principals.js";
 import { CliError, printJson, printLine } from "../io.js";
-import { failed, type GatewayFlags, gatewayOf, withGatewayOptions } from "./agent.js";
+import { failed, type GatewayFlags, gatewayOf, withGatewayOptions } from "../shared.js";
 
 function clientOf(flags: GatewayFlags): PrincipalAdminClient {
   const adminToken = flags.adminToken ?? process.env.ACP_ADMIN_TOKEN;

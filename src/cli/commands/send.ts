@@ -2,16 +2,16 @@ import type { Command } from "commander";
 import { AcpAgent, type AcpAgentOptions, GatewayClient, type InboundMessage } from "../../client/index.js";
 import type { HandoffBody } from "../../protocol/index.js";
 import { A2A_PROGRESS_METHOD, A2A_STATUS_METHOD } from "../../wire/a2a-outbound.js";
-import { CliError, parseJsonInput, printJson, printLine, readInput } from "../io.js";
+import { CliError, parseJsonInput, printJson, printLine, readInput, wholeNumber } from "../io.js";
 import {
   apiKeyOf,
-  failed,
   type GatewayFlags,
   gatewayOf,
+  guarded,
   keyFileOf,
   stateOf,
   withGatewayOptions,
-} from "./agent.js";
+} from "../shared.js";
 
 interface SendFlags extends GatewayFlags {
   to: string;
@@ -19,7 +19,7 @@ interface SendFlags extends GatewayFlags {
   body?: string;
   notification?: boolean;
   encrypt?: boolean;
-  timeout: string;
+  timeout: number;
   summary?: string;
 }
 
@@ -44,7 +44,7 @@ export function registerSend(program: Command): void {
     .option("--body <json>", "the body: inline JSON, @file, or - for stdin (default {})")
     .option("--notification", "send an extension method as a notification (no response)")
     .option("--encrypt", "encrypt the body end to end to the recipient's registered key")
-    .option("--timeout <ms>", "how long to wait for the handshake and the response", "30000")
+    .option("--timeout <ms>", "how long to wait for the handshake and the response", wholeNumber(1), 30_000)
     .option(
       "--summary <text>",
       "your human-readable summary, signed with the message: the audit log, the dashboard and chat show it as the agent's words",
@@ -63,9 +63,10 @@ export function registerSend(program: Command): void {
     .option(
       "--wait <ms>",
       "without --follow: give up waiting for the queue to drain after this long",
-      "10000",
+      wholeNumber(1),
+      10_000,
     )
-    .action((flags: GatewayFlags & { follow?: boolean; wait: string }) =>
+    .action((flags: GatewayFlags & { follow?: boolean; wait: number }) =>
       guarded(flags, () => inboxCommand(flags)),
     );
 
@@ -96,21 +97,6 @@ export function registerSend(program: Command): void {
   );
 }
 
-async function guarded(flags: GatewayFlags, body: () => Promise<void>): Promise<void> {
-  try {
-    await body();
-  } catch (err) {
-    failed(err, flags.json);
-  }
-}
-
-function positiveInt(value: string, flag: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0)
-    throw new CliError(`${flag} must be a positive whole number of milliseconds, not ${value}`);
-  return n;
-}
-
 function agentOptions(flags: GatewayFlags, extra: Partial<AcpAgentOptions>): AcpAgentOptions {
   return {
     gateway: gatewayOf(flags),
@@ -135,7 +121,7 @@ async function readBody(body: string | undefined): Promise<Record<string, unknow
 }
 
 async function sendCommand(flags: SendFlags): Promise<void> {
-  const timeoutMs = positiveInt(flags.timeout, "--timeout");
+  const timeoutMs = flags.timeout;
   const body = await readBody(flags.body);
   // Only replies and handshakes: the rest of this agent's inbox stays queued for its real consumer.
   const agent = new AcpAgent(agentOptions(flags, { consume: "replies", requestTimeoutMs: timeoutMs }));
@@ -187,8 +173,8 @@ function describe(m: InboundMessage): string {
   return `${m.headers.timestamp} ${m.kind} ${m.method} from ${m.from} (${m.principalId}) ${m.messageId}${lock}: ${what}`;
 }
 
-async function inboxCommand(flags: GatewayFlags & { follow?: boolean; wait: string }): Promise<void> {
-  const waitMs = positiveInt(flags.wait, "--wait");
+async function inboxCommand(flags: GatewayFlags & { follow?: boolean; wait: number }): Promise<void> {
+  const waitMs = flags.wait;
   const agent = new AcpAgent(agentOptions(flags, {}));
   let lastActivity = Date.now();
   agent.on("message", (m) => {

@@ -1,7 +1,7 @@
 import { Argument, type Command, InvalidArgumentError, Option } from "commander";
 import type { CountKey, EventFilter, LogProblem, SessionEventInput } from "../../coordination/index.js";
 import { AGENT_STATUSES, EVENT_TYPES, type EventType } from "../../coordination/vocabulary.js";
-import { CliError, printJson, printLine } from "../io.js";
+import { CliError, printJson, printLine, wholeNumber } from "../io.js";
 import { registerArtifact, registerReport } from "./session-files.js";
 import { type Common, coordination, leaf, open, severityOption, suffixOption } from "./session-shared.js";
 
@@ -298,7 +298,7 @@ export function registerSession(program: Command): void {
     .option(
       "--max-parallel <n>",
       "agents running at once (default: the plan's max_parallel, else 4)",
-      positiveInteger,
+      wholeNumber(1),
     )
     .action(async (file: string, o: Common & { maxParallel?: number }) => runCommand(file, o));
 }
@@ -373,12 +373,6 @@ function interruption(): AbortController {
 function positiveNumber(value: string): number {
   const n = Number(value);
   if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError("must be a positive number");
-  return n;
-}
-
-function positiveInteger(value: string): number {
-  const n = positiveNumber(value);
-  if (!Number.isInteger(n)) throw new InvalidArgumentError("must be a whole number");
   return n;
 }
 

@@ -2,7 +2,7 @@ import type { Team } from "../../collab/contracts.js";
 import type { Command } from "commander";
 import type { PostView } from "../../client/collab.js";
 import { CliError, printJson, printLine } from "../io.js";
-import { type GatewayFlags, withGatewayOptions } from "./agent.js";
+import { type GatewayFlags, withGatewayOptions } from "../shared.js";
 import { collect, jsonObject, withCollab } from "./negotiate.js";
 
 type Flags = GatewayFlags & {

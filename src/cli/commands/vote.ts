@@ -2,7 +2,7 @@ import type { Command } from "commander";
 import type { VoteView } from "../../client/collab.js";
 import type { VoteRule } from "../../collab/messages.js";
 import { CliError, printJson, printLine } from "../io.js";
-import { type GatewayFlags, withGatewayOptions } from "./agent.js";
+import { type GatewayFlags, withGatewayOptions } from "../shared.js";
 import { collect, withCollab } from "./negotiate.js";
 
 type Flags = GatewayFlags & {
