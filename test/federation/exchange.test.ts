@@ -8,6 +8,7 @@ import {
   removeOrganization,
   startFederatedGateway,
 } from "../helpers/federation.js";
+import { scrapeMetrics } from "../helpers/metrics.js";
 import { until } from "../helpers/until.js";
 
 /** Two organizations, each behind its own gateway (TLS between them), admitting each other. */
@@ -92,5 +93,15 @@ describe("federation: agents of two organizations", () => {
     expect(view.json).toMatchObject({ agentId: "beta@b.test", principalId: "principal-beta@b.test" });
     const self = await api(a.url, "/api/v1/agents/alpha", { apiKey: alphaKey });
     expect(self.json.address).toBe("alpha@a.test");
+  });
+
+  it("carries each link's figures in /metrics", async () => {
+    const sent = await scrapeMetrics(a.url);
+    expect(sent.get('acp_federation_forwarded_total{peer="b.test"}')).toBeGreaterThanOrEqual(5);
+    expect(sent.get('acp_federation_peer_up{peer="b.test"}')).toBe(1);
+    expect(sent.get('acp_federation_queue_depth{peer="b.test"}')).toBe(0);
+    expect(sent.get('acp_federation_oldest_queued_seconds{peer="b.test"}')).toBe(0);
+    const received = await scrapeMetrics(b.url);
+    expect(received.get('acp_federation_received_total{peer="a.test"}')).toBeGreaterThanOrEqual(5);
   });
 });

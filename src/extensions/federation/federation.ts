@@ -30,6 +30,9 @@ import { PeerGate } from "./peer-gate.js";
 import { type PeerRecord, PeerStore } from "./peers.js";
 import { Receiver } from "./receiver.js";
 
+/** How often the peers' queue depths are counted for /metrics. */
+const QUEUE_COUNT_MS = 5_000;
+
 export interface FederationOptions {
   /** This gateway's federation name: its agents are `agent-id@<domain>` to other domains. */
   domain: string;
@@ -73,6 +76,7 @@ export class Federation implements RemoteAgents {
   private readonly keys: KvBucket<GatewayKey>;
   private listener: FederationListener | undefined;
   private unwatchPeers: (() => void) | undefined;
+  private counting: NodeJS.Timeout | undefined;
   private closed = false;
 
   private constructor(
@@ -146,10 +150,21 @@ export class Federation implements RemoteAgents {
     await this.forwarded.start();
     this.unwatchPeers = this.peers.onChange((domain, record) => void this.peerChanged(domain, record));
     for (const peer of this.peers.list()) await this.peerChanged(peer.domain, peer);
+    // The queues' depths for /metrics (a scrape cannot wait for the broker).
+    this.counting = setInterval(() => void this.countQueues(), QUEUE_COUNT_MS);
+    this.counting.unref();
+  }
+
+  private async countQueues(): Promise<void> {
+    for (const peer of this.peers.list()) {
+      const usage = await this.ctx.broker.usage(peerInbox(peer.domain)).catch(() => undefined);
+      if (usage) this.links.queued(peer.domain, usage.pendingMessages);
+    }
   }
 
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.counting);
     this.unwatchPeers?.();
     this.forwarded.stop();
     await Promise.all([...this.forwarders.values()].map((f) => f.close()));
@@ -241,6 +256,7 @@ export class Federation implements RemoteAgents {
 
   async peerView(peer: PeerRecord): Promise<PeerView> {
     const usage = await this.ctx.broker.usage(peerInbox(peer.domain)).catch(() => undefined);
+    if (usage) this.links.queued(peer.domain, usage.pendingMessages);
     return {
       domain: peer.domain,
       state: peer.state,

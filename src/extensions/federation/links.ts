@@ -15,6 +15,8 @@ interface LinkState {
   received: number;
   /** The queuedAt of the oldest message the forwarder holds (undefined when it holds none). */
   oldestHeld: string | undefined;
+  /** Messages waiting in its outbound queue, as last counted (`queued`). */
+  queued: number;
 }
 
 /** Domains remembered at once: refusals of strangers must not grow this without bound. */
@@ -31,6 +33,31 @@ export class PeerLinks {
       "requests or messages of a peer refused, by peer and reason",
     );
     metrics.describe("acp_federation_peer_up", "1 while the last call to the peer succeeded, by peer");
+    metrics.addCollector(() => {
+      const peers = [...this.links].filter(([, link]) => link.queued > 0 || link.lastContactAt !== null);
+      return [
+        {
+          name: "acp_federation_queue_depth",
+          help: "messages waiting in a peer's outbound queue here, by peer",
+          type: "gauge",
+          samples: peers.map(([peer, link]) => ({ labels: { peer }, value: link.queued })),
+        },
+        {
+          name: "acp_federation_oldest_queued_seconds",
+          help: "age of the oldest message waiting for a peer, by peer (0 when none waits)",
+          type: "gauge",
+          samples: peers.map(([peer]) => ({
+            labels: { peer },
+            value: this.view(peer, this.links.get(peer)?.queued ?? 0).oldestQueuedSeconds ?? 0,
+          })),
+        },
+      ];
+    });
+  }
+
+  /** How many messages wait in the peer's outbound queue (counted by the broker). */
+  queued(domain: string, count: number): void {
+    this.state(domain).queued = count;
   }
 
   private state(domain: string): LinkState {
@@ -47,6 +74,7 @@ export class PeerLinks {
         forwarded: 0,
         received: 0,
         oldestHeld: undefined,
+        queued: 0,
       };
       this.links.set(domain, link);
     }
