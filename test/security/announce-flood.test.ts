@@ -46,7 +46,7 @@ describe("a peer that announces itself over and over", () => {
       body: signMessage(message, alice.signer),
     });
     expect(answer.status, JSON.stringify(answer.json)).toBe(202);
-    return message.params.headers["message-id"];
+    return message.params.headers["message-id"] as string;
   }
 
   const floodRefusals = () => bobErrors.filter((e) => /announced \d+ times within 10000 ms/.test(e.message));
