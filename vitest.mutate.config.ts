@@ -1,0 +1,8 @@
+import { defineConfig } from "vitest/config";
+import base from "./vitest.config.js";
+
+/** The test configuration for mutation runs: only the files in ACP_MUTATE_TESTS (comma-separated). */
+export default defineConfig({
+  ...base,
+  test: { ...base.test, include: (process.env.ACP_MUTATE_TESTS ?? "").split(",").filter(Boolean) },
+});
