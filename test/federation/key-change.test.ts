@@ -1,0 +1,74 @@
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  type FederatedGateway,
+  type Organization,
+  organization,
+  removeOrganization,
+  startFederatedGateway,
+} from "../helpers/federation.js";
+import { ADMIN_TOKEN, api } from "../helpers/gateway.js";
+import { until } from "../helpers/until.js";
+
+const cleanups: (() => Promise<unknown> | unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+const admin = { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } };
+
+describe("federation: a peer's gateway key changes", () => {
+  it("is held: its traffic is refused and shown as a pending key change until an admin accepts it", async () => {
+    const [orgA, orgB]: Organization[] = await Promise.all([organization("a.test"), organization("b.test")]);
+    cleanups.push(
+      () => removeOrganization(orgA as Organization),
+      () => removeOrganization(orgB as Organization),
+    );
+    const startA = async () => {
+      const gw = await startFederatedGateway(orgA as Organization, [orgB as Organization]);
+      cleanups.push(() => gw.close().catch(() => undefined));
+      return gw;
+    };
+    let a: FederatedGateway = await startA();
+    const b = await startFederatedGateway(orgB as Organization, [orgA as Organization]);
+    cleanups.push(() => b.close());
+    await a.admit(orgB as Organization);
+    const admitted = await b.admit(orgA as Organization);
+    const pinned = admitted.pinnedKeys as string[];
+    const { registered: alphaReg } = await a.agent("alpha");
+    const { agent: beta } = await b.agent("beta");
+    const got: number[] = [];
+    beta.onNotification((body) => {
+      got.push(body.n as number);
+    });
+
+    // a.test gets a new federation key (its key file lost, or a.test taken over).
+    await a.close();
+    rmSync(join((orgA as Organization).dir, "data", "federation", "gateway-key.json"));
+    a = await startA();
+    const alpha = await a.connect(alphaReg);
+    await expect(alpha.handshake("beta@b.test", { timeoutMs: 3_000 })).rejects.toThrow();
+
+    const status = await until(
+      () => api(b.url, "/api/v1/federation", admin),
+      (r) => (r.json.peers as { pendingKeys?: unknown }[])[0]?.pendingKeys !== undefined,
+      "b.test shows a.test's pending key change",
+    );
+    const peer = (status.json.peers as { pinnedKeys: string[]; pendingKeys: { kids: string[] } }[])[0];
+    expect(peer?.pinnedKeys).toEqual(pinned);
+    expect(peer?.pendingKeys.kids).not.toEqual(pinned);
+    expect(got).toEqual([]);
+
+    const accepted = await api(b.url, "/api/v1/federation/peers/a.test/accept-key", { ...admin, body: {} });
+    expect(accepted.status).toBe(200);
+    expect(accepted.json.pinnedKeys).toEqual(peer?.pendingKeys.kids);
+    await alpha.handshake("beta@b.test");
+    await alpha.notify("beta@b.test", { n: 1 });
+    await until(
+      () => got,
+      (g) => g.includes(1),
+      "beta gets alpha's notification once the key is accepted",
+    );
+  });
+});
