@@ -1,11 +1,10 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CollabClient } from "../../src/client/collab.js";
 import { collabExtension } from "../../src/server.js";
 import { agentFor } from "../client/fixtures.js";
 import { ADMIN_TOKEN, api, startTestGateway } from "../helpers/gateway.js";
+import { useTmpDir } from "../helpers/tmp.js";
 import { communitySuite } from "./suite-community.js";
 import { handoffSuite } from "./suite-handoff.js";
 import { handoffDeadlineSuite } from "./suite-handoff-deadlines.js";
@@ -22,8 +21,10 @@ describe("collaboration on the embedded broker", () => {
 });
 
 describe("handoff deadlines across a restart", () => {
+  const tmp = useTmpDir("acp-expiry-restart-");
+
   it("an offer made before the gateway stopped expires when it starts again past the respondBy, its escrow refunded", async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), "acp-expiry-restart-"));
+    const dataDir = tmp();
     let offset = 0;
     const start = () =>
       startTestGateway({
@@ -72,7 +73,6 @@ describe("handoff deadlines across a restart", () => {
       });
     } finally {
       await gw.close();
-      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });

@@ -1,5 +1,4 @@
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { readAudit } from "../../src/audit/index.js";
@@ -8,6 +7,7 @@ import { collabExtension } from "../../src/server.js";
 import { agentFor } from "../client/fixtures.js";
 import { api, startTestGateway } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
+import { useTmpDir } from "../helpers/tmp.js";
 import { communitySuite } from "./suite-community.js";
 import { handoffSuite } from "./suite-handoff.js";
 import { handoffDeadlineSuite } from "./suite-handoff-deadlines.js";
@@ -17,6 +17,7 @@ import type { GatewayFactory } from "./testbed.js";
 import { until } from "./testbed.js";
 
 const startNats = useNatsServer();
+const tmp = useTmpDir("acp-collab-");
 
 /** A gateway on a fresh nats-server per test (stopped with the test). */
 const onNats: GatewayFactory = async (options = {}) =>
@@ -31,7 +32,7 @@ describeWithNats("collaboration on NATS JetStream", () => {
 
   it("two gateways on one NATS share sessions, the knowledge index and status broadcasts", async () => {
     const server = await startNats();
-    const dirs = [mkdtempSync(join(tmpdir(), "acp-collab-a-")), mkdtempSync(join(tmpdir(), "acp-collab-b-"))];
+    const dirs = [tmp(), tmp()];
     const a = await startTestGateway({ natsUrl: server.url, dataDir: dirs[0] });
     const b = await startTestGateway({ natsUrl: server.url, dataDir: dirs[1] });
     const agents: { close(): Promise<void> }[] = [];
@@ -84,13 +85,12 @@ describeWithNats("collaboration on NATS JetStream", () => {
       for (const agent of agents) await agent.close();
       await a.close();
       await b.close();
-      for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
     }
   });
 
   it("two gateways on one NATS both sweep, and exactly one expires a handoff: one refund, one audit entry, one notice each", async () => {
     const server = await startNats();
-    const dirs = [mkdtempSync(join(tmpdir(), "acp-expiry-a-")), mkdtempSync(join(tmpdir(), "acp-expiry-b-"))];
+    const dirs = [tmp(), tmp()];
     let offset = 0;
     const gateway = (dir: string) =>
       startTestGateway({
@@ -160,7 +160,6 @@ describeWithNats("collaboration on NATS JetStream", () => {
       for (const agent of agents) await agent.close();
       await a.close();
       await b.close();
-      for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
     }
   });
 });

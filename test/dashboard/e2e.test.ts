@@ -9,7 +9,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { Session } from "../../src/coordination/index.js";
 import type { FeedItem } from "../../src/extensions/dashboard/index.js";
 import { HttpApprovalStore, Orchestrator, serveCommands } from "../../src/orchestration/index.js";
-import { api } from "../helpers/gateway.js";
+import { registerCustodial } from "../helpers/gateway.js";
 import {
   aliceAsksBob,
   buildWeb,
@@ -200,9 +200,9 @@ describeWithChromium("the dashboard in a browser", () => {
 
   it("marks an agent whose keys the gateway holds (custodial)", async () => {
     const c = await cast();
-    const registered = await api(c.gw.url, "/api/v1/agents", {
-      headers: { authorization: `Bearer ${c.gw.adminToken}` },
-      body: { agentId: "alice-helper", principalId: "alice", custodial: true },
+    const registered = await registerCustodial(c.gw.url, "alice-helper", {
+      principalId: "alice",
+      adminToken: c.gw.adminToken,
     });
     expect(registered.status).toBe(201);
     const p = await page();

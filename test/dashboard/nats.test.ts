@@ -1,15 +1,16 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
 import { AcpAgent } from "../../src/client/index.js";
 import type { FeedItem } from "../../src/extensions/dashboard/index.js";
 import { startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
+import { useTmpDir } from "../helpers/tmp.js";
 import { dashboard, eventually, followStream, principalToken } from "./helpers.js";
 
 describeWithNats("the dashboard with several gateways on one NATS", () => {
   const nats = useNatsServer();
+  // Registered first, so the directory is removed after the gateways using it have closed.
+  const tmp = useTmpDir("acp-dash-nats-");
   const cleanups: (() => Promise<unknown>)[] = [];
   afterEach(async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
@@ -17,8 +18,7 @@ describeWithNats("the dashboard with several gateways on one NATS", () => {
 
   it("shows (and posts to chat) what another gateway relayed, live and in the feed", async () => {
     const server = await nats();
-    const dir = mkdtempSync(join(tmpdir(), "acp-dash-nats-"));
-    cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+    const dir = tmp();
     const posted: string[] = [];
     const { createServer } = await import("node:http");
     const receiver = createServer((req, res) => {

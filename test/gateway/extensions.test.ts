@@ -3,24 +3,23 @@
  * lifecycle: mount (the core's services and router), start (awaited before ready), upgrade,
  * beforeDrain and close, in order.
  */
-import { mkdtempSync, rmSync } from "node:fs";
 import { createConnection } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { type Gateway, type GatewayExtension, sendJson, startGateway } from "../../src/gateway/index.js";
 import { approvalsExtension } from "../../src/server.js";
 import { ADMIN_TOKEN, api, registerTestAgent } from "../helpers/gateway.js";
+import { useTmpDir } from "../helpers/tmp.js";
 
+// Registered first, so a data directory is removed after the gateway using it has closed.
+const tmp = useTmpDir("acp-core-");
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
 async function core(extensions: GatewayExtension[]): Promise<Gateway> {
-  const data = mkdtempSync(join(tmpdir(), "acp-core-"));
-  cleanups.push(() => rmSync(data, { recursive: true, force: true }));
+  const data = tmp();
   const gateway = await startGateway({
     port: 0,
     data,
@@ -137,8 +136,7 @@ describe("startGateway: the core with the caller's extensions", () => {
         }),
       },
     ];
-    const data = mkdtempSync(join(tmpdir(), "acp-core-"));
-    cleanups.push(() => rmSync(data, { recursive: true, force: true }));
+    const data = tmp();
     const options = { port: 0, data, adminToken: ADMIN_TOKEN, logger: pino({ level: "silent" }) };
     await expect(startGateway({ ...options, extensions: failing })).rejects.toThrow("index unavailable");
     expect(closed).toEqual(["fine", "broken"]);

@@ -84,6 +84,27 @@ export async function registerTestAgent(
   };
 }
 
+/**
+ * Registers `agentId` as a custodial agent (the gateway holds its keys) over REST, as
+ * `acp agent register --custodial` does; its principal is `principal-<agentId>` unless given.
+ * Returns the answer: 201 `{agentId, apiKey, …}`, or the refusal.
+ */
+export function registerCustodial(
+  url: string,
+  agentId: string,
+  options: { principalId?: string; capabilities?: string[]; adminToken?: string } = {},
+): Promise<{ status: number; headers: Headers; json: Record<string, unknown> }> {
+  return api(url, "/api/v1/agents", {
+    headers: { authorization: `Bearer ${options.adminToken ?? ADMIN_TOKEN}` },
+    body: {
+      agentId,
+      principalId: options.principalId ?? `principal-${agentId}`,
+      ...(options.capabilities ? { capabilities: options.capabilities } : {}),
+      custodial: true,
+    },
+  });
+}
+
 /** POSTs a body to the gateway as an agent; returns status, headers and parsed JSON. */
 export async function api(
   url: string,

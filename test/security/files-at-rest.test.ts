@@ -11,7 +11,13 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Session } from "../../src/coordination/index.js";
 import { agentFor } from "../client/fixtures.js";
-import { ADMIN_TOKEN, api, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import {
+  ADMIN_TOKEN,
+  api,
+  registerCustodial,
+  startTestGateway,
+  type TestGateway,
+} from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { useTmpDir } from "../helpers/tmp.js";
 
@@ -45,10 +51,7 @@ function openToOthers(root: string): string[] {
 async function traffic(gw: TestGateway, agentsDir: string): Promise<void> {
   const alphaTest = await gw.register("alpha", "p-alpha", { capabilities: ["a2a"] });
   const betaTest = await gw.register("beta", "p-beta");
-  const custodial = await api(gw.url, "/api/v1/agents", {
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-    body: { agentId: "held", principalId: "p-held", custodial: true },
-  });
+  const custodial = await registerCustodial(gw.url, "held", { principalId: "p-held" });
   expect(custodial.status).toBe(201);
   const alpha = agentFor(gw, alphaTest, join(agentsDir, "alpha"));
   const beta = agentFor(gw, betaTest, join(agentsDir, "beta"));

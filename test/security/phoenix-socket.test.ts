@@ -10,7 +10,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { buildAnnounce, signMessage } from "../../src/protocol/index.js";
-import { ADMIN_TOKEN, api, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { api, registerCustodial, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { scrapeMetrics } from "../helpers/metrics.js";
 import { until } from "../helpers/until.js";
 import { usePhoenixAgents } from "../gateway/phoenix-client.js";
@@ -45,10 +45,7 @@ describe("Phoenix Channels socket: nothing without the agent's own key, nothing 
   it("refuses an upgrade without a valid key, a custodial agent's, and another serializer", async () => {
     gw = await startTestGateway();
     const bob = await gw.register("bob");
-    const custodial = await api(gw.url, "/api/v1/agents", {
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-      body: { agentId: "worker", principalId: "principal-worker", custodial: true },
-    });
+    const custodial = await registerCustodial(gw.url, "worker");
     const refusals = [
       [await upgrade(gw, "vsn=2.0.0"), 401, -32010],
       [await upgrade(gw, "vsn=2.0.0&api_key=acp_not-a-key"), 401, -32010],

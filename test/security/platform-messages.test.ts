@@ -7,7 +7,7 @@
  * healthy.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { ADMIN_TOKEN, api, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { api, registerCustodial, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 
 let gw: TestGateway | undefined;
 afterEach(async () => {
@@ -24,10 +24,7 @@ describe("the gateway signs only for the agents whose keys it holds", () => {
     gw = await startTestGateway();
     const alice = await gw.register("alice");
     const bob = await gw.register("bob");
-    const custodial = await api(gw.url, "/api/v1/agents", {
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-      body: { agentId: "worker", principalId: "principal-worker", custodial: true },
-    });
+    const custodial = await registerCustodial(gw.url, "worker");
     const workerKey = custodial.json.apiKey as string;
 
     // alice holds her key: the gateway will not sign for her, and says how to sign.

@@ -3,14 +3,17 @@ import { existsSync, renameSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { CUSTODY_KEY_FILE } from "../../../src/extensions/custody/index.js";
-import { ADMIN_TOKEN, api, startTestGateway, type TestGateway } from "../../helpers/gateway.js";
+import {
+  ADMIN_TOKEN,
+  api,
+  registerCustodial,
+  startTestGateway,
+  type TestGateway,
+} from "../../helpers/gateway.js";
 import { useTmpDir } from "../../helpers/tmp.js";
 
-async function registerCustodial(gw: TestGateway, agentId: string) {
-  const res = await api(gw.url, "/api/v1/agents", {
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-    body: { agentId, principalId: `principal-${agentId}`, custodial: true },
-  });
+async function custodial(gw: TestGateway, agentId: string) {
+  const res = await registerCustodial(gw.url, agentId);
   expect(res.status, JSON.stringify(res.json)).toBe(201);
   return res.json.apiKey as string;
 }
@@ -26,7 +29,7 @@ describe("custody key-encryption key: generated, required, checked", () => {
     const file = join(data, CUSTODY_KEY_FILE);
     const first = await startTestGateway({ dataDir: data });
     expect(existsSync(file)).toBe(false); // nothing held yet: nothing generated
-    await registerCustodial(first, "worker");
+    await custodial(first, "worker");
     expect(statSync(file).mode & 0o777).toBe(0o600);
     const signing = (await first.gateway.context.registry.get("worker"))?.signing;
     await first.close();
@@ -60,7 +63,7 @@ describe("custody key-encryption key: generated, required, checked", () => {
     const data = tmp();
     const key = randomBytes(32).toString("hex");
     const gw = await startTestGateway({ dataDir: data, custody: { key } });
-    await registerCustodial(gw, "worker");
+    await custodial(gw, "worker");
     expect(existsSync(join(data, CUSTODY_KEY_FILE))).toBe(false);
     await gw.close();
 

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { afterEach, beforeEach, expect, it, vi } from "vitest";
-import { ADMIN_TOKEN, api, startTestGateway, type TestGateway } from "../../helpers/gateway.js";
+import { registerCustodial, startTestGateway, type TestGateway } from "../../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../../helpers/nats.js";
 import { useTmpDir } from "../../helpers/tmp.js";
 
@@ -20,10 +20,7 @@ describeWithNats("custodial keys on NATS: several gateways, one key-encryption k
     const key = randomBytes(32).toString("base64url");
     const a = await startTestGateway({ natsUrl: url, dataDir: tmp(), custody: { key } });
     open.push(a);
-    const registered = await api(a.url, "/api/v1/agents", {
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-      body: { agentId: "worker", principalId: "alice", custodial: true },
-    });
+    const registered = await registerCustodial(a.url, "worker", { principalId: "alice" });
     expect(registered.status).toBe(201);
 
     const b = await startTestGateway({ natsUrl: url, dataDir: tmp(), custody: { key } });

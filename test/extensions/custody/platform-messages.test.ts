@@ -6,17 +6,14 @@
 import { describe, expect, it } from "vitest";
 import { type AuditEntry, readAudit } from "../../../src/audit/index.js";
 import type { InboundMessage } from "../../../src/client/index.js";
-import { ADMIN_TOKEN, api } from "../../helpers/gateway.js";
+import { api, registerCustodial } from "../../helpers/gateway.js";
 import { until, useMcpGateway } from "../../mcp/gateway-helpers.js";
 
 describe("POST /api/v1/messages in the messaging platform's shape", () => {
   const bed = useMcpGateway();
 
   async function custodial(agentId: string): Promise<string> {
-    const res = await api(bed.gw.url, "/api/v1/agents", {
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-      body: { agentId, principalId: `principal-${agentId}`, custodial: true },
-    });
+    const res = await registerCustodial(bed.gw.url, agentId);
     expect(res.status).toBe(201);
     return res.json.apiKey as string;
   }
