@@ -5,8 +5,9 @@
  * reason, never his handler, an `error` event), and takes the next honest delivery as usual.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { GatewayConnection } from "../../src/client/connection.js";
 import type { AcpAgent } from "../../src/client/index.js";
-import { newMessageId } from "../../src/protocol/index.js";
+import { importPublicKey, newMessageId, verifyEnvelope } from "../../src/protocol/index.js";
 import { agentFor, eventually } from "../client/fixtures.js";
 import { startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
@@ -17,6 +18,7 @@ describe("an agent behind a gateway that lies", () => {
   let gw: TestGateway;
   let lying: LyingGateway;
   const agents: AcpAgent[] = [];
+  let a: TestAgent;
   let alice: AcpAgent;
   let bob: AcpAgent;
   let bobErrors: Error[];
@@ -38,7 +40,8 @@ describe("an agent behind a gateway that lies", () => {
   beforeEach(async () => {
     gw = await startTestGateway();
     lying = await startLyingGateway(gw.url);
-    const [a, b] = [await gw.register("alice-assistant", "alice"), await gw.register("bob-assistant", "bob")];
+    a = await gw.register("alice-assistant", "alice");
+    const b = await gw.register("bob-assistant", "bob");
     alice = await connect(a, gw.url);
     bob = await connect(b, lying.url);
     bobErrors = [];
@@ -88,6 +91,50 @@ describe("an agent behind a gateway that lies", () => {
     expect(handledByBob).toEqual([]);
     expect(lying.sentBy("bob-assistant").some((f) => f.type === "acknowledge" && f.id === id)).toBe(false);
     await bobStillWorks();
+  });
+
+  it("refuses a message signed for another agent even when its in-process relay marked it verified", async () => {
+    // A gateway's own agent trusts its relay's signature check (verifiedByRelay) and checks the
+    // routing itself: this connection marks every delivery verified, as that relay would.
+    const relayed = await gw.register("relayed-assistant", "relayed");
+    const keys = new Map([["alice-assistant", importPublicKey(a.identity.signing)]]);
+    const agent = agentFor({ url: lying.url }, relayed, tmp(), {
+      connection: (agentId, events) =>
+        new GatewayConnection({
+          baseUrl: lying.url,
+          apiKey: relayed.apiKey,
+          agentId,
+          events: {
+            ...events,
+            message: (frame) =>
+              events.message({
+                ...frame,
+                verifiedByRelay: verifyEnvelope(frame.envelope, { resolveKey: (id) => keys.get(id) }),
+              }),
+          },
+        }),
+    });
+    const errors: Error[] = [];
+    const handled: unknown[] = [];
+    agent.on("error", (err) => errors.push(err));
+    agent.onNotification((body) => {
+      handled.push(body);
+    });
+    await agent.connect();
+    agents.push(agent);
+    await alice.handshake("relayed-assistant");
+    lying.lie((frame, socketOf) =>
+      socketOf === "bob-assistant" && frame.method === "agent.notification"
+        ? { to: "relayed-assistant", frame }
+        : undefined,
+    );
+    const { id } = await alice.notify("bob-assistant", { for: "bob only" });
+    const rejected = () =>
+      lying.sentBy("relayed-assistant").filter((f) => f.type === "reject" && f.id === id);
+    await eventually(() => rejected().length > 0, "the agent rejected the re-routed delivery");
+    expect(String(rejected()[0]?.reason)).toMatch(/addressed to bob-assistant, not relayed-assistant/);
+    expect(errors.map((e) => (e as { kind?: string }).kind)).toContain("Misrouted");
+    expect(handled).toEqual([]);
   });
 
   it("refuses a delivery whose id is not the message-id its sender signed", async () => {
