@@ -10,7 +10,7 @@ import { handoffSuite } from "./suite-handoff.js";
 import { handoffDeadlineSuite } from "./suite-handoff-deadlines.js";
 import { negotiationSuite } from "./suite-negotiation.js";
 import { teamSuite } from "./suite-team.js";
-import { until } from "./testbed.js";
+import { until } from "../helpers/collab-testbed.js";
 
 describe("collaboration on the embedded broker", () => {
   describe("negotiation", () => negotiationSuite((options) => startTestGateway(options)));

@@ -13,8 +13,8 @@ import { handoffSuite } from "./suite-handoff.js";
 import { handoffDeadlineSuite } from "./suite-handoff-deadlines.js";
 import { negotiationSuite } from "./suite-negotiation.js";
 import { teamSuite } from "./suite-team.js";
-import type { GatewayFactory } from "./testbed.js";
-import { until } from "./testbed.js";
+import type { GatewayFactory } from "../helpers/collab-testbed.js";
+import { until } from "../helpers/collab-testbed.js";
 
 const startNats = useNatsServer();
 const tmp = useTmpDir("acp-collab-");

@@ -3,7 +3,7 @@ import type { StatusEvent } from "../../src/collab/index.js";
 import { ErrorCode } from "../../src/protocol/index.js";
 import { api } from "../helpers/gateway.js";
 import { rejection } from "./suite-negotiation.js";
-import { type GatewayFactory, type Member, until, useCollabBed } from "./testbed.js";
+import { type GatewayFactory, type Member, until, useCollabBed } from "../helpers/collab-testbed.js";
 
 /** Knowledge sharing, dispute escalation and status broadcasting through a real gateway. */
 export function communitySuite(makeGateway: GatewayFactory): void {

@@ -12,7 +12,7 @@ import {
   type GatewayFactory,
   until,
   useCollabBed,
-} from "./testbed.js";
+} from "../helpers/collab-testbed.js";
 
 const TASK = { completed: "drafted", remaining: "translate chapter 2", context: { words: 4200 } };
 const HOUR = 3_600_000;

@@ -13,7 +13,7 @@ import {
   type Member,
   until,
   useCollabBed,
-} from "./testbed.js";
+} from "../helpers/collab-testbed.js";
 
 const TASK = {
   completed: ["read the brief"],

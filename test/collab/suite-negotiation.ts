@@ -3,7 +3,13 @@ import { NegotiationClient, type NegotiationTurn } from "../../src/client/collab
 import { CollabCore } from "../../src/client/collab-core.js";
 import { verifyAgreement } from "../../src/collab/index.js";
 import { AcpError, ErrorCode } from "../../src/protocol/index.js";
-import { auditMethods, auditSummaries, type GatewayFactory, until, useCollabBed } from "./testbed.js";
+import {
+  auditMethods,
+  auditSummaries,
+  type GatewayFactory,
+  until,
+  useCollabBed,
+} from "../helpers/collab-testbed.js";
 
 export async function rejection(promise: Promise<unknown>): Promise<AcpError> {
   try {

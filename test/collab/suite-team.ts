@@ -11,7 +11,7 @@ import {
   type Member,
   until,
   useCollabBed,
-} from "./testbed.js";
+} from "../helpers/collab-testbed.js";
 
 /** Collects the channel notices each member hears. */
 function listen(members: Member[]): Map<string, CollabNotice[]> {

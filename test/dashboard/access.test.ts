@@ -15,7 +15,14 @@ import { collabExtension } from "../../src/server.js";
 import { api, startTestGateway } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { until } from "../helpers/until.js";
-import { aliceAsksBob, type Cast, dashboard, followStream, principalToken, useCast } from "./helpers.js";
+import {
+  aliceAsksBob,
+  type Cast,
+  dashboard,
+  followStream,
+  principalToken,
+  useCast,
+} from "../helpers/dashboard.js";
 
 /** An approval asked by alice's scheduler (acting as an orchestrator) through the gateway's API. */
 async function askApproval(c: Cast, action: Action = "EXECUTE"): Promise<ApprovalRecord> {

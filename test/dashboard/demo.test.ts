@@ -9,7 +9,7 @@ import { join } from "node:path";
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { CLI_PATH } from "../helpers/cli.js";
-import { buildWeb, describeWithChromium, eventually, launchBrowser } from "./helpers.js";
+import { buildWeb, describeWithChromium, eventually, launchBrowser } from "../helpers/dashboard.js";
 
 interface RunningDemo {
   url: string;

@@ -20,7 +20,7 @@ import {
   launchBrowser,
   principalToken,
   useCast,
-} from "./helpers.js";
+} from "../helpers/dashboard.js";
 
 const SCREENSHOTS =
   process.env.ACP_UPDATE_SCREENSHOTS === "1" ? join(process.cwd(), "docs", "img") : undefined;

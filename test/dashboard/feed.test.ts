@@ -3,7 +3,14 @@ import { checkSignature } from "../../src/extensions/dashboard/detail.js";
 import type { FeedItem, MessageDetail, VolumeBucket } from "../../src/extensions/dashboard/index.js";
 import { LiveFeed } from "../../src/extensions/dashboard/index.js";
 import { buildRequest, createSigner, signMessage } from "../../src/protocol/index.js";
-import { aliceAsksBob, dashboard, eventually, followStream, principalToken, useCast } from "./helpers.js";
+import {
+  aliceAsksBob,
+  dashboard,
+  eventually,
+  followStream,
+  principalToken,
+  useCast,
+} from "../helpers/dashboard.js";
 
 const items = (json: Record<string, unknown>) => json.items as FeedItem[];
 

@@ -5,7 +5,7 @@ import type { FeedItem } from "../../src/extensions/dashboard/index.js";
 import { startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { dashboard, eventually, followStream, principalToken } from "./helpers.js";
+import { dashboard, eventually, followStream, principalToken } from "../helpers/dashboard.js";
 
 describeWithNats("the dashboard with several gateways on one NATS", () => {
   const nats = useNatsServer();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { runAcp } from "../helpers/cli.js";
-import { dashboard, principalToken, useCast } from "./helpers.js";
+import { dashboard, principalToken, useCast } from "../helpers/dashboard.js";
 
 describe("principal tokens", () => {
   const cast = useCast();

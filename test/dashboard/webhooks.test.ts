@@ -13,7 +13,7 @@ import { handshake } from "../gateway/suite.js";
 import { CLI_PATH, runAcp } from "../helpers/cli.js";
 import { ADMIN_TOKEN, registerTestAgent } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { aliceAsksBob, dashboard, eventually, startCast } from "./helpers.js";
+import { aliceAsksBob, dashboard, eventually, startCast } from "../helpers/dashboard.js";
 
 interface Received {
   path: string;

@@ -12,7 +12,7 @@ import type { CallToolResult, JSONRPCMessage } from "@modelcontextprotocol/sdk/t
 import { describe, expect, it } from "vitest";
 import { combineDeltas, type JsonValue, stdioClientTransport } from "../../src/mcp/index.js";
 import { CLI_PATH } from "../helpers/cli.js";
-import { type McpGatewayBed, shoutingWriter, useMcpGateway } from "./gateway-helpers.js";
+import { type McpGatewayBed, shoutingWriter, useMcpGateway } from "../helpers/mcp-gateway.js";
 
 /** `writer/shout` streams a word at a time; `writer` itself answers plain requests. */
 async function writer(bed: McpGatewayBed): Promise<void> {

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { stdioClientTransport } from "../../src/mcp/index.js";
 import { CLI_PATH, runAcp } from "../helpers/cli.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { until, useMcpGateway } from "./gateway-helpers.js";
+import { until, useMcpGateway } from "../helpers/mcp-gateway.js";
 
 const tmpDir = useTmpDir("acp-mcp-coord-");
 

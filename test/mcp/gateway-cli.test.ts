@@ -10,7 +10,7 @@ import { AgentsClient, combineDeltas, type JsonValue, stdioClientTransport } fro
 import { CLI_PATH, runAcp } from "../helpers/cli.js";
 import { startTestGateway, type TestAgent } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
-import { type McpGatewayBed, shoutingWriter, until, useMcpGateway } from "./gateway-helpers.js";
+import { type McpGatewayBed, shoutingWriter, until, useMcpGateway } from "../helpers/mcp-gateway.js";
 
 const TASK = { completed: ["wrote chapter 1"], remaining: ["proofread chapter 1"], context: { pages: 12 } };
 

@@ -6,7 +6,7 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { type McpTransportKind, useMcpGateway } from "./gateway-helpers.js";
+import { type McpTransportKind, useMcpGateway } from "../helpers/mcp-gateway.js";
 import { rejectionOf } from "./helpers.js";
 
 const NO_TASK = "00000000-0000-4000-8000-000000000000";

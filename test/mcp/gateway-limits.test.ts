@@ -1,6 +1,6 @@
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { describe, expect, it } from "vitest";
-import { useMcpGateway } from "./gateway-helpers.js";
+import { useMcpGateway } from "../helpers/mcp-gateway.js";
 
 describe("MCP sessions at the gateway are capped per agent", () => {
   const bed = useMcpGateway({ maxSessionsPerAgent: 2 });

@@ -3,7 +3,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { describe, expect, it } from "vitest";
 import { NO_OAUTH_MESSAGE } from "../../src/extensions/mcp-endpoint/no-oauth.js";
-import { useMcpGateway } from "./gateway-helpers.js";
+import { useMcpGateway } from "../helpers/mcp-gateway.js";
 
 /** An OAuth-capable client as MCP Inspector builds one: it would register, then send the user to log in. */
 function inspectorLikeProvider(redirects: URL[]): OAuthClientProvider {

@@ -5,7 +5,7 @@ import type { AcpAgent } from "../../src/client/index.js";
 import { serveMcpAgent } from "../../src/client/mcp-agent.js";
 import { combineDeltas, type JsonValue } from "../../src/mcp/index.js";
 import { api } from "../helpers/gateway.js";
-import { type McpGatewayBed, type McpTransportKind, until, useMcpGateway } from "./gateway-helpers.js";
+import { type McpGatewayBed, type McpTransportKind, until, useMcpGateway } from "../helpers/mcp-gateway.js";
 import { AbortProbe, rejectionOf } from "./helpers.js";
 
 /** A writer agent serving `summarize` (streams word by word) and `ticker` (streams until cancelled). */

@@ -5,7 +5,7 @@ import { CollabClient } from "../../src/client/collab.js";
 import { ACP_SIGNING_CAPABILITIES, registerAcpSigning } from "../../src/mcp/proxy-signing.js";
 import type { AcpSignParams } from "../../src/mcp/signing-wire.js";
 import type { TestAgent } from "../helpers/gateway.js";
-import { type McpGatewayBed, type McpTransportKind, until, useMcpGateway } from "./gateway-helpers.js";
+import { type McpGatewayBed, type McpTransportKind, until, useMcpGateway } from "../helpers/mcp-gateway.js";
 
 const TASK = {
   completed: ["read the brief"],

@@ -1,7 +1,7 @@
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { describe, expect, it } from "vitest";
 import { ADMIN_TOKEN } from "../helpers/gateway.js";
-import { readSseUntil, until, useMcpGateway } from "./gateway-helpers.js";
+import { readSseUntil, until, useMcpGateway } from "../helpers/mcp-gateway.js";
 
 const INITIALIZE = {
   jsonrpc: "2.0",

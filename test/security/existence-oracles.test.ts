@@ -15,7 +15,7 @@ import type { AcpAgent } from "../../src/client/index.js";
 import { CollabMethod } from "../../src/collab/messages.js";
 import { AcpError, buildNotification, ErrorCode, signMessage } from "../../src/protocol/index.js";
 import { agentFor, eventually } from "../client/fixtures.js";
-import { type GatewayFactory, type Member, useCollabBed } from "../collab/testbed.js";
+import { type GatewayFactory, type Member, useCollabBed } from "../helpers/collab-testbed.js";
 import { sendRequest } from "../extensions/a2a/inbound-bed.js";
 import { api, FrameClient, startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";

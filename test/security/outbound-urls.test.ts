@@ -13,7 +13,7 @@ import { AcpAgent } from "../../src/client/index.js";
 import type { WebhookStatus } from "../../src/extensions/dashboard/index.js";
 import { inProcessAgentOptions } from "../../src/orchestration/in-process-agent.js";
 import type { DefaultGatewayOptions } from "../../src/server.js";
-import { aliceAsksBob, dashboard, startCast } from "../dashboard/helpers.js";
+import { aliceAsksBob, dashboard, startCast } from "../helpers/dashboard.js";
 import { runAcp } from "../helpers/cli.js";
 import { ADMIN_TOKEN, api, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { type AuditEntry, readAudit } from "../../../src/audit/index.js";
 import { CollabClient } from "../../../src/client/collab.js";
 import { ADMIN_TOKEN, api, FrameClient, registerCustodial } from "../../helpers/gateway.js";
-import { type McpGatewayBed, until, useMcpGateway } from "../../mcp/gateway-helpers.js";
+import { type McpGatewayBed, until, useMcpGateway } from "../../helpers/mcp-gateway.js";
 
 const TASK = {
   completed: ["read the brief"],

@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { type AuditEntry, readAudit } from "../../../src/audit/index.js";
 import type { InboundMessage } from "../../../src/client/index.js";
 import { api, registerCustodial } from "../../helpers/gateway.js";
-import { until, useMcpGateway } from "../../mcp/gateway-helpers.js";
+import { until, useMcpGateway } from "../../helpers/mcp-gateway.js";
 
 describe("POST /api/v1/messages in the messaging platform's shape", () => {
   const bed = useMcpGateway();

@@ -14,9 +14,9 @@ import {
   mcpEndpointExtension,
 } from "../../src/server.js";
 import { agentFor } from "../client/fixtures.js";
-import { startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
-import { useTmpDir } from "../helpers/tmp.js";
-import { until } from "../helpers/until.js";
+import { startTestGateway, type TestAgent, type TestGateway } from "./gateway.js";
+import { useTmpDir } from "./tmp.js";
+import { until } from "./until.js";
 
 export { until };
 

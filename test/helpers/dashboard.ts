@@ -11,7 +11,7 @@ import { type BrowserContext, chromium } from "playwright-core";
 import { afterEach, describe, it } from "vitest";
 import { AcpAgent, type AcpAgentOptions } from "../../src/client/index.js";
 import type { DefaultGatewayOptions } from "../../src/server.js";
-import { api, startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
+import { api, startTestGateway, type TestAgent, type TestGateway } from "./gateway.js";
 
 export const CHROMIUM = "/usr/bin/chromium";
 const MISSING = `chromium is not installed at ${CHROMIUM} (apt-get install -y chromium): the dashboard's browser tests need it`;

@@ -7,9 +7,9 @@ import type { AcpAgent } from "../../src/client/index.js";
 import type { GatewayOptions } from "../../src/gateway/index.js";
 import { type CollabOptions, collabExtension } from "../../src/server.js";
 import { agentFor } from "../client/fixtures.js";
-import type { TestAgent, TestGateway } from "../helpers/gateway.js";
-import { useTmpDir } from "../helpers/tmp.js";
-import { until } from "../helpers/until.js";
+import type { TestAgent, TestGateway } from "./gateway.js";
+import { useTmpDir } from "./tmp.js";
+import { until } from "./until.js";
 
 export { until };
 
