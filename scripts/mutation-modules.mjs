@@ -30,6 +30,10 @@ export const mutationModules = {
   },
   "sdk-ledger": {
     mutate: ["src/client/ledger.ts", "src/client/handled-log.ts"],
-    tests: ["test/client/ledger.test.ts", "test/client/handled-store.test.ts"],
+    tests: [
+      "test/client/ledger.test.ts",
+      "test/client/handled-store.test.ts",
+      "test/client/handled-log.test.ts",
+    ],
   },
 };
