@@ -9,7 +9,7 @@ import type { FeedItem, WebhookStatus } from "../../src/extensions/dashboard/ind
 import { chatLine, parseWebhookTarget, SummaryWebhooks } from "../../src/extensions/dashboard/index.js";
 import { Metrics } from "../../src/gateway/index.js";
 import { OutboundPolicy } from "../../src/http/outbound.js";
-import { handshake } from "../gateway/suite.js";
+import { handshake } from "../helpers/messaging.js";
 import { CLI_PATH, runAcp } from "../helpers/cli.js";
 import { ADMIN_TOKEN, registerTestAgent } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { buildNotification } from "../../src/protocol/index.js";
 import { api, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { describeWithNats, type NatsServer, useNatsServer } from "../helpers/nats.js";
-import { handshake, submit } from "./suite.js";
+import { handshake, submit } from "../helpers/messaging.js";
 
 const ISO_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 

@@ -6,7 +6,8 @@ import { INBOX_STREAM } from "../../src/broker/index.js";
 import { buildNotification, ErrorCode, signMessage } from "../../src/protocol/index.js";
 import { api, FrameClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { describeWithNats, startNatsServer, useNatsServer } from "../helpers/nats.js";
-import { gatewaySuite, handshake, receive } from "./suite.js";
+import { gatewaySuite } from "./suite.js";
+import { handshake, receive } from "../helpers/messaging.js";
 import { gatewayLimitsSuite } from "./suite-limits.js";
 import { severalSocketsSuite } from "./suite-sockets.js";
 

@@ -9,7 +9,7 @@ import { buildNotification, signMessage } from "../../src/protocol/index.js";
 import { api, FrameClient, startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { until } from "../helpers/until.js";
 import { usePhoenixAgents } from "./phoenix-client.js";
-import { handshake } from "./suite.js";
+import { handshake } from "../helpers/messaging.js";
 
 let gw: TestGateway | undefined;
 afterEach(async () => {

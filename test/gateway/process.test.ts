@@ -8,7 +8,7 @@ import { ADMIN_TOKEN, api, FrameClient, registerTestAgent } from "../helpers/gat
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { tlsCertificate } from "../helpers/tls.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { handshake } from "./suite.js";
+import { handshake } from "../helpers/messaging.js";
 
 const exited = (child: ChildProcess) =>
   new Promise<number | null>((resolve) => {

@@ -5,7 +5,7 @@ import { buildNotification, signMessage } from "../../src/protocol/index.js";
 import { FrameClient, startTestGateway } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
-import { handshake } from "./suite.js";
+import { handshake } from "../helpers/messaging.js";
 
 /** A connection as the intake sees it: only whether it is being read. */
 function connection(): WebSocket & { reading: boolean } {

@@ -1,7 +1,8 @@
 import { afterEach, expect, it } from "vitest";
 import { buildAnnounce, buildNotification, ErrorCode, signMessage } from "../../src/protocol/index.js";
 import { api, FrameClient, type TestGateway } from "../helpers/gateway.js";
-import { errorOf, type GatewayFactory, handshake, receive, submit } from "./suite.js";
+import type { GatewayFactory } from "./suite.js";
+import { errorOf, handshake, receive, submit } from "../helpers/messaging.js";
 
 /** Limits, versions, redelivery and dead letters: each needs a gateway configured for it. */
 export function gatewayLimitsSuite(makeGateway: GatewayFactory): void {

@@ -10,7 +10,7 @@ import {
 } from "../../src/protocol/index.js";
 import { api, FrameClient, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { until } from "../helpers/until.js";
-import { handshake, receive, submit } from "./suite.js";
+import { handshake, receive, submit } from "../helpers/messaging.js";
 
 type NewMessage = Extract<ServerFrame, { type: "new_message" }>;
 

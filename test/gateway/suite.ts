@@ -17,56 +17,10 @@ import {
   signMessage,
 } from "../../src/protocol/index.js";
 import { api, FrameClient, type TestAgent, type TestGateway } from "../helpers/gateway.js";
+import { SCHEDULING_CAPABILITIES, errorOf, handshake, receive, submit } from "../helpers/messaging.js";
 import { MessageListItem, MessagePage, MessageStatusView } from "../../src/wire/messages.js";
 
 export type GatewayFactory = (options?: Record<string, unknown>) => Promise<TestGateway>;
-
-const CAPS = { tools: ["calendar"], domains: ["scheduling"], limits: [], requests: [] };
-
-export function submit(gw: TestGateway, from: TestAgent, message: object, apiKey = from.apiKey) {
-  return api(gw.url, "/api/v1/messages", { apiKey, body: signMessage(message, from.signer) });
-}
-
-/** Both sides announce and exchange capabilities through the gateway. */
-export async function handshake(gw: TestGateway, a: TestAgent, b: TestAgent): Promise<void> {
-  for (const [x, y] of [
-    [a, b],
-    [b, a],
-  ] as const) {
-    const r = await submit(
-      gw,
-      x,
-      buildAnnounce(x.sender, y.sender.agentId, { capabilities: ["calendar"], purpose: "scheduling" }),
-    );
-    expect(r.status, JSON.stringify(r.json)).toBe(202);
-  }
-  for (const [x, y] of [
-    [a, b],
-    [b, a],
-  ] as const) {
-    const r = await submit(gw, x, buildCapabilities(x.sender, y.sender.agentId, CAPS));
-    expect(r.status, JSON.stringify(r.json)).toBe(202);
-  }
-}
-
-export function errorOf(json: Record<string, unknown>): {
-  code: number;
-  message: string;
-  data: Record<string, unknown>;
-} {
-  return json.error as { code: number; message: string; data: Record<string, unknown> };
-}
-
-/** Drains `count` new_message frames, acknowledging each; returns their ids in order. */
-export async function receive(ws: FrameClient, count: number, method?: string): Promise<string[]> {
-  const ids: string[] = [];
-  while (ids.length < count) {
-    const frame = await ws.next("new_message");
-    ws.send({ type: "acknowledge", id: frame.id, from: frame.from });
-    if (!method || frame.method === method) ids.push(frame.id);
-  }
-  return ids;
-}
 
 /** The relay's guarantees and rejections; run unchanged against each broker. */
 export function gatewaySuite(makeGateway: GatewayFactory): void {
@@ -412,11 +366,13 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
       );
       expect(r.status).toBe(202);
     }
-    expect((await submit(gw, beta, buildCapabilities(beta.sender, "agent-alpha", CAPS))).status).toBe(202);
+    expect(
+      (await submit(gw, beta, buildCapabilities(beta.sender, "agent-alpha", SCHEDULING_CAPABILITIES))).status,
+    ).toBe(202);
     const ws = await FrameClient.connect(gw.gateway.wsUrl, alpha.apiKey);
     await ws.next("ready");
     const frames = [
-      buildCapabilities(alpha.sender, "agent-beta", CAPS),
+      buildCapabilities(alpha.sender, "agent-beta", SCHEDULING_CAPABILITIES),
       buildRequest(alpha.sender, "agent-beta", { n: -1 }),
       ...Array.from({ length: 30 }, (_, n) => buildNotification(alpha.sender, "agent-beta", { n })),
     ];

@@ -3,7 +3,7 @@ import { AcpAgent, type AgentWarning } from "../../src/client/index.js";
 import { buildAnnounce, ErrorCode } from "../../src/protocol/index.js";
 import { ProtocolVersions } from "../../src/wire/versions.js";
 import { api, FrameClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
-import { errorOf, submit } from "./suite.js";
+import { errorOf, submit } from "../helpers/messaging.js";
 
 const DAY_MS = 86_400_000;
 const DEPRECATED_AT = Date.parse("2026-03-01T00:00:00Z");

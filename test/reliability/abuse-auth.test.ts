@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { buildAnnounce, buildNotification, ErrorCode, signMessage } from "../../src/protocol/index.js";
-import { handshake, receive, submit } from "../gateway/suite.js";
+import { handshake, receive, submit } from "../helpers/messaging.js";
 import { api, FrameClient, startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { recordFigures } from "./support/figures.js";
 

@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { buildNotification, ErrorCode } from "../../src/protocol/index.js";
-import { handshake, receive, submit } from "../gateway/suite.js";
+import { handshake, receive, submit } from "../helpers/messaging.js";
 import { FrameClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { recordFigures } from "./support/figures.js";
 

@@ -11,7 +11,7 @@ import { createRequire } from "node:module";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { buildNotification } from "../../src/protocol/index.js";
-import { handshake, submit } from "../gateway/suite.js";
+import { handshake, submit } from "../helpers/messaging.js";
 import { api, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { useTmpDir } from "../helpers/tmp.js";

@@ -11,7 +11,7 @@ import {
   buildNotification,
   signMessage,
 } from "../../src/protocol/index.js";
-import { receive } from "../gateway/suite.js";
+import { receive } from "../helpers/messaging.js";
 import { api, FrameClient, registerTestAgent, type TestAgent } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { useTmpDir } from "../helpers/tmp.js";

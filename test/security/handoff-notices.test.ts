@@ -11,7 +11,7 @@ import { buildNotification, ErrorCode, signMessage } from "../../src/protocol/in
 import { collabExtension } from "../../src/server.js";
 import { agentFor } from "../client/fixtures.js";
 import { until } from "../helpers/until.js";
-import { errorOf, submit } from "../gateway/suite.js";
+import { errorOf, submit } from "../helpers/messaging.js";
 import { api, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
 

@@ -17,7 +17,7 @@ import {
   signMessage,
 } from "../../src/protocol/index.js";
 import { agentFor, eventually, SCHEDULING_ANNOUNCE } from "../client/fixtures.js";
-import { errorOf, submit } from "../gateway/suite.js";
+import { errorOf, submit } from "../helpers/messaging.js";
 import { api, FrameClient, startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
 

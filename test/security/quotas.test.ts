@@ -11,7 +11,7 @@ import { statfsSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import type { GatewayQuotas } from "../../src/gateway/quotas.js";
 import { buildAnnounce, buildNotification, ErrorCode, signMessage } from "../../src/protocol/index.js";
-import { errorOf, handshake, submit } from "../gateway/suite.js";
+import { errorOf, handshake, submit } from "../helpers/messaging.js";
 import { runAcp } from "../helpers/cli.js";
 import {
   api,

@@ -11,7 +11,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { buildNotification, buildRequest, buildResponse, signMessage } from "../../src/protocol/index.js";
-import { handshake, receive, submit } from "../gateway/suite.js";
+import { handshake, receive, submit } from "../helpers/messaging.js";
 import { api, FrameClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 

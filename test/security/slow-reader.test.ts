@@ -10,7 +10,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { buildNotification } from "../../src/protocol/index.js";
-import { handshake, receive, submit } from "../gateway/suite.js";
+import { handshake, receive, submit } from "../helpers/messaging.js";
 import { api, FrameClient, startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { until } from "../helpers/until.js";
 

@@ -14,7 +14,7 @@ import { CACHED_PRINCIPAL_TOKENS } from "../../src/gateway/principals.js";
 import { MAX_UNAUTHENTICATED_BYTES } from "../../src/gateway/unauthenticated.js";
 import { buildNotification, signMessage } from "../../src/protocol/index.js";
 import { principalToken } from "../helpers/dashboard.js";
-import { handshake } from "../gateway/suite.js";
+import { handshake } from "../helpers/messaging.js";
 import { api, FrameClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { scrapeMetrics } from "../helpers/metrics.js";
 

@@ -4,7 +4,7 @@
  */
 import fc from "fast-check";
 import { buildNotification, signMessage } from "../../../src/protocol/index.js";
-import { handshake } from "../../gateway/suite.js";
+import { handshake } from "../../helpers/messaging.js";
 import { registerTestAgent, type TestAgent } from "../../helpers/gateway.js";
 import { recordFigures } from "./figures.js";
 import { FUZZ_RUNS } from "./hostile.js";
