@@ -17,7 +17,7 @@ import {
   McpRunMethods,
   type PublishedAgentBody,
 } from "../mcp/signing-wire.js";
-import { AcpError } from "../protocol/index.js";
+import { AcpError, problemsOf } from "../protocol/index.js";
 import type { AcpAgent } from "./agent.js";
 import { GatewayUnreachableError, SdkError } from "./errors.js";
 import type { InboundContext } from "./types.js";
@@ -132,7 +132,7 @@ async function runServed(
   if (!request.success) {
     const { summary, issues } = describeIssues(request.error.issues);
     throw new AcpError("InvalidParams", `invalid ${McpRunMethods.run} body: ${summary}`, {
-      problems: issues.map((i) => ({ path: `/params/body/${i.path.join("/")}`, message: i.message })),
+      problems: problemsOf(issues, "/params/body"),
     });
   }
   const { name, runId } = request.data;
@@ -147,7 +147,7 @@ async function runServed(
     const { summary, issues } = describeIssues(input.error.issues);
     throw new AcpError("InvalidParams", `invalid input for agent "${name}": ${summary}`, {
       issues,
-      problems: issues.map((i) => ({ path: `/params/body/input/${i.path.join("/")}`, message: i.message })),
+      problems: problemsOf(issues, "/params/body/input"),
     });
   }
   if (host.runs.has(runId)) throw new AcpError("Conflict", `run ${runId} is already under way`);

@@ -20,7 +20,7 @@ import type { Duplex } from "node:stream";
 import { type RawData, WebSocket, WebSocketServer } from "ws";
 import type { Delivery } from "../broker/index.js";
 import { requestUrl } from "../http/server.js";
-import { AcpError, type JsonRpcErrorObject } from "../protocol/index.js";
+import { AcpError, type JsonRpcErrorObject, problemsOf } from "../protocol/index.js";
 import { ClientFrame, type ServerFrame } from "../wire/api.js";
 import { credentialOf } from "./auth.js";
 import type { Credentials } from "./credentials.js";
@@ -251,7 +251,7 @@ class PhoenixConnection {
     const frame = isPlainAck(given) ? { success: true as const, data: given } : ClientFrame.safeParse(given);
     if (!frame.success) {
       const error = new AcpError("InvalidParams", `invalid ${event} payload`, {
-        problems: frame.error.issues.map((i) => ({ path: `/${i.path.join("/")}`, message: i.message })),
+        problems: problemsOf(frame.error),
       });
       this.reply(joinRef, ref, topic, "error", errorResponse(error.toJSON()));
       return;

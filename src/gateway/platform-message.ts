@@ -7,7 +7,7 @@
  * that holds its own key is told how to sign instead.
  */
 import { z } from "zod";
-import { AcpError, AgentId, buildNotification, type Priority } from "../protocol/index.js";
+import { AcpError, AgentId, buildNotification, type Priority, problemsOf } from "../protocol/index.js";
 import { PriorityInput, type SubmitResponse } from "../wire/api.js";
 import { custodialAnnounce, custodialSender, submitInCustody } from "./custodial.js";
 import type { GatewayContext } from "./context.js";
@@ -69,11 +69,13 @@ export async function sendPlatformMessage(
   const parsed = PlatformMessage.safeParse(body);
   if (!parsed.success) {
     throw new AcpError("InvalidParams", "invalid message", {
-      problems: parsed.error.issues.map((issue) => ({
-        path: `/${issue.path.join("/")}`,
-        message:
-          issue.code === "unrecognized_keys" ? `unknown field(s): ${issue.keys.join(", ")}` : issue.message,
-      })),
+      problems: problemsOf(
+        parsed.error.issues.map((issue) => ({
+          path: issue.path,
+          message:
+            issue.code === "unrecognized_keys" ? `unknown field(s): ${issue.keys.join(", ")}` : issue.message,
+        })),
+      ),
     });
   }
   const { recipient_id: to, message_type: type, content, priority } = parsed.data;
