@@ -12,6 +12,8 @@ export interface LoadOptions {
   measureMs: number;
   /** Child processes whose CPU use over the timed window is reported (gateway, peer server, nats-server). */
   watch?: Record<string, number>;
+  /** Ends the timed window early once this resolves true (asked every 250 ms); `measureMs` is then the longest. */
+  until?: () => Promise<boolean>;
 }
 
 /** One operation; resolves with its latency in ms (as the caller defines it) once it is complete. */
@@ -73,7 +75,12 @@ export async function runClosedLoop(operation: Operation, options: LoadOptions):
   const clientBefore = process.cpuUsage();
   phase = "measure";
   const started = performance.now();
-  await sleep(options.measureMs);
+  if (options.until) {
+    const deadline = started + options.measureMs;
+    while (performance.now() < deadline && !(await options.until())) await sleep(250);
+  } else {
+    await sleep(options.measureMs);
+  }
   phase = "stopping";
   const seconds = (performance.now() - started) / 1000;
   const completed = count;
