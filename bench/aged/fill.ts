@@ -196,9 +196,9 @@ export async function fillEmbedded(config: FillConfig): Promise<Manifest> {
       const signed = JSON.parse(message.input.envelope) as { params: { headers: EnvelopeHeaders } };
       const kid = agents[message.from]?.identity.signing.kid as string;
       const pair = [message.from, message.to].sort().join(".");
-      const observed = (handshakes.get(pair) ?? Promise.resolve()).then(() =>
-        gate.observe(message.input.method as "agent.announce", signed.params.headers, kid),
-      );
+      const observed = (handshakes.get(pair) ?? Promise.resolve()).then(async () => {
+        await gate.observe(message.input.method as "agent.announce", signed.params.headers, kid);
+      });
       handshakes.set(pair, observed);
       await throttle(observed);
     }
