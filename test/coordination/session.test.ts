@@ -137,10 +137,19 @@ describe("Session", () => {
     await session.updateAgent("x-analyzer", { status: "in_progress" });
     await session.updateAgent("y-analyzer", { status: "waiting" });
     const progress: string[][] = [];
+    let firstReport!: () => void;
+    const reported = new Promise<void>((resolve) => (firstReport = resolve));
     const waiting = session.waitFor(
       { suffix: "analyzer" },
-      { watch: { intervalMs: 20 }, onProgress: (a) => progress.push(a.map((x) => `${x.name}:${x.status}`)) },
+      {
+        watch: { intervalMs: 20 },
+        onProgress: (a) => {
+          progress.push(a.map((x) => `${x.name}:${x.status}`));
+          firstReport();
+        },
+      },
     );
+    await reported; // its first reading, before anything changes
     await session.updateAgent("x-analyzer", { status: "completed" });
     await session.updateAgent("y-analyzer", { status: "completed" });
     expect((await waiting).outcome).toBe("completed");

@@ -138,7 +138,12 @@ export class ForwardedLog {
         } catch {
           continue; // unreachable: asked again next time
         }
-        await Promise.all(answer.statuses.map((status) => this.record(peer, refs, status)));
+        try {
+          await Promise.all(answer.statuses.map((status) => this.record(peer, refs, status)));
+        } catch {
+          // The store is unavailable (a NATS outage, or the gateway closing): the entries stay
+          // unsettled and are asked about again next time.
+        }
       }
     } finally {
       this.polling = false;
