@@ -10,22 +10,25 @@ import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import pino, { type Logger } from "pino";
-import type { Broker, DeliveryOptions, NatsConnectionOptions } from "../broker/index.js";
 import { brokerToAcp } from "../broker/errors.js";
+import type { Broker, DeliveryOptions, NatsConnectionOptions } from "../broker/index.js";
 import { openBroker } from "../broker/open.js";
 import { OutboundPolicy } from "../http/outbound.js";
-import { GatewayAddress } from "./address.js";
+import { Router, requestUrl, sendError } from "../http/server.js";
 import { describeNarrowed, ensurePrivateDir, type ModeNarrowed } from "../jsonl/private-files.js";
 import { AcpError } from "../protocol/index.js";
+import { PHOENIX_SOCKET_PATH, WS_PATH } from "../wire/api.js";
+import { type ProtocolVersionEntry, ProtocolVersions } from "../wire/versions.js";
+import { GatewayAddress } from "./address.js";
 import { checkAdminTokenStrength, hashSecret, newAdminToken } from "./auth.js";
 import type { GatewayContext } from "./context.js";
 import { Credentials } from "./credentials.js";
 import type { GatewayExtension } from "./extension.js";
 import { HandshakeGate } from "./handshake-gate.js";
 import { GatewayHealth } from "./health.js";
-import { Router, requestUrl, sendError } from "../http/server.js";
 import { Metrics } from "./metrics.js";
 import { OpenedByKey } from "./opened-by-key.js";
+import { PhoenixChannels } from "./phoenix.js";
 import { PresenceTracker } from "./presence.js";
 import { PrincipalStore } from "./principals.js";
 import { brokerQuotasOf, type GatewayQuotas, resolveGatewayQuotas } from "./quotas.js";
@@ -33,14 +36,11 @@ import { FailedCredentialLimiter, type FailedCredentialLimits, RateLimiter } fro
 import { Registry } from "./registry.js";
 import { Relay } from "./relay.js";
 import { RelayAudit } from "./relay-audit.js";
-import { StorageFloor } from "./storage-floor.js";
 import { agentRoutes } from "./routes/agents.js";
 import { handshakeRoutes } from "./routes/handshakes.js";
 import { messageRoutes } from "./routes/messages.js";
-import { PHOENIX_SOCKET_PATH, WS_PATH } from "../wire/api.js";
-import { type ProtocolVersionEntry, ProtocolVersions } from "../wire/versions.js";
+import { StorageFloor } from "./storage-floor.js";
 import { DEFAULT_MAX_SUBMITS_IN_PROGRESS } from "./submit-intake.js";
-import { PhoenixChannels } from "./phoenix.js";
 import { WsHub } from "./ws.js";
 
 export interface GatewayOptions {
@@ -336,15 +336,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     const started = performance.now();
     try {
       // Inside the try: a malformed target or percent-escape is a 400, not an unhandled rejection.
-      const url = requestUrl(req);
-      const match = router.match(req.method ?? "GET", url.pathname);
-      if ("status" in match) {
-        throw new AcpError(
-          match.status === 404 ? "NotFound" : "MethodNotFound",
-          `${match.status === 404 ? "no such endpoint" : "method not allowed"}: ${req.method} ${url.pathname}`,
-        );
-      }
-      await match.handler(req, res, match.params, url);
+      await router.dispatch(req, res);
     } catch (err) {
       if (!(err instanceof AcpError))
         logger.error({ err: (err as Error).message, path: req.url?.split("?")[0] }, "request failed");

@@ -162,4 +162,17 @@ export class Router {
     }
     return { status: pathMatched ? 405 : 404 };
   }
+
+  /** Runs the request's route; 404 or 405 (as an AcpError) when none matches. */
+  async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = requestUrl(req);
+    const match = this.match(req.method ?? "GET", url.pathname);
+    if ("status" in match) {
+      throw new AcpError(
+        match.status === 404 ? "NotFound" : "MethodNotFound",
+        `${match.status === 404 ? "no such endpoint" : "method not allowed"}: ${req.method} ${url.pathname}`,
+      );
+    }
+    await match.handler(req, res, match.params, url);
+  }
 }

@@ -13,7 +13,7 @@ import {
 import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
-import { type Router, requestUrl, sendError } from "../../http/server.js";
+import { type Router, sendError } from "../../http/server.js";
 import { AcpError } from "../../protocol/index.js";
 
 export interface ListenOptions {
@@ -43,15 +43,7 @@ export async function listen(
   }
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     try {
-      const url = requestUrl(req);
-      const match = router.match(req.method ?? "GET", url.pathname);
-      if ("status" in match) {
-        throw new AcpError(
-          match.status === 404 ? "NotFound" : "MethodNotFound",
-          `${match.status === 404 ? "no such endpoint" : "method not allowed"}: ${req.method} ${url.pathname}`,
-        );
-      }
-      await match.handler(req, res, match.params, url);
+      await router.dispatch(req, res);
     } catch (err) {
       if (!(err instanceof AcpError))
         logger.error(
