@@ -9,7 +9,8 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { type AuditEntry, AuditLog, readAudit } from "../../src/audit/index.js";
-import { FEED_TYPES, FeedIndex, type FeedType } from "../../src/extensions/dashboard/feed-index.js";
+import { FeedIndex } from "../../src/extensions/dashboard/feed-index.js";
+import { FEED_TYPES, type FeedType } from "../../src/extensions/dashboard/feed-index-schema.js";
 import {
   countByBucket,
   type EntryQuery,

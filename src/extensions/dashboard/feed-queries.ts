@@ -1,13 +1,13 @@
 import type { SqliteStatement } from "../../broker/embedded/sqlite.js";
+import type { FeedIndex } from "./feed-index.js";
 import {
   FEED_TYPES,
-  type FeedIndex,
   type FeedType,
   GATEWAY_SCOPE,
   GATEWAY_SLOT_MS,
   type IndexedEntry,
   PARTY_SLOT_MS,
-} from "./feed-index.js";
+} from "./feed-index-schema.js";
 
 /**
  * The feed's and the volume chart's questions to the FeedIndex. Each answer walks an index from

@@ -4,7 +4,8 @@ import { MESSAGE_KINDS } from "../../broker/types.js";
 import { refKey } from "../../broker/validation.js";
 import { AcpError } from "../../protocol/index.js";
 import { type FeedItem, feedItemOfAudit, type LiveFeed } from "./feed.js";
-import { FEED_TYPES, type FeedIndex, type FeedType, type IndexedEntry } from "./feed-index.js";
+import type { FeedIndex } from "./feed-index.js";
+import { FEED_TYPES, type FeedType, type IndexedEntry } from "./feed-index-schema.js";
 import {
   countByBucket,
   type EntryQuery,
