@@ -117,8 +117,8 @@ export class CollabCore {
 
   /**
    * As `reach`, but for a message the gateway may hold (a handoff offer): a peer that is not
-   * registered is refused at once; one that is offline and not yet met gets the handshake started
-   * (it completes when the peer comes online) without waiting for it.
+   * registered is refused at once; one that is offline (and not custodial) and not yet met gets the
+   * handshake started (it completes when the peer comes online) without waiting for it.
    */
   async reachOrQueue(peer: string): Promise<void> {
     let view: AgentView;
@@ -134,7 +134,9 @@ export class CollabCore {
       throw err;
     }
     const established = this.agent?.handshakeState(peer) === "established";
-    if (!established && this.agent && view.presence.state === "offline") {
+    // A custodial peer never has a socket, but the gateway answers its handshake at once: waiting
+    // for it means the peer's first step back (say, accepting the offer) finds the pair complete.
+    if (!established && this.agent && view.presence.state === "offline" && !view.custodial) {
       // The peer answers the announce when it connects; the gateway holds the message until then.
       this.agent.handshake(peer, { timeoutMs: QUEUED_HANDSHAKE_MS }).catch(() => undefined);
       return;
