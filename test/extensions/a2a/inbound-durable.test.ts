@@ -70,6 +70,18 @@ function client(gw: TestGateway, apiKey: string): Promise<Client> {
   return factory.createFromUrl(`${gw.url}/a2a/helper/`);
 }
 
+/**
+ * Resolves once `gw` reads `agentId` as offline. A socket's close resolves on the client before the
+ * gateway has counted the connection gone; a request sent before then finds the agent online.
+ */
+async function offlineAt(gw: TestGateway, agentId: string): Promise<void> {
+  await until(
+    () => gw.gateway.context.presence.get(agentId),
+    (presence) => presence.state === "offline",
+    `${agentId} reads offline at the gateway`,
+  );
+}
+
 const stateOf = (task: Task) => TaskState[task.status?.state ?? 0];
 const textOf = (task: Task) => {
   const content = task.artifacts[0]?.parts[0]?.content;
@@ -103,6 +115,7 @@ describe("A2A task records across a gateway restart (embedded broker)", () => {
       await first.connect();
       expect(stateOf((await alice.sendMessage(sendRequest("hello"))) as Task)).toBe("TASK_STATE_COMPLETED");
       await first.close();
+      await offlineAt(gw, "helper");
       const queued = (await alice.sendMessage(sendRequest("before the restart"))) as Task;
       const doomed = (await alice.sendMessage(sendRequest("cancel me later"))) as Task;
       expect([stateOf(queued), stateOf(doomed)]).toEqual(["TASK_STATE_SUBMITTED", "TASK_STATE_SUBMITTED"]);
@@ -289,6 +302,7 @@ describeWithNats("A2A task records on NATS JetStream", () => {
       const hello = (await (await client(one, caller.apiKey)).sendMessage(sendRequest("hello"))) as Task;
       expect(stateOf(hello)).toBe("TASK_STATE_COMPLETED");
       await first.close();
+      await offlineAt(one, "helper");
       const queued = (await (await client(one, caller.apiKey)).sendMessage(sendRequest("via one"))) as Task;
       const doomed = (await (await client(one, caller.apiKey)).sendMessage(sendRequest("drop it"))) as Task;
       const viaTwo = await client(two, caller.apiKey);
