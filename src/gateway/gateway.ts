@@ -1,12 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
-import {
-  createServer as createHttpServer,
-  type IncomingMessage,
-  type Server,
-  type ServerResponse,
-} from "node:http";
-import { createServer as createHttpsServer } from "node:https";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import pino, { type Logger } from "pino";
@@ -14,7 +7,7 @@ import { brokerToAcp } from "../broker/errors.js";
 import type { Broker, DeliveryOptions, NatsConnectionOptions } from "../broker/index.js";
 import { openBroker } from "../broker/open.js";
 import { OutboundPolicy } from "../http/outbound.js";
-import { Router, requestUrl, sendError } from "../http/server.js";
+import { createListener, Router, requestUrl, sendError } from "../http/server.js";
 import { describeNarrowed, ensurePrivateDir, type ModeNarrowed } from "../jsonl/private-files.js";
 import { AcpError } from "../protocol/index.js";
 import { PHOENIX_SOCKET_PATH, WS_PATH } from "../wire/api.js";
@@ -350,15 +343,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     }
   };
 
-  const server: Server = options.tls
-    ? createHttpsServer(
-        { cert: readFileSync(options.tls.cert), key: readFileSync(options.tls.key), minVersion: "TLSv1.2" },
-        (req, res) => void handle(req, res),
-      )
-    : createHttpServer((req, res) => void handle(req, res));
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 20_000;
-  server.requestTimeout = 60_000;
+  const server = createListener(options.tls, (req, res) => void handle(req, res));
   server.on("upgrade", (req, socket, head) => {
     let path: string | undefined;
     try {

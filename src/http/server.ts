@@ -1,4 +1,11 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { readFileSync } from "node:fs";
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import { AcpError, toErrorObject } from "../protocol/index.js";
 
 export function sendJson(
@@ -175,4 +182,30 @@ export class Router {
     }
     await match.handler(req, res, match.params, url);
   }
+}
+
+/** Certificate and key files of a TLS listener. */
+export interface TlsFiles {
+  cert: string;
+  key: string;
+}
+
+/**
+ * An HTTP server, or HTTPS (TLS 1.2 at least) when given certificate files, with the timeouts every
+ * listener of the gateway uses: idle keep-alive 65 s, headers within 20 s, a whole request within 60 s.
+ */
+export function createListener(
+  tls: TlsFiles | undefined,
+  handle: (req: IncomingMessage, res: ServerResponse) => void,
+): Server {
+  const server: Server = tls
+    ? createHttpsServer(
+        { cert: readFileSync(tls.cert), key: readFileSync(tls.key), minVersion: "TLSv1.2" },
+        handle,
+      )
+    : createHttpServer(handle);
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 20_000;
+  server.requestTimeout = 60_000;
+  return server;
 }

@@ -3,17 +3,10 @@
  * only what peers use (`/.well-known/acp` and `/federation/v1/*`). TLS is required; plain HTTP
  * only on a loopback address in test mode (`insecureLoopback`).
  */
-import { readFileSync } from "node:fs";
-import {
-  createServer as createHttpServer,
-  type IncomingMessage,
-  type Server,
-  type ServerResponse,
-} from "node:http";
-import { createServer as createHttpsServer } from "node:https";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
-import { type Router, sendError } from "../../http/server.js";
+import { createListener, type Router, sendError } from "../../http/server.js";
 import { AcpError } from "../../protocol/index.js";
 
 export interface ListenOptions {
@@ -54,15 +47,7 @@ export async function listen(
       else res.destroy();
     }
   };
-  const server: Server = options.tls
-    ? createHttpsServer(
-        { cert: readFileSync(options.tls.cert), key: readFileSync(options.tls.key), minVersion: "TLSv1.2" },
-        (req, res) => void handle(req, res),
-      )
-    : createHttpServer((req, res) => void handle(req, res));
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 20_000;
-  server.requestTimeout = 60_000;
+  const server = createListener(options.tls, (req, res) => void handle(req, res));
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port, options.host, () => resolve());
