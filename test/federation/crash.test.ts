@@ -6,7 +6,6 @@ import { AcpAgent } from "../../src/client/index.js";
 import { type RunningGateway, spawnGateway } from "../helpers/cli.js";
 import {
   type FederatedGateway,
-  type Organization,
   organization,
   removeOrganization,
   startFederatedGateway,

@@ -10,7 +10,7 @@ import type { AcpAgent } from "../../src/client/index.js";
 import { agentFor, eventually } from "../client/fixtures.js";
 import { startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { type LyingGateway, startLyingGateway } from "../security/lying-gateway.js";
+import { startLyingGateway } from "../security/lying-gateway.js";
 
 const HEARTBEAT_MS = 200;
 

@@ -18,7 +18,7 @@ export class StorageHealth {
   private readonly read: SqliteStatement;
 
   constructor(
-    private readonly db: SqliteDatabase,
+    db: SqliteDatabase,
     private readonly commits: CommitQueue,
   ) {
     this.probe = db.prepare(
