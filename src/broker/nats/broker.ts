@@ -104,7 +104,7 @@ export class NatsBroker implements Broker, InboxesHost {
       const publisher = new StreamPublisher(nc);
       const warn = warner(options, "acp broker (nats)");
       const quotas = resolveQuotas(options.quotas);
-      const ledger = quotas && (await UsageLedger.open(kvm, publisher, replicas, quotas, policy, warn));
+      const ledger = quotas && (await UsageLedger.open(kvm, replicas, quotas, policy, warn));
       return new NatsBroker(
         nc,
         jsm,

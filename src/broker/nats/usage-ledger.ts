@@ -16,13 +16,11 @@
  * everything else, when their slot ends (retention plus one slot).
  */
 import { type KV, type Kvm, KvWatchInclude } from "@nats-io/kv";
-import { headers } from "@nats-io/transport-node";
 import { isBrokerError } from "../errors.js";
 import type { BrokerPolicy, Warn } from "../policy.js";
 import { checkQuotas, envelopeBytes, NO_USAGE, type ResolvedQuotas } from "../quotas.js";
 import type { AgentUsage, SubmitInput, SubmitResult } from "../types.js";
 import { bucketOptions, USAGE_BUCKET } from "./layout.js";
-import type { StreamPublisher } from "./publisher.js";
 import { isRevisionConflict } from "./status-store.js";
 
 /** Per slot: [pending messages, pending bytes, stored bytes]. */
@@ -66,7 +64,6 @@ export class UsageLedger {
 
   private constructor(
     private readonly kv: KV,
-    private readonly publisher: StreamPublisher,
     private readonly quotas: ResolvedQuotas,
     private readonly policy: BrokerPolicy,
     private readonly warn: Warn,
@@ -76,7 +73,6 @@ export class UsageLedger {
 
   static async open(
     kvm: Kvm,
-    publisher: StreamPublisher,
     replicas: number,
     quotas: ResolvedQuotas,
     policy: BrokerPolicy,
@@ -86,7 +82,7 @@ export class UsageLedger {
     // A record nobody wrote for this long holds only slots past retention.
     const slotMs = Math.max(1_000, Math.ceil(policy.retentionMs / SLOTS_PER_RETENTION));
     const kv = await kvm.create(USAGE_BUCKET, { ...options, ttl: policy.retentionMs + 2 * slotMs });
-    const ledger = new UsageLedger(kv, publisher, quotas, policy, warn);
+    const ledger = new UsageLedger(kv, quotas, policy, warn);
     await ledger.#follow();
     return ledger;
   }
@@ -241,16 +237,6 @@ export class UsageLedger {
     } finally {
       if (this.#writing.get(agentId) === writing) this.#writing.delete(agentId);
     }
-  }
-
-  /**
-   * Compare-and-set through the broker's publisher (as the status records are written): the KV
-   * client's update costs a request of its own per write. `expected` 0: the key must not exist.
-   */
-  async #put(agentId: string, text: string, expected: number): Promise<number> {
-    const h = headers();
-    h.set("Nats-Expected-Last-Subject-Sequence", String(expected));
-    return (await this.publisher.publish(`$KV.${USAGE_BUCKET}.${agentId}`, text, h)).seq;
   }
 
   async #landed(agentId: string, tag: string): Promise<boolean> {
