@@ -328,6 +328,14 @@ export interface Broker {
   reject(agentId: string, message: MessageRef, reason: string): Promise<MessageRecord>;
   status(message: MessageRef): Promise<MessageRecord | null>;
   get(message: MessageRef): Promise<StoredMessage | null>;
+  /**
+   * The senders of the messages to `recipient` with this id, at most two (ids are per sender, so
+   * two means the id alone is ambiguous): of those still waiting (queued or delivered) if any,
+   * else of the settled ones. For callers that know only an id, as the messaging platform's REST
+   * shape does. Embedded: the recipient's waiting messages (a partial index), then its history;
+   * NATS: a subject-filtered read of the status bucket's keys.
+   */
+  sendersTo(recipient: string, id: string): Promise<string[]>;
   list(query: ListQuery): Promise<ListPage>;
   kv<T = unknown>(bucket: string): KvBucket<T>;
   events(handler: (event: BrokerEvent) => void): Promise<Unsubscribe>;

@@ -65,6 +65,32 @@ export function stateConformance(ctx: SuiteContext): void {
     });
   });
 
+  describe("sendersTo", () => {
+    it("finds who sent the recipient a message with an id, waiting ones first, and only to that recipient", async () => {
+      const broker = await ctx.open(await ctx.harness());
+      const id = `shared-${Date.now().toString(36)}`;
+      // alice's to bob is settled, carol's to bob waits, dave's (same id) went to erin.
+      for (const input of [message("alice", "bob", { id }), message("carol", "bob", { id })])
+        await broker.submit(input);
+      await broker.submit(message("dave", "erin", { id }));
+      await broker.submit(message("alice", "bob", { id: `${id}-alone` }));
+      await broker.ack("bob", { from: "alice", id });
+
+      // The waiting one is what an acknowledgement by id means; with none waiting, any.
+      expect(await broker.sendersTo("bob", id)).toEqual(["carol"]);
+      await broker.ack("bob", { from: "carol", id });
+      expect((await broker.sendersTo("bob", id)).sort()).toEqual(["alice", "carol"]);
+      expect(await broker.sendersTo("erin", id)).toEqual(["dave"]);
+      expect(await broker.sendersTo("bob", `${id}-alone`)).toEqual(["alice"]);
+      await broker.ack("bob", { from: "alice", id: `${id}-alone` });
+      expect(await broker.sendersTo("bob", `${id}-alone`)).toEqual(["alice"]);
+      // Neither a recipient's nor anyone's: nothing, as for a never-used id.
+      expect(await broker.sendersTo("alice", id)).toEqual([]);
+      expect(await broker.sendersTo("bob", "never-used-0001")).toEqual([]);
+      await expectBrokerError(broker.sendersTo("bob", "has space"), "invalid_argument");
+    });
+  });
+
   describe("retention", () => {
     it("expires messages after the retention period: status expired, envelope gone, never delivered", async () => {
       const broker = await ctx.open(await ctx.harness(), { retentionMs: 1_500 });

@@ -317,6 +317,12 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
       method: "POST",
     });
     expect(senderAck.status).toBe(403);
+    // The recipient may name the message by its id alone (the messaging platform's shape).
+    const idAlone = await api(gw.url, `/api/v1/messages/${id}/acknowledge`, {
+      apiKey: beta.apiKey,
+      method: "POST",
+    });
+    expect([idAlone.status, idAlone.json.status]).toEqual([200, "acknowledged"]);
     const list = await api(gw.url, "/api/v1/messages", { apiKey: gamma.apiKey });
     expect(list.json.items).toEqual([]);
     const own = await api(gw.url, "/api/v1/messages?type=notification", { apiKey: beta.apiKey });

@@ -370,7 +370,6 @@ function messageIdSuite(start: () => Promise<TestGateway>): void {
 
     await eventually(() => received.length === 2, "bob handled both messages");
     expect(received.sort()).toEqual(["alice-agent: alice", "mallory-agent: mallory"]);
-
     // Lookups in each agent's view: its own id by itself; a received one with its sender.
     const statusAs = async (who: TestAgent, query = "") =>
       (await api(gw.url, `/api/v1/messages/${id}/status${query}`, { apiKey: who.apiKey })).json;
@@ -380,6 +379,20 @@ function messageIdSuite(start: () => Promise<TestGateway>): void {
       async () => (await statusAs(bob, "?from=alice-agent")).status === "acknowledged",
       "bob acknowledged alice's",
     );
+    await eventually(
+      async () => (await statusAs(bob, "?from=mallory-agent")).status === "acknowledged",
+      "bob acknowledged mallory's",
+    );
+    // Bob got this id from two senders: the id alone does not say which; 409 names `from`.
+    const ambiguous = await api(gw.url, `/api/v1/messages/${id}/acknowledge`, {
+      apiKey: bob.apiKey,
+      method: "POST",
+    });
+    expect([ambiguous.status, ambiguous.json.error]).toMatchObject([
+      409,
+      { code: -32017, data: { problems: [{ path: "from" }] } },
+    ]);
+
     expect(await statusAs(mallory, "?from=alice-agent")).toMatchObject({ error: { code: -32016 } });
 
     // A third agent settling alice's message over its socket: answered as for an id never used.
@@ -402,6 +415,7 @@ function messageIdSuite(start: () => Promise<TestGateway>): void {
       };
     for (const [theirsPath, nobodysPath, method] of [
       [`${id}/acknowledge?from=alice-agent`, "never-used-0001/acknowledge?from=alice-agent", "POST"],
+      [`${id}/acknowledge`, "never-used-0001/acknowledge", "POST"],
       [`${id}?from=alice-agent`, "never-used-0001?from=alice-agent", "GET"],
     ] as const) {
       const theirs = await asGamma(theirsPath, method);

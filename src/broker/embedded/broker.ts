@@ -36,6 +36,7 @@ import type {
 import {
   checkAgentId,
   checkListQuery,
+  checkMessageId,
   checkMessageRef,
   checkSubmit,
   decodeCursor,
@@ -253,6 +254,14 @@ export class EmbeddedBroker implements Broker, InboxHost, RoutedHost, Settlement
     this.commits.flush();
     const row = this.table.byRef(message);
     return row ? toStoredMessage(row, this.table.envelope(row.seq), this.policy, Date.now()) : null;
+  }
+
+  async sendersTo(recipient: string, id: string): Promise<string[]> {
+    this.assertOpen();
+    checkAgentId(recipient);
+    checkMessageId(id);
+    this.commits.flush();
+    return this.table.sendersTo(recipient, id);
   }
 
   async list(query: ListQuery): Promise<ListPage> {

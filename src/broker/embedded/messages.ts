@@ -64,6 +64,8 @@ export class MessageTable {
   private readonly insertStmt: SqliteStatement;
   private readonly insertBodyStmt: SqliteStatement;
   private readonly byRefStmt: SqliteStatement<[string, string], MessageRow>;
+  private readonly waitingSendersStmt: SqliteStatement<[string, string], { sender: string }>;
+  private readonly sendersStmt: SqliteStatement<[string, string], { sender: string }>;
   private readonly bodyStmt: SqliteStatement<[number], { envelope: string }>;
   private readonly deliveredStmt: SqliteStatement;
   private readonly acknowledgedStmt: SqliteStatement;
@@ -88,6 +90,11 @@ export class MessageTable {
     this.insertBodyStmt = db.prepare("INSERT INTO message_bodies (seq, envelope) VALUES (?, ?)");
     this.byRefStmt = db.prepare(`SELECT ${COLUMNS} FROM messages m WHERE m.sender = ? AND m.id = ?`);
     this.bodyStmt = db.prepare("SELECT envelope FROM message_bodies WHERE seq = ?");
+    // The same filter twice: with UNSETTLED spelled out SQLite walks only the partial index.
+    this.waitingSendersStmt = db.prepare(
+      `SELECT sender FROM messages WHERE recipient = ? AND ${UNSETTLED} AND id = ? LIMIT 2`,
+    );
+    this.sendersStmt = db.prepare("SELECT sender FROM messages WHERE recipient = ? AND id = ? LIMIT 2");
     this.deliveredStmt = db.prepare(
       `UPDATE messages SET status = 'delivered', delivered_at = coalesce(delivered_at, ?), attempts = ?,
        next_attempt_at = ? WHERE seq = ? AND ${UNSETTLED}`,
@@ -183,6 +190,13 @@ export class MessageTable {
 
   byRef(message: MessageRef): MessageRow | undefined {
     return this.byRefStmt.get(message.from, message.id);
+  }
+
+  /** Up to two senders of a message to `recipient` with this id: those still waiting, else any. */
+  sendersTo(recipient: string, id: string): string[] {
+    const waiting = this.waitingSendersStmt.all(recipient, id);
+    const rows = waiting.length > 0 ? waiting : this.sendersStmt.all(recipient, id);
+    return rows.map((row) => row.sender);
   }
 
   envelope(seq: number): string | null {

@@ -38,6 +38,7 @@ import {
   checkAgentId,
   checkBucketName,
   checkListQuery,
+  checkMessageId,
   checkMessageRef,
   checkSubmit,
   decodeCursor,
@@ -298,6 +299,14 @@ export class NatsBroker implements Broker, InboxesHost {
     if (!stored) return null;
     const rank = stored.header?.get(Header.Priority);
     return { envelope: stored.string(), priority: rank ? priorityOfRank(Number(rank)) : DEFAULT_PRIORITY };
+  }
+
+  sendersTo(recipient: string, id: string): Promise<string[]> {
+    return this.guard(async () => {
+      checkAgentId(recipient);
+      checkMessageId(id);
+      return this.statuses.sendersTo(recipient, id);
+    });
   }
 
   list(query: ListQuery): Promise<ListPage> {

@@ -93,6 +93,24 @@ export class StatusStore {
     return { value: entry.json<StatusDoc>(), revision: entry.revision };
   }
 
+  /**
+   * Up to two senders of a message to `recipient` with this id, those whose message still waits
+   * first (Broker.sendersTo). The bucket is keyed by sender, so the server filters its keys on the
+   * id's token (`*.<id>`): one key per sender that used the id.
+   */
+  async sendersTo(recipient: string, id: string): Promise<string[]> {
+    const waiting: string[] = [];
+    const settled: string[] = [];
+    for await (const key of await this.kv.keys(messageKey({ from: "*", id }))) {
+      const from = key.slice(0, key.indexOf("."));
+      const doc = (await this.read({ from, id }))?.value;
+      if (doc?.to !== recipient) continue;
+      (doc.status === "queued" || doc.status === "delivered" ? waiting : settled).push(from);
+      if (waiting.length === 2) break;
+    }
+    return (waiting.length > 0 ? waiting : settled).slice(0, 2);
+  }
+
   /** Creates the record; false if one exists already. */
   async create(doc: StatusDoc): Promise<boolean> {
     try {

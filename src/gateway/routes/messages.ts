@@ -150,23 +150,38 @@ export function messageRoutes(router: Router, ctx: GatewayContext): void {
       throw new AcpError("NotFound", `no message ${message.id}`);
     return stored;
   };
-  const refOf = (agentId: string, id: string, url: URL, senderRequired = false): MessageRef => {
+  const senderParam = (url: URL): string | undefined => {
     const from = queryParam(url, "from_agent_id", "from");
-    if (from === undefined && senderRequired) {
-      throw new AcpError(
-        "InvalidParams",
-        "name the message's sender: ?from=<agent id> (message ids are per sender)",
-        {
-          problems: [{ path: "from", message: "required: the sender of the message" }],
-        },
-      );
-    }
     if (from !== undefined && !AgentId.safeParse(from).success) {
       throw new AcpError("InvalidParams", `from: ${JSON.stringify(from)} is not an agent id`, {
         problems: [{ path: "from", message: "must be an agent id" }],
       });
     }
-    return { from: from ?? agentId, id };
+    return from;
+  };
+  /** A message the caller sent: `?from=` names another sender, by default the caller itself. */
+  const refOf = (agentId: string, id: string, url: URL): MessageRef => ({
+    from: senderParam(url) ?? agentId,
+    id,
+  });
+  /**
+   * A message the caller received: `?from=` names its sender, or the id alone finds it among the
+   * caller's messages (the messaging platform's shape), unless two senders used that id.
+   */
+  const receivedRefOf = async (recipient: string, id: string, url: URL): Promise<MessageRef> => {
+    const from = senderParam(url);
+    if (from !== undefined) return { from, id };
+    const senders = await ctx.broker.sendersTo(recipient, id);
+    if (senders.length > 1) {
+      throw new AcpError(
+        "Conflict",
+        `two senders sent you a message with id ${id}: name the sender with ?from=`,
+        {
+          problems: [{ path: "from", message: "required: more than one sender used this message id" }],
+        },
+      );
+    }
+    return { from: senders[0] ?? recipient, id };
   };
 
   router.add("GET", "/api/v1/messages/:id", async (req, res, { id }, url) => {
@@ -195,7 +210,7 @@ export function messageRoutes(router: Router, ctx: GatewayContext): void {
     const agent = await authenticateAgent(ctx, req);
     announceDeprecation(ctx, res, { kind: "agent", agent });
     const me = agent.record.agentId;
-    const message = refOf(me, id as string, url, true);
+    const message = await receivedRefOf(me, id as string, url);
     await participantRecord(me, message);
     const record = await ctx.broker.ack(me, message);
     ctx.metrics.count("acp_messages_acknowledged_total");
