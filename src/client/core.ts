@@ -10,7 +10,6 @@ import {
   domainOf,
   type EncryptedBody,
   encryptBody,
-  headerPointer,
   headersOf,
   MAX_SUMMARY_HEADER_CHARS,
   type PrivateIdentity,
@@ -22,6 +21,7 @@ import {
   type VerifiedEnvelope,
   verifyEnvelope,
 } from "../protocol/index.js";
+import { headerPointer } from "../protocol/validate.js";
 import type { AgentAudit, AuditNote } from "./audit.js";
 import type { AgentConnection } from "./connection.js";
 import type { HandshakeStore, PeerProof } from "./handshake-store.js";

@@ -4,12 +4,12 @@ import {
   type AcpMessage,
   buildErrorResponse,
   decryptBody,
-  headerPointer,
   headersOf,
   isEncryptedBody,
   type JsonRpcId,
   type VerifiedEnvelope,
 } from "../protocol/index.js";
+import { headerPointer } from "../protocol/validate.js";
 import { type DeliveredFrame, type DeliveredRef, deliveredKey, type NewMessageFrame } from "./connection.js";
 import type { AgentCore } from "./core.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";

@@ -3,10 +3,10 @@ import {
   type AcpMessage,
   addressOf,
   domainOf,
-  headerPointer,
   localPartOf,
   qualifiedPrincipal,
 } from "../protocol/index.js";
+import { headerPointer } from "../protocol/validate.js";
 import type { Registry, ResolvedAgent } from "./registry.js";
 
 /**

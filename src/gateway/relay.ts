@@ -13,16 +13,16 @@ import {
   AcpError,
   type AcpMessage,
   type EnvelopeHeaders,
-  headerPointer,
   headersOf,
   MessageId,
   messageKind,
   parseMessageText,
   ReplayGuard,
-  signatureKeyId,
   validateMessage,
   type Priority,
 } from "../protocol/index.js";
+import { headerPointer } from "../protocol/validate.js";
+import { signatureKeyId } from "../protocol/jws.js";
 import type { SubmitResponse } from "../wire/api.js";
 import { negotiateVersion } from "../wire/versions.js";
 import { routeOf, senderNames } from "./addressing.js";

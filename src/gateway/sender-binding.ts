@@ -1,4 +1,5 @@
-import { AcpError, type AcpMessage, type EnvelopeHeaders, headerPointer } from "../protocol/index.js";
+import { AcpError, type AcpMessage, type EnvelopeHeaders } from "../protocol/index.js";
+import { headerPointer } from "../protocol/validate.js";
 import type { AgentRecord } from "./registry.js";
 
 /**

@@ -1,12 +1,7 @@
 import { type KeyObject, verify as edVerify } from "node:crypto";
 import { Worker } from "node:worker_threads";
-import {
-  type AcpMessage,
-  type KeyResolver,
-  prepareSignatureCheck,
-  type SignatureCheck,
-  signatureMismatch,
-} from "../protocol/index.js";
+import type { AcpMessage, KeyResolver } from "../protocol/index.js";
+import { prepareSignatureCheck, type SignatureCheck, signatureMismatch } from "../protocol/jws.js";
 
 /**
  * The verify thread: verifies each batch it is sent and answers with one byte per signature

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { AgentId, PRIORITIES, priorityRank } from "../protocol/index.js";
+import { AgentId, PRIORITIES } from "../protocol/index.js";
+import { priorityRank } from "../protocol/priority.js";
 
 /**
  * The wire types of the ACP v2.0 command layer: exactly its `AgentCommand` and `AgentResponse`

@@ -8,11 +8,10 @@ import {
   errorCodeName,
   errorMeanings,
   errorTable,
-  pointerToken,
   problemsOf,
   toErrorObject,
-  toPointer,
 } from "../../src/protocol/index.js";
+import { pointerToken, toPointer } from "../../src/protocol/errors.js";
 
 const PROTOCOL_DOC = new URL("../../docs/protocol.md", import.meta.url);
 

@@ -5,7 +5,8 @@
  */
 import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import { type GatewayContext, requireAdmin } from "../../gateway/context.js";
-import { AcpError, FederationDomain, toPointer } from "../../protocol/index.js";
+import { AcpError, FederationDomain } from "../../protocol/index.js";
+import { toPointer } from "../../protocol/errors.js";
 import {
   AddPeerRequest,
   FEDERATION_API,

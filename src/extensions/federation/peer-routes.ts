@@ -6,7 +6,8 @@
 import type { IncomingMessage } from "node:http";
 import type { z } from "zod";
 import { readBody, Router, refuseDeepNesting, sendJson } from "../../http/server.js";
-import { AcpError, AgentId, toPointer } from "../../protocol/index.js";
+import { AcpError, AgentId } from "../../protocol/index.js";
+import { toPointer } from "../../protocol/errors.js";
 import {
   FEDERATION_PREFIX,
   MAX_TRANSFER_BYTES,

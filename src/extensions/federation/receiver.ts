@@ -13,13 +13,13 @@ import type { ResolvedAgent } from "../../gateway/registry.js";
 import {
   AcpError,
   domainOf,
-  headerPointer,
   headersOf,
   parseMessageText,
-  signatureKeyId,
   type AcpMessage,
   validateMessage,
 } from "../../protocol/index.js";
+import { headerPointer } from "../../protocol/validate.js";
+import { signatureKeyId } from "../../protocol/jws.js";
 import type { DeliveryStatus, TransferOutcome } from "../../wire/federation.js";
 import { type RemoteDirectory, remoteAgentOf, remoteSenderInbox } from "./directory.js";
 import type { PeerLinks } from "./links.js";
