@@ -5,16 +5,15 @@
  */
 import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import { type GatewayContext, requireAdmin } from "../../gateway/context.js";
-import { AcpError, FederationDomain } from "../../protocol/index.js";
-import { toPointer } from "../../protocol/errors.js";
+import { AcpError, FederationDomain, problemsOf } from "../../protocol/index.js";
 import {
   AddPeerRequest,
   FEDERATION_API,
   type FederationStatusView,
   WELL_KNOWN_PATH,
 } from "../../wire/federation.js";
-import { gatewayKid } from "./gateway-key.js";
 import type { Federation } from "./federation.js";
+import { gatewayKid } from "./gateway-key.js";
 import { pinnableKeys } from "./peer-client.js";
 import type { PeerRecord } from "./peers.js";
 
@@ -47,7 +46,7 @@ export function adminRoutes(router: Router, ctx: GatewayContext, federation: () 
     const parsed = AddPeerRequest.safeParse(await readJsonBody(req, 64 * 1024));
     if (!parsed.success) {
       throw new AcpError("InvalidParams", "invalid peer", {
-        problems: parsed.error.issues.map((i) => ({ path: toPointer(i.path), message: i.message })),
+        problems: problemsOf(parsed.error),
       });
     }
     const f = federation();

@@ -6,8 +6,7 @@
 import type { IncomingMessage } from "node:http";
 import type { z } from "zod";
 import { readBody, Router, refuseDeepNesting, sendJson } from "../../http/server.js";
-import { AcpError, AgentId } from "../../protocol/index.js";
-import { toPointer } from "../../protocol/errors.js";
+import { AcpError, AgentId, problemsOf } from "../../protocol/index.js";
 import {
   FEDERATION_PREFIX,
   MAX_TRANSFER_BYTES,
@@ -100,7 +99,7 @@ function parse<T>(schema: z.ZodType<T>, text: string, what: string): T {
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
     throw new AcpError("InvalidParams", `invalid ${what}`, {
-      problems: parsed.error.issues.map((i) => ({ path: toPointer(i.path), message: i.message })),
+      problems: problemsOf(parsed.error),
     });
   }
   return parsed.data;
