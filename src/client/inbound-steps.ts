@@ -16,7 +16,6 @@ import type { InboundContext, InboundMessage } from "./types.js";
  * sends, the application's notification handlers, and the `message` event's view of a message.
  */
 
-export const HANDSHAKE_METHODS = new Set(["agent.announce", "agent.capabilities"]);
 const MAX_ANNOUNCES = 5;
 const ANNOUNCE_WINDOW_MS = 10_000;
 

@@ -1,4 +1,4 @@
-import type { PeerHandshake } from "../handshake/index.js";
+import { HANDSHAKE_METHODS, type PeerHandshake } from "../handshake/index.js";
 import {
   AcpError,
   type AcpMessage,
@@ -15,7 +15,7 @@ import type { AgentCore } from "./core.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
 import type { HandledRecord } from "./handled-store.js";
 import { HandshakeRecovery } from "./handshake-recovery.js";
-import { HANDSHAKE_METHODS, HandshakeSteps, inboundView, runNotificationHandlers } from "./inbound-steps.js";
+import { HandshakeSteps, inboundView, runNotificationHandlers } from "./inbound-steps.js";
 import { ConcurrencyLimiter } from "./limiter.js";
 import { submissionUnsettled } from "./outbox.js";
 import { Responder } from "./responder.js";

@@ -1,4 +1,5 @@
 import type { AuditEntryInput, SummaryContext } from "../audit/index.js";
+import { brokerToAcp } from "../broker/errors.js";
 import type {
   Broker,
   MessageKind as BrokerKind,
@@ -7,7 +8,7 @@ import type {
   SubmitResult,
 } from "../broker/index.js";
 import { SerialByKey } from "../broker/serial-by-key.js";
-import { brokerToAcp } from "../broker/errors.js";
+import { HANDSHAKE_METHODS } from "../handshake/index.js";
 import { refuseDeepNesting } from "../http/server.js";
 import {
   AcpError,
@@ -16,10 +17,10 @@ import {
   headersOf,
   MessageId,
   messageKind,
+  type Priority,
   parseMessageText,
   ReplayGuard,
   validateMessage,
-  type Priority,
 } from "../protocol/index.js";
 import { headerPointer } from "../protocol/validate.js";
 import { signatureKeyId } from "../protocol/jws.js";
@@ -30,8 +31,8 @@ import type { HandshakeGate } from "./handshake-gate.js";
 import type { Metrics } from "./metrics.js";
 import type { RateLimiter } from "./rate-limit.js";
 import type { Registry, ResolvedAgent } from "./registry.js";
-import type { ArrivedFrom } from "./remote.js";
 import { type RelayAudit, RequestLabels, relayedEntryFor } from "./relay-audit.js";
+import type { ArrivedFrom } from "./remote.js";
 import { refuseClaimedIdentity } from "./sender-binding.js";
 import { SignatureVerifier } from "./signature-verifier.js";
 import type { StorageFloor } from "./storage-floor.js";
@@ -50,8 +51,6 @@ export interface RelayOptions {
   /** Refuses new submissions while storage is below its floor. */
   storage?: StorageFloor;
 }
-
-const HANDSHAKE_METHODS = new Set(["agent.announce", "agent.capabilities"]);
 
 /**
  * A message the relay accepted and handed to the broker. Emitted before the broker has it (its

@@ -63,6 +63,9 @@ export interface HandshakeEvent {
   state: HandshakeState;
 }
 
+/** The methods of the handshake itself: they pass before a peer is established. */
+export const HANDSHAKE_METHODS: ReadonlySet<string> = new Set(["agent.announce", "agent.capabilities"]);
+
 /**
  * Layers both declared; the core protocol's "lowest common layer": never assume one the other did not
  * declare.
