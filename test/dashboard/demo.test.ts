@@ -3,13 +3,12 @@
  * Debian's chromium. Each page must show what the demo's agents did, with no console errors.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { CLI_PATH } from "../helpers/cli.js";
 import { buildWeb, describeWithChromium, eventually, launchBrowser } from "../helpers/dashboard.js";
+import { useTmpDir } from "../helpers/tmp.js";
 
 interface RunningDemo {
   url: string;
@@ -50,7 +49,7 @@ async function startDemo(dir: string): Promise<RunningDemo> {
 describeWithChromium("acp demo fills every page of the dashboard", () => {
   let browser: { context: BrowserContext; close(): Promise<void> };
   let demo: RunningDemo;
-  const dir = mkdtempSync(join(tmpdir(), "acp-demo-e2e-"));
+  const dir = useTmpDir("acp-demo-e2e-", "suite")();
 
   beforeAll(async () => {
     buildWeb();
@@ -59,7 +58,6 @@ describeWithChromium("acp demo fills every page of the dashboard", () => {
   afterAll(async () => {
     await browser?.close();
     const code = await demo?.stop();
-    rmSync(dir, { recursive: true, force: true });
     expect(code, demo?.output()).toBe(0);
   });
 

@@ -1,9 +1,6 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { stdioClientTransport } from "../../src/mcp/index.js";
 import { CLI_PATH, runAcp } from "../helpers/cli.js";
 import { useTmpDir } from "../helpers/tmp.js";
@@ -133,8 +130,7 @@ describe("coordination://{session} resources", () => {
   });
 
   describe("at the gateway, with a context root", () => {
-    const root = mkdtempSync(join(tmpdir(), "acp-mcp-gw-context-"));
-    afterAll(() => rmSync(root, { recursive: true, force: true }));
+    const root = useTmpDir("acp-mcp-gw-context-", "suite")();
     const bed = useMcpGateway({ coordinationRoot: root });
 
     it("an agent sees and watches the sessions it takes part in, and no others", async () => {
