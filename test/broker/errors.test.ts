@@ -1,10 +1,6 @@
 import { describe, expect, it } from "vitest";
-import {
-  BrokerError,
-  type BrokerErrorKind,
-  brokerToAcp,
-  QUOTA_RETRY_AFTER_SECONDS,
-} from "../../src/broker/index.js";
+import { BrokerError, type BrokerErrorKind, brokerToAcp } from "../../src/broker/index.js";
+import { QUOTA_RETRY_AFTER_SECONDS } from "../../src/broker/errors.js";
 import { AcpError } from "../../src/protocol/index.js";
 
 const EXPECTED: Record<BrokerErrorKind, [string, number]> = {

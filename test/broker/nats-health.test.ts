@@ -1,7 +1,8 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { afterEach, expect, it } from "vitest";
-import { type Broker, type BrokerHealth, INDEX_STREAM, openBroker } from "../../src/broker/index.js";
+import { type Broker, type BrokerHealth, openBroker } from "../../src/broker/index.js";
+import { INDEX_STREAM } from "../../src/broker/nats/layout.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { needing, setLimit } from "../helpers/process-limits.js";
 import { eventually, expectBrokerError, message } from "./support.js";

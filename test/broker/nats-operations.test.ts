@@ -8,12 +8,10 @@ import { afterEach, expect, it } from "vitest";
 import {
   type Broker,
   type BrokerEvent,
-  consumerName,
-  INBOX_STREAM,
-  INDEX_STREAM,
   type NatsConnectionOptions,
   openBroker,
 } from "../../src/broker/index.js";
+import { consumerName, INBOX_STREAM, INDEX_STREAM } from "../../src/broker/nats/layout.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { needing } from "../helpers/process-limits.js";
 import { useTmpDir } from "../helpers/tmp.js";

@@ -2,7 +2,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { INBOX_STREAM } from "../../src/broker/index.js";
+import { INBOX_STREAM } from "../../src/broker/nats/layout.js";
 import { buildNotification, ErrorCode, signMessage } from "../../src/protocol/index.js";
 import { api, FrameClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { describeWithNats, startNatsServer, useNatsServer } from "../helpers/nats.js";
