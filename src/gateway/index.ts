@@ -1,17 +1,55 @@
 /**
- * `acp-kit/gateway`: the gateway core (`startGateway`) and what an extension is given and
- * implements. The default gateway, with the dashboard, collaboration, the MCP endpoint and
- * approvals mounted, is `startDefaultGateway` in `acp-kit/server`.
+ * `acp-kit/gateway`: the gateway core (`startGateway`), what an extension is given and implements,
+ * and the shapes of the REST and WebSocket API. The default gateway, with the dashboard,
+ * collaboration, the MCP endpoint and approvals mounted, is `startDefaultGateway` in
+ * `acp-kit/server`. Secret hashing, credential parsing and the gateway's version table are its
+ * own: import them from their module files inside this package.
  */
 export { Router, readJsonBody, sendError, sendJson } from "../http/server.js";
-export * from "../wire/api.js";
-export * from "../wire/versions.js";
-export * from "./auth.js";
+export {
+  API_PREFIX,
+  AgentView,
+  CONSUME_PARAM,
+  ClientFrame,
+  DASHBOARD_API,
+  type HandshakeProofView,
+  KeyHistoryEntry,
+  MAX_ACK_PENDING_PARAM,
+  PHOENIX_SOCKET_PATH,
+  Presence,
+  PresenceState,
+  PresenceUpdate,
+  type PrincipalView,
+  PriorityInput,
+  ProtocolVersion,
+  RegisterAgentRequest,
+  RegisterAgentResponse,
+  RotateSigningKeyRequest,
+  type ServerFrame,
+  SubmitResponse,
+  TaskProgress,
+  WS_PATH,
+} from "../wire/api.js";
+export {
+  negotiateVersion,
+  PROTOCOL_VERSIONS,
+  type ProtocolVersionEntry,
+  type ProtocolVersionView,
+  type VersionDeprecation,
+  type VersionStatus,
+} from "../wire/versions.js";
+export {
+  checkAdminTokenStrength,
+  MIN_ADMIN_TOKEN_BITS,
+  MIN_ADMIN_TOKEN_LENGTH,
+  newAdminToken,
+  newApiKey,
+} from "./auth.js";
 export type { GatewayContext } from "./context.js";
 export { announceDeprecation, authenticate, authenticateAgent, requireAdmin } from "./context.js";
 export { type Caller, type CallerKind, Credentials } from "./credentials.js";
 export type { ExtensionHooks, GatewayExtension } from "./extension.js";
-export * from "./gateway.js";
+export { type Gateway, type GatewayOptions, startGateway } from "./gateway.js";
 export type { HealthReport } from "./health.js";
 export { Metrics } from "./metrics.js";
 export {
