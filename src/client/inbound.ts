@@ -1,4 +1,5 @@
-import { HANDSHAKE_METHODS, type PeerHandshake } from "../handshake/index.js";
+import { HANDSHAKE_METHODS } from "../handshake/handshake.js";
+import type { PeerHandshake } from "../handshake/index.js";
 import {
   AcpError,
   type AcpMessage,

@@ -8,7 +8,7 @@ import type {
   SubmitResult,
 } from "../broker/index.js";
 import { SerialByKey } from "../broker/serial-by-key.js";
-import { HANDSHAKE_METHODS } from "../handshake/index.js";
+import { HANDSHAKE_METHODS } from "../handshake/handshake.js";
 import { refuseDeepNesting } from "../http/server.js";
 import {
   AcpError,

@@ -1,1 +1,9 @@
-export * from "./handshake.js";
+export {
+  commonLayers,
+  type HandshakeEvent,
+  type HandshakeOptions,
+  Handshakes,
+  type HandshakeState,
+  type HandshakeStep,
+  type PeerHandshake,
+} from "./handshake.js";

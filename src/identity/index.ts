@@ -1,2 +1,16 @@
-export * from "./files.js";
-export * from "./trust.js";
+export {
+  KeyFileError,
+  readIdentityFile,
+  readPublicIdentity,
+  writeIdentityFile,
+} from "./files.js";
+export {
+  initialTrust,
+  type TrustBasis,
+  TrustLedger,
+  trustLevel,
+  type TrustLevel,
+  type TrustObservation,
+  type TrustPolicy,
+  type TrustRecord,
+} from "./trust.js";
