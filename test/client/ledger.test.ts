@@ -4,8 +4,9 @@
  */
 import { appendFileSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
-import { AcpAgent } from "../../src/client/index.js";
+import Database from "better-sqlite3";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { AcpAgent, type HandledStore, SqliteHandledStore } from "../../src/client/index.js";
 import { DeliveryLedger } from "../../src/client/ledger.js";
 import { ErrorCode, generateIdentity } from "../../src/protocol/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
@@ -149,6 +150,100 @@ describe("DeliveryLedger", () => {
       "new",
       "new",
     ]);
+  });
+});
+
+describe("DeliveryLedger in memory", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("tells a delivery being processed from a new one, and forgets it when processing is abandoned", async () => {
+    const ledger = new DeliveryLedger({ retentionMs: DAY });
+    await ledger.open();
+    ledger.start("m-1");
+    ledger.start("m-2");
+    expect([ledger.state("m-1"), ledger.inProgress]).toEqual(["processing", 2]);
+    ledger.abandon("m-1"); // a redelivery brings it back
+    await expect(ledger.finish("m-2")).resolves.toBeUndefined();
+    expect([ledger.state("m-1"), ledger.state("m-2"), ledger.inProgress]).toEqual(["new", "done", 0]);
+    await ledger.respond("r-1", { jsonrpc: "2.0", id: "r-1", result: {} });
+    expect(await ledger.recorded("r-1")).toEqual({ response: { jsonrpc: "2.0", id: "r-1", result: {} } });
+    await expect(ledger.close()).resolves.toBeUndefined();
+  });
+
+  it("forgets a finished id at the instant its retention ends", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const start = Date.parse("2026-03-01T12:00:00Z");
+    vi.setSystemTime(start);
+    const ledger = new DeliveryLedger({ retentionMs: 60_000 });
+    await ledger.finish("old");
+    vi.setSystemTime(start + 59_999);
+    await ledger.finish("next");
+    expect(ledger.state("old")).toBe("done");
+    vi.setSystemTime(start + 60_000);
+    await ledger.finish("last");
+    expect([ledger.state("old"), ledger.state("next"), ledger.state("last")]).toEqual([
+      "new",
+      "done",
+      "done",
+    ]);
+  });
+});
+
+describe("DeliveryLedger with the application's HandledStore", () => {
+  it("records a request's response and its finish in the store (a real SQLite file), and writes no file of its own", async () => {
+    const db = new Database(join(tmp(), "app.db"));
+    try {
+      const store = new SqliteHandledStore(db);
+      const ledger = new DeliveryLedger({
+        retentionMs: DAY,
+        store,
+        persist: { root: tmp(), agentId: "bob" },
+      });
+      const response = { jsonrpc: "2.0", id: "r-1", result: { ok: true } };
+      ledger.start("alice/r-1");
+      await ledger.respond("alice/r-1", response);
+      expect(store.get("alice/r-1")).toEqual({ response });
+      await ledger.finish("alice/r-1");
+      expect(store.get("alice/r-1")).toEqual({ done: true });
+      expect(ledger.file).toBeUndefined();
+      // A new ledger asks the store about what it has not seen itself.
+      expect(await new DeliveryLedger({ retentionMs: DAY, store }).recorded("alice/r-1")).toEqual({
+        done: true,
+      });
+    } finally {
+      db.close();
+    }
+  });
+
+  it("rejects finish when the store fails to record, synchronously or not", async () => {
+    const failing = (how: "throws" | "rejects"): HandledStore => ({
+      get: () => undefined,
+      record: () => {
+        if (how === "throws") throw new Error("disk full");
+        return Promise.reject(new Error("disk full"));
+      },
+    });
+    for (const how of ["throws", "rejects"] as const) {
+      const ledger = new DeliveryLedger({ retentionMs: DAY, store: failing(how) });
+      ledger.start("m-1");
+      await expect(ledger.finish("m-1")).rejects.toThrow("disk full");
+    }
+  });
+});
+
+describe("DeliveryLedger's file", () => {
+  it("is rewritten past twice the live ids, counting handled ids and requests awaiting acceptance alike", async () => {
+    const root = tmp();
+    const ledger = ledgerIn(root);
+    await ledger.open();
+    for (let n = 0; n < 300; n++) await ledger.finish(`done-${n}`);
+    for (let n = 0; n < 300; n++) await ledger.respond(`asked-${n}`, { id: n });
+    // 600 live ids: the file may hold 1,200 lines before it is rewritten. These lines keep the same 600.
+    for (let n = 0; n < 600; n++) await ledger.finish("done-0");
+    await ledger.close();
+    expect(lines(join(root, "bob-assistant", "handled.log"))).toHaveLength(1_200);
   });
 });
 
