@@ -116,8 +116,11 @@ export function severalSocketsSuite(makePair: () => Promise<GatewayPair>): void 
     const work = await receiving.next("new_message");
     expect(work.id).toBe(note.params.headers["message-id"]);
     receiving.send({ type: "acknowledge", id: work.id, from: work.from });
-    // Neither got the other's.
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Neither got the other's: a later note reaches the receiving socket after anything queued before it.
+    const later = buildNotification(alpha.sender, "agent-beta", { later: true });
+    await submit(pair.a, alpha, later);
+    const next = await receiving.next("new_message");
+    expect(next.id).toBe(later.params.headers["message-id"]);
     expect(oneShot.pending().filter((f) => f.type === "new_message")).toEqual([]);
     expect(receiving.pending().filter((f) => f.type === "new_message")).toEqual([]);
   });

@@ -228,7 +228,12 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
     const ws = await FrameClient.connect(gw.gateway.wsUrl, beta.apiKey);
     const ids = await receive(ws, 3);
     expect(ids.filter((id) => id === first.json.id)).toHaveLength(1);
-    await new Promise((r) => setTimeout(r, 300));
+    // A later message is delivered after anything queued before it: once it is here, no copy of
+    // the first can still come.
+    const later = buildNotification(alpha.sender, "agent-beta", { n: 3 });
+    expect((await submit(gw, alpha, later)).status).toBe(202);
+    const next = await ws.next("new_message");
+    expect(next.id).toBe(later.params.headers["message-id"]);
     expect(ws.pending().filter((f) => f.type === "new_message")).toHaveLength(0);
     await ws.close();
   });

@@ -221,9 +221,9 @@ describe("A2A clients calling ACP agents", () => {
       (stats) => stats.tasks === 1 && stats.answering === 1,
       "the call waits for the agent",
     );
-    const started = Date.now();
+    // close() does not wait for the handler, which never returns before cleanup: a close that
+    // waited would fail this test by its timeout.
     await bed.gw.gateway.close();
-    expect(Date.now() - started).toBeLessThan(5_000);
     expect((await waiting).message).toContain("the gateway is shutting down");
     expect(bed.a2a.stats()).toEqual({ answering: 0, tasks: 0 });
   });
