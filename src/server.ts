@@ -20,6 +20,8 @@ import type { GatewayExtension } from "./gateway/extension.js";
 import { type Gateway, type GatewayOptions, startGateway } from "./gateway/gateway.js";
 
 export {
+  type A2AInboundExtension,
+  type A2AInboundOptions,
   type A2aInboundExtension,
   type A2aInboundOptions,
   a2aInboundExtension,

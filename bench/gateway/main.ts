@@ -70,7 +70,7 @@ function progress(text: string): void {
   process.stdout.write(`  ${text}\n`);
 }
 
-async function measureA2a(): Promise<Row[]> {
+async function measureA2A(): Promise<Row[]> {
   progress("A2A JS SDK echo agent (express, JSON-RPC) …");
   const peer = await forkPeerServer("a2a-echo", {});
   try {
@@ -291,7 +291,7 @@ async function measureOnce(): Promise<RunResult> {
   const rawVerifyMicros = measureRawVerifyMicros();
   const rows: Row[] = [];
   const profiles: Record<string, ProfileSummary> = {};
-  if (ONLY.has("a2a")) rows.push(...(await measureA2a()));
+  if (ONLY.has("a2a")) rows.push(...(await measureA2A()));
   if (ONLY.has("http-verify")) rows.push(await measureHttpVerify());
   for (const broker of ["embedded", "nats"] as const) {
     if (!ONLY.has(broker)) continue;

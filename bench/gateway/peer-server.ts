@@ -73,7 +73,7 @@ const echoExecutor: AgentExecutor = {
   async cancelTask() {},
 };
 
-function serveA2aEcho(): void {
+function serveA2AEcho(): void {
   const app = express();
   const server = app.listen(0, "127.0.0.1", () => {
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -114,7 +114,7 @@ function serveA2aEcho(): void {
 
 const [kind, rawConfig] = process.argv.slice(2);
 if (kind === "http-verify") serveHttpVerify(JSON.parse(rawConfig ?? "{}") as HttpVerifyConfig);
-else if (kind === "a2a-echo") serveA2aEcho();
+else if (kind === "a2a-echo") serveA2AEcho();
 else {
   process.send?.({ error: `unknown peer kind ${kind}` });
   process.exit(2);

@@ -7,7 +7,7 @@
 import { z } from "zod";
 
 /** A2A's JSON-RPC error codes (A2A 1.0 §9.5); the JSON-RPC 2.0 ones where A2A has none. */
-export const A2aErrorCode = {
+export const A2AErrorCode = {
   ParseError: -32700,
   InvalidRequest: -32600,
   MethodNotFound: -32601,
@@ -27,7 +27,7 @@ export interface FieldViolation {
 }
 
 /** A JSON-RPC error in A2A 1.0's form: `data` is a list of google.rpc details; BadRequest names the fields. */
-export class A2aRpcError extends Error {
+export class A2ARpcError extends Error {
   /** The JSON-RPC id of the request it answers, once known. */
   requestId: string | number | null = null;
 
@@ -190,14 +190,14 @@ export const isLegacyMethod = (method: string): boolean => method.includes("/");
 
 /** The A2A versions the gateway speaks (`Major.Minor`, A2A 1.0 §3.6). */
 export const A2A_VERSIONS = ["0.3", "1.0"] as const;
-export type A2aVersion = (typeof A2A_VERSIONS)[number];
+export type A2AVersion = (typeof A2A_VERSIONS)[number];
 export const A2A_VERSION_HEADER = "A2A-Version";
 
 /**
  * The version a request asks for, from its `A2A-Version` header or query parameter: none or empty
  * is 0.3 (A2A 1.0 §3.6.2), a patch number is ignored. Undefined: a version the gateway does not speak.
  */
-export function requestedA2aVersion(asked: string): A2aVersion | undefined {
+export function requestedA2AVersion(asked: string): A2AVersion | undefined {
   if (asked.trim() === "") return "0.3";
   const match = /^(\d+)\.(\d+)(?:\.\d+)?$/.exec(asked.trim());
   const version = match ? `${Number(match[1])}.${Number(match[2])}` : undefined;
@@ -205,14 +205,14 @@ export function requestedA2aVersion(asked: string): A2aVersion | undefined {
 }
 
 /** What a request names as its version: the `A2A-Version` header, else that query parameter (A2A 1.0 §3.6.1); "" when neither. */
-export function askedA2aVersion(header: string | string[] | undefined, url: URL): string {
+export function askedA2AVersion(header: string | string[] | undefined, url: URL): string {
   return (Array.isArray(header) ? header[0] : header) ?? url.searchParams.get(A2A_VERSION_HEADER) ?? "";
 }
 
 /** VersionNotSupported (-32009) naming the version asked for and those served. */
-export function versionNotSupported(asked: string, requestId: A2aCall["id"] = null): A2aRpcError {
-  const err = new A2aRpcError(
-    A2aErrorCode.VersionNotSupported,
+export function versionNotSupported(asked: string, requestId: A2ACall["id"] = null): A2ARpcError {
+  const err = new A2ARpcError(
+    A2AErrorCode.VersionNotSupported,
     `A2A version ${JSON.stringify(asked)} is not supported here: send ${A2A_VERSION_HEADER} ${A2A_VERSIONS.join(" or ")}`,
     [{ field: A2A_VERSION_HEADER, description: `must be one of ${A2A_VERSIONS.join(", ")}` }],
   );
@@ -228,7 +228,7 @@ const Envelope = z.object({
   params: z.unknown().optional(),
 });
 
-export interface A2aCall {
+export interface A2ACall {
   id: string | number | null;
   method: string;
   params: Record<string, unknown> | undefined;
@@ -237,16 +237,16 @@ export interface A2aCall {
 const fieldOf = (root: string, path: readonly PropertyKey[]) =>
   [root, ...path.map(String)].join(".").replace(/\.(\d+)(?=\.|$)/g, "[$1]");
 
-/** Validates a parsed JSON-RPC request body; throws an A2aRpcError naming the offending field. */
-export function checkA2aCall(body: unknown): A2aCall {
+/** Validates a parsed JSON-RPC request body; throws an A2ARpcError naming the offending field. */
+export function checkA2ACall(body: unknown): A2ACall {
   const envelope = Envelope.safeParse(body);
   if (!envelope.success) {
     const violations = envelope.error.issues.map((i) => ({
       field: fieldOf("", i.path).slice(1) || "(body)",
       description: i.message,
     }));
-    const err = new A2aRpcError(
-      A2aErrorCode.InvalidRequest,
+    const err = new A2ARpcError(
+      A2AErrorCode.InvalidRequest,
       `invalid JSON-RPC request: ${violations.map((v) => `${v.field} ${v.description}`).join("; ")}`,
       violations,
     );
@@ -259,7 +259,7 @@ export function checkA2aCall(body: unknown): A2aCall {
   const id = envelope.data.id ?? null;
   const schema = A2A_METHODS[method];
   if (!schema) {
-    const err = new A2aRpcError(A2aErrorCode.MethodNotFound, `unknown A2A method ${JSON.stringify(method)}`, [
+    const err = new A2ARpcError(A2AErrorCode.MethodNotFound, `unknown A2A method ${JSON.stringify(method)}`, [
       { field: "method", description: `not one of ${Object.keys(A2A_METHODS).join(", ")}` },
     ]);
     err.requestId = id;
@@ -272,8 +272,8 @@ export function checkA2aCall(body: unknown): A2aCall {
       description: i.message,
     }));
     const first = violations[0];
-    const err = new A2aRpcError(
-      A2aErrorCode.InvalidParams,
+    const err = new A2ARpcError(
+      A2AErrorCode.InvalidParams,
       `invalid params for ${method}: ${first?.field}: ${first?.description}`,
       violations,
     );

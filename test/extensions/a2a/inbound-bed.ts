@@ -15,8 +15,8 @@ import {
 import { afterEach, beforeEach } from "vitest";
 import type { AcpAgent } from "../../../src/client/index.js";
 import {
-  type A2aInboundExtension,
-  type A2aInboundOptions,
+  type A2AInboundExtension,
+  type A2AInboundOptions,
   a2aInboundExtension,
 } from "../../../src/extensions/a2a/inbound/extension.js";
 import { secretKeeper } from "../../../src/extensions/custody/sealing.js";
@@ -24,9 +24,9 @@ import { agentFor } from "../../client/fixtures.js";
 import { startTestGateway, type TestAgent, type TestGateway } from "../../helpers/gateway.js";
 import { useTmpDir } from "../../helpers/tmp.js";
 
-export interface A2aBed {
+export interface A2ABed {
   gw: TestGateway;
-  a2a: A2aInboundExtension;
+  a2a: A2AInboundExtension;
   dir: string;
   register(agentId: string, capabilities?: string[]): Promise<TestAgent>;
   /** Connects the AcpAgent of a registered agent (closed after the test). */
@@ -36,10 +36,10 @@ export interface A2aBed {
   cleanup(fn: () => Promise<unknown>): void;
 }
 
-export function useA2aGateway(options: A2aInboundOptions = {}): A2aBed {
+export function useA2AGateway(options: A2AInboundOptions = {}): A2ABed {
   const tmp = useTmpDir("acp-a2a-in-");
   const cleanups: (() => Promise<unknown>)[] = [];
-  const bed = {} as A2aBed;
+  const bed = {} as A2ABed;
   beforeEach(async () => {
     bed.dir = tmp();
     const data = join(bed.dir, "data");
@@ -112,7 +112,7 @@ export function sendRequest(text: string, returnImmediately = false): SendMessag
 
 /** A raw JSON-RPC POST to an agent's A2A endpoint. */
 export async function rawCall(
-  bed: A2aBed,
+  bed: A2ABed,
   agentId: string,
   body: unknown,
   apiKey?: string,

@@ -6,7 +6,7 @@ import { a2aInboundExtension } from "../../../src/extensions/a2a/inbound/extensi
 import { filesContaining } from "../../helpers/files.js";
 import { startTestGateway } from "../../helpers/gateway.js";
 import { until } from "../../helpers/until.js";
-import { type A2aBed, rawCall, sendRequest, useA2aGateway } from "./inbound-bed.js";
+import { type A2ABed, rawCall, sendRequest, useA2AGateway } from "./inbound-bed.js";
 
 /** A push notification token: the gateway stores it sealed. */
 const PUSH_TOKEN = "push-token-of-alice-7c1e94";
@@ -17,7 +17,7 @@ const badRequest = (json: Record<string, unknown>) =>
   ).map((v) => v.field);
 
 describe("A2A bridge: bad payloads", () => {
-  const bed = useA2aGateway();
+  const bed = useA2AGateway();
 
   it("answers bad A2A payloads with JSON-RPC errors naming the field", async () => {
     await bed.register("helper", ["a2a"]);
@@ -184,7 +184,7 @@ describe("A2A bridge: bad payloads", () => {
 });
 
 /** A webhook on 127.0.0.1 recording each push: its token header, Authorization header and body. */
-async function pushReceiver(bed: A2aBed) {
+async function pushReceiver(bed: A2ABed) {
   const pushes: {
     auth: string | undefined;
     authorization: string | undefined;
@@ -208,7 +208,7 @@ async function pushReceiver(bed: A2aBed) {
 }
 
 describe("A2A bridge: push notification credentials", () => {
-  const bed = useA2aGateway();
+  const bed = useA2AGateway();
 
   it("sends Authorization when the config has authentication, and then not the token", async () => {
     const test = await bed.register("helper", ["a2a"]);
@@ -239,7 +239,7 @@ describe("A2A bridge: push notification credentials", () => {
 });
 
 describe("A2A bridge: an ACP agent that is offline", () => {
-  const bed = useA2aGateway();
+  const bed = useA2AGateway();
 
   it("leaves the task SUBMITTED with a clear message, then completes it and pushes when the agent connects", async () => {
     const test = await bed.register("helper", ["a2a"]);

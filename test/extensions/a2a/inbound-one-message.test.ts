@@ -7,10 +7,10 @@
 import { type Task, TaskState } from "@a2a-js/sdk";
 import { describe, expect, it } from "vitest";
 import { until } from "../../helpers/until.js";
-import { rawCall, sendRequest, useA2aGateway, userMessage } from "./inbound-bed.js";
+import { rawCall, sendRequest, useA2AGateway, userMessage } from "./inbound-bed.js";
 
 describe("A2A in: a second message to a task still working", () => {
-  const bed = useA2aGateway();
+  const bed = useA2AGateway();
 
   /** `helper` answers each request only when the test lets it (in order). */
   async function heldAgent() {

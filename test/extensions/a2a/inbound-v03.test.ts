@@ -13,7 +13,7 @@ import {
   JsonRpcTransportFactory,
 } from "a2a-sdk-03/client";
 import { describe, expect, it } from "vitest";
-import { rawCall, useA2aGateway } from "./inbound-bed.js";
+import { rawCall, useA2AGateway } from "./inbound-bed.js";
 
 /** The 0.3 SDK's fetch, sending the API key as a bearer token. */
 function authenticated(apiKey: string): typeof fetch {
@@ -33,7 +33,7 @@ const message = (text: string) => ({
 });
 
 describe("A2A in: A2A 0.3 clients", () => {
-  const bed = useA2aGateway();
+  const bed = useA2AGateway();
 
   async function publishedHelper() {
     const helper = await bed.register("helper");

@@ -13,7 +13,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { runAcp, spawnGateway } from "../../helpers/cli.js";
 import { registerTestAgent } from "../../helpers/gateway.js";
 import { useTmpDir } from "../../helpers/tmp.js";
-import { sendRequest, useA2aGateway } from "./inbound-bed.js";
+import { sendRequest, useA2AGateway } from "./inbound-bed.js";
 
 const bearer =
   (apiKey: string): typeof fetch =>
@@ -24,7 +24,7 @@ const bearer =
     });
 
 describe("A2A in: the origin's agent card, by default", () => {
-  const bed = useA2aGateway();
+  const bed = useA2AGateway();
 
   it("is not there", async () => {
     await bed.register("helper");
@@ -34,7 +34,7 @@ describe("A2A in: the origin's agent card, by default", () => {
 });
 
 describe("A2A in: the origin's agent card, chosen by the operator", () => {
-  const bed = useA2aGateway({ wellKnownAgent: "helper" });
+  const bed = useA2AGateway({ wellKnownAgent: "helper" });
 
   async function helper() {
     const test = await bed.register("helper");

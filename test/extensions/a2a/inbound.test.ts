@@ -2,7 +2,7 @@ import { type StreamResponse, type Task, TaskState } from "@a2a-js/sdk";
 import { describe, expect, it } from "vitest";
 import type { InboundContext } from "../../../src/client/index.js";
 import { until } from "../../helpers/until.js";
-import { rawCall, sendRequest, useA2aGateway } from "./inbound-bed.js";
+import { rawCall, sendRequest, useA2AGateway } from "./inbound-bed.js";
 
 const textOf = (task: Task): string | undefined => {
   const content = task.artifacts[0]?.parts[0]?.content;
@@ -12,7 +12,7 @@ const isTask = (result: unknown): result is Task =>
   typeof result === "object" && result !== null && "status" in result;
 
 describe("A2A clients calling ACP agents", () => {
-  const bed = useA2aGateway();
+  const bed = useA2AGateway();
 
   async function echoAgent() {
     const test = await bed.register("helper", ["a2a", "summarize"]);

@@ -12,7 +12,7 @@ import { describe, expect, it, onTestFinished } from "vitest";
 import { type Broker, type KvBucket, openBroker } from "../../../src/broker/index.js";
 import { WatchedReads } from "../../../src/broker/watched-reads.js";
 import {
-  A2aCaller,
+  A2ACaller,
   KvPushNotificationStore,
   KvTaskStore,
   PushConfigs,
@@ -25,7 +25,7 @@ import { useTmpDir } from "../../helpers/tmp.js";
 import { until } from "../../helpers/until.js";
 
 const tmp = useTmpDir("acp-a2a-cache-");
-const context = new ServerCallContext({ user: new A2aCaller("alice") });
+const context = new ServerCallContext({ user: new A2ACaller("alice") });
 
 function task(state: TaskState): Task {
   return Task.fromJSON({
@@ -117,7 +117,7 @@ function cacheSuite(open: () => Promise<[Broker, Broker]>) {
 
       // Wrongly told "new" while another gateway has the task, final: the create is refused, re-read.
       const elsewhere = new KvTaskStore(other, "helper", async () => "install-2");
-      const tenantTwo = new ServerCallContext({ user: new A2aCaller("alice"), tenant: "t2" });
+      const tenantTwo = new ServerCallContext({ user: new A2ACaller("alice"), tenant: "t2" });
       await elsewhere.save(task(TaskState.TASK_STATE_CANCELED), tenantTwo);
       store.isNew("task-1", tenantTwo);
       await store.save(task(TaskState.TASK_STATE_COMPLETED), tenantTwo);

@@ -2,7 +2,7 @@
  * The gateway-held ACP identities that A2A calls are signed with. An A2A client cannot sign ACP
  * messages, so the gateway signs for it: one bridge agent per calling client (the API key's agent,
  * or the admin), whose principal names that client (`a2a-client:agent:<agent id>`,
- * `a2a-client:admin`: A2aCaller). A target that does not
+ * `a2a-client:admin`: A2ACaller). A target that does not
  * know that principal treats it as an unknown principal (trust calibration, docs/a2a.md).
  *
  * With a data directory, each bridge identity and its API key live in

@@ -7,7 +7,7 @@ import { AgentCard, type AgentSkill } from "@a2a-js/sdk";
 import type { AgentRecord } from "../../../gateway/registry.js";
 import { A2A_CAPABILITY, a2aAgentBaseUrl } from "../../../wire/a2a.js";
 import { A2A_REMOTE_CAPABILITY } from "../../../wire/a2a-outbound.js";
-import { A2A_VERSION_HEADER, A2A_VERSIONS, requestedA2aVersion } from "../wire.js";
+import { A2A_VERSION_HEADER, A2A_VERSIONS, requestedA2AVersion } from "../wire.js";
 
 /** Where an A2A agent card is, under an agent's base URL or at the origin (RFC 8615). */
 export const AGENT_CARD_PATH = "/.well-known/agent-card.json";
@@ -127,7 +127,7 @@ export function cardAnswer(
   asked: string,
 ): { status: number; body: unknown; headers: Record<string, string> } {
   const vary = { vary: A2A_VERSION_HEADER };
-  const version = requestedA2aVersion(asked);
+  const version = requestedA2AVersion(asked);
   if (version === undefined) {
     return {
       status: 400,

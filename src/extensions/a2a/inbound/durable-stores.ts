@@ -53,13 +53,13 @@ const pushLabel = (key: string, field: "token" | "credentials") => `acp-a2a-push
  * key, `admin` for the admin token. The two never meet (an agent id has no `:`), so an agent named
  * `admin` neither sees the admin's tasks nor signs with its bridge identity.
  */
-export class A2aCaller implements User {
+export class A2ACaller implements User {
   constructor(readonly userName: string) {}
 
   static of(
     caller: { kind: "admin" } | { kind: "agent"; agent: { record: { agentId: string } } },
-  ): A2aCaller {
-    return new A2aCaller(caller.kind === "admin" ? "admin" : `agent:${caller.agent.record.agentId}`);
+  ): A2ACaller {
+    return new A2ACaller(caller.kind === "admin" ? "admin" : `agent:${caller.agent.record.agentId}`);
   }
   get isAuthenticated(): boolean {
     return true;
@@ -69,7 +69,7 @@ export class A2aCaller implements User {
 /** The call context of a stored task's owner, for work done outside any request (a late answer). */
 export function ownerContext(stored: Pick<StoredTask, "tenant" | "owner">): ServerCallContext {
   return new ServerCallContext({
-    user: new A2aCaller(stored.owner),
+    user: new A2ACaller(stored.owner),
     ...(stored.tenant !== "" && { tenant: stored.tenant }),
   });
 }

@@ -31,7 +31,7 @@ import { AcpError } from "../../../protocol/index.js";
 import type { BridgeIdentities } from "./bridge-identities.js";
 
 /** Methods of the notifications between bridge and target (docs/a2a.md). */
-export const A2aAcpMethods = {
+export const A2AAcpMethods = {
   /** target → bridge `{ taskId, text }`: a progress message, streamed as a WORKING status. */
   progress: "agent.a2a.progress",
   /** bridge → target `{ taskId }`: the A2A client canceled; stop working on it. */
@@ -89,7 +89,7 @@ export class AcpTaskExecutor implements AgentExecutor {
       controller,
       emit: (event) => emit(event),
       cancelAtTarget: () =>
-        void agent.notify(target, { taskId }, { method: A2aAcpMethods.cancel }).catch(() => undefined),
+        void agent.notify(target, { taskId }, { method: A2AAcpMethods.cancel }).catch(() => undefined),
     });
     const offline = (await this.deps.presence.get(target)).state === "offline";
     const reply = agent.request(target, acpBodyOf(rc), {

@@ -20,22 +20,22 @@ import { type Router, readJsonBody, sendError, sendJson } from "../../../http/se
 import { AcpError, AgentId } from "../../../protocol/index.js";
 import { A2A_BASE_PATH } from "../../../wire/a2a.js";
 import {
-  type A2aCall,
-  A2aErrorCode,
-  A2aRpcError,
-  checkA2aCall,
-  askedA2aVersion,
+  type A2ACall,
+  A2AErrorCode,
+  A2ARpcError,
+  checkA2ACall,
+  askedA2AVersion,
   isLegacyMethod,
-  requestedA2aVersion,
+  requestedA2AVersion,
   versionNotSupported,
 } from "../wire.js";
 import { BridgeIdentities } from "./bridge-identities.js";
 import { AGENT_CARD_PATH, cardAnswer, isPublished } from "./card.js";
-import { A2aCaller } from "./durable-stores.js";
-import { A2aAcpMethods, statusEvent } from "./executor.js";
+import { A2ACaller } from "./durable-stores.js";
+import { A2AAcpMethods, statusEvent } from "./executor.js";
 import { AgentEndpoints } from "./handlers.js";
 
-export interface A2aInboundOptions {
+export interface A2AInboundOptions {
   /** Where bridge identities persist (`<data>/a2a-bridge/`); omitted: memory only. */
   dataDir?: string;
   /**
@@ -57,17 +57,22 @@ export interface A2aInboundOptions {
   wellKnownAgent?: string;
 }
 
-export interface A2aInboundExtension extends GatewayExtension {
+export interface A2AInboundExtension extends GatewayExtension {
   /** Requests being answered (blocking sends, streams) and tasks waiting for their ACP agent. */
   stats(): { answering: number; tasks: number };
 }
 
-export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInboundExtension {
+/** @deprecated The acronym is spelled `A2A` throughout: use `A2AInboundOptions`. */
+export type A2aInboundOptions = A2AInboundOptions;
+/** @deprecated The acronym is spelled `A2A` throughout: use `A2AInboundExtension`. */
+export type A2aInboundExtension = A2AInboundExtension;
+
+export function a2aInboundExtension(options: A2AInboundOptions = {}): A2AInboundExtension {
   if (options.wellKnownAgent !== undefined && !AgentId.safeParse(options.wellKnownAgent).success) {
     throw new Error(`wellKnownAgent: ${JSON.stringify(options.wellKnownAgent)} is not a valid agent id`);
   }
   /** Open answers and the JSON-RPC id each is for. */
-  const answering = new Map<ServerResponse, A2aCall["id"]>();
+  const answering = new Map<ServerResponse, A2ACall["id"]>();
   let endpoints: AgentEndpoints | undefined;
   let bridge: BridgeIdentities | undefined;
   const close = async () => {
@@ -77,7 +82,7 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
           jsonrpc: "2.0",
           id,
           error: {
-            code: A2aErrorCode.InternalError,
+            code: A2AErrorCode.InternalError,
             message: "the gateway is shutting down; ask again later",
           },
         });
@@ -92,7 +97,7 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
     name: "a2a-inbound",
     mount(ctx: GatewayContext, router: Router) {
       const progress = (body: Record<string, unknown>, context: { from: string; method: string }) => {
-        if (context.method !== A2aAcpMethods.progress || typeof body.taskId !== "string") return;
+        if (context.method !== A2AAcpMethods.progress || typeof body.taskId !== "string") return;
         const task = endpoints?.running.get(body.taskId);
         // Progress counts only from the agent the task went to.
         if (task?.target !== context.from || typeof body.text !== "string") return;
@@ -132,7 +137,7 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
 
       const serveCard = async (req: IncomingMessage, res: ServerResponse, url: URL, agentId: string) => {
         const record = await publishedAgent(agentId);
-        const asked = askedA2aVersion(req.headers["a2a-version"], url);
+        const asked = askedA2AVersion(req.headers["a2a-version"], url);
         // The gateway's own URL, never the request's Host (which a shared cache would then serve to
         // everyone); bound to every address without a public URL, the Host, and nothing cached.
         const configured = ctx.address.publicUrl;
@@ -160,20 +165,20 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
         // Answers to requests sent before a restart come to bridge agents, connected from here on.
         void open.lateAnswers.resume();
         const body = await readJsonBody(req, ctx.maxEnvelopeBytes);
-        let call: A2aCall;
+        let call: A2ACall;
         try {
-          call = checkA2aCall(body);
-          const asked = askedA2aVersion(req.headers["a2a-version"], url);
-          if (requestedA2aVersion(asked) === undefined) throw versionNotSupported(asked, call.id);
+          call = checkA2ACall(body);
+          const asked = askedA2AVersion(req.headers["a2a-version"], url);
+          if (requestedA2AVersion(asked) === undefined) throw versionNotSupported(asked, call.id);
           await refusePushUrls(call, ctx.outbound);
         } catch (err) {
-          if (!(err instanceof A2aRpcError)) throw err;
+          if (!(err instanceof A2ARpcError)) throw err;
           sendJson(res, 200, { jsonrpc: "2.0", id: err.requestId, error: err.toJSON() });
           return;
         }
         const legacy = isLegacyMethod(call.method);
         const context = new ServerCallContext({
-          user: A2aCaller.of(caller),
+          user: A2ACaller.of(caller),
           // Push notifications are shaped for the version the task was created with.
           requestedVersion: legacy ? "0.3" : "1.0",
         });
@@ -181,8 +186,8 @@ export function a2aInboundExtension(options: A2aInboundOptions = {}): A2aInbound
         // One message per task: its answer is the ACP agent's one answer to one request.
         const continued = continuedTaskOf(call);
         if (continued !== undefined && (await endpoint.unfinished(continued, context))) {
-          const busy = new A2aRpcError(
-            A2aErrorCode.UnsupportedOperation,
+          const busy = new A2ARpcError(
+            A2AErrorCode.UnsupportedOperation,
             `task ${continued} is still waiting for ${record.agentId}'s answer to an earlier message: a task ` +
               "here takes one message; follow it (GetTask, SubscribeToTask, a push notification), cancel it, " +
               "or send this message without taskId to start a new task",
@@ -237,7 +242,7 @@ type JsonRpcAnswer = Awaited<ReturnType<JsonRpcTransportHandler["handle"]>>;
 /** Writes the SDK's answer: one JSON-RPC response, or a stream of them as Server-Sent Events. */
 async function respond(
   res: ServerResponse,
-  id: A2aCall["id"],
+  id: A2ACall["id"],
   mapError: (err: unknown) => unknown,
   pending: Promise<JsonRpcAnswer | Awaited<ReturnType<LegacyJsonRpcTransportHandler["handle"]>>>,
 ): Promise<void> {
@@ -271,7 +276,7 @@ function statusWorking(taskId: string, contextId: string, text: string) {
 }
 
 /** The task a message names (`params.message.taskId`, 1.0 and 0.3 alike), if the call sends one. */
-function continuedTaskOf(call: A2aCall): string | undefined {
+function continuedTaskOf(call: A2ACall): string | undefined {
   const message = call.params?.message as { taskId?: unknown } | undefined;
   return typeof message?.taskId === "string" && message.taskId !== "" ? message.taskId : undefined;
 }
@@ -284,7 +289,7 @@ function hostUrlOf(req: IncomingMessage): string {
 }
 
 /** Where each shape of request carries a push notification URL (A2A 1.0 and 0.3). */
-function pushUrlsOf(call: A2aCall): [field: string, url: unknown][] {
+function pushUrlsOf(call: A2ACall): [field: string, url: unknown][] {
   const params = call.params ?? {};
   const at = (value: unknown, ...path: string[]) =>
     path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], value);
@@ -318,15 +323,15 @@ function pushUrlsOf(call: A2aCall): [field: string, url: unknown][] {
  * Push URLs are where the gateway will POST: refused when given unless the outbound URL policy
  * allows them (checked again at every push, against the address then connected to).
  */
-async function refusePushUrls(call: A2aCall, outbound: OutboundPolicy): Promise<void> {
+async function refusePushUrls(call: A2ACall, outbound: OutboundPolicy): Promise<void> {
   for (const [field, url] of pushUrlsOf(call)) {
     if (typeof url !== "string") continue;
     try {
       await outbound.check(url);
     } catch (err) {
       const reason = err instanceof OutboundUrlRefused ? err.reason : `cannot be resolved (${causeOf(err)})`;
-      const refused = new A2aRpcError(
-        A2aErrorCode.InvalidParams,
+      const refused = new A2ARpcError(
+        A2AErrorCode.InvalidParams,
         `push notification URL ${displayUrl(url)} ${reason}`,
         [{ field, description: reason }],
       );

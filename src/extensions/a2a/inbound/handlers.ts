@@ -19,7 +19,7 @@ import type { SecretKeeper } from "../../../gateway/secrets.js";
 import type { BridgeIdentities } from "./bridge-identities.js";
 import { agentCardOf } from "./card.js";
 import { KvPushNotificationStore, KvTaskStore, PushConfigs, TaskRecords } from "./durable-stores.js";
-import { A2aAcpMethods, AcpTaskExecutor, isTerminal, type RunningTask } from "./executor.js";
+import { A2AAcpMethods, AcpTaskExecutor, isTerminal, type RunningTask } from "./executor.js";
 import { LateAnswers } from "./late-answers.js";
 import { GatewayPushSender } from "./push-sender.js";
 
@@ -126,7 +126,7 @@ export class AgentEndpoints {
       const caller = context.user?.userName ?? "anonymous";
       void this.options.bridge
         .agentFor(caller)
-        .then((agent) => agent.notify(record.agentId, { taskId }, { method: A2aAcpMethods.cancel }))
+        .then((agent) => agent.notify(record.agentId, { taskId }, { method: A2AAcpMethods.cancel }))
         .catch((err: unknown) =>
           this.ctx.logger.warn(
             { err: (err as Error).message, taskId },
