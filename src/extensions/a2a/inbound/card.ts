@@ -7,7 +7,7 @@ import { AgentCard, type AgentSkill } from "@a2a-js/sdk";
 import type { AgentRecord } from "../../../gateway/registry.js";
 import { A2A_CAPABILITY, a2aAgentBaseUrl } from "../../../wire/a2a.js";
 import { A2A_REMOTE_CAPABILITY } from "../../../wire/a2a-outbound.js";
-import { A2A_VERSION_HEADER, A2A_VERSIONS, requestedA2AVersion } from "../wire.js";
+import { A2A_VERSION_HEADER, A2A_VERSIONS, requestedA2AVersion } from "../json-rpc.js";
 
 /** Where an A2A agent card is, under an agent's base URL or at the origin (RFC 8615). */
 export const AGENT_CARD_PATH = "/.well-known/agent-card.json";

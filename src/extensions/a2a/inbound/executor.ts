@@ -28,7 +28,7 @@ import {
 } from "@a2a-js/sdk/server";
 import type { PresenceTracker } from "../../../gateway/presence.js";
 import { AcpError } from "../../../protocol/index.js";
-import type { BridgeIdentities } from "./bridge-identities.js";
+import type { CallerAgents } from "./caller-agents.js";
 
 /** Methods of the notifications between bridge and target (docs/a2a.md). */
 export const A2AAcpMethods = {
@@ -50,7 +50,7 @@ export interface RunningTask {
 
 export interface ExecutorDeps {
   target: string;
-  bridge: BridgeIdentities;
+  bridge: CallerAgents;
   presence: PresenceTracker;
   running: Map<string, RunningTask>;
   /** Persists (and pushes) an event of a task whose executor already returned. */

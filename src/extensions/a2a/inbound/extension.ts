@@ -4,18 +4,17 @@
  * - `GET /a2a/{agentId}/.well-known/agent-card.json`: its A2A agent card (public, like any card);
  * - `POST /a2a/{agentId}`: A2A JSON-RPC (1.0 methods, and 0.3's `message/send`… through the SDK's
  *   compatibility layer), authenticated with a gateway API key (X-API-Key or Bearer).
- * Streams (SendStreamingMessage, SubscribeToTask) are Server-Sent Events, served without holding
- * the gateway's request slot so that shutdown does not wait for them.
+ * Streams (SendStreamingMessage, SubscribeToTask) are Server-Sent Events (write-answer.ts), served
+ * without holding the gateway's request slot so that shutdown does not wait for them.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { TLSSocket } from "node:tls";
-import { formatSSEEvent, SSE_HEADERS, TaskState } from "@a2a-js/sdk";
+import { TaskState } from "@a2a-js/sdk";
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import { JsonRpcTransportHandler, ServerCallContext } from "@a2a-js/sdk/server";
 import { authenticate, type GatewayContext } from "../../../gateway/context.js";
 import type { GatewayExtension } from "../../../gateway/extension.js";
 import type { SecretKeeper } from "../../../gateway/secrets.js";
-import { displayUrl, type OutboundPolicy, OutboundUrlRefused } from "../../../http/outbound.js";
 import { type Router, readJsonBody, sendError, sendJson } from "../../../http/server.js";
 import { AcpError, AgentId } from "../../../protocol/index.js";
 import { A2A_BASE_PATH } from "../../../wire/a2a.js";
@@ -28,12 +27,14 @@ import {
   isLegacyMethod,
   requestedA2AVersion,
   versionNotSupported,
-} from "../wire.js";
-import { BridgeIdentities } from "./bridge-identities.js";
+} from "../json-rpc.js";
+import { CallerAgents } from "./caller-agents.js";
 import { AGENT_CARD_PATH, cardAnswer, isPublished } from "./card.js";
 import { A2ACaller } from "./durable-stores.js";
 import { A2AAcpMethods, statusEvent } from "./executor.js";
-import { AgentEndpoints } from "./handlers.js";
+import { AgentEndpoints } from "./agent-endpoints.js";
+import { refusePushUrls } from "./push-urls.js";
+import { writeAnswer } from "./write-answer.js";
 
 export interface A2AInboundOptions {
   /** Where bridge identities persist (`<data>/a2a-bridge/`); omitted: memory only. */
@@ -74,7 +75,7 @@ export function a2aInboundExtension(options: A2AInboundOptions = {}): A2AInbound
   /** Open answers and the JSON-RPC id each is for. */
   const answering = new Map<ServerResponse, A2ACall["id"]>();
   let endpoints: AgentEndpoints | undefined;
-  let bridge: BridgeIdentities | undefined;
+  let bridge: CallerAgents | undefined;
   const close = async () => {
     for (const [res, id] of answering) {
       if (!res.headersSent) {
@@ -103,7 +104,7 @@ export function a2aInboundExtension(options: A2AInboundOptions = {}): A2AInbound
         if (task?.target !== context.from || typeof body.text !== "string") return;
         task.emit(statusWorking(body.taskId, task.contextId, body.text));
       };
-      bridge = new BridgeIdentities(ctx, {
+      bridge = new CallerAgents(ctx, {
         ...(options.dataDir !== undefined && { dataDir: options.dataDir }),
         ...(options.secrets !== undefined && { secrets: options.secrets }),
         ...(options.auditRoot !== undefined && { auditRoot: options.auditRoot }),
@@ -218,7 +219,7 @@ export function a2aInboundExtension(options: A2AInboundOptions = {}): A2AInbound
           legacy
             ? LegacyJsonRpcTransportHandler.mapToLegacyJSONRPCError(err)
             : JsonRpcTransportHandler.mapToJSONRPCError(err);
-        void respond(
+        void writeAnswer(
           res,
           call.id,
           mapError,
@@ -237,40 +238,6 @@ export function a2aInboundExtension(options: A2AInboundOptions = {}): A2AInbound
   };
 }
 
-type JsonRpcAnswer = Awaited<ReturnType<JsonRpcTransportHandler["handle"]>>;
-
-/** Writes the SDK's answer: one JSON-RPC response, or a stream of them as Server-Sent Events. */
-async function respond(
-  res: ServerResponse,
-  id: A2ACall["id"],
-  mapError: (err: unknown) => unknown,
-  pending: Promise<JsonRpcAnswer | Awaited<ReturnType<LegacyJsonRpcTransportHandler["handle"]>>>,
-): Promise<void> {
-  const answer = await pending;
-  if (!(Symbol.asyncIterator in answer)) {
-    if (!res.writableEnded) sendJson(res, 200, answer);
-    return;
-  }
-  // Errors before the first event (task not found…) are a plain JSON-RPC answer, not a stream.
-  let next: IteratorResult<unknown>;
-  try {
-    next = await answer.next();
-  } catch (err) {
-    if (!res.writableEnded) sendJson(res, 200, { jsonrpc: "2.0", id, error: mapError(err) });
-    return;
-  }
-  res.writeHead(200, SSE_HEADERS);
-  res.on("close", () => void answer.return(undefined));
-  try {
-    for (; !next.done && !res.writableEnded; next = await answer.next())
-      res.write(formatSSEEvent(next.value));
-  } catch (err) {
-    if (!res.writableEnded) res.write(formatSSEEvent({ jsonrpc: "2.0", id, error: mapError(err) }));
-  } finally {
-    res.end();
-  }
-}
-
 function statusWorking(taskId: string, contextId: string, text: string) {
   return statusEvent(taskId, contextId, TaskState.TASK_STATE_WORKING, text);
 }
@@ -286,61 +253,4 @@ function hostUrlOf(req: IncomingMessage): string {
   const local = req.socket.localAddress ?? "127.0.0.1";
   const host = req.headers.host ?? `${local.includes(":") ? `[${local}]` : local}:${req.socket.localPort}`;
   return `${scheme}://${host}`;
-}
-
-/** Where each shape of request carries a push notification URL (A2A 1.0 and 0.3). */
-function pushUrlsOf(call: A2ACall): [field: string, url: unknown][] {
-  const params = call.params ?? {};
-  const at = (value: unknown, ...path: string[]) =>
-    path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], value);
-  switch (call.method) {
-    case "SendMessage":
-    case "SendStreamingMessage":
-      return [
-        [
-          "params.configuration.taskPushNotificationConfig.url",
-          at(params, "configuration", "taskPushNotificationConfig", "url"),
-        ],
-      ];
-    case "CreateTaskPushNotificationConfig":
-      return [["params.url", params.url]];
-    case "message/send":
-    case "message/stream":
-      return [
-        [
-          "params.configuration.pushNotificationConfig.url",
-          at(params, "configuration", "pushNotificationConfig", "url"),
-        ],
-      ];
-    case "tasks/pushNotificationConfig/set":
-      return [["params.pushNotificationConfig.url", at(params, "pushNotificationConfig", "url")]];
-    default:
-      return [];
-  }
-}
-
-/**
- * Push URLs are where the gateway will POST: refused when given unless the outbound URL policy
- * allows them (checked again at every push, against the address then connected to).
- */
-async function refusePushUrls(call: A2ACall, outbound: OutboundPolicy): Promise<void> {
-  for (const [field, url] of pushUrlsOf(call)) {
-    if (typeof url !== "string") continue;
-    try {
-      await outbound.check(url);
-    } catch (err) {
-      const reason = err instanceof OutboundUrlRefused ? err.reason : `cannot be resolved (${causeOf(err)})`;
-      const refused = new A2ARpcError(
-        A2AErrorCode.InvalidParams,
-        `push notification URL ${displayUrl(url)} ${reason}`,
-        [{ field, description: reason }],
-      );
-      refused.requestId = call.id;
-      throw refused;
-    }
-  }
-}
-
-function causeOf(err: unknown): string {
-  return (err as NodeJS.ErrnoException).code ?? (err as Error).message;
 }

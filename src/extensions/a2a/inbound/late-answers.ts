@@ -11,13 +11,13 @@ import { AgentEvent, type AgentExecutionEvent, type ServerCallContext } from "@a
 import { errorFromObject } from "../../../client/errors.js";
 import type { InboundMessage } from "../../../client/types.js";
 import type { GatewayContext } from "../../../gateway/context.js";
-import type { BridgeIdentities } from "./bridge-identities.js";
+import type { CallerAgents } from "./caller-agents.js";
 import { ownerContext, type StoredTask, sweepTasks, TASK_RETENTION_MS } from "./durable-stores.js";
 import { artifactEvent, failureText, statusEvent } from "./executor.js";
 
 export interface LateAnswerDeps {
   ctx: GatewayContext;
-  bridge: BridgeIdentities;
+  bridge: CallerAgents;
   /** When this process started: tasks last saved before were sent by an earlier run. */
   startedAt: Date;
   /** Persists an event of a task of `agentId` and pushes it (the endpoint's late path). */

@@ -12,6 +12,12 @@ import { fromLegacyResult, legacyMethod, toLegacyParams } from "./legacy.js";
  * answered with a JSON-RPC error of its own, or whether the gateway's outbound URL policy refused
  * the endpoint's address. Calls go through that policy, and an answer (a whole event stream too) is
  * read up to RESPONSE_LIMIT bytes: past it the connection is closed, nothing more is buffered.
+ *
+ * Why not the A2A SDK's client (which the inbound side's tests use as a caller): the gateway calls
+ * addresses that strangers register, so every connection must go through the outbound URL policy
+ * (resolved address checked and pinned, no redirects followed), every answer must be size-bounded,
+ * and an A2A 0.3 agent must be reachable from the same code. The SDK's client fetches with the
+ * platform's `fetch`, which offers none of these hooks.
  */
 export const Part = z.looseObject({
   text: z.string().optional(),

@@ -23,13 +23,13 @@ import {
 } from "../../../protocol/index.js";
 import { A2A_CAPABILITY } from "../../../wire/a2a.js";
 import type { OutboundAgentRecord } from "../../../wire/a2a-outbound.js";
-import type { BridgeIdentity } from "../bridge-identity.js";
+import type { BridgeSigningKey } from "./bridge-key.js";
 
 /** The bridge key of this gateway: made (and sealed) at the first registration made here. */
 export interface BridgeKey {
   /** The key, when this gateway has one; it serves only the agents registered with it. */
-  readonly current: BridgeIdentity | undefined;
-  ensure(): Promise<BridgeIdentity>;
+  readonly current: BridgeSigningKey | undefined;
+  ensure(): Promise<BridgeSigningKey>;
 }
 
 import { A2AClient } from "./a2a-client.js";

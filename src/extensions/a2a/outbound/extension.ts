@@ -1,7 +1,7 @@
 import type { GatewayContext, GatewayExtension } from "../../../gateway/extension.js";
 import type { SecretKeeper } from "../../../gateway/secrets.js";
 import { AcpError } from "../../../protocol/index.js";
-import { type BridgeIdentity, loadBridgeIdentity } from "../bridge-identity.js";
+import { type BridgeSigningKey, loadBridgeSigningKey } from "./bridge-key.js";
 import { type BridgeKey, OutboundBridge, type OutboundBridgeOptions } from "./bridge.js";
 import { outboundRoutes } from "./routes.js";
 
@@ -43,14 +43,14 @@ export function a2aOutboundExtension(options: A2AOutboundOptions): GatewayExtens
 /** Loads the bridge key (sealed with the custody key) and serves the registered A2A agents. */
 async function startBridge(context: GatewayContext, options: A2AOutboundOptions): Promise<OutboundBridge> {
   const box = await options.secrets.open(context.broker);
-  const loaded = await loadBridgeIdentity(options.keyDir, box, { create: false });
+  const loaded = await loadBridgeSigningKey(options.keyDir, box, { create: false });
   if (loaded?.migrated)
     context.logger.info(
       { dir: options.keyDir },
       "A2A bridge key sealed with the custody key (was in the clear)",
     );
-  let current: BridgeIdentity | undefined = loaded?.identity;
-  let making: Promise<BridgeIdentity> | undefined;
+  let current: BridgeSigningKey | undefined = loaded?.identity;
+  let making: Promise<BridgeSigningKey> | undefined;
   // Made at the first registration, not at start: a gateway that registers nothing needs no KEK.
   const key: BridgeKey = {
     get current() {
@@ -58,7 +58,7 @@ async function startBridge(context: GatewayContext, options: A2AOutboundOptions)
     },
     ensure() {
       if (current) return Promise.resolve(current);
-      making ??= loadBridgeIdentity(options.keyDir, box, { create: true }).then((made) => {
+      making ??= loadBridgeSigningKey(options.keyDir, box, { create: true }).then((made) => {
         current = (made as NonNullable<typeof made>).identity;
         return current;
       });

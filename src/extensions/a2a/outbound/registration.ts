@@ -6,7 +6,7 @@ import { AcpError, AgentId, PrincipalId, problemsOf } from "../../../protocol/in
 
 import { A2A_CAPABILITY } from "../../../wire/a2a.js";
 import { A2A_REMOTE_CAPABILITY, type OutboundAgentRecord } from "../../../wire/a2a-outbound.js";
-import type { BridgeIdentity } from "../bridge-identity.js";
+import type { BridgeSigningKey } from "./bridge-key.js";
 import { A2A_VERSION, fetchAgentCard, jsonRpcEndpoint } from "./card.js";
 import { verifyCardSignatures } from "./card-signature.js";
 import { Credentials, credentialHeaders, missingCredentials } from "./credentials.js";
@@ -58,7 +58,7 @@ export function remoteCapabilities(skills: readonly string[]): string[] {
 export async function registerOutbound(
   input: unknown,
   { registry, outbound }: { registry: Registry; outbound: OutboundPolicy },
-  identity: BridgeIdentity,
+  identity: BridgeSigningKey,
   now = new Date(),
 ): Promise<{ record: OutboundAgentRecord; headers: Record<string, string> }> {
   const parsed = RegisterOutboundRequest.safeParse(input);

@@ -16,7 +16,7 @@ import {
 import type { GatewayContext } from "../../../gateway/context.js";
 import type { AgentRecord } from "../../../gateway/registry.js";
 import type { SecretKeeper } from "../../../gateway/secrets.js";
-import type { BridgeIdentities } from "./bridge-identities.js";
+import type { CallerAgents } from "./caller-agents.js";
 import { agentCardOf } from "./card.js";
 import { KvPushNotificationStore, KvTaskStore, PushConfigs, TaskRecords } from "./durable-stores.js";
 import { A2AAcpMethods, AcpTaskExecutor, isTerminal, type RunningTask } from "./executor.js";
@@ -33,7 +33,7 @@ export interface AgentEndpoint {
 }
 
 export interface EndpointOptions {
-  bridge: BridgeIdentities;
+  bridge: CallerAgents;
   /** The gateway's URL as A2A clients see it (the capabilities card is built with it). */
   publicUrl(): string;
   requestTimeoutMs: number;

@@ -25,7 +25,7 @@ import { inProcessAgentOptions } from "../../../orchestration/in-process-agent.j
 export const BRIDGE_CAPABILITY = "a2a-bridge";
 export const CLIENT_PRINCIPAL_PREFIX = "a2a-client:";
 
-export interface BridgeIdentityOptions {
+export interface CallerAgentOptions {
   /** Where identities and handshakes persist; omitted: memory only (revoked on close). */
   dataDir?: string;
   /** Seals the identities kept under `dataDir` (required with it). */
@@ -44,7 +44,7 @@ const StoredBridge = z.object({ identity: PrivateIdentity, apiKey: z.string().mi
 type StoredBridge = z.infer<typeof StoredBridge>;
 const SealedBridgeFile = z.object({ acpBridgeAgent: z.literal(1), sealed: SealedSecretSchema });
 
-export class BridgeIdentities {
+export class CallerAgents {
   readonly #agents = new Map<string, Promise<AcpAgent>>();
   readonly #registered = new Set<string>();
   #install: Promise<string> | undefined;
@@ -54,7 +54,7 @@ export class BridgeIdentities {
 
   constructor(
     private readonly ctx: GatewayContext,
-    private readonly options: BridgeIdentityOptions,
+    private readonly options: CallerAgentOptions,
   ) {
     if (options.dataDir !== undefined && options.secrets === undefined) {
       throw new Error("A2A bridge identities kept in a data directory need a secret keeper to seal them");

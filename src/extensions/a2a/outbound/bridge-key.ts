@@ -2,14 +2,14 @@ import { generateKeyPairSync } from "node:crypto";
 import { chmod, mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import { SealedSecretSchema, type SecretBox } from "../../gateway/secrets.js";
+import { SealedSecretSchema, type SecretBox } from "../../../gateway/secrets.js";
 import {
   canonicalize,
   type Ed25519PublicJwk,
   importPrivateKey,
   keyId,
   type Signer,
-} from "../../protocol/index.js";
+} from "../../../protocol/index.js";
 
 /**
  * The gateway-held Ed25519 key that signs for the A2A bridge. One key per gateway data directory
@@ -18,7 +18,7 @@ import {
  * the signing key of every agent id the bridge answers for, so each of them signs with
  * `kid = <agent-id>#<thumbprint of this key>`.
  */
-export interface BridgeIdentity {
+export interface BridgeSigningKey {
   /** The public half, as registered in the agent registry. */
   readonly signing: Ed25519PublicJwk;
   /** A signer acting as `agentId` with the bridge key. */
@@ -42,8 +42,8 @@ const FILE = "bridge-key.json";
 /** Bound to the sealed key: a value sealed for something else does not open as the bridge key. */
 const LABEL = "acp-a2a-bridge-key:v1";
 
-export interface LoadedBridgeIdentity {
-  identity: BridgeIdentity;
+export interface LoadedBridgeSigningKey {
+  identity: BridgeSigningKey;
   /** The file held the key in the clear (before keys were sealed) and now holds it sealed. */
   migrated: boolean;
 }
@@ -53,11 +53,11 @@ export interface LoadedBridgeIdentity {
  * clear (written before bridge keys were sealed) is sealed in place. With `create`, a missing key
  * is generated; without, a missing key is `undefined` (nothing is created, and no KEK either).
  */
-export async function loadBridgeIdentity(
+export async function loadBridgeSigningKey(
   dir: string,
   box: SecretBox,
   options: { create: boolean },
-): Promise<LoadedBridgeIdentity | undefined> {
+): Promise<LoadedBridgeSigningKey | undefined> {
   const file = join(dir, FILE);
   let text = await readFile(file, "utf8").catch((err: NodeJS.ErrnoException) => {
     if (err.code === "ENOENT") return undefined;
@@ -115,7 +115,7 @@ export async function loadBridgeIdentity(
 
 const CUSTODY_HINT = "ACP_CUSTODY_KEY, or custody.key in the data directory";
 
-function identityOf(jwk: PlainKey): BridgeIdentity {
+function identityOf(jwk: PlainKey): BridgeSigningKey {
   const privateKey = importPrivateKey(jwk);
   const signing: Ed25519PublicJwk = { kty: "OKP", crv: "Ed25519", x: jwk.x };
   const signers = new Map<string, Signer>();
