@@ -3,7 +3,7 @@
  * floor every Node program pays) and, for `session log`, the coordination protocol's own `echo >>`.
  * Goal: `acp --version`, `acp session log` and `acp session update` within 1.5× of `node -e 0`.
  *
- * Runs the built CLI (dist/cli/main.js; `npm run build` first). Every command runs BENCH_CLI_RUNS
+ * Runs the built CLI (dist/bin/acp.js, the bundled binary; `npm run build` first). Every command runs BENCH_CLI_RUNS
  * times (default 40), interleaved round by round so a burst of load elsewhere hits all of them alike;
  * the table gives medians and, on Linux, the mean CPU time the children used (steadier than wall time
  * on a busy machine).
@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-const CLI = fileURLToPath(new URL("../../../dist/cli/main.js", import.meta.url));
+const CLI = fileURLToPath(new URL("../../../dist/bin/acp.js", import.meta.url));
 const RUNS = Number(process.env.BENCH_CLI_RUNS ?? 40);
 const GOAL = 1.5;
 

@@ -1,11 +1,12 @@
 /**
  * The CLI starts lean: a command loads only its own modules (not the SDK, SQLite, NATS, zod or the
  * MCP and A2A SDKs of other commands), and a reader that closes its output early ends the command
- * quietly. What is loaded is checked, not how long it takes (timing is `npm run bench -- cli`).
+ * quietly. The binary is a bundle (dist/bin/acp.js, scripts/bundle-cli.mjs): the modules a command
+ * loaded are read from the source maps of the bundle's files it loaded. What is loaded is checked, not how long it takes (timing is `npm run bench -- cli`).
  */
 import { spawn, spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { COMMAND_NAMES } from "../../src/cli/commands/index.js";
@@ -45,7 +46,18 @@ function modulesLoadedBy(args: string[], env: Record<string, string> = {}): stri
   if (result.status !== 0) throw new Error(`acp ${args.join(" ")} failed:\n${result.stderr}`);
   const urls = readFileSync(out, "utf8").split("\n");
   const files = urls.filter((url) => url.startsWith("file://")).map((url) => fileURLToPath(url));
-  return [...new Set(files.map((file) => file.replace(ROOT, "")))].sort();
+  return [...new Set(files.flatMap(bundledModules).map((file) => file.replace(ROOT, "")))].sort();
+}
+
+/**
+ * The modules a file of the bundled binary (dist/bin) holds, from its source map (a file without one
+ * only re-exports another, loaded and listed itself); any other file itself.
+ */
+function bundledModules(file: string): string[] {
+  if (!file.startsWith(join(ROOT, "dist/bin/"))) return [file];
+  if (!existsSync(`${file}.map`)) return [];
+  const map = JSON.parse(readFileSync(`${file}.map`, "utf8")) as { sources: string[] };
+  return map.sources.map((source) => resolve(dirname(file), source));
 }
 
 /** The npm packages among the loaded modules. */

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { ADMIN_TOKEN } from "./gateway.js";
 
-export const CLI_PATH = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
+export const CLI_PATH = fileURLToPath(new URL("../../dist/bin/acp.js", import.meta.url));
 
 export interface CliResult {
   code: number;
