@@ -3,7 +3,12 @@
  * sides of a handshake, drain and acknowledge deliveries, read an answer's JSON-RPC error.
  */
 import { expect } from "vitest";
-import { buildAnnounce, buildCapabilities, signMessage } from "../../src/protocol/index.js";
+import {
+  buildAnnounce,
+  buildCapabilities,
+  buildNotification,
+  signMessage,
+} from "../../src/protocol/index.js";
 import { api, type FrameClient, type TestAgent, type TestGateway } from "./gateway.js";
 
 /** The capabilities `handshake` exchanges (a scheduling agent's). */
@@ -57,4 +62,27 @@ export async function receive(ws: FrameClient, count: number, method?: string): 
     if (!method || frame.method === method) ids.push(frame.id);
   }
   return ids;
+}
+
+/**
+ * The positive barrier before "nothing else arrived": sends `to` a later notification from `from`
+ * and drains `ws` (acknowledging) until it arrives. An inbox delivers in order, so anything queued
+ * before it has come by then. Returns the ids of the messages that came before it.
+ */
+export async function deliveredBefore(
+  ws: FrameClient,
+  gw: TestGateway,
+  from: TestAgent,
+  to: string,
+): Promise<string[]> {
+  const later = buildNotification(from.sender, to, { barrier: true });
+  const accepted = await submit(gw, from, later);
+  expect(accepted.status, JSON.stringify(accepted.json)).toBe(202);
+  const before: string[] = [];
+  for (;;) {
+    const frame = await ws.next("new_message");
+    ws.send({ type: "acknowledge", id: frame.id, from: frame.from });
+    if (frame.id === later.params.headers["message-id"]) return before;
+    before.push(frame.id);
+  }
 }

@@ -7,8 +7,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { buildAnnounce, buildNotification, ErrorCode, signMessage } from "../../src/protocol/index.js";
-import { handshake, receive, submit } from "../helpers/messaging.js";
 import { api, FrameClient, startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
+import { deliveredBefore, handshake, receive, submit } from "../helpers/messaging.js";
 import { recordFigures } from "./support/figures.js";
 
 type Answer = Awaited<ReturnType<typeof api>>;
@@ -230,8 +230,7 @@ describe("abuse of identity and authority", () => {
     );
     const ws = await FrameClient.connect(gw.gateway.wsUrl, beta.apiKey);
     const delivered = await receive(ws, 1);
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    const extra = ws.pending().filter((f) => f.type === "new_message").length;
+    const extra = (await deliveredBefore(ws, gw, alpha, "agent-beta")).length;
     await ws.close();
     attempts.report("replay", { identicalResubmission: again.status, deliveries: delivered.length + extra });
     expect(again.json).toMatchObject({ id: original.json.id, duplicate: true });

@@ -6,8 +6,8 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { buildNotification, ErrorCode } from "../../src/protocol/index.js";
-import { handshake, receive, submit } from "../helpers/messaging.js";
 import { FrameClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { deliveredBefore, handshake, receive, submit } from "../helpers/messaging.js";
 import { recordFigures } from "./support/figures.js";
 
 const MINUTE = 60_000;
@@ -51,8 +51,7 @@ describe("clock skew", () => {
       const ws = await FrameClient.connect(gw.gateway.wsUrl, beta.apiKey);
       // The handshake's two messages to beta come first.
       const delivered = (await receive(ws, 2 + accepted.length)).slice(2);
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      const extra = ws.pending().filter((f) => f.type === "new_message").length;
+      const extra = (await deliveredBefore(ws, gw, alpha, "agent-beta")).length;
       await ws.close();
       recordFigures(`clock-skew-${name}`, {
         windowMs: window,
