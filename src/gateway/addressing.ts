@@ -3,6 +3,7 @@ import {
   type AcpMessage,
   addressOf,
   domainOf,
+  isRemoteRef,
   localPartOf,
   qualifiedPrincipal,
 } from "../protocol/index.js";
@@ -87,4 +88,22 @@ function noFederation(ref: string, message: AcpMessage): AcpError {
     `${ref} is an agent of another gateway, and this gateway does not federate (no federation domain)`,
     { problems: [{ path: headerPointer(message, "recipient-id"), message: "federation is off here" }] },
   );
+}
+
+/**
+ * Whether `ref` is an address of another domain: an agent of a peer gateway, which a bridge (A2A,
+ * MCP) reaches through federation like any agent here. Its presence is not known here.
+ */
+export function isRemoteAddress(ref: string, registry: Registry): boolean {
+  return isRemoteRef(ref, registry.remote?.domain);
+}
+
+/**
+ * The agent a bridge's caller names: a live agent here, or an agent of another domain from its home
+ * gateway's signed directory (undefined when federation is off, the domain is not a peer, or it has
+ * no such agent: a bridge answers those as any unknown agent).
+ */
+export async function reachableAgent(ref: string, registry: Registry): Promise<ResolvedAgent | undefined> {
+  if (!isRemoteAddress(ref, registry)) return registry.resolve(localPartOf(ref));
+  return registry.remote?.recipient(ref).catch(() => undefined);
 }

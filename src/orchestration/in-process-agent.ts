@@ -22,7 +22,7 @@ import type { AgentConnection, ConnectionEvents, DeliveredRef } from "../client/
 import type { AcpAgentOptions, AgentDirectory } from "../client/types.js";
 import type { GatewayContext } from "../gateway/context.js";
 import type { ResolvedAgent } from "../gateway/registry.js";
-import { agentViewOf } from "../gateway/routes/agents.js";
+import { viewOfRef } from "../gateway/routes/agents.js";
 import type { AcceptedMessage } from "../gateway/relay.js";
 import { AcpError, type EnvelopeHeaders, headersOf, type VerifiedEnvelope } from "../protocol/index.js";
 import type { AgentView, PresenceUpdate, SubmitResponse } from "../wire/api.js";
@@ -50,9 +50,9 @@ export class InProcessDirectory implements AgentDirectory {
   constructor(private readonly ctx: GatewayContext) {}
 
   async getAgent(agentId: string): Promise<AgentView> {
-    const record = await this.ctx.registry.get(agentId);
-    if (!record) throw new AcpError("NotFound", `no registered agent ${agentId}`);
-    return agentViewOf(this.ctx, record);
+    const view = await viewOfRef(this.ctx, agentId);
+    if (!view) throw new AcpError("NotFound", `no registered agent ${agentId}`);
+    return view;
   }
 
   async updatePresence(agentId: string, update: PresenceUpdate): Promise<unknown> {

@@ -6,6 +6,7 @@
  * broker's KV (bucket `mcp-agents`), so every gateway on one NATS lists the same agents.
  */
 import type { Broker, KvBucket } from "../../broker/index.js";
+import { reachableAgent } from "../../gateway/addressing.js";
 import { authenticateAgent, type GatewayContext } from "../../gateway/context.js";
 import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import type { AgentRecord, ResolvedAgent } from "../../gateway/registry.js";
@@ -126,7 +127,7 @@ export class GatewayAgentSource implements AgentSource {
   async #resolve(name: string): Promise<{ descriptor: AgentDescriptor; target: RunTarget } | undefined> {
     const slash = name.indexOf("/");
     const agentId = slash === -1 ? name : name.slice(0, slash);
-    const resolved = await this.ctx.registry.resolve(agentId).catch(() => undefined);
+    const resolved = await reachableAgent(agentId, this.ctx.registry).catch(() => undefined);
     if (!resolved || !listable(resolved.record)) return undefined;
     if (slash === -1) {
       return { descriptor: plainDescriptor(resolved.record), target: { agentId, mcpName: name } };

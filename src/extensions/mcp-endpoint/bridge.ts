@@ -11,6 +11,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { InboundContext } from "../../client/types.js";
+import { isRemoteAddress } from "../../gateway/addressing.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
 import { GatewayAgent } from "../../orchestration/gateway-agent.js";
@@ -74,8 +75,11 @@ export class McpBridge {
     caller: ResolvedAgent,
     run: AgentRunContext,
   ): Promise<JsonValue> {
-    const presence = await this.ctx.presence.get(target.agentId);
-    if (presence.state === "offline") {
+    // An agent of another domain (its address) is present or not at its own gateway, not here.
+    const presence = isRemoteAddress(target.agentId, this.ctx.registry)
+      ? undefined
+      : await this.ctx.presence.get(target.agentId);
+    if (presence?.state === "offline") {
       throw new Error(`${target.agentId} is offline (not connected to the gateway), so it cannot run now`);
     }
     const agent = await this.#agent.agent();

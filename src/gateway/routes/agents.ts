@@ -20,7 +20,7 @@ export async function agentViewOf(ctx: GatewayContext, record: AgentRecord): Pro
  * An agent by id, or by address: one of this gateway's domain is the local agent, one of another
  * domain is what that agent's home gateway publishes (federation), else unknown.
  */
-async function viewOfRef(ctx: GatewayContext, ref: string): Promise<AgentView | undefined> {
+export async function viewOfRef(ctx: GatewayContext, ref: string): Promise<AgentView | undefined> {
   const remote = ctx.registry.remote;
   if (isRemoteRef(ref, remote?.domain)) return remote?.view(ref);
   const record = await ctx.registry.get(localPartOf(ref));

@@ -14,6 +14,7 @@ import {
   type TaskStore,
 } from "@a2a-js/sdk/server";
 import type { GatewayContext } from "../../../gateway/context.js";
+import { reachableAgent } from "../../../gateway/addressing.js";
 import type { AgentRecord } from "../../../gateway/registry.js";
 import type { SecretKeeper } from "../../../gateway/secrets.js";
 import type { CallerAgents } from "./caller-agents.js";
@@ -83,7 +84,7 @@ export class AgentEndpoints {
       bridge: options.bridge,
       startedAt: new Date(),
       apply: async (agentId, taskId, context, event) => {
-        const agent = await ctx.registry.resolve(agentId);
+        const agent = await reachableAgent(agentId, ctx.registry);
         if (agent) await this.for(agent.record).late(taskId, context, event);
       },
     });

@@ -27,7 +27,7 @@ import {
   type ServerCallContext,
 } from "@a2a-js/sdk/server";
 import type { PresenceTracker } from "../../../gateway/presence.js";
-import { AcpError } from "../../../protocol/index.js";
+import { AcpError, domainOf } from "../../../protocol/index.js";
 import type { CallerAgents } from "./caller-agents.js";
 
 /** Methods of the notifications between bridge and target (docs/a2a.md). */
@@ -91,7 +91,9 @@ export class AcpTaskExecutor implements AgentExecutor {
       cancelAtTarget: () =>
         void agent.notify(target, { taskId }, { method: A2AAcpMethods.cancel }).catch(() => undefined),
     });
-    const offline = (await this.deps.presence.get(target)).state === "offline";
+    // An agent of another domain (named by its address): its presence is its own gateway's; the request waits there if need be.
+    const offline =
+      domainOf(target) === undefined && (await this.deps.presence.get(target)).state === "offline";
     const reply = agent.request(target, acpBodyOf(rc), {
       signal: controller.signal,
       timeoutMs: this.deps.requestTimeoutMs,

@@ -12,6 +12,7 @@ import { TLSSocket } from "node:tls";
 import { TaskState } from "@a2a-js/sdk";
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import { JsonRpcTransportHandler, ServerCallContext } from "@a2a-js/sdk/server";
+import { isRemoteAddress, reachableAgent } from "../../../gateway/addressing.js";
 import { authenticate, type GatewayContext } from "../../../gateway/context.js";
 import type { GatewayExtension } from "../../../gateway/extension.js";
 import type { SecretKeeper } from "../../../gateway/secrets.js";
@@ -126,7 +127,16 @@ export function a2aInboundExtension(options: A2AInboundOptions = {}): A2AInbound
       });
       endpoints = open;
 
+      // An agent here opts in with the capability `a2a`; an agent of a peer domain is reached as any
+      // ACP agent of this gateway can reach it (federation), by its address.
       const publishedAgent = async (agentId: string) => {
+        if (isRemoteAddress(agentId, ctx.registry)) {
+          const remote = await reachableAgent(agentId, ctx.registry);
+          if (remote) return remote.record;
+          throw new AcpError("NotFound", `no agent ${agentId} is reachable from this gateway`, {
+            problems: [{ path: "/agentId", message: "not an agent of a peer domain" }],
+          });
+        }
         const agent = await ctx.registry.resolve(agentId);
         if (!agent || !isPublished(agent.record)) {
           throw new AcpError("NotFound", `no agent ${agentId} is published for A2A at this gateway`, {

@@ -1,0 +1,109 @@
+import { TaskState, type Task } from "@a2a-js/sdk";
+import {
+  ClientFactory,
+  ClientFactoryOptions,
+  createAuthenticatingFetchWithRetry,
+  JsonRpcTransportFactory,
+} from "@a2a-js/sdk/client";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { InboundContext } from "../../src/client/index.js";
+import { streamableHttpClientTransport } from "../../src/mcp/index.js";
+import { sendRequest } from "../extensions/a2a/inbound-bed.js";
+import {
+  type FederatedGateway,
+  type Organization,
+  organization,
+  removeOrganization,
+  startFederatedGateway,
+} from "../helpers/federation.js";
+
+/**
+ * Callers that speak A2A or MCP, not ACP, connected to a.test, reaching an agent of b.test: the
+ * gateway's bridge agent signs the request as an agent of a.test and it crosses the federation link
+ * like any other message.
+ */
+describe("federation: A2A and MCP callers reaching an agent of another organization", () => {
+  let orgA: Organization;
+  let orgB: Organization;
+  let a: FederatedGateway;
+  let b: FederatedGateway;
+  let callerKey: string;
+  const seen: { body: Record<string, unknown>; context: InboundContext }[] = [];
+
+  beforeAll(async () => {
+    [orgA, orgB] = await Promise.all([organization("a.test"), organization("b.test")]);
+    [a, b] = await Promise.all([startFederatedGateway(orgA, [orgB]), startFederatedGateway(orgB, [orgA])]);
+    await a.admit(orgB);
+    await b.admit(orgA);
+    callerKey = (await a.register("caller", "principal-caller")).apiKey;
+    const { agent: beta } = await b.agent("beta");
+    beta.onRequest((body, context) => {
+      seen.push({ body, context });
+      return { text: `beta read: ${String(body.text ?? body.question)}` };
+    });
+  });
+
+  afterAll(async () => {
+    await Promise.all([a?.close(), b?.close()]);
+    for (const org of [orgA, orgB]) if (org) removeOrganization(org);
+  });
+
+  it("an unmodified A2A client at a.test sends to beta@b.test and gets beta's answer", async () => {
+    const fetchImpl = createAuthenticatingFetchWithRetry(fetch, {
+      headers: async () => ({ authorization: `Bearer ${callerKey}` }),
+      shouldRetryWithHeaders: async () => undefined,
+    });
+    const factory = new ClientFactory(
+      ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+        transports: [new JsonRpcTransportFactory({ fetchImpl })],
+      }),
+    );
+    const client = await factory.createFromUrl(`${a.url}/a2a/beta@b.test/`);
+    const card = await client.getAgentCard();
+    expect(card.name).toBe("beta@b.test");
+    expect(card.supportedInterfaces[0]?.url).toBe(`${a.url}/a2a/beta%40b.test`);
+
+    const task = (await client.sendMessage(sendRequest("the quarterly figures"))) as Task;
+    expect(task.status?.state, JSON.stringify(task.status)).toBe(TaskState.TASK_STATE_COMPLETED);
+    const content = task.artifacts[0]?.parts[0]?.content;
+    expect(content).toEqual({ $case: "text", value: "beta read: the quarterly figures" });
+    const arrived = seen.at(-1);
+    // Signed at a.test by the caller's bridge identity, verified at b.test against a.test's directory.
+    expect(arrived?.context.from).toMatch(/^a2a-[0-9a-f-]+@a\.test$/);
+    expect(arrived?.context.principalId).toBe("a2a-client:agent:caller@a.test");
+    expect(arrived?.body).toMatchObject({ text: "the quarterly figures" });
+
+    // No card for an agent the peer does not have, nor for a domain this gateway does not federate with.
+    for (const address of ["nobody@b.test", "beta@c.test"]) {
+      const res = await fetch(`${a.url}/a2a/${address}/.well-known/agent-card.json`);
+      expect(res.status, address).toBe(404);
+      expect(await res.json()).toMatchObject({ error: { data: { problems: [{ path: "/agentId" }] } } });
+    }
+  });
+
+  it("the MCP SDK client at a.test asks beta@b.test with ask_agent and gets beta's answer", async () => {
+    const client = new Client({ name: "federation-test", version: "1.0.0" });
+    await client.connect(streamableHttpClientTransport(`${a.url}/mcp`, { apiKey: callerKey }));
+    try {
+      const result = await client.callTool({
+        name: "ask_agent",
+        arguments: { name: "beta@b.test", input: { question: "ready?" } },
+      });
+      expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+      expect(result.structuredContent).toEqual({ output: { text: "beta read: ready?" } });
+      const arrived = seen.at(-1);
+      expect(arrived?.context.from).toMatch(/^mcp-bridge-[0-9a-f]+@a\.test$/);
+      expect(arrived?.body).toMatchObject({ question: "ready?" });
+
+      const unknown = await client.callTool({
+        name: "ask_agent",
+        arguments: { name: "nobody@b.test", input: {} },
+      });
+      expect(unknown.isError).toBe(true);
+      expect(JSON.stringify(unknown.content)).toContain("nobody@b.test");
+    } finally {
+      await client.close();
+    }
+  });
+});
