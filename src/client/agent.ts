@@ -60,6 +60,34 @@ const DRAIN_ON_CLOSE_MS = 10_000;
  * end-to-end encrypted) requests, notifications and handoffs, answers requests through handlers,
  * verifies everything it receives, keeps trust and an audit log, and survives reconnects.
  * See docs/sdk.md.
+ *
+ * @example Two agents on a running gateway, one asking and one answering (examples/quickstart.ts,
+ * which `npm run check` type-checks; test/architecture/examples.test.ts keeps this copy identical)
+ * ```ts
+ * import { AcpAgent } from "acp-kit/client";
+ *
+ * // Keys from `acp keygen --agent-id agent-bob --principal-id bob` (and alice's), API keys from
+ * // `acp agent register`.
+ * const bob = new AcpAgent({
+ *   gateway: "http://127.0.0.1:8080",
+ *   keyFile: "bob.key",
+ *   apiKey: process.env.BOB_API_KEY!,
+ * });
+ * bob.onRequest("agent.request", (body, ctx) => ({ echo: body, for: ctx.principalId }));
+ * await bob.connect(); // handlers first: the offline queue is delivered right away
+ *
+ * const alice = new AcpAgent({
+ *   gateway: "http://127.0.0.1:8080",
+ *   keyFile: "alice.key",
+ *   apiKey: process.env.ALICE_API_KEY!,
+ * });
+ * await alice.connect();
+ * const answer = await alice.request("agent-bob", { action: "ping" }); // handshakes first if needed
+ * console.log(answer); // { echo: { action: "ping" }, for: "alice" }: bob answered, for alice's principal
+ *
+ * await alice.close();
+ * await bob.close();
+ * ```
  */
 export class AcpAgent {
   readonly gateway: string;
