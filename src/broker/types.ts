@@ -161,6 +161,7 @@ export interface Inbox extends AsyncIterable<Delivery> {
    * broker nothing else can hold a delivery, so nothing is to be done.
    */
   reclaim(): void;
+  /** Stops the inbox (its agent may open it again); what it handed out and was not acknowledged comes again. */
   close(): Promise<void>;
 }
 
@@ -217,6 +218,7 @@ export type Unsubscribe = () => void;
  */
 export interface KvBucket<T = unknown> {
   readonly name: string;
+  /** The key's value and revision, or null when it does not exist (or was deleted). */
   get(key: string): Promise<KvEntry<T> | null>;
   /** Writes unconditionally; returns the new revision. */
   put(key: string, value: T): Promise<number>;
@@ -224,6 +226,7 @@ export interface KvBucket<T = unknown> {
   create(key: string, value: T): Promise<number>;
   /** Writes only if the key is still at `expectedRevision`; BrokerError `conflict` otherwise. */
   update(key: string, value: T, expectedRevision: number): Promise<number>;
+  /** Removes the key (watchers see a delete); removing a missing key is harmless. */
   delete(key: string): Promise<void>;
   /** Live keys, sorted; only those starting with `prefix` when given. */
   keys(prefix?: string): Promise<string[]>;
@@ -280,6 +283,12 @@ export interface AgentUsage {
   storedBytes: number;
 }
 
+/**
+ * The message store behind a gateway: durable submission with exactly-once acceptance, at-least-once
+ * delivery to one inbox per agent, message status, and keyed state. Two drivers implement it
+ * (`EmbeddedBroker`, `NatsBroker`) and pass one conformance suite (test/broker); errors are
+ * `BrokerError`s with a `kind` (docs/brokers.md).
+ */
 export interface Broker {
   readonly kind: "embedded" | "nats";
   /** This broker instance among all on the same store (a gateway process): the first part of its routes. */
@@ -326,7 +335,9 @@ export interface Broker {
   working(agentId: string, message: MessageRef): Promise<void>;
   /** The recipient declines the message: it ends `failed` with a dead-letter record. */
   reject(agentId: string, message: MessageRef, reason: string): Promise<MessageRecord>;
+  /** The message's delivery record (status, attempts, timestamps), or null when unknown. */
   status(message: MessageRef): Promise<MessageRecord | null>;
+  /** The delivery record with the stored envelope, or null when unknown. */
   get(message: MessageRef): Promise<StoredMessage | null>;
   /**
    * The senders of the messages to `recipient` with this id, at most two (ids are per sender, so
@@ -336,9 +347,13 @@ export interface Broker {
    * NATS: a subject-filtered read of the status bucket's keys.
    */
   sendersTo(recipient: string, id: string): Promise<string[]>;
+  /** A page of the records of `query.participant`'s messages matching `query`, oldest first. */
   list(query: ListQuery): Promise<ListPage>;
+  /** The keyed-state bucket `bucket`, created on first use (name: `[A-Za-z0-9_-]{1,64}`). */
   kv<T = unknown>(bucket: string): KvBucket<T>;
+  /** The live change feed (`BrokerEvent`: message status and keyed-state changes), at most once. */
   events(handler: (event: BrokerEvent) => void): Promise<Unsubscribe>;
+  /** Whether the broker can do its job now, part by part (`BrokerHealth`), for `/health`. */
   health(): Promise<BrokerHealth>;
   /**
    * Bytes the store can still take. Embedded: the free space of the data directory's file system

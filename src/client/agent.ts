@@ -117,6 +117,7 @@ export class AcpAgent {
     return this.core?.self.agentId ?? this.options.identity?.agentId;
   }
 
+  /** Whether the WebSocket to the gateway is open now (false while it reconnects, and after close). */
   get connected(): boolean {
     return this.core?.connection.isReady ?? false;
   }
@@ -299,11 +300,20 @@ export class AcpAgent {
     return this;
   }
 
+  /**
+   * Handles incoming handoffs (`agent.handoff`): the handler's return value is the signed answer,
+   * e.g. `{ accepted: true }`; a throw answers with the error. Register before `connect()`, since
+   * queued messages are delivered as soon as it resolves. One handler: a second call replaces it.
+   */
   onHandoff(handler: HandoffHandler): this {
     this.handlers.handoff = handler;
     return this;
   }
 
+  /**
+   * Adds a handler for incoming notifications (every handler sees each one, in the order added).
+   * A notification has no answer: a handler's throw is reported on the `error` event.
+   */
   onNotification(handler: NotificationHandler): this {
     this.handlers.notifications.push(handler);
     return this;
@@ -325,20 +335,27 @@ export class AcpAgent {
     return this.trustLedger.get(peer);
   }
 
+  /** Where the handshake with `peer` stands (`none` before any), without starting one. */
   handshakeState(peer: string): HandshakeState {
     return this.core?.handshakes.list().find((record) => record.peer === peer)?.state ?? "none";
   }
 
+  /**
+   * Listens to an agent event (`AgentEvents`: `message`, `error`, `warning`, `degraded`,
+   * `recovered`, …). Without an `error` listener, errors become process warnings, not crashes.
+   */
   on<K extends keyof AgentEvents>(event: K, listener: AgentEvents[K]): this {
     this.emitter.on(event, listener);
     return this;
   }
 
+  /** Like `on`, for the next occurrence only. */
   once<K extends keyof AgentEvents>(event: K, listener: AgentEvents[K]): this {
     this.emitter.once(event, listener);
     return this;
   }
 
+  /** Removes a listener added with `on` or `once`. */
   off<K extends keyof AgentEvents>(event: K, listener: AgentEvents[K]): this {
     this.emitter.off(event, listener);
     return this;

@@ -75,15 +75,18 @@ export class CollabClient {
     options.agent?.onNotification((body, context) => this.dispatch(body, context));
   }
 
+  /** The agent this client acts for. */
   get agentId(): string {
     return this.core.agentId;
   }
 
+  /** Listens to a collaboration event (`CollabEvents`); without an `error` listener, errors become warnings. */
   on<K extends keyof CollabEvents>(event: K, listener: CollabEvents[K]): this {
     this.emitter.on(event, listener);
     return this;
   }
 
+  /** Removes a listener added with `on`. */
   off<K extends keyof CollabEvents>(event: K, listener: CollabEvents[K]): this {
     this.emitter.off(event, listener);
     return this;
@@ -105,6 +108,7 @@ export class CollabClient {
     return this.core.call("POST", "/status", message);
   }
 
+  /** An agent's presence and latest signed status (null before it published one). */
   status(agentId: string): Promise<{ agentId: string; presence: Presence; status: StatusRecord | null }> {
     return this.core.call("GET", `/status/${path(agentId)}`);
   }

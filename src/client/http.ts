@@ -68,15 +68,21 @@ export class GatewayClient {
     this.baseUrl = normaliseGatewayUrl(options.gateway);
   }
 
+  /**
+   * Registers an agent's public keys (admin token) and returns its API key, shown only this once.
+   * Rejects with the gateway's AcpError, e.g. when the agent id is taken by another key.
+   */
   registerAgent(request: RegisterAgentRequest): Promise<RegisterAgentResponse> {
     return this.call("POST", "/agents", { auth: "admin", body: request, schema: RegisterAgentResponse });
   }
 
+  /** Every registered agent with its keys and presence (admin token or an agent's key). */
   async listAgents(): Promise<AgentView[]> {
     const page = await this.call<{ agents: unknown[] }>("GET", "/agents", { auth: "admin-or-agent" });
     return page.agents.map((agent) => AgentView.parse(agent));
   }
 
+  /** One agent's public record; rejects with AgentNotFound when the gateway has no such agent. */
   getAgent(agentId: string): Promise<AgentView> {
     return this.call("GET", `/agents/${encodeURIComponent(agentId)}`, {
       auth: "admin-or-agent",
@@ -92,10 +98,12 @@ export class GatewayClient {
     });
   }
 
+  /** Revokes an agent (admin token): its key stops working and it can no longer send or receive. */
   revokeAgent(agentId: string): Promise<{ agentId: string; revokedAt: string }> {
     return this.call("POST", `/agents/${encodeURIComponent(agentId)}/revoke`, { auth: "admin" });
   }
 
+  /** Sets the agent's own presence (its API key); `AcpAgent.setPresence` validates and calls this. */
   updatePresence(agentId: string, update: PresenceUpdate): Promise<unknown> {
     return this.call("PUT", `/agents/${encodeURIComponent(agentId)}/presence`, {
       auth: "agent",
@@ -108,6 +116,10 @@ export class GatewayClient {
     return this.call("POST", "/messages", { auth: "agent", body: envelope, schema: SubmitResponse });
   }
 
+  /**
+   * A page of the messages the caller may see (an agent: its own; the admin: all), filtered by
+   * `query`; pass the page's cursor back for the next one.
+   */
   listMessages(query: ListMessagesQuery = {}): Promise<MessagePage> {
     const params = new URLSearchParams();
     const names: [keyof ListMessagesQuery, string][] = [

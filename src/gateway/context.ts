@@ -48,6 +48,7 @@ export function authenticate(
   return ctx.credentials.resolve(req, ["agent", "admin"]);
 }
 
+/** The agent calling (its API key); the admin token is refused 403 Forbidden, no credential 401. */
 export async function authenticateAgent(ctx: GatewayContext, req: IncomingMessage): Promise<ResolvedAgent> {
   const caller = await authenticate(ctx, req);
   if (caller.kind !== "agent")
@@ -55,6 +56,7 @@ export async function authenticateAgent(ctx: GatewayContext, req: IncomingMessag
   return caller.agent;
 }
 
+/** Resolves only for the gateway's admin token; an agent's key is refused 403 Forbidden, none 401. */
 export async function requireAdmin(ctx: GatewayContext, req: IncomingMessage): Promise<void> {
   const caller = await authenticate(ctx, req);
   if (caller.kind !== "admin")
