@@ -163,7 +163,16 @@ export function severalSocketsSuite(makePair: () => Promise<GatewayPair>): void 
     const note = buildNotification(alpha.sender, "agent-beta", { queued: true });
     await submit(pair.a, alpha, note);
     const id = note.params.headers["message-id"] as string;
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The barrier: an answer to the replies-only socket, queued after the note, reaches it first.
+    const peer = await open(pair.a, alpha);
+    await receive(peer, 2);
+    const request = buildRequest(beta.sender, "agent-alpha", { q: "barrier" });
+    await submitVia(oneShot, beta, request, 1);
+    const asked = await peer.next("new_message", (f) => f.id === request.params.headers["message-id"]);
+    peer.send({ type: "acknowledge", id: asked.id, from: asked.from });
+    const answer = buildResponse(alpha.sender, request, { ok: true });
+    await submitVia(peer, alpha, answer, 1);
+    expect((await oneShot.next("new_message")).id).toBe(answer.result.headers["message-id"]);
     const status = await api(pair.a.url, `/api/v1/messages/${id}/status`, { apiKey: alpha.apiKey });
     expect(status.json).toMatchObject({ status: "queued", retry_count: 0 });
     expect(oneShot.pending().filter((f) => f.type === "new_message")).toEqual([]);
