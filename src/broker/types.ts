@@ -283,6 +283,9 @@ export interface AgentUsage {
   storedBytes: number;
 }
 
+/** Which driver stores the messages: SQLite in the gateway's process, or NATS JetStream. */
+export type BrokerKind = "embedded" | "nats";
+
 /**
  * The message store behind a gateway: durable submission with exactly-once acceptance, at-least-once
  * delivery to one inbox per agent, message status, and keyed state. Two drivers implement it
@@ -290,7 +293,7 @@ export interface AgentUsage {
  * `BrokerError`s with a `kind` (docs/brokers.md).
  */
 export interface Broker {
-  readonly kind: "embedded" | "nats";
+  readonly kind: BrokerKind;
   /** This broker instance among all on the same store (a gateway process): the first part of its routes. */
   readonly instanceId: string;
   /** The ack wait of a first delivery (`delivery.ackWaitMs`); later attempts wait longer. */

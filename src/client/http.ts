@@ -27,9 +27,20 @@ export interface GatewayClientOptions {
   adminToken?: string;
 }
 
+/**
+ * Filters of GET /api/v1/messages, named as the SDK names a message's sender, recipient and kind
+ * everywhere (`from`, `to`, `kind`); sent as the REST API's `from_agent_id`, `to_agent_id`, `type`
+ * (docs/protocol.md, "One name per layer").
+ */
 export interface ListMessagesQuery {
+  from?: string;
+  to?: string;
+  kind?: MessageListItem["kind"];
+  /** @deprecated Use `from`. */
   fromAgentId?: string;
+  /** @deprecated Use `to`. */
   toAgentId?: string;
+  /** @deprecated Use `kind`. */
   type?: string;
   status?: SubmitResponse["status"];
   cursor?: string;
@@ -122,16 +133,15 @@ export class GatewayClient {
    */
   listMessages(query: ListMessagesQuery = {}): Promise<MessagePage> {
     const params = new URLSearchParams();
-    const names: [keyof ListMessagesQuery, string][] = [
-      ["fromAgentId", "from_agent_id"],
-      ["toAgentId", "to_agent_id"],
-      ["type", "type"],
-      ["status", "status"],
-      ["cursor", "cursor"],
-      ["limit", "limit"],
+    const values: [string, string | number | undefined][] = [
+      ["from_agent_id", query.from ?? query.fromAgentId],
+      ["to_agent_id", query.to ?? query.toAgentId],
+      ["type", query.kind ?? query.type],
+      ["status", query.status],
+      ["cursor", query.cursor],
+      ["limit", query.limit],
     ];
-    for (const [key, name] of names) {
-      const value = query[key];
+    for (const [name, value] of values) {
       if (value !== undefined) params.set(name, String(value));
     }
     const search = params.size > 0 ? `?${params}` : "";

@@ -225,7 +225,6 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     quotas: brokerQuotasOf(quotas),
   };
   const broker = await openBroker(options.nats ? { nats: options.nats, ...common } : { data, ...common });
-  const transport = options.nats ? "nats" : "embedded";
   const gatewayId = randomUUID();
   const admin = await resolveAdminToken(broker, adminToken);
   // Never promise more than the broker can store (NATS: the server's max_payload less header room).
@@ -259,7 +258,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     {
       maxEnvelopeBytes,
       skewMs: options.skewMs ?? 5 * 60_000,
-      transport,
+      brokerKind: broker.kind,
       handshakeBytes: quotas.handshakeBytes > 0 ? quotas.handshakeBytes : Number.POSITIVE_INFINITY,
       storage,
     },

@@ -1,13 +1,8 @@
 import type { AuditEntryInput, SummaryContext } from "../audit/index.js";
 import { brokerToAcp } from "../broker/errors.js";
-import type {
-  Broker,
-  MessageKind as BrokerKind,
-  MessageRef,
-  SubmitInput,
-  SubmitResult,
-} from "../broker/index.js";
+import type { Broker, MessageKind, MessageRef, SubmitInput, SubmitResult } from "../broker/index.js";
 import { SerialByKey } from "../broker/serial-by-key.js";
+import type { BrokerKind } from "../broker/types.js";
 import { HANDSHAKE_METHODS } from "../handshake/handshake.js";
 import { refuseDeepNesting } from "../http/server.js";
 import {
@@ -22,8 +17,8 @@ import {
   ReplayGuard,
   validateMessage,
 } from "../protocol/index.js";
-import { headerPointer } from "../protocol/validate.js";
 import { signatureKeyId } from "../protocol/jws.js";
+import { headerPointer } from "../protocol/validate.js";
 import type { SubmitResponse } from "../wire/api.js";
 import { negotiateVersion } from "../wire/versions.js";
 import { routeOf, senderNames } from "./addressing.js";
@@ -41,8 +36,8 @@ export interface RelayOptions {
   maxEnvelopeBytes: number;
   /** Allowed clock skew of a message's timestamp (default ±5 min). */
   skewMs: number;
-  /** `embedded` or `nats`, for audit channel names. */
-  transport: string;
+  /** The broker's kind, for audit channel names (`embedded:agent.<id>.inbox`). */
+  brokerKind: BrokerKind;
   /**
    * Largest `agent.announce` / `agent.capabilities` envelope from a sender whose handshake with
    * the recipient is not complete (anyone may send those, so anyone could fill inboxes with them).
@@ -314,14 +309,14 @@ export class Relay {
       message,
       sender.record,
       recipient.record.principalId,
-      `${this.options.transport}:agent.${inbox}.inbox`,
+      `${this.options.brokerKind}:agent.${inbox}.inbox`,
       { ...(context ? { context } : {}), postedToChat: this.summariesPostedToChat },
     );
     const stored = this.broker.submit({
       id: headers["message-id"],
       from: arrived?.via ?? sender.record.agentId,
       to: inbox,
-      kind: (kind === "error" ? "response" : kind) as BrokerKind,
+      kind: (kind === "error" ? "response" : kind) as MessageKind,
       method,
       envelope,
       submittedAt: headers.timestamp,

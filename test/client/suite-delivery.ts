@@ -58,7 +58,7 @@ export function deliverySuite(makeGateway: GatewayFactory): void {
     const response = alice.request("bob-assistant", { action: "slow" }, { timeoutMs: 30_000 });
     await eventually(() => calls === 1, "the handler started");
     const requestId = (
-      await new GatewayClient({ gateway: t.gw.url, apiKey: t.beta.apiKey }).listMessages({ type: "request" })
+      await new GatewayClient({ gateway: t.gw.url, apiKey: t.beta.apiKey }).listMessages({ kind: "request" })
     ).items[0]!.id;
     await restart();
     await eventually(
@@ -100,6 +100,7 @@ export function deliverySuite(makeGateway: GatewayFactory): void {
     // What the sender can read at any moment: never `failed`, in the end `acknowledged`, never retried.
     await eventually(
       async () => {
+        // The deprecated filter names (`toAgentId`, `type`) still filter like `to` and `kind`.
         const page = await sender.listMessages({
           toAgentId: "bob-assistant",
           type: "notification",

@@ -168,7 +168,7 @@ export function messagingSuite(makeGateway: GatewayFactory): void {
     const answer = await alice.request("bob-assistant", { patient: "Jane Roe" }, { encrypt: true });
     expect(answer).toEqual({ diagnosis: "private for Jane Roe", wasEncrypted: true });
     const http = new GatewayClient({ gateway: t.gw.url, apiKey: t.alpha.apiKey });
-    const { items } = await http.listMessages({ type: "response" });
+    const { items } = await http.listMessages({ kind: "response" });
     const stored = await http.getMessage(items.at(-1)!.id, items.at(-1)!.from);
     expect(JSON.stringify(stored.envelope)).not.toContain("private for");
     expect(JSON.stringify(stored.envelope)).toMatch(/"jwe":/);

@@ -14,7 +14,7 @@ import {
 } from "../../src/protocol/index.js";
 import { type DefaultGatewayOptions, startDefaultGateway } from "../../src/server.js";
 
-export type BrokerKind = "embedded" | "nats";
+export type { BrokerKind } from "../../src/broker/types.js";
 
 export interface TestAgent {
   identity: PrivateIdentity;

@@ -225,9 +225,7 @@ async function inboxCommand(flags: GatewayFlags & { follow?: boolean; wait: numb
 
 async function pendingFor(http: GatewayClient, agentId: string): Promise<number> {
   const [queued, delivered] = await Promise.all(
-    (["queued", "delivered"] as const).map((status) =>
-      http.listMessages({ toAgentId: agentId, status, limit: 50 }),
-    ),
+    (["queued", "delivered"] as const).map((status) => http.listMessages({ to: agentId, status, limit: 50 })),
   );
   return (queued?.items.length ?? 0) + (delivered?.items.length ?? 0);
 }

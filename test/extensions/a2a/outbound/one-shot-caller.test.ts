@@ -20,7 +20,7 @@ describe("A2A out: status notifications to a caller that does not stay", { timeo
   /** Everything addressed to `agent`, as its own listing shows it. */
   const inboxOf = async (agent: TestAgent) => {
     const client = new GatewayClient({ gateway: bed.gw.url, apiKey: agent.apiKey });
-    return (await client.listMessages({ toAgentId: agent.identity.agentId, limit: 200 })).items;
+    return (await client.listMessages({ to: agent.identity.agentId, limit: 200 })).items;
   };
 
   it("acp send takes the status of its own request with the answer: nothing is left queued, nothing dead-lettered", async () => {
