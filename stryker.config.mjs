@@ -17,7 +17,9 @@ export default {
   // This machine's 2 cores are shared: one mutant at a time.
   concurrency: 1,
   coverageAnalysis: "perTest",
-  timeoutMS: 20_000,
+  // On top of 1.5 times the mutant's tests' normal time; a module whose mutants often hang (a
+  // promise a broken thread never answers) names a shorter one.
+  timeoutMS: module.timeoutMS ?? 20_000,
   reporters: ["clear-text", "progress", "json"],
   jsonReporter: { fileName: `reports/mutation/${name}.json` },
   tempDirName: ".stryker-tmp",

@@ -4,6 +4,7 @@ import type { Broker, KvBucket } from "../../src/broker/index.js";
 import { HandshakeGate } from "../../src/gateway/handshake-gate.js";
 import type { EnvelopeHeaders } from "../../src/protocol/index.js";
 import { deferred } from "../client/fixtures.js";
+import { until } from "../helpers/until.js";
 import { useTmpDir } from "../helpers/tmp.js";
 
 /**
@@ -51,6 +52,30 @@ function withSilentWatch(broker: Broker): Broker {
           get(b, p, r) {
             if (p !== "watch") return Reflect.get(b, p, r);
             return async () => () => undefined;
+          },
+        });
+    },
+  });
+}
+
+/** The broker, with the handshakes bucket's watch failing to start, or counting the watches still open. */
+function withWatch(broker: Broker, watches: { open: number; fail?: boolean }): Broker {
+  return new Proxy(broker, {
+    get(target, prop, receiver) {
+      if (prop !== "kv") return Reflect.get(target, prop, receiver);
+      return (name: string) =>
+        new Proxy(target.kv(name) as KvBucket, {
+          get(b, p, r) {
+            if (p !== "watch") return Reflect.get(b, p, r);
+            return async (...args: Parameters<KvBucket["watch"]>) => {
+              if (watches.fail) throw new Error("the broker refused the watch");
+              const unwatch = await b.watch(...args);
+              watches.open += 1;
+              return () => {
+                watches.open -= 1;
+                unwatch();
+              };
+            };
           },
         });
     },
@@ -147,6 +172,19 @@ describe("HandshakeGate", () => {
       await expect(deaf.require(headers("alice", "bob"), "alice#k")).rejects.toMatchObject({
         reason: "HandshakeRequired",
       });
+      // Neither an incomplete pair this gateway wrote itself…
+      await deaf.observe("agent.announce", headers("carol", "dave"), "carol#k");
+      await other.observe("agent.announce", headers("dave", "carol"), "dave#k");
+      await other.observe("agent.capabilities", headers("carol", "dave"), "carol#k");
+      await other.observe("agent.capabilities", headers("dave", "carol"), "dave#k");
+      await expect(deaf.require(headers("carol", "dave"), "carol#k")).resolves.toBeUndefined();
+      // …nor one it was asked about.
+      await other.observe("agent.announce", headers("erin", "frank"), "erin#k");
+      await expect(deaf.completed("erin", "frank")).resolves.toBe(false);
+      await other.observe("agent.announce", headers("frank", "erin"), "frank#k");
+      await other.observe("agent.capabilities", headers("erin", "frank"), "erin#k");
+      await other.observe("agent.capabilities", headers("frank", "erin"), "frank#k");
+      await expect(deaf.completed("erin", "frank")).resolves.toBe(true);
     } finally {
       deaf.stop();
       other.stop();
@@ -188,9 +226,13 @@ describe("HandshakeGate", () => {
       expect(gate.require(headers(from, to), `${from}#k`)).rejects.toThrow(
         `complete the four-step handshake between ${from} and ${to} first`,
       );
-    await expect(gate.observe("agent.capabilities", headers("alice", "bob"), "alice#k")).rejects.toThrow(
-      "agent.capabilities before a verified agent.announce with the same key",
-    );
+    await expect(
+      gate.observe("agent.capabilities", headers("alice", "bob"), "alice#k"),
+    ).rejects.toMatchObject({
+      reason: "HandshakeRequired",
+      message: "agent.capabilities before a verified agent.announce with the same key",
+      data: { peer: "bob" },
+    });
     await gate.observe("agent.announce", headers("alice", "bob"), "alice#k");
     await refused("alice", "bob");
     await refused("bob", "alice");
@@ -203,6 +245,8 @@ describe("HandshakeGate", () => {
     await gate.observe("agent.capabilities", headers("bob", "alice"), "bob#k");
     await expect(gate.completed("alice", "bob")).resolves.toBe(true);
     await expect(gate.completed("bob", "alice")).resolves.toBe(true);
+    // Another gateway on the same broker reads the completed pair from the bucket.
+    await expect(new HandshakeGate(broker).completed("alice", "bob")).resolves.toBe(true);
     await expect(gate.require(headers("bob", "alice"), "bob#k")).resolves.toBeUndefined();
     await expect(gate.announcedAt("alice", "bob")).resolves.toEqual(expect.any(Number));
     await expect(gate.announcedAt("alice", "carol")).resolves.toBeUndefined();
@@ -287,5 +331,165 @@ describe("HandshakeGate", () => {
     await expect(gate.require(alice([0, 1, 3]), "alice#k")).rejects.toThrow(/declared skill layers changed/);
     await handshakeWith([0, 2, 1]);
     await expect(gate.require(alice([0, 1]), "alice#k")).rejects.toThrow(/declared skill layers changed/);
+    // A layer dropped from the end, and a set that differs from the handshaken one at every position.
+    await handshakeWith([0, 2, 1]);
+    await expect(gate.require(alice([0, 2]), "alice#k")).rejects.toThrow(/declared skill layers changed/);
+    await handshakeWith([0, 2, 1]);
+    await expect(gate.require(alice([1, 0, 3]), "alice#k")).rejects.toThrow(/declared skill layers changed/);
+    // Layer numbers have no upper bound: sets whose digits run together alike still differ.
+    await handshakeWith([1, 230]);
+    await expect(gate.require(alice([30, 12]), "alice#k")).rejects.toThrow(/declared skill layers changed/);
+  });
+  it("routes each handshake reply to the socket the peer's latest handshake message came through", async () => {
+    const broker = EmbeddedBroker.open({ data: tmp() });
+    brokers.push(broker);
+    const gate = new HandshakeGate(broker);
+    const observe = (
+      method: "agent.announce" | "agent.capabilities",
+      from: string,
+      to: string,
+      via: { replyTo?: string; isReply?: boolean },
+    ) => gate.observe(method, headers(from, to), `${from}#k`, undefined, via);
+    // An announce that opens a handshake answers nobody: it has no route of its own.
+    await expect(
+      observe("agent.announce", "alice", "bob", { replyTo: "gw/alice-1" }),
+    ).resolves.toBeUndefined();
+    await expect(
+      observe("agent.announce", "bob", "alice", { replyTo: "gw/bob-1", isReply: true }),
+    ).resolves.toBe("gw/alice-1");
+    await expect(
+      observe("agent.capabilities", "alice", "bob", { replyTo: "gw/alice-2", isReply: true }),
+    ).resolves.toBe("gw/bob-1");
+    // A side's capabilities sent without a route keep the route its announce came through.
+    await expect(observe("agent.capabilities", "bob", "alice", { isReply: true })).resolves.toBe(
+      "gw/alice-2",
+    );
+    await expect(observe("agent.announce", "alice", "bob", { isReply: true })).resolves.toBe("gw/bob-1");
+    // A reply to a peer that has not announced yet has no route either.
+    await expect(observe("agent.announce", "dave", "erin", {})).resolves.toBeUndefined();
+    await expect(observe("agent.capabilities", "dave", "erin", { isReply: true })).resolves.toBeUndefined();
+    // Not a reply: no route, even though the peer has one.
+    await expect(observe("agent.announce", "bob", "alice", { replyTo: "gw/bob-3" })).resolves.toBeUndefined();
+  });
+
+  it("two gateways recording one pair's announces at the same moment both count", async () => {
+    const broker = EmbeddedBroker.open({ data: tmp() });
+    brokers.push(broker);
+    const here = new HandshakeGate(broker);
+    const there = new HandshakeGate(broker);
+    // Both read the pair before either writes it: one write conflicts, is retried on the new state.
+    await Promise.all([
+      here.observe("agent.announce", headers("alice", "bob"), "alice#k"),
+      there.observe("agent.announce", headers("bob", "alice"), "bob#k"),
+    ]);
+    await Promise.all([
+      here.observe("agent.capabilities", headers("alice", "bob"), "alice#k"),
+      there.observe("agent.capabilities", headers("bob", "alice"), "bob#k"),
+    ]);
+    await expect(here.completed("alice", "bob")).resolves.toBe(true);
+    await expect(there.require(headers("bob", "alice"), "bob#k")).resolves.toBeUndefined();
+  });
+
+  it("retries a write the pair changed under, and gives up with Conflict after a few attempts", async () => {
+    const broker = EmbeddedBroker.open({ data: tmp() });
+    brokers.push(broker);
+    const gate = new HandshakeGate(broker);
+    const bucket = broker.kv<Record<string, unknown>>("handshakes");
+    let attempts = 0;
+    // Another writer changes the pair between each of this gate's reads and its write.
+    const contended = new Proxy(broker, {
+      get(target, prop, receiver) {
+        if (prop !== "kv") return Reflect.get(target, prop, receiver);
+        return (name: string) =>
+          new Proxy(target.kv(name) as KvBucket, {
+            get(b, p, r) {
+              if (p !== "get" || name !== "handshakes") return Reflect.get(b, p, r);
+              return async (key: string) => {
+                const entry = await b.get(key);
+                attempts += 1;
+                await bucket.put(key, { [`other-${attempts}`]: {} });
+                return entry;
+              };
+            },
+          });
+      },
+    });
+    const contendedGate = new HandshakeGate(contended);
+    await expect(
+      contendedGate.observe("agent.announce", headers("alice", "bob"), "alice#k"),
+    ).rejects.toMatchObject({
+      reason: "Conflict",
+      message: "the handshake state changed concurrently; retry",
+    });
+    // It tried again on the new state, a bounded number of times.
+    expect(attempts).toBeGreaterThan(1);
+    expect(attempts).toBeLessThanOrEqual(5);
+    // Uncontended, the same announce is recorded.
+    await gate.observe("agent.announce", headers("alice", "bob"), "alice#k");
+    await expect(gate.announcedAt("alice", "bob")).resolves.toEqual(expect.any(Number));
+  });
+
+  it("start fails when the bucket cannot be watched, and stop ends the watch", async () => {
+    const broker = EmbeddedBroker.open({ data: tmp() });
+    brokers.push(broker);
+    await expect(new HandshakeGate(withWatch(broker, { open: 0, fail: true })).start()).rejects.toThrow(
+      "cannot watch KV bucket handshakes",
+    );
+    const watches = { open: 0 };
+    const gate = new HandshakeGate(withWatch(broker, watches));
+    await gate.start();
+    expect(watches.open).toBe(1);
+    gate.stop();
+    await until(
+      () => watches.open,
+      (open) => open === 0,
+      "the stopped gate's watch is closed",
+    );
+  });
+  it("keeps apart two pairs with one agent of another domain, whichever of the two sorts first", async () => {
+    const broker = EmbeddedBroker.open({ data: tmp() });
+    brokers.push(broker);
+    const gate = new HandshakeGate(broker);
+    const remote = "bob@other.example";
+    // alice sorts before the address, zoe after it.
+    await gate.observe("agent.announce", headers("alice", remote), "alice#k");
+    await gate.observe("agent.announce", headers(remote, "alice"), "bob#k");
+    await gate.observe("agent.capabilities", headers("alice", remote), "alice#k");
+    await gate.observe("agent.capabilities", headers(remote, "alice"), "bob#k");
+    await gate.observe("agent.announce", headers("zoe", remote), "zoe#k");
+    await gate.observe("agent.capabilities", headers("zoe", remote), "zoe#k");
+    // bob never answered zoe: its handshake with alice does not count for her.
+    await expect(gate.require(headers("zoe", remote), "zoe#k")).rejects.toMatchObject({
+      reason: "HandshakeRequired",
+    });
+    await expect(gate.require(headers("alice", remote), "alice#k")).resolves.toBeUndefined();
+    const keys = await broker.kv("handshakes").keys();
+    expect(keys).toHaveLength(2);
+    expect(keys.every((key) => key.startsWith("fed/") && !key.includes("@"))).toBe(true);
+  });
+  it("reports a write that fails for another reason than a conflict as itself, without retrying", async () => {
+    const broker = EmbeddedBroker.open({ data: tmp() });
+    brokers.push(broker);
+    let writes = 0;
+    const failing = new Proxy(broker, {
+      get(target, prop, receiver) {
+        if (prop !== "kv") return Reflect.get(target, prop, receiver);
+        return (name: string) =>
+          new Proxy(target.kv(name) as KvBucket, {
+            get(b, p, r) {
+              if (p !== "create" || name !== "handshakes") return Reflect.get(b, p, r);
+              return async () => {
+                writes += 1;
+                throw new Error("disk I/O error");
+              };
+            },
+          });
+      },
+    });
+    const gate = new HandshakeGate(failing);
+    await expect(gate.observe("agent.announce", headers("alice", "bob"), "alice#k")).rejects.toThrow(
+      "disk I/O error",
+    );
+    expect(writes).toBe(1);
   });
 });
