@@ -19,6 +19,7 @@ export class FederationAdminClient {
     return this.call("GET", "") as Promise<FederationStatusView>;
   }
 
+  /** Every admitted peer gateway, with its pinned keys and its link's health. */
   async list(): Promise<PeerView[]> {
     return ((await this.call("GET", "/peers")) as { peers: PeerView[] }).peers;
   }
@@ -28,6 +29,7 @@ export class FederationAdminClient {
     return this.call("POST", "/peers", peer) as Promise<PeerView & { warning?: string }>;
   }
 
+  /** Forgets a peer (messages already queued for it stay until they expire). */
   remove(domain: string): Promise<{ domain: string; removed: true }> {
     return this.call("DELETE", `/peers/${encodeURIComponent(domain)}`) as Promise<{
       domain: string;
@@ -35,10 +37,12 @@ export class FederationAdminClient {
     }>;
   }
 
+  /** Refuses the peer in both directions whatever the policy, keeping its record (`unblock` lifts it). */
   block(domain: string): Promise<PeerView> {
     return this.call("POST", `/peers/${encodeURIComponent(domain)}/block`) as Promise<PeerView>;
   }
 
+  /** Lifts a block set by `block`. */
   unblock(domain: string): Promise<PeerView> {
     return this.call("POST", `/peers/${encodeURIComponent(domain)}/unblock`) as Promise<PeerView>;
   }

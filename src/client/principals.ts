@@ -22,10 +22,12 @@ export class PrincipalAdminClient {
     }>;
   }
 
+  /** Every principal with a dashboard token (the tokens themselves are never shown again). */
   async list(): Promise<PrincipalView[]> {
     return ((await this.call("GET", "/principals")) as { principals: PrincipalView[] }).principals;
   }
 
+  /** Revokes the principal's token: the dashboard refuses it from then on. */
   revoke(principalId: string): Promise<PrincipalView> {
     return this.call(
       "POST",

@@ -93,14 +93,17 @@ export class Handshakes {
     this.now = options.now ?? (() => new Date());
   }
 
+  /** A copy of the handshake record with `peer` (state `none` if none began). */
   get(peer: string): PeerHandshake {
     return structuredClone(this.peer(peer));
   }
 
+  /** Copies of every peer's handshake record. */
   list(): PeerHandshake[] {
     return [...this.peers.values()].map((p) => structuredClone(p));
   }
 
+  /** Whether all four steps with `peer` completed: only then may other messages flow. */
   isEstablished(peer: string): boolean {
     return this.peers.get(peer)?.state === "established";
   }
@@ -169,6 +172,7 @@ export class Handshakes {
     return structuredClone(record);
   }
 
+  /** Forgets the handshake with `peer`, so the next exchange starts a new one. */
   reset(peer: string): void {
     this.peers.delete(peer);
   }

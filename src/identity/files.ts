@@ -17,6 +17,10 @@ export class KeyFileError extends Error {
   }
 }
 
+/**
+ * Writes a private identity as a key file, mode 0600. Never overwrites: an existing file is a
+ * KeyFileError, so a key cannot be lost by a repeated `acp keygen`.
+ */
 export async function writeIdentityFile(file: string, identity: PrivateIdentity): Promise<void> {
   try {
     await writeFile(file, `${JSON.stringify(identity, null, 2)}\n`, { mode: 0o600, flag: "wx" });
@@ -52,6 +56,7 @@ function fieldProblem(error: z.ZodError): string {
   return `field ${issue.path.join(".") || "(root)"}: ${missing ? "is missing" : issue.message}`;
 }
 
+/** Reads a private key file (`acp keygen`); a KeyFileError names the file and the bad field. */
 export async function readIdentityFile(file: string): Promise<PrivateIdentity> {
   const parsed = PrivateIdentity.safeParse(await readJson(file));
   if (!parsed.success) throw new KeyFileError(file, fieldProblem(parsed.error));

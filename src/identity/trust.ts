@@ -42,6 +42,7 @@ const EFFECT: Record<TrustObservation, number> = {
   "clean-exchange": 0.01,
 };
 
+/** The level a trust score (0..1) falls in, from `untrusted` up. */
 export function trustLevel(score: number): TrustLevel {
   if (score < 0.2) return "untrusted";
   if (score < 0.45) return "baseline";
@@ -107,6 +108,10 @@ export class TrustLedger {
     return structuredClone(record);
   }
 
+  /**
+   * Recalibrates `peer`'s score by one observed exchange (a clean one raises it a little, a failure
+   * lowers it), within the cap of its basis. Undefined for a peer with no record yet.
+   */
   observe(peer: string, observation: TrustObservation): TrustRecord | undefined {
     const record = this.records.get(peer);
     if (!record) return undefined;
@@ -117,11 +122,13 @@ export class TrustLedger {
     return structuredClone(record);
   }
 
+  /** A copy of `peer`'s trust record, if it has one. */
   get(peer: string): TrustRecord | undefined {
     const record = this.records.get(peer);
     return record ? structuredClone(record) : undefined;
   }
 
+  /** Copies of every peer's trust record. */
   list(): TrustRecord[] {
     return [...this.records.values()].map((record) => structuredClone(record));
   }

@@ -13,18 +13,24 @@ import { EncryptedBody } from "./schemas.js";
  */
 const decoder = new TextDecoder();
 
+/** Whether a message body is an end-to-end encrypted one (`{ jwe }`), to decrypt before use. */
 export function isEncryptedBody(body: unknown): body is EncryptedBody {
   // Asked of every body received: one without a `jwe` member is told apart without the schema.
   if (typeof body !== "object" || body === null || !("jwe" in body)) return false;
   return EncryptedBody.safeParse(body).success;
 }
 
+/** Who the body goes from and to (bound into the JWE header), and the recipient's X25519 key. */
 export interface EncryptFor {
   senderId: string;
   recipientId: string;
   recipientKey: X25519PublicJwk;
 }
 
+/**
+ * Encrypts a body to its recipient (JWE, ECDH-ES with A256GCM); sender and recipient are in the
+ * protected header, so the ciphertext cannot be moved to another conversation. Sign after this.
+ */
 export async function encryptBody(body: Record<string, unknown>, target: EncryptFor): Promise<EncryptedBody> {
   const jwe = await new CompactEncrypt(new TextEncoder().encode(JSON.stringify(body)))
     .setProtectedHeader({

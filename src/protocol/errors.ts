@@ -68,6 +68,7 @@ const nameByCode = new Map<number, ErrorCodeName>(
   Object.entries(ErrorCode).map(([name, code]) => [code, name as ErrorCodeName]),
 );
 
+/** The name of an ACP error code (`-32602` → `InvalidParams`); undefined for a code ACP does not define. */
 export function errorCodeName(code: number): ErrorCodeName | undefined {
   return nameByCode.get(code);
 }
@@ -125,6 +126,7 @@ export class AcpError extends Error {
     return errorTable[this.kind].status;
   }
 
+  /** The JSON-RPC error object (`code`, `message`, `data`) this error is sent as. */
   toJSON(): JsonRpcErrorObject {
     return { code: this.code, message: this.message, data: this.data };
   }

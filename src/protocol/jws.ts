@@ -26,6 +26,10 @@ export interface Signer {
   protectedB64: string;
 }
 
+/**
+ * Prepares an identity's Ed25519 key for signing many messages (`signMessage`); the key id is
+ * derived from the public key, never read from the file, so verifiers arrive at the same one.
+ */
 export function createSigner(identity: PrivateIdentity): Signer {
   // Always derived, never taken from the file: verifiers derive the same id from the public key.
   const kid = keyId(identity.agentId, identity.signing);

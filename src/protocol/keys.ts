@@ -61,6 +61,7 @@ export function jwkThumbprint(jwk: { kty: string; crv: string; x: string }): str
   return createHash("sha256").update(required).digest("base64url");
 }
 
+/** A key's id as messages name it: `<agentId>#<JWK thumbprint>`. */
 export function keyId(agentId: string, jwk: { kty: string; crv: string; x: string }): string {
   return `${agentId}#${jwkThumbprint(jwk)}`;
 }
@@ -91,6 +92,7 @@ export function generateIdentity(agentId: string, principalId: string, now = new
   });
 }
 
+/** The shareable half of an identity: ids and public keys, the private `d` members left out. */
 export function publicIdentity(identity: PrivateIdentity): PublicIdentity {
   return {
     agentId: identity.agentId,
@@ -111,10 +113,12 @@ export function parsePublicIdentity(input: unknown): PublicIdentity {
   return parsed.data;
 }
 
+/** A public JWK (Ed25519 or X25519) as a Node `KeyObject`, for `crypto.verify` or ECDH. */
 export function importPublicKey(jwk: Ed25519PublicJwk | X25519PublicJwk): KeyObject {
   return createPublicKey({ key: { kty: jwk.kty, crv: jwk.crv, x: jwk.x }, format: "jwk" });
 }
 
+/** A private JWK as a Node `KeyObject`. */
 export function importPrivateKey(jwk: { kty: string; crv: string; x: string; d: string }): KeyObject {
   return createPrivateKey({ key: { kty: jwk.kty, crv: jwk.crv, x: jwk.x, d: jwk.d }, format: "jwk" });
 }

@@ -77,6 +77,7 @@ export function buildNotification(
   };
 }
 
+/** Step 1 of the handshake: the `agent.announce` notification (who I am, what I can do). */
 export function buildAnnounce(
   sender: SenderIdentity,
   to: string,
@@ -86,6 +87,7 @@ export function buildAnnounce(
   return buildNotification(sender, to, body, { ...options, method: "agent.announce" });
 }
 
+/** Step 3 of the handshake: the `agent.capabilities` notification (tools, domains, limits). */
 export function buildCapabilities(
   sender: SenderIdentity,
   to: string,

@@ -78,6 +78,7 @@ export class ReplayGuard {
     }
   }
 
+  /** How many message ids it remembers now (those still inside the timestamp window, about). */
   get size(): number {
     return this.seen.size;
   }

@@ -40,6 +40,7 @@ export function parseMessageText(text: string): unknown {
   }
 }
 
+/** What a valid message is: `request`, `notification`, `handoff`, `response` or `error`. */
 export function messageKind(message: AcpMessage): MessageKind {
   if ("method" in message) {
     if (message.method === "agent.handoff") return "handoff";
