@@ -1,9 +1,11 @@
+import { generateKeyPairSync } from "node:crypto";
 import { Worker } from "node:worker_threads";
 import { describe, expect, it, vi } from "vitest";
 import { SignatureVerifier } from "../../src/gateway/signature-verifier.js";
 import {
   type AcpError,
   type AcpMessage,
+  type KeyResolver,
   buildRequest,
   createSigner,
   ErrorCode,
@@ -143,5 +145,43 @@ describe("SignatureVerifier (the gateway's verify thread)", () => {
     await verifier.close();
     expect(await Promise.all(underWay)).toEqual(Array(20).fill(alphaSigner.kid));
     await expect(verifier.verify(signed, ring)).rejects.toThrow("the signature verifier is closed");
+  });
+  it("refuses by name a registered key that cannot verify Ed25519, alone in its turn and in a batch", async () => {
+    const verifier = new SignatureVerifier();
+    const x25519 = generateKeyPairSync("x25519").publicKey;
+    const wrongType: KeyResolver = (agentId, kid) =>
+      agentId === "agent-alpha" ? x25519 : ring(agentId, kid);
+    const unusable = `the registered key ${alphaSigner.kid} cannot verify Ed25519 signatures`;
+    try {
+      await expect(outcome(() => verifier.verify(signedRequest(1), wrongType))).resolves.toMatchObject({
+        message: unusable,
+      });
+      const batch = [signedRequest(2), signedRequest(3, beta, betaSigner), signedRequest(4)];
+      const answers = await Promise.all(batch.map((m) => outcome(() => verifier.verify(m, wrongType))));
+      expect(answers).toMatchObject([{ message: unusable }, { kid: betaSigner.kid }, { message: unusable }]);
+    } finally {
+      await verifier.close();
+    }
+  });
+
+  it("fails the verifies a thread held when it dies, and starts a new thread for the next batch", async () => {
+    const verifier = new SignatureVerifier();
+    const posted = vi.spyOn(Worker.prototype, "postMessage");
+    try {
+      const held = Array.from({ length: 8 }, (_, i) =>
+        outcome(() => verifier.verify(signedRequest(i), ring)),
+      );
+      // The full batch left at once; its thread is still starting when it is stopped.
+      const thread = posted.mock.contexts[0] as Worker;
+      await thread.terminate();
+      for (const answer of await Promise.all(held))
+        expect(answer).toMatchObject({ message: /the verify thread exited/ });
+      const next = Array.from({ length: 8 }, (_, i) => verifier.verify(signedRequest(i), ring));
+      expect(await Promise.all(next)).toEqual(Array(8).fill(alphaSigner.kid));
+      expect(posted.mock.contexts[1]).not.toBe(thread);
+    } finally {
+      posted.mockRestore();
+      await verifier.close();
+    }
   });
 });
