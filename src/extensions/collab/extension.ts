@@ -7,7 +7,7 @@ import type { Handler, Router } from "../../http/server.js";
 import { CollabAudit } from "./audit.js";
 import { Intake } from "./intake.js";
 import { KnowledgeIndex } from "./knowledge-index.js";
-import { Ledger } from "./ledger.js";
+import { CreditLedger } from "./credit-ledger.js";
 import { DEFAULT_NEGOTIATION_RULES, type NegotiationRules } from "../../collab/negotiation.js";
 import { DEFAULT_HANDOFF_LIMITS, type HandoffLimits, type HandoffRecord } from "../../collab/handoff.js";
 import { HandoffExpiry } from "./handoff-expiry.js";
@@ -84,7 +84,7 @@ export function collabExtension(options: CollabOptions = {}): CollabExtension {
         ctx,
         intake: new Intake(ctx),
         audit,
-        ledger: new Ledger(ctx.broker, audit, principalOf, clock),
+        ledger: new CreditLedger(ctx.broker, audit, principalOf, clock),
         knowledge: new KnowledgeIndex(ctx.broker),
         rules: { ...DEFAULT_NEGOTIATION_RULES, ...options.negotiation },
         handoffLimits: {

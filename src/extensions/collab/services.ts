@@ -9,7 +9,7 @@ import { partyOf } from "../../collab/agreement.js";
 import type { CollabAudit } from "./audit.js";
 import type { Action, Intake } from "./intake.js";
 import type { KnowledgeIndex } from "./knowledge-index.js";
-import type { Ledger } from "./ledger.js";
+import type { CreditLedger } from "./credit-ledger.js";
 import type { HandoffLimits } from "../../collab/handoff.js";
 import type { NegotiationRules } from "../../collab/negotiation.js";
 import { type Mutation, mutate, undo } from "./store.js";
@@ -19,7 +19,7 @@ export interface CollabServices {
   ctx: GatewayContext;
   intake: Intake;
   audit: CollabAudit;
-  ledger: Ledger;
+  ledger: CreditLedger;
   knowledge: KnowledgeIndex;
   rules: NegotiationRules;
   /** How long offers and accepted tasks live when an offer does not say. */

@@ -15,7 +15,8 @@ interface LedgerState {
 const STATE_KEY = "state";
 const EMPTY: LedgerState = { accounts: {}, escrows: {}, seq: 0 };
 
-export class Ledger {
+/** Escrow credits: every principal's account, the escrows holding credits, and each movement between them. */
+export class CreditLedger {
   private readonly bucket: KvBucket<LedgerState | Movement>;
 
   constructor(

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { EmbeddedBroker } from "../../src/broker/index.js";
 import { CollabAudit } from "../../src/extensions/collab/audit.js";
-import { Ledger } from "../../src/extensions/collab/ledger.js";
+import { CreditLedger } from "../../src/extensions/collab/credit-ledger.js";
 import { AcpError } from "../../src/protocol/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
 
@@ -14,7 +14,7 @@ describe("escrow ledger", () => {
   const ledger = () => {
     const broker = EmbeddedBroker.open({ data: tmp() });
     brokers.push(broker);
-    return new Ledger(broker, new CollabAudit(undefined, () => undefined), async () => null);
+    return new CreditLedger(broker, new CollabAudit(undefined, () => undefined), async () => null);
   };
 
   it("never lets concurrent reservations overdraw an account", async () => {
