@@ -2,7 +2,7 @@
  * The messaging platform's real-time delivery: Phoenix Channels over WebSocket, at
  * `/socket/websocket` (what a Phoenix client's `new Socket("/socket")` connects to), beside the
  * native protocol at `/api/v1/ws`. Same inbox, same guarantees: a joined channel is a session of
- * the hub (ws-session.ts) speaking Phoenix's wire; its window, ack waits, redelivery and its share
+ * the hub (ws-session.ts) speaking Phoenix's framing; its window, ack waits, redelivery and its share
  * of the agent's queue (one of the agent's receiving sockets) are the hub's.
  *
  * Phoenix's JSON serializer 2.0.0: every message is `[join_ref, ref, topic, event, payload]`.
@@ -28,7 +28,13 @@ import type { Metrics } from "./metrics.js";
 import { corkUntilNextTurn } from "./outbound-buffers.js";
 import type { ResolvedAgent } from "./registry.js";
 import { CloseCode, type WsHub } from "./ws.js";
-import { invalidWindow, isPlainAck, type ReadyFrame, type Session, type SessionWire } from "./ws-session.js";
+import {
+  type AgentSession,
+  invalidWindow,
+  isPlainAck,
+  type ReadyFrame,
+  type SessionFraming,
+} from "./ws-session.js";
 
 /** Phoenix's JSON serializer, the one version spoken here. */
 export const PHOENIX_VSN = "2.0.0";
@@ -175,7 +181,7 @@ function refuse(socket: Duplex, error: AcpError): void {
 
 /** One agent's Phoenix socket and its channel, once joined. */
 class PhoenixConnection {
-  private channel: { joinRef: Ref; topic: string; session: Session } | undefined;
+  private channel: { joinRef: Ref; topic: string; session: AgentSession } | undefined;
   /**
    * The sender of each message delivered on this socket lately, by id (null: two senders used the
    * id). Message ids are per sender, and the platform's pushes name a message by its id: the
@@ -290,9 +296,9 @@ class PhoenixConnection {
     }
     // A rejoin (the client's channel errored, or joined again) replaces the channel's session.
     await this.channel?.session.stop();
-    const wire = phoenixWire(joinRef, ref, topic, (delivery) => this.delivered(delivery));
+    const framing = phoenixFraming(joinRef, ref, topic, (delivery) => this.delivered(delivery));
     const flow = { consume: "all" as const, maxAckPending: window as number };
-    const session = await this.hub.attach(this.ws, this.agent, wire, flow, () => {
+    const session = await this.hub.attach(this.ws, this.agent, framing, flow, () => {
       if (this.channel?.session === session) this.channel = undefined;
     });
     if (session && this.ws.readyState === WebSocket.OPEN) this.channel = { joinRef, topic, session };
@@ -329,12 +335,12 @@ class PhoenixConnection {
 }
 
 /** A session's frames on the channel `topic` joined by the join push `joinRef` / `ref`. */
-function phoenixWire(
+function phoenixFraming(
   joinRef: Ref,
   ref: Ref,
   topic: string,
   onDelivery: (delivery: Delivery) => void,
-): SessionWire {
+): SessionFraming {
   const head = `[${JSON.stringify(joinRef)},null,${JSON.stringify(topic)},`;
   return {
     // The connection routes the socket's messages, pongs and end to the channel's session.

@@ -27,12 +27,12 @@ export interface SocketFlow {
 export type ReadyFrame = Extract<ServerFrame, { type: "ready" }>;
 
 /**
- * How a session's frames look on its socket: the native protocol (NATIVE_WIRE), or Phoenix
+ * How a session's frames look on its socket: the native protocol (NATIVE_FRAMING), or Phoenix
  * Channels (phoenix.ts). The session's inbox, window, heartbeat and settling are the same for both.
  */
-export interface SessionWire {
+export interface SessionFraming {
   /** Passes the socket's events to the session: its frames (`receive`), pongs (`alive`), its end (`stop`). */
-  listen(session: Session, ws: WebSocket): void;
+  listen(session: AgentSession, ws: WebSocket): void;
   /** The text of the ready frame (Phoenix: the channel join's reply). */
   ready(frame: ReadyFrame): string;
   /** The text of one delivery. */
@@ -44,7 +44,7 @@ export interface SessionWire {
 }
 
 /** The gateway's own protocol on `/api/v1/ws` (docs/gateway.md): JSON frames with a `type`. */
-export const NATIVE_WIRE: SessionWire = {
+export const NATIVE_FRAMING: SessionFraming = {
   listen(session, ws) {
     ws.on("message", (data: RawData, isBinary: boolean) => session.receive(data, isBinary));
     ws.on("pong", () => session.alive());
@@ -63,7 +63,7 @@ export const NATIVE_WIRE: SessionWire = {
  * window and send buffer, and takes acknowledgements, rejections, in-progress notices, presence
  * and submissions; a request it submits carries its route, so the answer comes back to it.
  */
-export class Session implements GroupMember {
+export class AgentSession implements GroupMember {
   readonly id = randomBytes(12).toString("base64url");
   readonly route: string;
   readonly receives: boolean;
@@ -96,7 +96,7 @@ export class Session implements GroupMember {
     private readonly options: WsOptions,
     flow: SocketFlow,
     private readonly onEnd: () => void,
-    private readonly wire: SessionWire = NATIVE_WIRE,
+    private readonly framing: SessionFraming = NATIVE_FRAMING,
   ) {
     this.agentId = agent.record.agentId;
     this.route = `${deps.broker.instanceId}/${this.id}`;
@@ -105,7 +105,7 @@ export class Session implements GroupMember {
   }
 
   async start(): Promise<void> {
-    this.wire.listen(this, this.ws);
+    this.framing.listen(this, this.ws);
     if (this.agent.record.custodial) {
       // Its inbox is served by the gateway that holds its keys (src/extensions/custody).
       this.ws.close(1008, "a custodial agent has no socket: it works through the MCP endpoint");
@@ -125,7 +125,7 @@ export class Session implements GroupMember {
     this.deps.metrics.count("acp_ws_connections_total");
     const deprecation = this.deps.versions.deprecationOf(this.agent.record.protocolVersions);
     this.sendText(
-      this.wire.ready({
+      this.framing.ready({
         type: "ready",
         agentId: this.agentId,
         gateway: this.options.gatewayId,
@@ -149,7 +149,7 @@ export class Session implements GroupMember {
   private async end(code: number | undefined, reason: string | undefined): Promise<void> {
     this.stopped = true;
     clearInterval(this.heartbeat);
-    if (code !== undefined && this.ws.readyState === WebSocket.OPEN) this.wire.end(this.ws, code, reason);
+    if (code !== undefined && this.ws.readyState === WebSocket.OPEN) this.framing.end(this.ws, code, reason);
     this.deps.backlog.release();
     this.window.stop();
     // Presence first: the socket is gone now, whatever giving back its deliveries takes.
@@ -181,7 +181,7 @@ export class Session implements GroupMember {
   deliver(delivery: Delivery): boolean {
     if (this.stopped || this.ws.readyState !== WebSocket.OPEN) return false;
     corkUntilNextTurn(this.ws);
-    this.ws.send(this.wire.delivery(delivery));
+    this.ws.send(this.framing.delivery(delivery));
     if (delivery.route) this.routedOut.set(refKey(delivery), { from: delivery.from, id: delivery.id });
     else this.window.sent(delivery);
     this.deps.backlog.sent();
@@ -318,7 +318,7 @@ export class Session implements GroupMember {
 
   /** Answers (`submitted`, errors) of one turn leave together with that turn's deliveries. */
   private send(frame: ServerFrame): void {
-    const text = this.wire.answer(frame);
+    const text = this.framing.answer(frame);
     if (text !== undefined) this.sendText(text);
   }
 

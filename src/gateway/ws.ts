@@ -3,12 +3,15 @@ import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
 import { type RawData, WebSocket, WebSocketServer } from "ws";
 import type { Broker } from "../broker/index.js";
-import { AcpError } from "../protocol/index.js";
 import { requestUrl } from "../http/server.js";
+import { AcpError } from "../protocol/index.js";
+import { ClientFrame, CONSUME_PARAM, MAX_ACK_PENDING_PARAM, type ServerFrame } from "../wire/api.js";
+import type { ProtocolVersions } from "../wire/versions.js";
+import { AgentSessions } from "./agent-sessions.js";
 import { credentialOf } from "./auth.js";
 import type { Credentials } from "./credentials.js";
-import type { OpenedByKey } from "./opened-by-key.js";
 import type { Metrics } from "./metrics.js";
+import type { OpenedByKey } from "./opened-by-key.js";
 import { OutboundBuffers } from "./outbound-buffers.js";
 import type { PresenceTracker } from "./presence.js";
 import type { ResolvedAgent } from "./registry.js";
@@ -20,10 +23,13 @@ import {
   refuseUpgrade,
   UnauthenticatedSockets,
 } from "./unauthenticated.js";
-import { ClientFrame, CONSUME_PARAM, MAX_ACK_PENDING_PARAM, type ServerFrame } from "../wire/api.js";
-import { AgentSessions } from "./agent-sessions.js";
-import { invalidWindow, NATIVE_WIRE, Session, type SessionWire, type SocketFlow } from "./ws-session.js";
-import type { ProtocolVersions } from "../wire/versions.js";
+import {
+  AgentSession,
+  invalidWindow,
+  NATIVE_FRAMING,
+  type SessionFraming,
+  type SocketFlow,
+} from "./ws-session.js";
 
 export interface WsOptions {
   heartbeatMs: number;
@@ -63,7 +69,7 @@ export const CloseCode = {
 export class WsHub {
   private readonly server: WebSocketServer;
   private readonly groups = new Map<string, AgentSessions>();
-  private readonly sessions = new Set<Session>();
+  private readonly sessions = new Set<AgentSession>();
   private readonly intake: SubmitIntake;
   readonly outbound: OutboundBuffers;
   readonly unauthenticated: UnauthenticatedSockets;
@@ -149,7 +155,7 @@ export class WsHub {
       ws.close(1008, "invalid connection parameters");
       return;
     }
-    await this.attach(ws, agent, NATIVE_WIRE, flow);
+    await this.attach(ws, agent, NATIVE_FRAMING, flow);
   }
 
   /**
@@ -161,10 +167,10 @@ export class WsHub {
   async attach(
     ws: WebSocket,
     agent: ResolvedAgent,
-    wire: SessionWire,
+    framing: SessionFraming,
     flow: SocketFlow,
     onEnd: () => void = () => undefined,
-  ): Promise<Session | undefined> {
+  ): Promise<AgentSession | undefined> {
     if (ws.readyState !== WebSocket.OPEN) return undefined;
     const agentId = agent.record.agentId;
     const group = this.groupOf(agentId);
@@ -173,14 +179,14 @@ export class WsHub {
       const error = new AcpError("Conflict", `${agentId} has ${limit} connections to this gateway already`, {
         limit,
       });
-      const text = wire.answer({ type: "error", error: error.toJSON() });
+      const text = framing.answer({ type: "error", error: error.toJSON() });
       if (text !== undefined) ws.send(text);
-      wire.end(ws, CloseCode.TooManySockets, "too many connections for this agent");
+      framing.end(ws, CloseCode.TooManySockets, "too many connections for this agent");
       this.forgetIfEmpty(group);
       return undefined;
     }
     const deps = { ...this.deps, intake: this.intake, backlog: this.outbound.track(ws), group };
-    const session = new Session(
+    const session = new AgentSession(
       ws,
       agent,
       deps,
@@ -193,7 +199,7 @@ export class WsHub {
         this.forgetIfEmpty(group);
         onEnd();
       },
-      wire,
+      framing,
     );
     // A rotated key or a revoked agent closes the socket its old key opened.
     const releaseKey = this.deps.openedByKey.track(agent, (why) => {
