@@ -9,14 +9,14 @@ import { z } from "zod";
 import type { AgentHandler } from "../mcp/agent-source.js";
 import { combineDelta } from "../mcp/delta.js";
 import type { JsonObject, JsonValue } from "../mcp/json.js";
-import { describeIssues } from "../mcp/protocol.js";
 import {
   McpAgentName,
   McpCancelBody,
   McpRunBody,
   McpRunMethods,
   type PublishedAgentBody,
-} from "../mcp/signing-wire.js";
+} from "../mcp/messages.js";
+import { describeIssues } from "../mcp/protocol.js";
 import { AcpError, problemsOf } from "../protocol/index.js";
 import type { AcpAgent } from "./agent.js";
 import { GatewayUnreachableError, SdkError } from "./errors.js";

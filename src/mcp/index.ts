@@ -1,4 +1,14 @@
 /** `acp-kit/mcp`: the MCP agents capability: delta algorithm, server, client. */
+
+export {
+  type AgentDefinition,
+  type AgentHandler,
+  AgentRegistry,
+  type AgentRegistryOptions,
+  type AgentRunContext,
+  type AgentSource,
+} from "./agent-source.js";
+export { AgentToolNames, type AgentToolsOptions, addAgentTools } from "./agent-tools.js";
 export {
   AgentsClient,
   type ConnectOptions,
@@ -8,7 +18,6 @@ export {
   stdioClientTransport,
   streamableHttpClientTransport,
 } from "./client.js";
-export { AgentToolNames, type AgentToolsOptions, addAgentTools } from "./agent-tools.js";
 export {
   addCoordinationResources,
   COORDINATION_SCHEME,
@@ -33,32 +42,19 @@ export {
   UnknownAgentError,
 } from "./errors.js";
 export {
-  type GatewayProxy,
-  type GatewayProxyOptions,
-  gatewayMcpUrl,
-  proxyToGateway,
-} from "./proxy.js";
-export {
-  ACP_SIGNING_CAPABILITIES,
-  type AcpSigningOptions,
-  registerAcpSigning,
-  signForGateway,
-} from "./proxy-signing.js";
-export { ResourceSubscriptions, type SubscriptionResolver } from "./subscriptions.js";
-export {
-  ACP_SIGN_METHOD,
-  ACP_SIGNING_CAPABILITY,
-  type AcpSignParams,
-  McpRunMethods,
-  SIGNABLE_METHODS,
-} from "./signing-wire.js";
-export {
   type ConnectableMcpServer,
   type McpHttpHost,
   type McpHttpHostOptions,
   serveMcpOverHttp,
 } from "./http.js";
 export { firstDifference, type JsonObject, type JsonType, type JsonValue, jsonEqual } from "./json.js";
+export {
+  ACP_SIGN_METHOD,
+  ACP_SIGNING_CAPABILITY,
+  type AcpSignParams,
+  McpRunMethods,
+  SIGNABLE_METHODS,
+} from "./messages.js";
 export {
   AGENTS_CAPABILITY,
   type AgentDescriptor,
@@ -72,13 +68,17 @@ export {
   type RunProgressParams,
 } from "./protocol.js";
 export {
-  type AgentDefinition,
-  type AgentHandler,
-  AgentRegistry,
-  type AgentRegistryOptions,
-  type AgentRunContext,
-  type AgentSource,
-} from "./agent-source.js";
+  type GatewayProxy,
+  type GatewayProxyOptions,
+  gatewayMcpUrl,
+  proxyToGateway,
+} from "./proxy.js";
+export {
+  ACP_SIGNING_CAPABILITIES,
+  type AcpSigningOptions,
+  registerAcpSigning,
+  signForGateway,
+} from "./proxy-signing.js";
 export {
   AgentsMcpServer,
   type AgentsMcpServerOptions,
@@ -86,3 +86,4 @@ export {
   type Transport,
 } from "./sdk-adapter.js";
 export type { AgentRunEvent, OutgoingNotification, RunRequestContext } from "./server.js";
+export { ResourceSubscriptions, type SubscriptionResolver } from "./subscriptions.js";

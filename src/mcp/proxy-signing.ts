@@ -11,7 +11,7 @@ import {
   type PrivateIdentity,
   signMessage,
 } from "../protocol/index.js";
-import { ACP_SIGN_METHOD, ACP_SIGNING_CAPABILITY, AcpSignParams } from "./signing-wire.js";
+import { ACP_SIGN_METHOD, ACP_SIGNING_CAPABILITY, AcpSignParams } from "./messages.js";
 import { describeIssues } from "./protocol.js";
 
 export interface AcpSigningOptions {

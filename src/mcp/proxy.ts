@@ -13,9 +13,9 @@
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import type { PrivateIdentity } from "../protocol/index.js";
 import { streamableHttpClientTransport } from "./client.js";
-import { signForGateway } from "./proxy-signing.js";
-import { ACP_SIGN_METHOD, ACP_SIGNING_CAPABILITY, type AcpSignParams } from "./signing-wire.js";
 import { isJsonObject, type JsonObject } from "./json.js";
+import { ACP_SIGN_METHOD, ACP_SIGNING_CAPABILITY, type AcpSignParams } from "./messages.js";
+import { signForGateway } from "./proxy-signing.js";
 import type { Transport } from "./sdk-adapter.js";
 
 export interface GatewayProxyOptions {

@@ -2,8 +2,8 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { describe, expect, it } from "vitest";
 import { CollabClient } from "../../src/client/collab.js";
+import type { AcpSignParams } from "../../src/mcp/messages.js";
 import { ACP_SIGNING_CAPABILITIES, registerAcpSigning } from "../../src/mcp/proxy-signing.js";
-import type { AcpSignParams } from "../../src/mcp/signing-wire.js";
 import type { TestAgent } from "../helpers/gateway.js";
 import { type McpGatewayBed, type McpTransportKind, until, useMcpGateway } from "../helpers/mcp-gateway.js";
 

@@ -8,15 +8,15 @@
 import type { Broker, KvBucket } from "../../broker/index.js";
 import { reachableAgent } from "../../gateway/addressing.js";
 import { authenticateAgent, type GatewayContext } from "../../gateway/context.js";
-import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import type { AgentRecord, ResolvedAgent } from "../../gateway/registry.js";
-import { AcpError, problemsOf } from "../../protocol/index.js";
-import { InvalidCursorError, UnknownAgentError } from "../../mcp/errors.js";
-import type { McpBridge, RunTarget } from "./bridge.js";
-import { BRIDGE_PRINCIPAL, McpAgentName, PublishedAgentBody } from "../../mcp/signing-wire.js";
-import type { JsonValue } from "../../mcp/json.js";
-import { type AgentDescriptor, type AgentPage, describeIssues } from "../../mcp/protocol.js";
+import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import type { AgentRunContext, AgentSource } from "../../mcp/agent-source.js";
+import { InvalidCursorError, UnknownAgentError } from "../../mcp/errors.js";
+import type { JsonValue } from "../../mcp/json.js";
+import { BRIDGE_PRINCIPAL, McpAgentName, PublishedAgentBody } from "../../mcp/messages.js";
+import { type AgentDescriptor, type AgentPage, describeIssues } from "../../mcp/protocol.js";
+import { AcpError, problemsOf } from "../../protocol/index.js";
+import type { McpBridge, RunTarget } from "./bridge.js";
 
 export const MCP_AGENTS_BUCKET = "mcp-agents";
 const PUBLISH_PATH = "/api/v1/mcp/agents";

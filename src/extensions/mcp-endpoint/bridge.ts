@@ -14,12 +14,12 @@ import type { InboundContext } from "../../client/types.js";
 import { isRemoteAddress } from "../../gateway/addressing.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
+import type { AgentRunContext } from "../../mcp/agent-source.js";
+import { AgentsRpcError, InvalidParamsError } from "../../mcp/errors.js";
+import { isJsonObject, type JsonValue } from "../../mcp/json.js";
+import { BRIDGE_PRINCIPAL, McpProgressBody, McpRunMethods, McpRunResult } from "../../mcp/messages.js";
 import { GatewayAgent } from "../../orchestration/gateway-agent.js";
 import { AcpError, type IssueLike, problemsOf } from "../../protocol/index.js";
-import { AgentsRpcError, InvalidParamsError } from "../../mcp/errors.js";
-import { BRIDGE_PRINCIPAL, McpProgressBody, McpRunMethods, McpRunResult } from "../../mcp/signing-wire.js";
-import { isJsonObject, type JsonValue } from "../../mcp/json.js";
-import type { AgentRunContext } from "../../mcp/agent-source.js";
 
 export interface BridgeOptions {
   /** Where the bridge agent's audit log goes (`<root>/<agent-id>/`); omitted: none. */

@@ -17,19 +17,19 @@ import { refuseForeignBrowser } from "../../gateway/address.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
 import { type Router, readJsonBody, sendError, sendJson } from "../../http/server.js";
-import { AcpError } from "../../protocol/index.js";
 import { addAgentTools } from "../../mcp/agent-tools.js";
 import { addCoordinationResources } from "../../mcp/coordination.js";
-import { GatewayAgentSource, publishRoutes } from "./agents.js";
-import { McpBridge } from "./bridge.js";
-import { noOAuthRoutes } from "./no-oauth.js";
-import { authenticateMcp, type McpSessionStats, McpSessions, type SessionCaller } from "./sessions.js";
-import { LegacySseTransport } from "./legacy-sse.js";
-import { ResourceSubscriptions } from "../../mcp/subscriptions.js";
-import { addTaskTools } from "./task-tools.js";
-import { addSystemPrompt, addTaskResources, type TaskSource } from "./tasks.js";
 import { answerToBadParams } from "../../mcp/params-guard.js";
 import { createAgentsMcpServer, type Transport } from "../../mcp/sdk-adapter.js";
+import { ResourceSubscriptions } from "../../mcp/subscriptions.js";
+import { AcpError } from "../../protocol/index.js";
+import { GatewayAgentSource, publishRoutes } from "./agents.js";
+import { McpBridge } from "./bridge.js";
+import { LegacySseTransport } from "./legacy-sse.js";
+import { noOAuthRoutes } from "./no-oauth.js";
+import { authenticateMcp, type McpSessionStats, McpSessions, type SessionCaller } from "./sessions.js";
+import { addTaskTools } from "./task-tools.js";
+import { addSystemPrompt, addTaskResources, type TaskSource } from "./tasks.js";
 
 export interface McpEndpointOptions {
   /** The tasks offered (`tasks://…`, the task tools): the collaboration extension's `handoffs`. */

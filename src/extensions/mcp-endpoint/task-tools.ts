@@ -17,15 +17,15 @@ import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/proto
 import type { CallToolResult, ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import type { HandoffView } from "../../collab/handoff.js";
-import { negotiateVersion } from "../../wire/versions.js";
-import { signForGateway } from "../../mcp/proxy-signing.js";
-import { isNotFound, type TaskSession } from "./tasks.js";
 import {
   ACP_SIGN_METHOD,
   ACP_SIGNING_CAPABILITY,
   type AcpSignParams,
   AcpSignResult,
-} from "../../mcp/signing-wire.js";
+} from "../../mcp/messages.js";
+import { signForGateway } from "../../mcp/proxy-signing.js";
+import { negotiateVersion } from "../../wire/versions.js";
+import { isNotFound, type TaskSession } from "./tasks.js";
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 
