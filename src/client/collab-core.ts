@@ -3,8 +3,10 @@ import {
   buildHandoff,
   buildNotification,
   createSigner,
+  domainOf,
   type MethodMessage,
   type PrivateIdentity,
+  qualifiedPrincipal,
   type SenderIdentity,
   type Signer,
   signMessage,
@@ -99,6 +101,20 @@ export class CollabCore {
     return view;
   }
 
+  /**
+   * What this agent calls itself to `peer`: its id and principal, or, to an agent of another domain,
+   * its address and its principal qualified with its domain (docs/federation.md).
+   */
+  async namesFor(peer: string): Promise<{ agentId: string; principalId: string }> {
+    const { agentId, principalId } = this.self;
+    if (domainOf(peer) === undefined) return { agentId, principalId };
+    const address = (await this.view(agentId)).address;
+    const domain = address === undefined ? undefined : domainOf(address);
+    if (address === undefined || domain === undefined || domain === domainOf(peer))
+      return { agentId, principalId };
+    return { agentId: address, principalId: qualifiedPrincipal(principalId, domain) };
+  }
+
   /** The handshake the relay requires before anything reaches `peer` (a no-op once established). */
   async reach(peer: string): Promise<void> {
     if (peer === this.agentId) return;
@@ -155,10 +171,9 @@ export class CollabCore {
       | Record<string, unknown>
       | ((ids: { messageId: string; timestamp: string }) => Record<string, unknown>),
   ): Promise<Signed> {
+    const self = { ...this.self, ...(await this.namesFor(to)) };
     const message: MethodMessage =
-      method === "agent.handoff"
-        ? buildHandoff(this.self, to, {})
-        : buildNotification(this.self, to, {}, { method });
+      method === "agent.handoff" ? buildHandoff(self, to, {}) : buildNotification(self, to, {}, { method });
     const headers = message.params.headers;
     headers["trust-layer-version"] = await this.version(to);
     const ids = { messageId: headers["message-id"] as string, timestamp: headers.timestamp };

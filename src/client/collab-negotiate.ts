@@ -72,10 +72,14 @@ export class NegotiationClient {
   ): Promise<NegotiationView> {
     const sessionId = ownId(this.core.agentId, options.sessionId ?? randomUUID());
     await this.core.reach(peer);
-    const [mine, theirs] = await Promise.all([this.core.view(this.core.agentId), this.core.view(peer)]);
+    const [mine, theirs, names] = await Promise.all([
+      this.core.view(this.core.agentId),
+      this.core.view(peer),
+      this.core.namesFor(peer),
+    ]);
     const parties = {
       sessionId,
-      proposer: partyOf(mine),
+      proposer: partyOf({ ...mine, ...names }),
       responder: partyOf(theirs),
       ...subjectOf(options.subject),
     };
@@ -86,7 +90,7 @@ export class NegotiationClient {
   /** A counter-offer: the next round, by the party whose turn it is. */
   async counter(sessionId: string, terms: Record<string, unknown>): Promise<NegotiationView> {
     const session = await this.get(sessionId);
-    const peer = this.other(session);
+    const peer = await this.other(session);
     await this.core.reach(peer);
     const signed = await this.offer(
       peer,
@@ -104,7 +108,7 @@ export class NegotiationClient {
     const session = await this.get(sessionId);
     const latest = session.latest;
     if (!latest) throw new AcpError("Conflict", `negotiation ${sessionId} has no offer to accept`);
-    const peer = this.other(session);
+    const peer = await this.other(session);
     await this.core.reach(peer);
     const agreementSignature = signAgreement(agreementDocument(session, latest), this.core.signer);
     const { message } = await this.core.sign(CollabMethod.accept, peer, {
@@ -119,7 +123,7 @@ export class NegotiationClient {
   /** Ends the session, with an optional reason. Either party may reject while it is open. */
   async reject(sessionId: string, reason?: string): Promise<NegotiationView> {
     const session = await this.get(sessionId);
-    const peer = this.other(session);
+    const peer = await this.other(session);
     await this.core.reach(peer);
     const { message } = await this.core.sign(CollabMethod.reject, peer, {
       sessionId,
@@ -194,7 +198,7 @@ export class NegotiationClient {
   private async step(sessionId: string, loop: Loop): Promise<void> {
     let session = await this.get(sessionId);
     this.armExpiry(session);
-    if (session.turn === this.core.agentId && session.latest) {
+    if (session.turn !== null && session.turn === (await this.selfIn(session)) && session.latest) {
       const decision = await loop.strategy({
         session,
         offer: session.latest.terms,
@@ -247,10 +251,16 @@ export class NegotiationClient {
     loop.reject(err);
   }
 
-  private other(session: Pick<NegotiationView, "proposer" | "responder">): string {
-    return session.proposer.agentId === this.core.agentId
-      ? session.responder.agentId
-      : session.proposer.agentId;
+  /** What the session calls this agent: its id, or its address in a negotiation across domains. */
+  private async selfIn(session: Pick<NegotiationView, "proposer" | "responder">): Promise<string> {
+    const { address } = await this.core.view(this.core.agentId);
+    const named = (id: string) => session.proposer.agentId === id || session.responder.agentId === id;
+    return address !== undefined && named(address) ? address : this.core.agentId;
+  }
+
+  private async other(session: Pick<NegotiationView, "proposer" | "responder">): Promise<string> {
+    const self = await this.selfIn(session);
+    return session.proposer.agentId === self ? session.responder.agentId : session.proposer.agentId;
   }
 
   /** An offer message whose body carries the history hash and this agent's agreement signature. */
@@ -263,8 +273,9 @@ export class NegotiationClient {
     terms: Record<string, unknown>,
     subject?: string,
   ): Promise<Record<string, unknown>> {
+    const by = (await this.core.namesFor(peer)).agentId;
     const { message } = await this.core.sign(method, peer, ({ messageId, timestamp }) => {
-      const entry = { round, by: this.core.agentId, terms, messageId, at: timestamp };
+      const entry = { round, by, terms, messageId, at: timestamp };
       const hash = roundHash(prev, entry);
       const document = agreementDocument(session, { ...entry, hash });
       return {

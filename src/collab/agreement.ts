@@ -1,13 +1,14 @@
 import { sign as edSign, verify as edVerify } from "node:crypto";
 import { z } from "zod";
 import {
-  AgentId,
+  AgentRef,
   agentOfKeyId,
   decodeProtectedHeader,
   DetachedJws,
   Ed25519PublicJwk,
   importPublicKey,
   keyId,
+  localPartOf,
   PrincipalId,
   problemsOf,
   type PublicIdentity,
@@ -24,9 +25,10 @@ import { CollabId, canonicalHash, JsonObject } from "./util.js";
  * can be checked offline with nothing but the two public keys.
  */
 export const AgreementParty = z.strictObject({
-  agentId: AgentId,
+  /** Its id, or its address (`agent-id@domain`) when the parties are agents of different domains. */
+  agentId: AgentRef,
   principalId: PrincipalId,
-  /** The party's public signing key; the signature's kid is `<agentId>#<its thumbprint>`. */
+  /** The party's public signing key; the signature's kid is `<agent id>#<its thumbprint>` (the id without domain). */
   signing: Ed25519PublicJwk.omit({ kid: true }).strict(),
 });
 export type AgreementParty = z.infer<typeof AgreementParty>;
@@ -44,7 +46,7 @@ export const AgreementDocument = z.strictObject({
   round: z.int().positive(),
   /** Hash chain over every round up to the accepted one (see `roundHash`). */
   historyHash: z.string().regex(/^[A-Za-z0-9_-]{43}$/, "must be a base64url SHA-256"),
-  offeredBy: AgentId,
+  offeredBy: AgentRef,
   offeredAt: z.iso.datetime({ offset: true }),
 });
 export type AgreementDocument = z.infer<typeof AgreementDocument>;
@@ -84,6 +86,11 @@ export function partyOf(identity: {
   };
 }
 
+/** The key id a party's signature names: its agent id (an address without its domain) and key thumbprint. */
+export function partyKeyId(party: AgreementParty): string {
+  return keyId(localPartOf(party.agentId), party.signing);
+}
+
 /** Signs the document's canonical bytes with the signer's key: a detached JWS. */
 export function signAgreement(document: AgreementDocument, signer: Signer): string {
   const signature = edSign(null, signingInput(signer.protectedB64, document), signer.privateKey);
@@ -112,9 +119,8 @@ export function checkPartySignature(
   } catch (err) {
     return (err as Error).message;
   }
-  if (agentOfKeyId(kid) !== party.agentId) return `is signed by ${kid}, not by ${party.agentId}`;
-  if (kid !== keyId(party.agentId, party.signing))
-    return `key ${kid} is not the key listed for ${party.agentId}`;
+  if (agentOfKeyId(kid) !== localPartOf(party.agentId)) return `is signed by ${kid}, not by ${party.agentId}`;
+  if (kid !== partyKeyId(party)) return `key ${kid} is not the key listed for ${party.agentId}`;
   const raw = signature.slice(separator + 2);
   const bytes = Buffer.from(raw, "base64url");
   if (bytes.length !== 64 || bytes.toString("base64url") !== raw) return "is not 64 base64url-encoded bytes";
@@ -158,7 +164,10 @@ export function verifyAgreement(input: unknown, trustedKeys: PublicIdentity[] = 
         message: `is not the public key given for ${party.agentId}`,
       });
     }
-    const index = signatures.findIndex((s) => agentOfKeyId(s.kid) === party.agentId);
+    // By key id: two parties of different domains may share an agent id.
+    const own = signatures.findIndex((s) => s.kid === partyKeyId(party));
+    const index =
+      own !== -1 ? own : signatures.findIndex((s) => agentOfKeyId(s.kid) === localPartOf(party.agentId));
     const entry = signatures[index];
     if (!entry) {
       problems.push({ path: "/signatures", message: `no signature of ${party.agentId}` });
@@ -167,11 +176,8 @@ export function verifyAgreement(input: unknown, trustedKeys: PublicIdentity[] = 
     const failure = checkPartySignature(document, party, entry.signature);
     if (failure)
       problems.push({ path: `/signatures/${index}`, message: `${party.agentId}'s signature ${failure}` });
-    else if (entry.kid !== keyId(party.agentId, party.signing)) {
-      problems.push({
-        path: `/signatures/${index}/kid`,
-        message: `must be ${keyId(party.agentId, party.signing)}`,
-      });
+    else if (entry.kid !== partyKeyId(party)) {
+      problems.push({ path: `/signatures/${index}/kid`, message: `must be ${partyKeyId(party)}` });
     } else signedBy.push(party.agentId);
   });
   return { valid: problems.length === 0, problems, signedBy };

@@ -72,6 +72,18 @@ export interface AcceptedMessage {
 
 export type AcceptedListener = (accepted: AcceptedMessage) => void;
 
+/**
+ * Runs on a message that arrived from a peer gateway once every relay check passed and before it is
+ * stored: an extension applies what it means to state it keeps (a negotiation's next move), or
+ * throws an AcpError to refuse it (the peer hears the refusal). Must be idempotent: a message
+ * forwarded twice is checked twice.
+ */
+export type ArrivalCheck = (arrival: {
+  sender: ResolvedAgent;
+  message: AcpMessage;
+  headers: EnvelopeHeaders;
+}) => Promise<void>;
+
 export interface SubmitOptions {
   /**
    * The signature was made in this process with the private key of the sender's registered key,
@@ -133,6 +145,7 @@ export class Relay {
    */
   private readonly senderLanes = new SerialByKey();
   private readonly acceptedListeners = new Set<AcceptedListener>();
+  private readonly arrivalChecks = new Set<ArrivalCheck>();
   /** The Ed25519 verifies, batched per turn on a thread of their own. */
   private readonly verifier = new SignatureVerifier();
   /** Recent requests' actions, so an answer's summary names what it answers. */
@@ -225,6 +238,12 @@ export class Relay {
     return () => this.acceptedListeners.delete(listener);
   }
 
+  /** Adds a check of messages from peer gateways (see `ArrivalCheck`). Returns the removal function. */
+  onArrival(check: ArrivalCheck): () => void {
+    this.arrivalChecks.add(check);
+    return () => this.arrivalChecks.delete(check);
+  }
+
   /**
    * The checks that need nothing but the envelope and its sender, in the pipeline's order; the
    * signature's Ed25519 verify is started here (batched onto the verify thread) and awaited in `routeAndStore`.
@@ -301,6 +320,7 @@ export class Relay {
         isReply: method === "agent.capabilities" || isReplyAnnounce(message),
       });
     } else if (kind !== "error") await this.gate.require(headers, kid, kind === "response");
+    if (arrived) for (const check of this.arrivalChecks) await check({ sender, message, headers });
 
     // Built before the broker has it: its change event may reach the live feed before `submit` resolves.
     const inReplyTo = this.requestLabels.observe(message, headers);

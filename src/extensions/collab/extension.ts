@@ -8,7 +8,11 @@ import { CollabAudit } from "./audit.js";
 import { Intake } from "./intake.js";
 import { KnowledgeIndex } from "./knowledge-index.js";
 import { CreditLedger } from "./credit-ledger.js";
-import { DEFAULT_NEGOTIATION_RULES, type NegotiationRules } from "../../collab/negotiation.js";
+import {
+  DEFAULT_NEGOTIATION_RULES,
+  type NegotiationRules,
+  type NegotiationSession,
+} from "../../collab/negotiation.js";
 import { DEFAULT_HANDOFF_LIMITS, type HandoffLimits, type HandoffRecord } from "../../collab/handoff.js";
 import { HandoffExpiry } from "./handoff-expiry.js";
 import { bucketOf } from "./store.js";
@@ -16,6 +20,7 @@ import { disputeRoutes } from "./routes-dispute.js";
 import { type HandoffService, handoffRoutes } from "./routes-handoff.js";
 import { knowledgeRoutes } from "./routes-knowledge.js";
 import { negotiationRoutes } from "./routes-negotiation.js";
+import { negotiationArrivals } from "./negotiation-link.js";
 import { statusRoutes } from "./routes-status.js";
 import { teamRoutes } from "./routes-team.js";
 import { voteRoutes } from "./routes-vote.js";
@@ -104,6 +109,10 @@ export function collabExtension(options: CollabOptions = {}): CollabExtension {
           }),
       };
       negotiationRoutes(gated, services);
+      // Moves of negotiations with agents of other domains, arriving over the federation link.
+      const stopArrivals = ctx.relay.onArrival(
+        negotiationArrivals(services, bucketOf<NegotiationSession>(ctx.broker, "negotiations")),
+      );
       mounted = { handoffs: handoffRoutes(gated, services), ctx };
       teamRoutes(gated, services);
       voteRoutes(gated, services);
@@ -120,6 +129,7 @@ export function collabExtension(options: CollabOptions = {}): CollabExtension {
       return {
         start: () => ready,
         async close() {
+          stopArrivals();
           for (const stream of services.streams) stream.end();
           await ready.catch(() => undefined);
           await expiry.stop();

@@ -3,6 +3,7 @@ import type { z } from "zod";
 import type { GatewayContext } from "../../gateway/context.js";
 import { readJsonBody } from "../../http/server.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
+import { senderNames } from "../../gateway/addressing.js";
 import { refuseClaimedIdentity } from "../../gateway/sender-binding.js";
 import type { SubmitResponse } from "../../wire/api.js";
 import type { SummaryContext } from "../../audit/index.js";
@@ -91,9 +92,11 @@ export class Intake {
       }
       const headers = headersOf(message) as EnvelopeHeaders;
       const self = caller.record.agentId;
-      refuseClaimedIdentity(message, headers, caller.record);
+      // To an agent of another domain, the signer names itself by its address (docs/federation.md).
+      const names = senderNames(caller, headers["recipient-id"], this.ctx.registry, message, false);
+      refuseClaimedIdentity(message, headers, names);
       verifyMessageSignature(message, (agentId, kid) =>
-        agentId === self && kid === caller.kid ? caller.key : undefined,
+        agentId === names.agentId && kid === caller.kid ? caller.key : undefined,
       );
       if (spec.to === "self") this.freshness.check(headers["message-id"], headers.timestamp);
       else this.freshness.checkTimestamp(headers.timestamp);

@@ -10,26 +10,19 @@ import { AcceptBody, CollabMethod, OfferBody, RejectBody } from "../../collab/me
 import {
   accept,
   counter,
-  isParty,
   type NegotiationSession,
   reject,
   type Step,
   sessionView,
   startSession,
 } from "../../collab/negotiation.js";
-import {
-  auditParty,
-  type CollabServices,
-  commitAndRelay,
-  partyFor,
-  readerOf,
-  relayOrUndo,
-} from "./services.js";
+import { negotiationKey, partiesOf, sideOf } from "./negotiation-link.js";
+import { auditParty, type CollabServices, commitAndRelay, readerOf, relayOrUndo } from "./services.js";
 import { bucketOf, listValues, mutate } from "./store.js";
 import { conflict, notFound, requireOwnId } from "../../collab/util.js";
 
 const BASE = "/api/v1/negotiations";
-const keyOf = (sessionId: string) => `s.${sessionId}`;
+const keyOf = negotiationKey;
 
 /**
  * The ACP messaging platform's negotiation endpoints: every change is a signed message from the acting party.
@@ -37,12 +30,14 @@ const keyOf = (sessionId: string) => `s.${sessionId}`;
 export function negotiationRoutes(router: Pick<Router, "add">, services: CollabServices): void {
   const { ctx, intake, audit } = services;
   const bucket = bucketOf<NegotiationSession>(ctx.broker, "negotiations");
+  // A negotiation with an agent of another domain names this gateway's party by its address.
+  const domain = () => ctx.registry.remote?.domain;
 
   const load = async (req: IncomingMessage, sessionId: string): Promise<NegotiationSession> => {
     const reader = await readerOf(ctx, req);
     const session = (await bucket.get(keyOf(sessionId)))?.value;
     // Not a party reads the same as not existing: no probing of other agents' sessions.
-    if (!session || (reader.kind === "agent" && !isParty(session, reader.agentId))) {
+    if (!session || (reader.kind === "agent" && !sideOf(session, reader.agentId, domain()))) {
       throw notFound("negotiation", sessionId);
     }
     return session;
@@ -52,10 +47,10 @@ export function negotiationRoutes(router: Pick<Router, "add">, services: CollabS
     const caller = await authenticateAgent(ctx, req);
     const action = await intake.readOne(req, caller, { method: CollabMethod.propose, body: OfferBody });
     requireOwnId(action.body.sessionId, caller.record.agentId, "/params/body/sessionId", "negotiation");
-    const responder = await partyFor(ctx, action.headers["recipient-id"], "/params/headers/recipient-id");
+    const { proposer, responder } = await partiesOf(services, caller, action.headers["recipient-id"]);
     const now = services.now();
     const session = startSession(
-      await partyFor(ctx, caller.record.agentId, "/params/headers/agent-id"),
+      proposer,
       responder,
       action.body,
       action.headers,
@@ -102,17 +97,20 @@ export function negotiationRoutes(router: Pick<Router, "add">, services: CollabS
       }
       const now = services.now();
       const key = keyOf(sessionId);
+      let me = caller.record.agentId;
       const counterpart = (s: NegotiationSession) =>
-        s.proposer.agentId === caller.record.agentId ? s.responder.agentId : s.proposer.agentId;
+        s.proposer.agentId === me ? s.responder.agentId : s.proposer.agentId;
       let refusal: AcpError | undefined;
       const mutation = await mutate(bucket, key, (current) => {
-        if (!current || !isParty(current, caller.record.agentId)) throw notFound("negotiation", sessionId);
+        const side = current && sideOf(current, caller.record.agentId, domain());
+        if (!current || !side) throw notFound("negotiation", sessionId);
+        me = side;
         if (action.headers["recipient-id"] !== counterpart(current)) {
           throw new AcpError("Misrouted", `address this message to ${counterpart(current)}`, {
             problems: [{ path: "/params/headers/recipient-id", message: `must be ${counterpart(current)}` }],
           });
         }
-        const step = transition(current, caller.record.agentId, action, now);
+        const step = transition(current, me, action, now);
         refusal = step.refusal;
         return step.next;
       });
@@ -146,7 +144,7 @@ export function negotiationRoutes(router: Pick<Router, "add">, services: CollabS
     const status = url.searchParams.get("status");
     const now = services.now();
     const sessions = (await listValues(bucket, "s."))
-      .filter((s) => reader.kind === "admin" || isParty(s, reader.agentId))
+      .filter((s) => reader.kind === "admin" || sideOf(s, reader.agentId, domain()) !== undefined)
       .map((s) => sessionView(s, now))
       .filter((v) => status === null || v.status === status);
     sendJson(res, 200, { negotiations: sessions });
@@ -180,7 +178,8 @@ export function negotiationRoutes(router: Pick<Router, "add">, services: CollabS
 
   /** The collaboration audit's entry: the same sentence the relay audit has (or the agent's own words). */
   function record(caller: ResolvedAgent, action: Action<unknown>, session: NegotiationSession) {
-    const other = session.proposer.agentId === caller.record.agentId ? session.responder : session.proposer;
+    const me = sideOf(session, caller.record.agentId, domain());
+    const other = session.proposer.agentId === me ? session.responder : session.proposer;
     const summary = summaryOf(
       action.message,
       action.summaryContext ? { context: action.summaryContext } : {},

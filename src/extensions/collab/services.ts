@@ -4,8 +4,6 @@ import type { EventStream } from "../../http/sse.js";
 import { authenticate, type GatewayContext } from "../../gateway/context.js";
 import type { AgentRecord, ResolvedAgent } from "../../gateway/registry.js";
 import { AcpError } from "../../protocol/index.js";
-import type { AgreementParty } from "../../collab/agreement.js";
-import { partyOf } from "../../collab/agreement.js";
 import type { CollabAudit } from "./audit.js";
 import type { Action, Intake } from "./intake.js";
 import type { KnowledgeIndex } from "./knowledge-index.js";
@@ -50,10 +48,6 @@ export async function liveAgent(ctx: GatewayContext, agentId: string, path: stri
     });
   }
   return agent;
-}
-
-export async function partyFor(ctx: GatewayContext, agentId: string, path: string): Promise<AgreementParty> {
-  return partyOf((await liveAgent(ctx, agentId, path)).record);
 }
 
 export function auditParty(record: Pick<AgentRecord, "agentId" | "principalId">): {
