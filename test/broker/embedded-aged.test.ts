@@ -6,7 +6,7 @@
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
-import { RetentionSweep } from "../../src/broker/embedded/retention.js";
+import { MAX_BATCH, MIN_BATCH, nextBatchSize, RetentionSweep } from "../../src/broker/embedded/retention.js";
 import { DATABASE_FILE, type EmbeddedBroker, openBroker } from "../../src/broker/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { eventually, message, reader } from "./support.js";
@@ -92,12 +92,53 @@ describe("embedded broker: the retention sweep", () => {
       );
       await sweep.sweep();
       await sweep.stop();
-      // Three batches of at most 500, one after the other: every envelope dropped, every message expired.
-      expect(batches).toEqual([500, 500, 234]);
+      // Several batches, one after the other, the first of 500 and each sized from the one before:
+      // every envelope dropped, every message expired.
+      expect(batches.length).toBeGreaterThan(1);
+      expect(batches[0]).toBe(500);
+      for (const [i, rows] of batches.entries())
+        if (i > 0) expect(rows).toBeLessThanOrEqual(Math.max(MIN_BATCH, 2 * batches[i - 1]!));
+      expect(batches.reduce((sum, rows) => sum + rows, 0)).toBe(1_234);
       expect(settled).toHaveLength(1_234);
       const last = await broker.get((await broker.list({ participant: "bob", limit: 1 })).items[0]!);
       expect(last?.envelope).toBeNull();
       expect(broker.table.expiredThroughSeq()).toBe(1_234);
+    } finally {
+      await broker.close();
+    }
+  });
+});
+
+describe("embedded broker: the retention sweep's batch size", () => {
+  it("shrinks a batch that held the loop too long and grows a quick one, at most doubling, within bounds", () => {
+    expect(nextBatchSize(500, 50)).toBe(50); // 10 times the 5 ms aimed at: a tenth of the rows
+    expect(nextBatchSize(500, 5)).toBe(500);
+    expect(nextBatchSize(500, 1)).toBe(1_000); // could take 2,500, grows by at most double
+    expect(nextBatchSize(500, 10_000)).toBe(MIN_BATCH);
+    expect(nextBatchSize(MAX_BATCH, 0)).toBe(MAX_BATCH);
+  });
+
+  it("drops the same rows with batches of any size: the rows up to the cutoff, in order, nothing after", async () => {
+    const broker = (await openBroker({ data: tmp() })) as EmbeddedBroker;
+    try {
+      for (let i = 0; i < 40; i++) await broker.submit(message("alice", "bob"));
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      const cutoff = Date.now();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      for (let i = 0; i < 5; i++) await broker.submit(message("alice", "bob"));
+      const sizes = [MIN_BATCH, 7, 1, 3];
+      const dropped: number[] = [];
+      for (let i = 0; ; i++) {
+        const limit = sizes[i % 4]!;
+        const result = await broker.commits.run(() => broker.table.expireThrough(cutoff, limit));
+        expect(result.dropped.length).toBeLessThanOrEqual(limit);
+        dropped.push(...result.dropped.map((row) => row.seq));
+        if (!result.more) break;
+      }
+      expect(dropped).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+      expect(broker.table.expiredThroughSeq()).toBe(40);
+      const newest = await broker.list({ participant: "bob", limit: 100 });
+      expect(newest.items).toHaveLength(45);
     } finally {
       await broker.close();
     }

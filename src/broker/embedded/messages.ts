@@ -56,7 +56,7 @@ export interface LoadedMessage extends MessageRow {
 const COLUMNS = `m.seq, m.id, m.sender, m.recipient, m.kind, m.method, m.submitted_at, m.queued_at, m.status,
   m.delivered_at, m.acknowledged_at, m.failed_at, m.attempts, m.next_attempt_at, m.last_error,
   m.dead_letter_reason, m.dead_letter_detail, m.bytes, m.priority`;
-const SWEEP_BATCH = 500;
+export const SWEEP_BATCH = 500;
 const UNSETTLED = "status IN ('queued', 'delivered')";
 
 /** The `messages` and `message_bodies` tables: every statement prepared once, no SQL elsewhere. */
@@ -287,13 +287,16 @@ export class MessageTable {
 
   /**
    * Drops the envelopes queued at or before `cutoff` (and marks unsettled ones expired), oldest
-   * first, one batch of at most SWEEP_BATCH per call; progress is kept in `meta`. Returns the rows
+   * first, one batch of at most `limit` rows per call; progress is kept in `meta`. Returns the rows
    * that became `expired` (as they were), every row whose envelope was dropped, and whether more may
    * be due.
    */
-  expireThrough(cutoff: number): { expired: MessageRow[]; dropped: SweptRow[]; more: boolean } {
+  expireThrough(
+    cutoff: number,
+    limit = SWEEP_BATCH,
+  ): { expired: MessageRow[]; dropped: SweptRow[]; more: boolean } {
     const from = this.expiredThroughSeq();
-    const candidates = this.sweptStmt.all(from, SWEEP_BATCH);
+    const candidates = this.sweptStmt.all(from, limit);
     const stop = candidates.findIndex((row) => row.queued_at > cutoff);
     const expiring = stop === -1 ? candidates : candidates.slice(0, stop);
     const last = expiring.at(-1);
@@ -302,16 +305,16 @@ export class MessageTable {
     this.dropBodiesStmt.run(from, last.seq);
     this.expireRangeStmt.run(from, last.seq);
     this.setExpiredThroughStmt.run(last.seq);
-    return { expired, dropped: expiring, more: stop === -1 && candidates.length === SWEEP_BATCH };
+    return { expired, dropped: expiring, more: stop === -1 && candidates.length === limit };
   }
 
   /** Deletes records queued at or before `cutoff`, oldest first, one batch per call; whether more may be due. */
-  purgeThrough(cutoff: number): { purged: number; more: boolean } {
-    const rows = this.sweptStmt.all(0, SWEEP_BATCH);
+  purgeThrough(cutoff: number, limit = SWEEP_BATCH): { purged: number; more: boolean } {
+    const rows = this.sweptStmt.all(0, limit);
     const stop = rows.findIndex((row) => row.queued_at > cutoff);
     const last = (stop === -1 ? rows : rows.slice(0, stop)).at(-1);
     if (!last) return { purged: 0, more: false };
-    return { purged: this.purgeStmt.run(last.seq).changes, more: stop === -1 && rows.length === SWEEP_BATCH };
+    return { purged: this.purgeStmt.run(last.seq).changes, more: stop === -1 && rows.length === limit };
   }
 }
 

@@ -1,6 +1,6 @@
 import { type BrokerPolicy, maxDeliveriesDetail, type Warn } from "../policy.js";
 import type { CommitQueue } from "./commit-queue.js";
-import type { MessageRow, MessageTable, SweptRow } from "./messages.js";
+import { type MessageRow, type MessageTable, SWEEP_BATCH, type SweptRow } from "./messages.js";
 
 /** What the sweep tells the broker after each batch has committed. */
 export interface SweepHooks {
@@ -19,6 +19,21 @@ export interface SweepHooks {
  */
 const BUSY_MS = 10;
 const PAUSE_MS = 40;
+/**
+ * A batch holds the event loop from its first statement to its commit, and what that costs per row
+ * depends on the store (a week-old store's pages are not cached): each batch is sized from how long
+ * the last one took per row, aiming at BATCH_MS, between MIN_BATCH and MAX_BATCH rows.
+ */
+const BATCH_MS = 5;
+export const MIN_BATCH = 16;
+export const MAX_BATCH = 5_000;
+
+/** The rows of the next batch after one of `rows` rows held the loop for `tookMs`. */
+export function nextBatchSize(rows: number, tookMs: number): number {
+  // At most doubling per batch: one fast batch (the cache warm, nothing to drop) is no measure.
+  const fitting = tookMs > 0 ? Math.floor((rows * BATCH_MS) / tookMs) : MAX_BATCH;
+  return Math.max(MIN_BATCH, Math.min(MAX_BATCH, rows * 2, fitting));
+}
 /** The first sweep after opening: soon, so a backlog due at start is not left for a whole interval. */
 const FIRST_SWEEP_MS = 1_000;
 
@@ -34,6 +49,8 @@ export class RetentionSweep {
   private readonly first: NodeJS.Timeout;
   private running: Promise<void> | undefined;
   private stopped = false;
+  /** Rows per batch, adapted to how long each batch holds the loop (nextBatchSize). */
+  private batchRows = SWEEP_BATCH;
 
   constructor(
     private readonly table: MessageTable,
@@ -83,11 +100,14 @@ export class RetentionSweep {
   /** One batch, in the next commit; true when more is due. */
   private batch(): Promise<boolean> {
     const now = Date.now();
+    const rows = this.batchRows;
+    let started = 0;
     return this.commits
       .run(
         () => {
-          const expiry = this.table.expireThrough(now - this.policy.retentionMs);
-          const purged = this.table.purgeThrough(now - this.policy.recordRetentionMs);
+          started = performance.now();
+          const expiry = this.table.expireThrough(now - this.policy.retentionMs, rows);
+          const purged = this.table.purgeThrough(now - this.policy.recordRetentionMs, rows);
           // Last deliveries out when the process died (a close gives its hand-outs back), whose ack
           // wait has ended while the agent's inbox is not open; open inboxes handle their own.
           const exhausted = this.table
@@ -100,7 +120,9 @@ export class RetentionSweep {
             });
           return { ...expiry, exhausted, more: expiry.more || purged.more };
         },
-        ({ expired, dropped, exhausted }) => {
+        ({ expired, dropped, exhausted, more }) => {
+          // Measured to the commit (this runs right after it), and only from a full batch.
+          if (more) this.batchRows = nextBatchSize(rows, performance.now() - started);
           this.hooks.dropped(dropped);
           for (const row of expired) this.hooks.settled({ ...row, status: "expired" });
           for (const row of exhausted) this.hooks.settled(row);
