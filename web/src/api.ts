@@ -1,5 +1,9 @@
-/** The dashboard API (`/api/v1/dashboard`), with the viewer's token as a Bearer credential. */
+/**
+ * The dashboard API (`/api/v1/dashboard`), with the viewer's token as a Bearer credential; the
+ * gateway's own admin API (`/api/v1/...`, e.g. federation) through `admin`, for the admin's views.
+ */
 const BASE = "api/v1/dashboard";
+const ADMIN_BASE = "api/v1";
 const TOKEN_KEY = "acp.dashboard.token";
 
 export class ApiError extends Error {
@@ -21,12 +25,12 @@ export const tokenStore = {
 
 export type Query = Record<string, string | number | undefined>;
 
-function urlOf(path: string, query: Query = {}): string {
+function urlOf(path: string, query: Query = {}, base = BASE): string {
   const params = new URLSearchParams();
   for (const [key, value] of Object.entries(query))
     if (value !== undefined && value !== "") params.set(key, String(value));
   const text = params.toString();
-  return `${BASE}${path}${text ? `?${text}` : ""}`;
+  return `${base}${path}${text ? `?${text}` : ""}`;
 }
 
 export class Api {
@@ -42,6 +46,13 @@ export class Api {
   post<T>(path: string, body?: unknown): Promise<T> {
     return this.call<T>("POST", urlOf(path), body);
   }
+
+  /** The gateway's admin API outside the dashboard's (`/api/v1<path>`): the admin token only. */
+  readonly admin = {
+    get: <T>(path: string): Promise<T> => this.call<T>("GET", urlOf(path, {}, ADMIN_BASE)),
+    post: <T>(path: string, body?: unknown): Promise<T> =>
+      this.call<T>("POST", urlOf(path, {}, ADMIN_BASE), body),
+  };
 
   private async call<T>(method: string, url: string, body?: unknown): Promise<T> {
     let response: Response;

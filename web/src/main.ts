@@ -5,6 +5,7 @@ import { h, replaceChildren } from "./dom.js";
 import type { Me, WebhookStatus } from "./types.js";
 import { agentsView } from "./views/agents.js";
 import { approvalsView } from "./views/approvals.js";
+import { federationView } from "./views/federation.js";
 import { feedView } from "./views/feed.js";
 import { messageView } from "./views/message.js";
 import { panelView, STANDARD_PANELS } from "./views/panels.js";
@@ -23,6 +24,7 @@ const ROUTES: [RegExp, View, string][] = [
   [/^\/panels\/([a-z0-9-]+)$/, panelView, "Panel"],
   [/^\/volume$/, volumeView, "Volume"],
   [/^\/webhooks$/, webhooksView, "Webhooks"],
+  [/^\/federation$/, federationView, "Federation"],
 ];
 
 const root = document.getElementById("app") as HTMLElement;
@@ -59,6 +61,7 @@ function run(token: string, me: Me): void {
     ...[...STANDARD_PANELS, ...extraPanels].map((p): [string, string] => [`#/panels/${p.name}`, p.title]),
     ["#/volume", "Volume"],
   ];
+  const federationItem = h("li", { hidden: true }, h("a", { href: "#/federation" }, "Federation"));
   const nav = h(
     "nav",
     { "aria-label": "Views" },
@@ -66,6 +69,7 @@ function run(token: string, me: Me): void {
       "ul",
       {},
       navItems.map(([href, text, extra]) => h("li", {}, h("a", { href }, text, extra ? [" ", extra] : null))),
+      federationItem,
     ),
   );
   let stopStream: () => void = () => undefined;
@@ -110,6 +114,15 @@ function run(token: string, me: Me): void {
       `Chat webhooks: ${bad > 0 ? `${bad} of ${webhooks.length} failing` : `${webhooks.length} ok`}`,
     );
   };
+  // Federation is the admin's, and only on a gateway with a federation domain (else 404).
+  if (me.viewer.kind === "admin") {
+    void api.admin.get("/federation").then(
+      () => {
+        federationItem.hidden = false;
+      },
+      () => undefined,
+    );
+  }
   void refreshApprovals();
   void refreshWebhooks();
   const webhookTimer = setInterval(() => void refreshWebhooks(), 15_000);

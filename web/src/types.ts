@@ -14,6 +14,10 @@ export type {
 export type { Viewer } from "../../src/extensions/dashboard/viewer.js";
 export type { WebhookStatus } from "../../src/extensions/dashboard/webhooks.js";
 export type { ApprovalRecord } from "../../src/orchestration/approvals.js";
+export type {
+  FederationStatusView,
+  PeerView as FederationPeer,
+} from "../../src/wire/federation.js";
 
 export interface Me {
   viewer: import("../../src/extensions/dashboard/viewer.js").Viewer;
