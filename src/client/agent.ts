@@ -12,18 +12,10 @@ import {
 } from "../protocol/index.js";
 import { PresenceUpdate } from "../wire/api.js";
 import type { VersionDeprecation } from "../wire/versions.js";
+import { AgentCore, type Emit, type Handlers } from "./agent-core.js";
 import { AgentAudit } from "./audit.js";
 import { type AgentConnection, type ConnectionEvents, GatewayConnection } from "./connection.js";
-import { AgentCore, type Emit, type Handlers } from "./core.js";
 import { SdkError } from "./errors.js";
-import {
-  type BodyOf,
-  type BodySchema,
-  isRequestSchemas,
-  type RequestSchemas,
-  type TypedRequestHandler,
-  validatedHandler,
-} from "./typed-handler.js";
 import { HandshakeStore } from "./handshake-store.js";
 import { GatewayHealth } from "./health.js";
 import { GatewayClient, normaliseGatewayUrl } from "./http.js";
@@ -38,6 +30,14 @@ import {
   maxAckPendingOf,
 } from "./options.js";
 import { adoptLegacyState, resolveStateRoot } from "./state-dir.js";
+import {
+  type BodyOf,
+  type BodySchema,
+  isRequestSchemas,
+  type RequestSchemas,
+  type TypedRequestHandler,
+  validatedHandler,
+} from "./typed-handler.js";
 import type {
   AcpAgentOptions,
   AgentDirectory,

@@ -1,6 +1,6 @@
 import { AcpError, type MethodMessage, type VerifiedEnvelope } from "../protocol/index.js";
+import type { AgentCore } from "./agent-core.js";
 import type { NewMessageFrame } from "./connection.js";
-import type { AgentCore } from "./core.js";
 
 /** A verified delivery waiting for a handshake with its sender. */
 export interface HeldDelivery {

@@ -7,8 +7,8 @@ import {
   messageKind,
   type VerifiedEnvelope,
 } from "../protocol/index.js";
+import type { AgentCore } from "./agent-core.js";
 import type { NewMessageFrame } from "./connection.js";
-import type { AgentCore } from "./core.js";
 import type { InboundContext, InboundMessage } from "./types.js";
 
 /**

@@ -11,8 +11,8 @@ import {
   type VerifiedEnvelope,
 } from "../protocol/index.js";
 import { headerPointer } from "../protocol/validate.js";
+import type { AgentCore } from "./agent-core.js";
 import { type DeliveredFrame, type DeliveredRef, deliveredKey, type NewMessageFrame } from "./connection.js";
-import type { AgentCore } from "./core.js";
 import { errorFromObject, GatewayUnreachableError } from "./errors.js";
 import type { HandledRecord } from "./handled-store.js";
 import { HandshakeRecovery } from "./handshake-recovery.js";

@@ -8,7 +8,7 @@ import {
   type MethodMessage,
   type VerifiedEnvelope,
 } from "../protocol/index.js";
-import type { AgentCore } from "./core.js";
+import type { AgentCore } from "./agent-core.js";
 import { type HandledRecord, handledKey } from "./handled-store.js";
 import type { InboundContext } from "./types.js";
 
