@@ -1,4 +1,6 @@
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readAudit, verifyAudit } from "../../src/audit/index.js";
 import { CollabClient } from "../../src/client/index.js";
 import {
   agreementDocument,
@@ -110,6 +112,29 @@ describe("federation: a negotiation across two organizations", () => {
     const historyA = await alpha.negotiations.history(id);
     const historyB = await beta.negotiations.history(id);
     expect(historyB.rounds.map((r) => r.hash)).toEqual(historyA.rounds.map((r) => r.hash));
+
+    // Both gateways' collaboration audits hold every move, the other party's too, and verify.
+    for (const gw of [a, b]) {
+      const root = join(gw.dataDir, "collab-audit");
+      await until(
+        async () => {
+          const moves: string[] = [];
+          for await (const { entry } of readAudit({ root, agent: "collab" })) {
+            if (entry.id === id) moves.push(`${entry.method} by ${entry.from.agent}`);
+          }
+          return moves;
+        },
+        (moves) => moves.length === 3,
+        `${gw.org.domain}'s collaboration audit holds the three moves`,
+      ).then((moves) =>
+        expect(moves).toEqual([
+          "agent.negotiation.propose by " + (gw === a ? "alpha" : "alpha@a.test"),
+          "agent.negotiation.counter by " + (gw === a ? "beta@b.test" : "beta"),
+          "agent.negotiation.accept by " + (gw === a ? "alpha" : "alpha@a.test"),
+        ]),
+      );
+      expect((await verifyAudit(join(root, "collab"))).ok).toBe(true);
+    }
   });
 
   it("refuses a counter-offer whose agreement signature is not the sender's home key; the session is unchanged", async () => {
