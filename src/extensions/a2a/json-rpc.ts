@@ -54,7 +54,8 @@ const NON_EMPTY = z.string().trim().min(1, "must be a non-empty string");
 
 /** A part carries exactly one of text, raw (base64), url or data (A2A 1.0 §4.1.6). */
 const HISTORY_LENGTH = z.int("must be an integer").min(0, "must be 0 or more");
-const TASK_STATES = [
+/** A2A 1.0 task states, the inbound checks' and the outbound client's alike. */
+export const TASK_STATES = [
   "TASK_STATE_UNSPECIFIED",
   "TASK_STATE_SUBMITTED",
   "TASK_STATE_WORKING",

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { type OutboundPolicy, OutboundResponseTooLarge, OutboundUrlRefused } from "../../../http/outbound.js";
 import { sseData } from "../../../http/sse.js";
+import { TASK_STATES } from "../json-rpc.js";
 import { A2A_VERSION, causeOf } from "./card.js";
 import { fromLegacyResult, legacyMethod, toLegacyParams } from "./legacy.js";
 
@@ -34,17 +35,7 @@ export const A2AMessage = z.looseObject({
   role: z.string(),
   parts: z.array(Part),
 });
-export const TaskState = z.enum([
-  "TASK_STATE_UNSPECIFIED",
-  "TASK_STATE_SUBMITTED",
-  "TASK_STATE_WORKING",
-  "TASK_STATE_COMPLETED",
-  "TASK_STATE_FAILED",
-  "TASK_STATE_CANCELED",
-  "TASK_STATE_INPUT_REQUIRED",
-  "TASK_STATE_REJECTED",
-  "TASK_STATE_AUTH_REQUIRED",
-]);
+export const TaskState = z.enum(TASK_STATES);
 const TaskStatus = z.looseObject({
   state: TaskState,
   message: A2AMessage.optional(),
