@@ -346,8 +346,8 @@ export interface Broker {
    * The senders of the messages to `recipient` with this id, at most two (ids are per sender, so
    * two means the id alone is ambiguous): of those still waiting (queued or delivered) if any,
    * else of the settled ones. For callers that know only an id, as the messaging platform's REST
-   * shape does. Embedded: the recipient's waiting messages (a partial index), then its history;
-   * NATS: a subject-filtered read of the status bucket's keys.
+   * shape does. Embedded: an index by recipient and id; NATS: a subject-filtered read of the status
+   * bucket's keys.
    */
   sendersTo(recipient: string, id: string): Promise<string[]>;
   /** A page of the records of `query.participant`'s messages matching `query`, oldest first. */

@@ -61,6 +61,7 @@ describe("embedded broker: a database made before its sweep indexes", () => {
       "messages_by_recipient",
       "messages_out",
       "messages_sent",
+      "messages_to",
       "messages_waiting",
     ]);
     const after = new Database(join(data, DATABASE_FILE), { readonly: true });

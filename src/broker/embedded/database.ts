@@ -44,13 +44,16 @@ CREATE TABLE IF NOT EXISTS ${name} (
   UNIQUE (sender, id)
 );`;
 /**
- * Created after the migrations (they need `bytes`): by recipient and by sender (with `seq`, for
- * `list`'s walks; the sender's holds the envelope's size, summed for the quotas), the messages still
- * waiting for an ack (by recipient, with the size) and those out for delivery.
+ * Created after the migrations (they need `bytes`), on any database at open: by recipient and by
+ * sender (with `seq`, for `list`'s walks; the sender's holds the envelope's size, summed for the
+ * quotas), by recipient and id (`sendersTo`: a message named by its id alone, without walking the
+ * recipient's history), the messages still waiting for an ack (by recipient, with the size) and those
+ * out for delivery.
  */
 const MESSAGE_INDEXES = `
 CREATE INDEX IF NOT EXISTS messages_by_recipient ON messages(recipient, seq);
 CREATE INDEX IF NOT EXISTS messages_sent ON messages(sender, seq, bytes);
+CREATE INDEX IF NOT EXISTS messages_to ON messages(recipient, id);
 CREATE INDEX IF NOT EXISTS messages_waiting ON messages(recipient, seq, bytes)
   WHERE status IN ('queued', 'delivered');
 CREATE INDEX IF NOT EXISTS messages_out ON messages(next_attempt_at)

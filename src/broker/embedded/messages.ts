@@ -90,11 +90,13 @@ export class MessageTable {
     this.insertBodyStmt = db.prepare("INSERT INTO message_bodies (seq, envelope) VALUES (?, ?)");
     this.byRefStmt = db.prepare(`SELECT ${COLUMNS} FROM messages m WHERE m.sender = ? AND m.id = ?`);
     this.bodyStmt = db.prepare("SELECT envelope FROM message_bodies WHERE seq = ?");
-    // The same filter twice: with UNSETTLED spelled out SQLite walks only the partial index.
+    // INDEXED BY: a lookup in messages_to, never a walk of the recipient's messages in another index.
     this.waitingSendersStmt = db.prepare(
-      `SELECT sender FROM messages WHERE recipient = ? AND ${UNSETTLED} AND id = ? LIMIT 2`,
+      `SELECT sender FROM messages INDEXED BY messages_to WHERE recipient = ? AND id = ? AND ${UNSETTLED} LIMIT 2`,
     );
-    this.sendersStmt = db.prepare("SELECT sender FROM messages WHERE recipient = ? AND id = ? LIMIT 2");
+    this.sendersStmt = db.prepare(
+      "SELECT sender FROM messages INDEXED BY messages_to WHERE recipient = ? AND id = ? LIMIT 2",
+    );
     this.deliveredStmt = db.prepare(
       `UPDATE messages SET status = 'delivered', delivered_at = coalesce(delivered_at, ?), attempts = ?,
        next_attempt_at = ? WHERE seq = ? AND ${UNSETTLED}`,
