@@ -46,7 +46,7 @@ export interface Handlers {
   notifications: NotificationHandler[];
 }
 
-export interface CoreSettings {
+export interface AgentCoreSettings {
   layers: number[];
   announce: AnnounceBody;
   capabilities: CapabilitiesBody;
@@ -62,7 +62,7 @@ export interface CoreSettings {
 /** What an AgentCore is built from: its identity and settings, and the services it uses. */
 export interface AgentCoreDeps {
   identity: PrivateIdentity;
-  settings: CoreSettings;
+  settings: AgentCoreSettings;
   /** The gateway's REST API: peers' keys, presence. */
   http: AgentDirectory;
   connection: AgentConnection;
@@ -98,7 +98,7 @@ export class AgentCore {
   private readonly waiters = new Map<string, Set<() => void>>();
 
   readonly identity: PrivateIdentity;
-  readonly settings: CoreSettings;
+  readonly settings: AgentCoreSettings;
   readonly http: AgentDirectory;
   readonly connection: AgentConnection;
   readonly trust: TrustLedger;

@@ -25,7 +25,7 @@ import {
   checkBody,
   checkOptions,
   checkPeer,
-  coreSettings,
+  agentCoreSettings,
   invalidOption,
   maxAckPendingOf,
 } from "./options.js";
@@ -489,7 +489,7 @@ export class AcpAgent {
     root: string | undefined,
   ): AgentCore {
     const { options } = this;
-    const settings = coreSettings(options, identity);
+    const settings = agentCoreSettings(options, identity);
     return new AgentCore({
       identity,
       settings,

@@ -1,6 +1,6 @@
 import type { PrivateIdentity } from "../protocol/index.js";
 import { AcpError, AgentRef } from "../protocol/index.js";
-import type { CoreSettings } from "./agent-core.js";
+import type { AgentCoreSettings } from "./agent-core.js";
 import type { AcpAgentOptions } from "./types.js";
 
 /** The most unacknowledged deliveries a gateway sends one agent (its `maxInFlight`). */
@@ -16,7 +16,7 @@ const DEFAULT_REPLAY_WINDOW_MS = 7 * 24 * 3_600_000 + 5 * 60_000;
 const DEFAULT_HANDSHAKE_WAIT_MS = 10 * 60_000;
 
 /** The options with their defaults filled in, once the identity is known. */
-export function coreSettings(options: AcpAgentOptions, identity: PrivateIdentity): CoreSettings {
+export function agentCoreSettings(options: AcpAgentOptions, identity: PrivateIdentity): AgentCoreSettings {
   return {
     layers: options.layers ?? [0, 1],
     announce: options.announce ?? {
