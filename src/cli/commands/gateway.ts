@@ -44,6 +44,8 @@ export interface GatewayCliOptions {
   federationCa: string[];
   federationOpen?: boolean;
   federationPublicUrl?: string;
+  federationPeerQueueMessages?: string;
+  federationPeerQueueBytes?: string;
 }
 
 const collect = (value: string, previous: string[]) => [...previous, value];
@@ -176,8 +178,20 @@ function federationFrom(options: GatewayCliOptions): { federation?: FederationCl
       ...(options.federationCa.length > 0 && { ca: options.federationCa }),
       ...(options.federationOpen && { open: true }),
       ...(options.federationPublicUrl && { publicUrl: options.federationPublicUrl }),
+      peerQueue: {
+        ...optional(
+          "messages",
+          positiveInt(options.federationPeerQueueMessages, "--federation-peer-queue-messages"),
+        ),
+        ...optional("bytes", positiveInt(options.federationPeerQueueBytes, "--federation-peer-queue-bytes")),
+      },
     },
   };
+}
+
+/** `{ [key]: value }`, or nothing when the value is absent. */
+function optional<K extends string>(key: K, value: number | undefined): { [P in K]?: number } {
+  return value === undefined ? {} : ({ [key]: value } as { [P in K]?: number });
 }
 
 interface FederationCliOptions {
@@ -187,6 +201,7 @@ interface FederationCliOptions {
   ca?: string[];
   open?: true;
   publicUrl?: string;
+  peerQueue: { messages?: number; bytes?: number };
 }
 
 export function registerGateway(program: Command): void {
@@ -272,6 +287,14 @@ export function registerGateway(program: Command): void {
     .option("--federation-tls-cert <file>", "the federation listener's TLS certificate (default --tls-cert)")
     .option("--federation-tls-key <file>", "its TLS private key (default --tls-key)")
     .option("--federation-ca <file>", "trust this CA for peers' certificates too (repeatable)", collect, [])
+    .option(
+      "--federation-peer-queue-messages <n>",
+      "messages one peer's outbound queue may hold here (default 100000)",
+    )
+    .option(
+      "--federation-peer-queue-bytes <bytes>",
+      "bytes one peer's outbound queue may hold here (default 1 GiB)",
+    )
     .option(
       "--federation-open",
       "admit any domain whose /.well-known/acp verifies (default: peers an admin added)",

@@ -5,6 +5,7 @@
  * (`RemoteAgents`): the relay asks it about agents of other domains.
  */
 import { readFileSync } from "node:fs";
+import { QUOTA_RETRY_AFTER_SECONDS } from "../../broker/errors.js";
 import type { KvBucket } from "../../broker/index.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import { RateLimiter } from "../../gateway/rate-limit.js";
@@ -62,7 +63,16 @@ export interface FederationOptions {
   retentionMs?: number;
   /** How long a call to a peer may take. Default 10 s. */
   timeoutMs?: number;
+  /**
+   * What one peer's outbound queue here may hold (messages not yet at the peer): past either, a
+   * local sender's message to that domain is refused with -32013 and nothing is stored, so a peer
+   * down for good cannot fill the disk. Defaults: 100,000 messages, 1 GiB.
+   */
+  peerQueue?: { messages?: number; bytes?: number };
 }
+
+/** The bound of each peer's outbound queue when none is configured. */
+export const DEFAULT_PEER_QUEUE = { messages: 100_000, bytes: 1024 * 1024 * 1024 };
 
 export class Federation implements RemoteAgents {
   readonly peers: PeerStore;
@@ -199,6 +209,7 @@ export class Federation implements RemoteAgents {
   async recipient(address: string): Promise<RemoteRecipient> {
     const domain = domainOf(address) as string;
     await this.gate.admitted(domain);
+    await this.checkQueueRoom(domain);
     const record = await this.directory.lookup(address);
     if (!record || record.revokedAt) {
       throw new AcpError(
@@ -215,6 +226,32 @@ export class Federation implements RemoteAgents {
       ...(remoteAgentOf(record) as NonNullable<ReturnType<typeof remoteAgentOf>>),
       inbox: peerInbox(domain),
     };
+  }
+
+  /** Refuses a message for `domain` while its outbound queue here is at its bound (`peerQueue`). */
+  private async checkQueueRoom(domain: string): Promise<void> {
+    const usage = await this.ctx.broker.usage(peerInbox(domain));
+    const messages = this.options.peerQueue?.messages ?? DEFAULT_PEER_QUEUE.messages;
+    const bytes = this.options.peerQueue?.bytes ?? DEFAULT_PEER_QUEUE.bytes;
+    const [quota, limit, used] =
+      usage.pendingMessages >= messages
+        ? (["peer-queue-messages", messages, usage.pendingMessages] as const)
+        : usage.pendingBytes >= bytes
+          ? (["peer-queue-bytes", bytes, usage.pendingBytes] as const)
+          : [undefined, 0, 0];
+    if (quota === undefined) return;
+    const unit = quota === "peer-queue-messages" ? "messages" : "bytes";
+    throw new AcpError(
+      "RateLimited",
+      `${used} ${unit} already wait here for ${domain}, the bound of its queue (${limit} ${unit}): ${domain} has not taken them yet; nothing was stored, try again once it has`,
+      {
+        quota,
+        limit,
+        used,
+        retryAfterSeconds: QUOTA_RETRY_AFTER_SECONDS,
+        problems: [{ path: "/params/headers/recipient-id", message: `${domain}'s queue here is full` }],
+      },
+    );
   }
 
   async view(address: string): Promise<AgentView | undefined> {
