@@ -7,9 +7,6 @@ import type { SqliteDatabase } from "./sqlite.js";
 
 export const DEFAULT_DATA_DIR = ".acp";
 export const DATABASE_FILE = "acp.db";
-/** The page cache of the message store (KiB) and how much of the file is read through a memory map. */
-const PAGE_CACHE_KIB = 32 * 1024;
-const MMAP_BYTES = 256 * 1024 * 1024;
 
 /**
  * `seq` orders everything (inbox order, list cursors, retention sweeps: `queued_at` never decreases
@@ -124,12 +121,6 @@ export function openDatabase(
     db.pragma("journal_mode = WAL");
     // NORMAL in WAL: a commit is in the OS before it returns, so it survives a crash of this process.
     db.pragma(`synchronous = ${synchronous === "full" ? "FULL" : "NORMAL"}`);
-    // Each relayed message touches a leaf of each index (by recipient, by sender, by sender and id)
-    // spread over the whole history: SQLite's default 2 MB page cache holds a week-old store's hot
-    // index pages for no time, so every commit re-reads them. A larger cache, and reads through a
-    // memory map, keep them at hand.
-    db.pragma(`cache_size = -${PAGE_CACHE_KIB}`);
-    db.pragma(`mmap_size = ${MMAP_BYTES}`);
     db.exec("BEGIN IMMEDIATE");
     db.exec(SCHEMA);
     addEnvelopeSizes(db);
