@@ -193,4 +193,17 @@ describe("federation: a negotiation across two organizations", () => {
     expect(agreementless).toBeUndefined();
     await atB(id, (v) => v.status === "rejected", "b.test applied alpha's rejection");
   });
+
+  it("runs both parties' strategies to an agreement (negotiate and onProposal)", async () => {
+    beta.negotiations.onProposal(({ offer }) =>
+      Number(offer.price) >= 50 ? { accept: true } : { counter: { price: 60 } },
+    );
+    const done = await alpha.negotiations.negotiate("beta@b.test", { price: 40 }, ({ offer }) =>
+      Number(offer.price) <= 55 ? { accept: true } : { counter: { price: 50 } },
+    );
+    expect(done.status).toBe("accepted");
+    expect(done.agreement?.document.terms).toEqual({ price: 50 });
+    const atBeta = await atB(done.sessionId, (v) => v.status === "accepted", "b.test holds the agreement");
+    expect(atBeta?.agreement).toEqual(done.agreement);
+  });
 });
