@@ -21,7 +21,7 @@ import { BRIDGE_PRINCIPAL, McpProgressBody, McpRunMethods, McpRunResult } from "
 import { GatewayAgent } from "../../orchestration/gateway-agent.js";
 import { AcpError, type IssueLike, problemsOf } from "../../protocol/index.js";
 
-export interface BridgeOptions {
+export interface McpBridgeOptions {
   /** Where the bridge agent's audit log goes (`<root>/<agent-id>/`); omitted: none. */
   auditRoot?: string;
   /** Longest an MCP run may take at the target. */
@@ -45,7 +45,7 @@ export class McpBridge {
 
   constructor(
     private readonly ctx: GatewayContext,
-    private readonly options: BridgeOptions,
+    private readonly options: McpBridgeOptions,
   ) {
     this.#agent = new GatewayAgent(ctx, {
       agentId: `mcp-bridge-${ctx.gatewayId.replaceAll("-", "").slice(0, 12)}`,

@@ -40,7 +40,7 @@ import { checkEndpointOrigin, registerOutbound, remoteCapabilities } from "./reg
 import { TaskLinks } from "./tasks.js";
 
 /** What the bridge uses of the gateway: the registry, the relay pipeline, the broker and presence, in-process. */
-export interface BridgeDeps {
+export interface A2AOutboundBridgeDeps {
   broker: Broker;
   registry: Registry;
   relay: Relay;
@@ -50,7 +50,7 @@ export interface BridgeDeps {
   outbound: OutboundPolicy;
 }
 
-export interface OutboundBridgeOptions {
+export interface A2AOutboundBridgeOptions {
   /** Calls of an unreachable A2A agent per request before the caller gets an error. Default 3. */
   attempts?: number;
   /** Wait before the second call; doubled each time. Default 1000 ms. */
@@ -85,7 +85,7 @@ const LAYERS = [0, 1];
  * `agent.request` becomes an A2A exchange (Exchanges) whose outcome goes back through the relay as
  * a signed `agent.response` (so it is validated, stored, delivered and audited like any message).
  */
-export class OutboundBridge {
+export class A2AOutboundBridge {
   private readonly records: KvBucket<OutboundAgentRecord>;
   private readonly credentials: CredentialStore;
   private readonly served = new Map<string, Served>();
@@ -97,10 +97,10 @@ export class OutboundBridge {
   private closed = false;
 
   constructor(
-    private readonly deps: BridgeDeps,
+    private readonly deps: A2AOutboundBridgeDeps,
     private readonly key: BridgeKey,
     secrets: SecretBox,
-    options: OutboundBridgeOptions = {},
+    options: A2AOutboundBridgeOptions = {},
   ) {
     this.records = deps.broker.kv<OutboundAgentRecord>("a2a-outbound");
     this.credentials = new CredentialStore(deps.broker, secrets);

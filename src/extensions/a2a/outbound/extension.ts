@@ -2,10 +2,10 @@ import type { GatewayContext, GatewayExtension } from "../../../gateway/extensio
 import type { SecretKeeper } from "../../../gateway/secrets.js";
 import { AcpError } from "../../../protocol/index.js";
 import { type BridgeSigningKey, loadBridgeSigningKey } from "./bridge-key.js";
-import { type BridgeKey, OutboundBridge, type OutboundBridgeOptions } from "./bridge.js";
+import { type BridgeKey, A2AOutboundBridge, type A2AOutboundBridgeOptions } from "./bridge.js";
 import { outboundRoutes } from "./routes.js";
 
-export interface A2AOutboundOptions extends OutboundBridgeOptions {
+export interface A2AOutboundOptions extends A2AOutboundBridgeOptions {
   /** Where the bridge key lives (`<gateway data>/a2a-bridge`). */
   keyDir: string;
   /** Seals the bridge key and the agents' credentials at rest (the custody key; `secretKeeper()`). */
@@ -22,7 +22,7 @@ export function a2aOutboundExtension(options: A2AOutboundOptions): GatewayExtens
   return {
     name: "a2a-outbound",
     mount(ctx, router) {
-      let bridge: OutboundBridge | undefined;
+      let bridge: A2AOutboundBridge | undefined;
       const started = async () => {
         if (!bridge) throw new AcpError("StorageUnavailable", "the A2A bridge is not started");
         return bridge;
@@ -41,7 +41,7 @@ export function a2aOutboundExtension(options: A2AOutboundOptions): GatewayExtens
 }
 
 /** Loads the bridge key (sealed with the custody key) and serves the registered A2A agents. */
-async function startBridge(context: GatewayContext, options: A2AOutboundOptions): Promise<OutboundBridge> {
+async function startBridge(context: GatewayContext, options: A2AOutboundOptions): Promise<A2AOutboundBridge> {
   const box = await options.secrets.open(context.broker);
   const loaded = await loadBridgeSigningKey(options.keyDir, box, { create: false });
   if (loaded?.migrated)
@@ -68,7 +68,7 @@ async function startBridge(context: GatewayContext, options: A2AOutboundOptions)
       });
     },
   };
-  const created = new OutboundBridge(context, key, box, options);
+  const created = new A2AOutboundBridge(context, key, box, options);
   await created.start();
   return created;
 }

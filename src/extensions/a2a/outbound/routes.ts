@@ -2,7 +2,7 @@ import type { GatewayContext } from "../../../gateway/context.js";
 import { authenticate, requireAdmin } from "../../../gateway/context.js";
 import { type Router, readJsonBody, sendJson } from "../../../http/server.js";
 import { A2A_REMOTE_AGENTS_PATH as OUTBOUND_PATH } from "../../../wire/a2a-outbound.js";
-import type { OutboundBridge } from "./bridge.js";
+import type { A2AOutboundBridge } from "./bridge.js";
 
 /**
  * Registering external A2A agents: admin-only writes; any agent may list them (they are in the
@@ -11,7 +11,7 @@ import type { OutboundBridge } from "./bridge.js";
 export function outboundRoutes(
   router: Router,
   ctx: GatewayContext,
-  bridge: () => Promise<OutboundBridge>,
+  bridge: () => Promise<A2AOutboundBridge>,
 ): void {
   router.add("POST", OUTBOUND_PATH, async (req, res) => {
     await requireAdmin(ctx, req);

@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { afterEach, beforeEach } from "vitest";
 import type { AcpAgent } from "../../../../src/client/index.js";
-import type { OutboundBridgeOptions } from "../../../../src/extensions/a2a/outbound/bridge.js";
+import type { A2AOutboundBridgeOptions } from "../../../../src/extensions/a2a/outbound/bridge.js";
 import { a2aOutboundExtension } from "../../../../src/extensions/a2a/outbound/extension.js";
 import { secretKeeper } from "../../../../src/extensions/custody/sealing.js";
 import type { GatewayOptions } from "../../../../src/gateway/index.js";
@@ -25,7 +25,7 @@ export interface OutboundBed {
 /** Per test: a real gateway with the outbound bridge (short retry timers), real A2A SDK servers, real AcpAgents. */
 export function useOutboundBed(
   gatewayOptions: Partial<GatewayOptions> = {},
-  bridgeOptions: OutboundBridgeOptions = {},
+  bridgeOptions: A2AOutboundBridgeOptions = {},
 ): OutboundBed {
   const tmp = useTmpDir("acp-a2a-out-");
   const cleanups: (() => Promise<unknown>)[] = [];
