@@ -113,6 +113,8 @@ describe("SignatureVerifier (the gateway's verify thread)", () => {
       expect(sizes()).toEqual([8, 8]);
       const kids = (await Promise.all(answers)).map((o) => ("kid" in o ? o.kid : o.code));
       expect(sizes()).toEqual([8, 8, 4]);
+      // All to the verifier's one thread.
+      expect(new Set(posted.mock.contexts).size).toBe(1);
       expect(kids).toEqual(messages.map((_, i) => (i === 9 ? ErrorCode.SignatureInvalid : alphaSigner.kid)));
     } finally {
       posted.mockRestore();

@@ -18,6 +18,7 @@ import {
   verifyMessageSignature,
   verifyMessageSignatureAsync,
 } from "../../src/protocol/index.js";
+import { signatureKeyId } from "../../src/protocol/jws.js";
 import {
   acpErrorOf,
   alpha,
@@ -113,9 +114,10 @@ describe("verification failures", () => {
 
   it("a random signature of the right length (-32002)", () => {
     const forged = `${alphaSigner.protectedB64}..${Buffer.alloc(64, 7).toString("base64url")}`;
-    expect(acpErrorOf(() => verifyMessageSignature({ ...signed, signature: forged }, ring)).code).toBe(
-      ErrorCode.SignatureInvalid,
-    );
+    expect(acpErrorOf(() => verifyMessageSignature({ ...signed, signature: forged }, ring))).toMatchObject({
+      code: ErrorCode.SignatureInvalid,
+      message: "the signature does not match the message (tampered, re-routed, or signed by another key)",
+    });
   });
 
   it("a signature that is not 64 bytes, or not in its one canonical base64url form (-32002)", () => {
@@ -142,8 +144,15 @@ describe("verification failures", () => {
   it("an unregistered key of the right agent is an unknown key (-32003)", () => {
     const other = fixedIdentity("agent-alpha", "principal-a", "alpha-second-key");
     const err = acpErrorOf(() => verifyMessageSignature(signMessage(request(), createSigner(other)), ring));
-    expect(err.code).toBe(ErrorCode.UnknownKey);
-    expect(err.data.kid).toBe(keyId("agent-alpha", other.signing));
+    const kid = keyId("agent-alpha", other.signing);
+    expect(err).toMatchObject({
+      code: ErrorCode.UnknownKey,
+      message: `no registered public key ${kid}`,
+      data: {
+        kid,
+        problems: [{ path: "/signature", message: `key ${kid} is not registered for agent-alpha` }],
+      },
+    });
   });
 
   it("a kid of another agent than the agent-id header (-32002), even with that agent's valid key", () => {
@@ -193,33 +202,63 @@ describe("verification failures", () => {
     expect(err.message).toMatch(/alg/);
   });
 
-  it.each<[string, Record<string, unknown>]>([
-    ["no kid", { alg: "EdDSA" }],
-    ["a crit extension", { alg: "EdDSA", kid: "agent-alpha#x", crit: ["exp"], exp: 1 }],
-  ])("a protected header with %s (-32002)", (_name, header) => {
-    expect(acpErrorOf(() => verifyMessageSignature(signWithHeader(request(), header), ring)).code).toBe(
-      ErrorCode.SignatureInvalid,
-    );
+  it.each<[string, Record<string, unknown>, string]>([
+    ["no kid", { alg: "EdDSA" }, "the JWS protected header has no kid"],
+    ["an empty kid", { alg: "EdDSA", kid: "" }, "the JWS protected header has no kid"],
+    [
+      "a crit extension",
+      { alg: "EdDSA", kid: "agent-alpha#x", crit: ["exp"], exp: 1 },
+      "the JWS protected header has crit extensions ACP does not define",
+    ],
+  ])("a protected header with %s (-32002)", (_name, header, message) => {
+    const err = acpErrorOf(() => verifyMessageSignature(signWithHeader(request(), header), ring));
+    expect(err).toMatchObject({ code: ErrorCode.SignatureInvalid, message });
   });
 
-  it.each(["not-base64-json..AAAA", "..AAAA", "abc.def.ghi", "no separator"])(
-    "a malformed JWS %j (-32002)",
-    (sig) => {
-      expect(acpErrorOf(() => verifyMessageSignature({ ...signed, signature: sig }, ring)).code).toBe(
-        ErrorCode.SignatureInvalid,
-      );
-    },
-  );
+  const notJws = "the signature is not a detached compact JWS (header..signature)";
+  it.each([
+    ["not-base64-json..AAAA", "the JWS protected header is not base64url JSON"],
+    ["..AAAA", notJws],
+    ["abc.def.ghi", notJws],
+    ["no separator", notJws],
+    [`${alphaSigner.protectedB64}..AAAA.BBBB`, notJws],
+  ])("a malformed JWS %j (-32002)", (sig, message) => {
+    const err = acpErrorOf(() => verifyMessageSignature({ ...signed, signature: sig }, ring));
+    expect(err).toMatchObject({
+      code: ErrorCode.SignatureInvalid,
+      message,
+      data: { problems: [{ path: "/signature", message }] },
+    });
+  });
+
+  it("names the signing key without verifying (the relay's check of a signature made in process)", () => {
+    expect(signatureKeyId(mutated(signed, (m) => (m.params.body.action = "changed")))).toBe(alphaSigner.kid);
+    const { signature: _s, ...unsigned } = signed;
+    for (const message of [
+      unsigned,
+      { ...signed, signature: "..AAAA" },
+      { ...signed, signature: "no separator" },
+    ])
+      expect(acpErrorOf(() => signatureKeyId(message as typeof signed))).toMatchObject({
+        code: ErrorCode.SignatureInvalid,
+        message: notJws,
+      });
+  });
 
   it("no signature at all (-32001)", () => {
     const { signature: _s, ...unsigned } = signed;
-    expect(acpErrorOf(() => verifyMessageSignature(unsigned, ring)).code).toBe(ErrorCode.SignatureMissing);
+    expect(acpErrorOf(() => verifyMessageSignature(unsigned, ring))).toMatchObject({
+      code: ErrorCode.SignatureMissing,
+      message: "the message carries no signature",
+      data: { problems: [{ path: "/signature", message: "every message must be signed" }] },
+    });
   });
 
   it("a received value JCS cannot represent is invalid params, not an internal error", () => {
     const withInfinity = JSON.parse(JSON.stringify(signed).replace('"get-availability"', "1e400"));
     const err = acpErrorOf(() => verifyMessageSignature(withInfinity, ring));
     expect(err.code).toBe(ErrorCode.InvalidParams);
+    expect(err.message).toMatch(/^the message cannot be canonicalized: /);
     expect(err.data.problems?.[0]?.path).toBe("/params/body/action");
   });
 });
