@@ -206,6 +206,17 @@ export const PriorityInput = z
  */
 export const CONSUME_PARAM = "consume";
 
+/**
+ * The sender a `new_message` frame names: an agent id, or the broker's name for an agent of another
+ * domain (`_at_` and 40 hex digits, docs/federation.md), which its recipient settles like any other.
+ */
+const DeliveredFrom = z.union([
+  AgentId,
+  z
+    .string()
+    .regex(/^_at_[0-9a-f]{40}$/, "an agent id, or _at_ and 40 hex digits for an agent of another domain"),
+]);
+
 /** Frames an agent sends on its WebSocket. */
 export const ClientFrame = z.discriminatedUnion("type", [
   /** Only needed when the upgrade request carried no API key header (browsers cannot set one). */
@@ -221,11 +232,11 @@ export const ClientFrame = z.discriminatedUnion("type", [
    * Settle a delivery: `id` and `from` as the `new_message` frame gave them (message ids are per
    * sender, so the sender is part of the name).
    */
-  z.strictObject({ type: z.literal("acknowledge"), id: z.string().min(1), from: AgentId }),
+  z.strictObject({ type: z.literal("acknowledge"), id: z.string().min(1), from: DeliveredFrom }),
   z.strictObject({
     type: z.literal("reject"),
     id: z.string().min(1),
-    from: AgentId,
+    from: DeliveredFrom,
     reason: z.string().min(1).max(1000),
   }),
   /**
@@ -233,7 +244,7 @@ export const ClientFrame = z.discriminatedUnion("type", [
    * acknowledgement). Send it for each delivery held, every third of `ready.ackWaitMs`; silence on
    * success, an `error` frame with the id if the message is no longer out for delivery.
    */
-  z.strictObject({ type: z.literal("working"), id: z.string().min(1), from: AgentId }),
+  z.strictObject({ type: z.literal("working"), id: z.string().min(1), from: DeliveredFrom }),
   /** Changes the socket's window (`maxAckPending`, see MAX_ACK_PENDING_PARAM). */
   z.strictObject({ type: z.literal("flow"), maxAckPending: z.number().int().min(1) }),
   z.strictObject({ type: z.literal("presence"), presence: PresenceUpdate }),

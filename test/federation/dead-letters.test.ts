@@ -1,0 +1,58 @@
+/**
+ * Dead letters come back to the sender: a message to an agent of another domain that the remote
+ * gateway dead-letters shows, in the sender's status at its own gateway, as failed with the reason.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  type Organization,
+  organization,
+  removeOrganization,
+  startFederatedGateway,
+} from "../helpers/federation.js";
+import { api, FrameClient } from "../helpers/gateway.js";
+import { until } from "../helpers/until.js";
+
+const cleanups: (() => Promise<unknown> | unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function org(domain: string): Promise<Organization> {
+  const o = await organization(domain);
+  cleanups.push(() => removeOrganization(o));
+  return o;
+}
+
+describe("federation: dead letters come back to the sender", () => {
+  it("shows a message the remote recipient rejected as failed, with its reason, at the sender's gateway", async () => {
+    const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
+    const a = await startFederatedGateway(orgA, [orgB]);
+    cleanups.push(() => a.close());
+    const b = await startFederatedGateway(orgB, [orgA]);
+    cleanups.push(() => b.close());
+    await a.admit(orgB);
+    await b.admit(orgA);
+    const { agent: alpha, registered: alphaReg } = await a.agent("alpha");
+    const { agent: beta, registered: betaReg } = await b.agent("beta");
+    await alpha.handshake("beta@b.test");
+    await beta.close();
+
+    // beta, now a plain WebSocket client, rejects what alpha sends it.
+    const ws = await FrameClient.connect(b.gateway.wsUrl, betaReg.apiKey);
+    cleanups.push(() => ws.close());
+    const { id } = await alpha.notify("beta@b.test", { n: 1 });
+    const frame = await ws.next("new_message", (f) => f.id === id);
+    ws.send({ type: "reject", id: frame.id, from: frame.from, reason: "not my job" });
+
+    const status = await until(
+      () => api(a.url, `/api/v1/messages/${id}/status`, { apiKey: alphaReg.apiKey }),
+      (r) => r.json.status === "failed",
+      "alpha's status at a.test shows the dead letter",
+    );
+    expect(status.json).toMatchObject({
+      peer: "b.test",
+      status: "failed",
+      dead_letter: { reason: "rejected", detail: "rejected by recipient: not my job" },
+    });
+  });
+});
