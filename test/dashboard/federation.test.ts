@@ -10,7 +10,6 @@ import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { buildWeb, describeWithChromium, launchBrowser, principalToken } from "../helpers/dashboard.js";
 import {
   type FederatedGateway,
-  type Organization,
   organization,
   removeOrganization,
   startFederatedGateway,
