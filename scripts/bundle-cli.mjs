@@ -7,13 +7,15 @@
  * package stays external (native addons, and code only some commands load). The source map lets
  * test/cli/startup.test.ts name the modules a command loaded.
  */
-import { chmodSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, renameSync, rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { build } from "rolldown";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const out = `${root}dist/bin`;
-rmSync(out, { recursive: true, force: true });
+// Built beside the old bundle and swapped in, so a command started meanwhile finds a whole one.
+const next = `${out}.next-${process.pid}`;
+const old = `${out}.old-${process.pid}`;
 
 const isPackage = (id) => /^(?![./])(?!node:)/.test(id);
 await build({
@@ -22,7 +24,7 @@ await build({
   external: (id) => id.startsWith("node:") || (isPackage(id) && !/^commander(\/|$)/.test(id)),
   logLevel: "warn",
   output: {
-    dir: out,
+    dir: next,
     format: "esm",
     sourcemap: true,
     sourcemapExcludeSources: true,
@@ -30,4 +32,7 @@ await build({
     chunkFileNames: "chunks/[name]-[hash].js",
   },
 });
-chmodSync(`${out}/acp.js`, 0o755);
+chmodSync(`${next}/acp.js`, 0o755);
+if (existsSync(out)) renameSync(out, old);
+renameSync(next, out);
+rmSync(old, { recursive: true, force: true });

@@ -8,6 +8,8 @@ import type { Router } from "../../http/server.js";
 /**
  * The dashboard's web bundle is built by Vite into `dist/web/` (next to the compiled server code, so
  * the published package carries it). Run from source (tests), the built copy under `dist/` is used.
+ * The `acp` binary's chunks (dist/bin/chunks/, scripts/bundle-cli.mjs) sit two levels below `dist/`
+ * as this module does, so the first candidate holds for them too.
  */
 export function defaultStaticDir(): string | undefined {
   const candidates = [new URL("../../web/", import.meta.url), new URL("../../../dist/web/", import.meta.url)];
