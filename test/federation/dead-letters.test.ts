@@ -10,6 +10,7 @@ import {
   startFederatedGateway,
 } from "../helpers/federation.js";
 import { api, FrameClient } from "../helpers/gateway.js";
+import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
@@ -23,36 +24,50 @@ async function org(domain: string): Promise<Organization> {
   return o;
 }
 
+/** alpha@a.test's message, rejected by beta@b.test, shows at a.test as failed with beta's reason. */
+async function rejectedComesBack(natsUrls: [string, string] | undefined): Promise<void> {
+  const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
+  const a = await startFederatedGateway(orgA, [orgB], natsUrls ? { natsUrl: natsUrls[0] } : {});
+  cleanups.push(() => a.close());
+  const b = await startFederatedGateway(orgB, [orgA], natsUrls ? { natsUrl: natsUrls[1] } : {});
+  cleanups.push(() => b.close());
+  await a.admit(orgB);
+  await b.admit(orgA);
+  const { agent: alpha, registered: alphaReg } = await a.agent("alpha");
+  const { agent: beta, registered: betaReg } = await b.agent("beta");
+  await alpha.handshake("beta@b.test");
+  await beta.close();
+
+  // beta, now a plain WebSocket client, rejects what alpha sends it.
+  const ws = await FrameClient.connect(b.gateway.wsUrl, betaReg.apiKey);
+  cleanups.push(() => ws.close());
+  const { id } = await alpha.notify("beta@b.test", { n: 1 });
+  const frame = await ws.next("new_message", (f) => f.id === id);
+  ws.send({ type: "reject", id: frame.id, from: frame.from, reason: "not my job" });
+
+  const status = await until(
+    () => api(a.url, `/api/v1/messages/${id}/status`, { apiKey: alphaReg.apiKey }),
+    (r) => r.json.status === "failed",
+    "alpha's status at a.test shows the dead letter",
+  );
+  expect(status.json).toMatchObject({
+    peer: "b.test",
+    status: "failed",
+    dead_letter: { reason: "rejected", detail: "rejected by recipient: not my job" },
+  });
+}
+
 describe("federation: dead letters come back to the sender", () => {
   it("shows a message the remote recipient rejected as failed, with its reason, at the sender's gateway", async () => {
-    const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
-    const a = await startFederatedGateway(orgA, [orgB]);
-    cleanups.push(() => a.close());
-    const b = await startFederatedGateway(orgB, [orgA]);
-    cleanups.push(() => b.close());
-    await a.admit(orgB);
-    await b.admit(orgA);
-    const { agent: alpha, registered: alphaReg } = await a.agent("alpha");
-    const { agent: beta, registered: betaReg } = await b.agent("beta");
-    await alpha.handshake("beta@b.test");
-    await beta.close();
+    await rejectedComesBack(undefined);
+  });
+});
 
-    // beta, now a plain WebSocket client, rejects what alpha sends it.
-    const ws = await FrameClient.connect(b.gateway.wsUrl, betaReg.apiKey);
-    cleanups.push(() => ws.close());
-    const { id } = await alpha.notify("beta@b.test", { n: 1 });
-    const frame = await ws.next("new_message", (f) => f.id === id);
-    ws.send({ type: "reject", id: frame.id, from: frame.from, reason: "not my job" });
+describeWithNats("federation: dead letters come back to the sender, each gateway on its own NATS", () => {
+  const nats = useNatsServer();
 
-    const status = await until(
-      () => api(a.url, `/api/v1/messages/${id}/status`, { apiKey: alphaReg.apiKey }),
-      (r) => r.json.status === "failed",
-      "alpha's status at a.test shows the dead letter",
-    );
-    expect(status.json).toMatchObject({
-      peer: "b.test",
-      status: "failed",
-      dead_letter: { reason: "rejected", detail: "rejected by recipient: not my job" },
-    });
+  it("shows a message the remote recipient rejected as failed, with its reason, at the sender's gateway", async () => {
+    const [natsA, natsB] = await Promise.all([nats(), nats()]);
+    await rejectedComesBack([natsA.url, natsB.url]);
   });
 });
