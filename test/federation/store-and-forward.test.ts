@@ -84,63 +84,76 @@ describe("federation: store and forward", () => {
   });
 });
 
+/**
+ * a.test's queue for b.test holds 3 messages at most: with b.test down, a fourth is refused with
+ * -32013 and nothing stored; the three arrive when b.test returns, and the queue takes more.
+ */
+async function queueBound(natsUrls?: [string, string]): Promise<void> {
+  const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
+  const a = await startFederatedGateway(orgA, [orgB], {
+    federation: { domain: "a.test", peerQueue: { messages: 3 } },
+    ...(natsUrls && { natsUrl: natsUrls[0] }),
+  });
+  cleanups.push(() => a.close());
+  let b = await start(orgB, [orgA], natsUrls?.[1]);
+  await a.admit(orgB);
+  await b.admit(orgA);
+  const { agent: alpha, registered: alphaReg } = await a.agent("alpha");
+  const betaState = { state: { root: join(orgB.dir, "beta-state") } };
+  const { registered: betaReg } = await b.agent("beta", betaState);
+  await alpha.handshake("beta@b.test");
+
+  await b.close();
+  const sent: string[] = [];
+  for (let n = 1; n <= 3; n++) sent.push((await alpha.notify("beta@b.test", { n })).id);
+  const refused = await alpha.notify("beta@b.test", { n: 4 }).then(
+    () => undefined,
+    (err: { code?: number; message: string; data?: Record<string, unknown> }) => err,
+  );
+  expect(refused?.code).toBe(-32013);
+  expect(refused?.message).toContain("b.test");
+  expect(refused?.data).toMatchObject({ quota: "peer-queue-messages", limit: 3, used: 3 });
+  expect(JSON.stringify(refused?.data)).toContain("/params/headers/recipient-id");
+  const status = (id: string) => api(a.url, `/api/v1/messages/${id}/status`, { apiKey: alphaReg.apiKey });
+  for (const id of sent) expect((await status(id)).json).toMatchObject({ status: "queued", peer: "b.test" });
+
+  b = await start(orgB, [orgA], natsUrls?.[1]);
+  const beta = await b.connect(betaReg as TestAgent, betaState);
+  const got = collect(beta);
+  for (const id of sent) {
+    await until(
+      () => status(id),
+      (r) => r.json.status === "acknowledged",
+      `${id} acknowledged at b.test`,
+    );
+  }
+  await until(
+    () => a.gateway.broker.usage("_fed_b_test"),
+    (u) => u.pendingMessages === 0,
+    "a.test's queue for b.test drained",
+  );
+  await alpha.notify("beta@b.test", { n: 5 });
+  await until(
+    () => got.length,
+    (n) => n === 4,
+    "beta got the notification sent once the queue drained",
+  );
+  expect(got).toEqual([1, 2, 3, 5]);
+}
+
 describe("federation: a peer's outbound queue is bounded", () => {
   it("refuses a sender's message past the bound with -32013 while the peer is down, keeps what it queued, and takes more once it drained", async () => {
-    const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
-    const a = await startFederatedGateway(orgA, [orgB], {
-      federation: { domain: "a.test", peerQueue: { messages: 3 } },
-    });
-    cleanups.push(() => a.close());
-    let b = await start(orgB, [orgA]);
-    await a.admit(orgB);
-    await b.admit(orgA);
-    const { agent: alpha, registered: alphaReg } = await a.agent("alpha");
-    const betaState = { state: { root: join(orgB.dir, "beta-state") } };
-    const { registered: betaReg } = await b.agent("beta", betaState);
-    await alpha.handshake("beta@b.test");
-
-    await b.close();
-    const sent: string[] = [];
-    for (let n = 1; n <= 3; n++) sent.push((await alpha.notify("beta@b.test", { n })).id);
-    const refused = await alpha.notify("beta@b.test", { n: 4 }).then(
-      () => undefined,
-      (err: { code?: number; message: string; data?: Record<string, unknown> }) => err,
-    );
-    expect(refused?.code).toBe(-32013);
-    expect(refused?.message).toContain("b.test");
-    expect(refused?.data).toMatchObject({ quota: "peer-queue-messages", limit: 3, used: 3 });
-    expect(JSON.stringify(refused?.data)).toContain("/params/headers/recipient-id");
-    const status = (id: string) => api(a.url, `/api/v1/messages/${id}/status`, { apiKey: alphaReg.apiKey });
-    for (const id of sent)
-      expect((await status(id)).json).toMatchObject({ status: "queued", peer: "b.test" });
-
-    b = await start(orgB, [orgA]);
-    const beta = await b.connect(betaReg as TestAgent, betaState);
-    const got = collect(beta);
-    for (const id of sent) {
-      await until(
-        () => status(id),
-        (r) => r.json.status === "acknowledged",
-        `${id} acknowledged at b.test`,
-      );
-    }
-    await until(
-      () => a.gateway.broker.usage("_fed_b_test"),
-      (u) => u.pendingMessages === 0,
-      "a.test's queue for b.test drained",
-    );
-    await alpha.notify("beta@b.test", { n: 5 });
-    await until(
-      () => got.length,
-      (n) => n === 4,
-      "beta got the notification sent once the queue drained",
-    );
-    expect(got).toEqual([1, 2, 3, 5]);
+    await queueBound();
   });
 });
 
 describeWithNats("federation: a pair of gateways on NATS", () => {
   const nats = useNatsServer();
+
+  it("bounds a peer's outbound queue on NATS as on the embedded store", async () => {
+    const [natsA, natsB] = await Promise.all([nats(), nats()]);
+    await queueBound([natsA.url, natsB.url]);
+  });
 
   it("handshakes and exchanges a request and response, each gateway on its own NATS", async () => {
     const [natsA, natsB] = await Promise.all([nats(), nats()]);
