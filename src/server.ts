@@ -115,22 +115,6 @@ export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promis
       ...(audited ? { auditRoot: join(data, "a2a-audit") } : {}),
       ...(a2aWellKnownAgent !== undefined && { wellKnownAgent: a2aWellKnownAgent }),
     });
-  // Built before anything is opened: a malformed webhook URL stops start-up with nothing to clean up.
-  const dashboardExt = dashboardExtension({
-    ...dashboard,
-    ...(audited ? { relayAuditRoot: join(data, "relay-audit") } : {}),
-    summaryWebhooks: summaryWebhooks ?? [],
-    panels: collab.panels,
-    ...("dashboardWatch" in approvals ? { watches: [approvals.dashboardWatch] } : {}),
-  });
-  const custodian =
-    given("custody") ??
-    (custody?.enabled === false
-      ? undefined
-      : custodyExtension({ data, ...(custody?.key !== undefined ? { key: custody.key } : {}) }));
-  // ACP agents calling A2A agents: inert until an admin registers one (docs/a2a.md).
-  const a2aOutbound =
-    given("a2a-outbound") ?? a2aOutboundExtension({ keyDir: join(data, "a2a-bridge"), secrets });
   // Off unless the admin gives the gateway a federation domain.
   const federated =
     given("federation") ??
@@ -141,6 +125,23 @@ export function startDefaultGateway(options: DefaultGatewayOptions = {}): Promis
           ...(core.retentionMs !== undefined && { retentionMs: core.retentionMs }),
         })
       : undefined);
+  // Built before anything is opened: a malformed webhook URL stops start-up with nothing to clean up.
+  const dashboardExt = dashboardExtension({
+    ...dashboard,
+    ...(audited ? { relayAuditRoot: join(data, "relay-audit") } : {}),
+    summaryWebhooks: summaryWebhooks ?? [],
+    panels: collab.panels,
+    adminViews: federated ? ["federation"] : [],
+    ...("dashboardWatch" in approvals ? { watches: [approvals.dashboardWatch] } : {}),
+  });
+  const custodian =
+    given("custody") ??
+    (custody?.enabled === false
+      ? undefined
+      : custodyExtension({ data, ...(custody?.key !== undefined ? { key: custody.key } : {}) }));
+  // ACP agents calling A2A agents: inert until an admin registers one (docs/a2a.md).
+  const a2aOutbound =
+    given("a2a-outbound") ?? a2aOutboundExtension({ keyDir: join(data, "a2a-bridge"), secrets });
   const defaults = [
     collab,
     mcp,

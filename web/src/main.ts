@@ -114,15 +114,8 @@ function run(token: string, me: Me): void {
       `Chat webhooks: ${bad > 0 ? `${bad} of ${webhooks.length} failing` : `${webhooks.length} ok`}`,
     );
   };
-  // Federation is the admin's, and only on a gateway with a federation domain (else 404).
-  if (me.viewer.kind === "admin") {
-    void api.admin.get("/federation").then(
-      () => {
-        federationItem.hidden = false;
-      },
-      () => undefined,
-    );
-  }
+  // Federation is the admin's, and only on a gateway with a federation domain.
+  federationItem.hidden = !me.adminViews.includes("federation");
   void refreshApprovals();
   void refreshWebhooks();
   const webhookTimer = setInterval(() => void refreshWebhooks(), 15_000);

@@ -24,5 +24,7 @@ export interface Me {
   agents: string[];
   broker: string;
   relayAudit: boolean;
+  /** Admin views of other extensions this gateway mounts (`federation`); empty for a principal. */
+  adminViews: string[];
   panels: { name: string; title: string }[];
 }

@@ -28,6 +28,8 @@ export interface DashboardOptions {
   keepAliveMs?: number;
   /** Panels of other extensions (the collaboration extension's handoffs, negotiations and votes). */
   panels?: DashboardPanel[];
+  /** Admin views of other extensions mounted on this gateway, which the page links to (`federation`). */
+  adminViews?: string[];
   /** Buckets of other extensions whose changes the live stream announces (approvals). */
   watches?: DashboardWatch[];
 }
@@ -100,6 +102,7 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
         streams: new Set<EventStream>(),
         keepAliveMs: options.keepAliveMs ?? 15_000,
         relayAudit: options.relayAuditRoot !== undefined,
+        adminViews: options.adminViews ?? [],
         ready,
         index,
       };

@@ -22,6 +22,8 @@ export function viewRoutes(router: Router, services: DashboardServices): void {
       agents: scope.agents().map((a) => a.agentId),
       broker: ctx.broker.kind,
       relayAudit: services.relayAudit,
+      // Other extensions' admin views are the admin's to know of.
+      adminViews: scope.viewer.kind === "admin" ? services.adminViews : [],
       panels: [...services.panels.values()].map(({ name, title }) => ({ name, title })),
     });
   });

@@ -23,6 +23,8 @@ export interface DashboardServices {
   streams: Set<EventStream>;
   keepAliveMs: number;
   relayAudit: boolean;
+  /** DashboardOptions.adminViews. */
+  adminViews: string[];
   /** Start-up (KV watches, the broker's change feed, the relay audit index opened) finished. */
   ready: Promise<void>;
   /** The relay audit's index (feed-index.ts), when the gateway keeps a relay audit. */
