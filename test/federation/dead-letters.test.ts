@@ -2,35 +2,21 @@
  * Dead letters come back to the sender: a message to an agent of another domain that the remote
  * gateway dead-letters shows, in the sender's status at its own gateway, as failed with the reason.
  */
-import { afterEach, describe, expect, it } from "vitest";
-import {
-  type Organization,
-  organization,
-  removeOrganization,
-  startFederatedGateway,
-} from "../helpers/federation.js";
+import { describe, expect, it } from "vitest";
+import { startFederatedGateway, useOrganizations } from "../helpers/federation.js";
 import { api, FrameClient } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
 
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-async function org(domain: string): Promise<Organization> {
-  const o = await organization(domain);
-  cleanups.push(() => removeOrganization(o));
-  return o;
-}
+const { org, defer } = useOrganizations();
 
 /** alpha@a.test's message, rejected by beta@b.test, shows at a.test as failed with beta's reason. */
 async function rejectedComesBack(natsUrls: [string, string] | undefined): Promise<void> {
   const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
   const a = await startFederatedGateway(orgA, [orgB], natsUrls ? { natsUrl: natsUrls[0] } : {});
-  cleanups.push(() => a.close());
+  defer(() => a.close());
   const b = await startFederatedGateway(orgB, [orgA], natsUrls ? { natsUrl: natsUrls[1] } : {});
-  cleanups.push(() => b.close());
+  defer(() => b.close());
   await a.admit(orgB);
   await b.admit(orgA);
   const { agent: alpha, registered: alphaReg } = await a.agent("alpha");
@@ -40,7 +26,7 @@ async function rejectedComesBack(natsUrls: [string, string] | undefined): Promis
 
   // beta, now a plain WebSocket client, rejects what alpha sends it.
   const ws = await FrameClient.connect(b.gateway.wsUrl, betaReg.apiKey);
-  cleanups.push(() => ws.close());
+  defer(() => ws.close());
   const { id } = await alpha.notify("beta@b.test", { n: 1 });
   const frame = await ws.next("new_message", (f) => f.id === id);
   ws.send({ type: "reject", id: frame.id, from: frame.from, reason: "not my job" });

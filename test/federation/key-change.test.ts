@@ -1,38 +1,30 @@
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   type FederatedGateway,
   type Organization,
-  organization,
-  removeOrganization,
   startFederatedGateway,
+  useOrganizations,
 } from "../helpers/federation.js";
 import { ADMIN_TOKEN, api } from "../helpers/gateway.js";
 import { until } from "../helpers/until.js";
 
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const { org, defer } = useOrganizations();
 
 const admin = { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } };
 
 describe("federation: a peer's gateway key changes", () => {
   it("is held: its traffic is refused and shown as a pending key change until an admin accepts it", async () => {
-    const [orgA, orgB]: Organization[] = await Promise.all([organization("a.test"), organization("b.test")]);
-    cleanups.push(
-      () => removeOrganization(orgA as Organization),
-      () => removeOrganization(orgB as Organization),
-    );
+    const [orgA, orgB]: Organization[] = await Promise.all([org("a.test"), org("b.test")]);
     const startA = async () => {
       const gw = await startFederatedGateway(orgA as Organization, [orgB as Organization]);
-      cleanups.push(() => gw.close().catch(() => undefined));
+      defer(() => gw.close().catch(() => undefined));
       return gw;
     };
     let a: FederatedGateway = await startA();
     const b = await startFederatedGateway(orgB as Organization, [orgA as Organization]);
-    cleanups.push(() => b.close());
+    defer(() => b.close());
     await a.admit(orgB as Organization);
     const admitted = await b.admit(orgA as Organization);
     const pinned = admitted.pinnedKeys as string[];

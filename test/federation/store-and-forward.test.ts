@@ -1,14 +1,6 @@
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { AcpAgent } from "../../src/client/index.js";
-import {
-  type FederatedGateway,
-  type Organization,
-  organization,
-  removeOrganization,
-  signedPeerRequest,
-  startFederatedGateway,
-} from "../helpers/federation.js";
 import {
   buildNotification,
   generateIdentity,
@@ -16,24 +8,22 @@ import {
   signHandover,
   signMessage,
 } from "../../src/protocol/index.js";
+import {
+  type FederatedGateway,
+  type Organization,
+  signedPeerRequest,
+  startFederatedGateway,
+  useOrganizations,
+} from "../helpers/federation.js";
 import { ADMIN_TOKEN, api, type TestAgent } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
 
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-async function org(domain: string): Promise<Organization> {
-  const o = await organization(domain);
-  cleanups.push(() => removeOrganization(o));
-  return o;
-}
+const { org, defer } = useOrganizations();
 
 async function start(o: Organization, trusts: Organization[], natsUrl?: string): Promise<FederatedGateway> {
   const gw = await startFederatedGateway(o, trusts, natsUrl ? { natsUrl } : {});
-  cleanups.push(() => gw.close());
+  defer(() => gw.close());
   return gw;
 }
 
@@ -94,7 +84,7 @@ async function queueBound(natsUrls?: [string, string]): Promise<void> {
     federation: { domain: "a.test", peerQueue: { messages: 3 } },
     ...(natsUrls && { natsUrl: natsUrls[0] }),
   });
-  cleanups.push(() => a.close());
+  defer(() => a.close());
   let b = await start(orgB, [orgA], natsUrls?.[1]);
   await a.admit(orgB);
   await b.admit(orgA);

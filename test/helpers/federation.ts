@@ -8,12 +8,13 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { afterEach } from "vitest";
 import { AcpAgent, type AcpAgentOptions } from "../../src/client/index.js";
 import { GatewaySigner } from "../../src/extensions/federation/gateway-key.js";
 import { requestSignatureInput } from "../../src/extensions/federation/peer-client.js";
+import type { DefaultGatewayOptions } from "../../src/server.js";
 import { FEDERATION_PREFIX, PeerHeader } from "../../src/wire/federation.js";
 import { rawRequest } from "../security/helpers.js";
-import type { DefaultGatewayOptions } from "../../src/server.js";
 import { ADMIN_TOKEN, api, startTestGateway, type TestAgent, type TestGateway } from "./gateway.js";
 import { freePort } from "./ports.js";
 
@@ -158,6 +159,31 @@ export async function startFederatedGateway(
 
 export function removeOrganization(org: Organization): void {
   rmSync(org.dir, { recursive: true, force: true });
+}
+
+/**
+ * Clean-up after each test of a federation file: `org(domain)` makes an organization whose
+ * directory goes when the test ends, and `defer(...)` runs gateways' closes and the like then too,
+ * the last registered first.
+ */
+export function useOrganizations(): {
+  org(domain: string): Promise<Organization>;
+  defer(...cleanups: (() => Promise<unknown> | unknown)[]): void;
+} {
+  const pending: (() => Promise<unknown> | unknown)[] = [];
+  afterEach(async () => {
+    for (const cleanup of pending.splice(0).reverse()) await cleanup();
+  });
+  return {
+    async org(domain) {
+      const made = await organization(domain);
+      pending.push(() => removeOrganization(made));
+      return made;
+    },
+    defer(...cleanups) {
+      pending.push(...cleanups);
+    },
+  };
 }
 
 /**
