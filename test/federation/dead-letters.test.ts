@@ -8,6 +8,8 @@ import { api, FrameClient } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
 
+// Started before the organizations, so their gateways close before these servers stop.
+const nats = useNatsServer();
 const { org, defer } = useOrganizations();
 
 /** alpha@a.test's message, rejected by beta@b.test, shows at a.test as failed with beta's reason. */
@@ -50,8 +52,6 @@ describe("federation: dead letters come back to the sender", () => {
 });
 
 describeWithNats("federation: dead letters come back to the sender, each gateway on its own NATS", () => {
-  const nats = useNatsServer();
-
   it("shows a message the remote recipient rejected as failed, with its reason, at the sender's gateway", async () => {
     const [natsA, natsB] = await Promise.all([nats(), nats()]);
     await rejectedComesBack([natsA.url, natsB.url]);

@@ -19,6 +19,8 @@ import { ADMIN_TOKEN, api, type TestAgent } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
 
+// Started before the organizations, so their gateways close before these servers stop.
+const nats = useNatsServer();
 const { org, defer } = useOrganizations();
 
 async function start(o: Organization, trusts: Organization[], natsUrl?: string): Promise<FederatedGateway> {
@@ -138,8 +140,6 @@ describe("federation: a peer's outbound queue is bounded", () => {
 });
 
 describeWithNats("federation: a pair of gateways on NATS", () => {
-  const nats = useNatsServer();
-
   it("bounds a peer's outbound queue on NATS as on the embedded store", async () => {
     const [natsA, natsB] = await Promise.all([nats(), nats()]);
     await queueBound([natsA.url, natsB.url]);

@@ -14,6 +14,12 @@
  * a watch delivery), and the write cost does not grow with the message rate. What a gateway that
  * dies had not written yet is lost: at most a second of its changes, which stop counting, like
  * everything else, when their slot ends (retention plus one slot).
+ *
+ * A write whose answer is lost (a timeout) may still land. So each record names, per gateway, the
+ * sequence number of that gateway's last write into it: a batch of changes is counted from the
+ * record once the record carries its number, and until then is counted, and written again, by
+ * the gateway that made it. The compare-and-set makes the two exclusive: a batch is in the record
+ * exactly once, whether its first write landed late or never.
  */
 import { type KV, type Kvm, KvWatchInclude } from "@nats-io/kv";
 import { isBrokerError } from "../errors.js";
@@ -27,10 +33,16 @@ import { isRevisionConflict } from "./status-store.js";
 type Counts = [number, number, number];
 /** Slot number → counts. */
 type Slots = Map<number, Counts>;
-/** The record as stored: slot number (as text) → counts, and which write of which gateway it is. */
+/** The record as stored: slot number (as text) → counts, and each writer's last write. */
 interface UsageRecord {
   slots: Record<string, Counts>;
-  write?: string;
+  /** Gateway instance → [sequence number of its last write into this record, when (ms)]. */
+  writers?: Record<string, [number, number]>;
+}
+/** Changes this gateway made, written under `seq` (not yet known to be in the record). */
+interface Batch {
+  seq: number;
+  changes: Slots;
 }
 
 /**
@@ -45,14 +57,20 @@ const MAX_CAS_ATTEMPTS = 10;
 const SLOTS_PER_RETENTION = 48;
 /** How long `open` waits for the watch to deliver the records already there. */
 const LOAD_TIMEOUT_MS = 10_000;
+/**
+ * A writer not heard of for this long is dropped from a record's `writers`: far longer than any
+ * gateway keeps retrying a batch (it retries every second), so no batch is counted twice.
+ */
+const WRITER_MEMORY_MS = 24 * 60 * 60 * 1_000;
 
 export class UsageLedger {
   /** Each agent's record as last written (by anyone), with its revision. */
-  readonly #shared = new Map<string, { slots: Slots; revision: number }>();
-  /** This gateway's changes being written now (with the write's tag), and those not written yet. */
-  readonly #writing = new Map<string, { changes: Slots; tag: string }>();
+  readonly #shared = new Map<string, { slots: Slots; revision: number; writers?: UsageRecord["writers"] }>();
+  /** Per agent, this gateway's batches written (or being written) but not yet seen in the record. */
+  readonly #written = new Map<string, Batch[]>();
+  /** This gateway's changes not written yet. */
   readonly #unwritten = new Map<string, Slots>();
-  /** Tags this gateway's writes, so the watch tells when one is in the record it delivers. */
+  /** Names this gateway in the records' `writers`. */
   readonly #instance = `${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
   #writes = 0;
   readonly #slotMs: number;
@@ -93,7 +111,7 @@ export class UsageLedger {
     const oldest = this.#oldestLiveSlot(now);
     const sources = [
       this.#shared.get(agentId)?.slots,
-      this.#writing.get(agentId)?.changes,
+      ...(this.#written.get(agentId) ?? []).map((batch) => batch.changes),
       this.#unwritten.get(agentId),
     ];
     for (const slots of sources) {
@@ -183,85 +201,84 @@ export class UsageLedger {
   /** Writes every agent's unwritten changes; one flush at a time. */
   #flush(): Promise<void> {
     this.#flushing = this.#flushing.then(async () => {
-      const agents = [...this.#unwritten.keys()];
-      await Promise.all(agents.map((agentId) => this.#write(agentId)));
-      if (this.#unwritten.size > 0) this.#schedule();
+      const agents = new Set([...this.#unwritten.keys(), ...this.#written.keys()]);
+      await Promise.all([...agents].map((agentId) => this.#write(agentId)));
+      if (this.#unwritten.size > 0 || this.#written.size > 0) this.#schedule();
     });
     return this.#flushing;
   }
 
+  /** Writes `agentId`'s unwritten changes, and any earlier batch not yet seen in its record. */
   async #write(agentId: string): Promise<void> {
     const changes = this.#unwritten.get(agentId);
-    if (!changes) return;
     this.#unwritten.delete(agentId);
-    const writing = { changes, tag: `${this.#instance}-${++this.#writes}` };
-    this.#writing.set(agentId, writing);
+    const batches = this.#written.get(agentId) ?? [];
+    if (changes) batches.push({ seq: ++this.#writes, changes });
+    if (batches.length === 0) return;
+    this.#written.set(agentId, batches);
     try {
       for (let attempt = 0; attempt < MAX_CAS_ATTEMPTS; attempt++) {
+        const pending = this.#written.get(agentId);
+        if (!pending) return; // the watch showed every batch in the record meanwhile
         const known = this.#shared.get(agentId);
+        const now = Date.now();
         const next: Slots = new Map(
           [...(known?.slots ?? [])].map(([slot, counts]) => [slot, [...counts] as Counts]),
         );
-        for (const [slot, counts] of changes) addInto(next, slot, counts);
-        const oldest = this.#oldestLiveSlot(Date.now());
+        for (const batch of pending) for (const [slot, counts] of batch.changes) addInto(next, slot, counts);
+        const oldest = this.#oldestLiveSlot(now);
         for (const [slot, counts] of next)
           if (slot < oldest || counts.every((n) => n === 0)) next.delete(slot);
-        const record: UsageRecord = { slots: Object.fromEntries(next), write: writing.tag };
+        const writers = Object.fromEntries(
+          Object.entries(known?.writers ?? {}).filter(([, [, at]]) => at > now - WRITER_MEMORY_MS),
+        );
+        writers[this.#instance] = [(pending.at(-1) as Batch).seq, now];
+        const record: UsageRecord = { slots: Object.fromEntries(next), writers };
         const text = JSON.stringify(record);
         try {
           const revision = known
             ? await this.kv.update(agentId, text, known.revision)
             : await this.kv.create(agentId, text);
-          this.#learn(agentId, next, revision, writing.tag);
+          this.#learn(agentId, record, revision);
           this.#failing = false;
           return;
         } catch (error) {
           if (!isRevisionConflict(error)) throw error;
-          const entry = await this.kv.get(agentId);
-          if (entry?.operation === "PUT") {
-            const stored = entry.json<UsageRecord>();
-            this.#learn(agentId, parseSlots(stored), entry.revision, stored.write);
-          } else this.#shared.delete(agentId);
+          await this.#reread(agentId);
         }
       }
       throw new Error(`the usage record of ${agentId} kept changing`);
     } catch (error) {
-      // The write may have landed though its answer did not come: then the record carries its tag.
-      if (await this.#landed(agentId, writing.tag)) return;
-      // Kept for the next flush (NATS unreachable, or a long race): nothing is lost meanwhile.
-      const later = this.#unwritten.get(agentId) ?? new Map<number, Counts>();
-      for (const [slot, counts] of changes) addInto(later, slot, counts);
-      this.#unwritten.set(agentId, later);
+      // The write may have landed though its answer did not come: the record then carries its
+      // number, and the batches stop counting here. Otherwise they are written at the next flush.
+      await this.#reread(agentId).catch(() => undefined);
+      if (!this.#written.has(agentId)) return;
       if (!this.#failing) this.warn(`quota usage not written yet, will retry: ${String(error)}`);
       this.#failing = true;
-    } finally {
-      if (this.#writing.get(agentId) === writing) this.#writing.delete(agentId);
     }
   }
 
-  async #landed(agentId: string, tag: string): Promise<boolean> {
-    try {
-      const entry = await this.kv.get(agentId);
-      if (entry?.operation !== "PUT") return false;
-      const stored = entry.json<UsageRecord>();
-      if (stored.write !== tag) return false;
-      this.#learn(agentId, parseSlots(stored), entry.revision, stored.write);
-      return true;
-    } catch {
-      return false;
-    }
+  /** Reads `agentId`'s record as it is now. */
+  async #reread(agentId: string): Promise<void> {
+    const entry = await this.kv.get(agentId);
+    if (entry?.operation === "PUT") this.#learn(agentId, entry.json<UsageRecord>(), entry.revision);
+    else this.#shared.delete(agentId);
   }
 
   /**
-   * A record as written by anyone; newer revisions replace older ones. When it is this gateway's
-   * write under way (the watch can deliver it before the write's answer), the changes it carries
-   * are in the record now and stop counting on their own.
+   * A record as written by anyone; newer revisions replace older ones. This gateway's batches up
+   * to the sequence number the record names for it are in the record now, and stop counting here.
    */
-  #learn(agentId: string, slots: Slots, revision: number, write?: string): void {
+  #learn(agentId: string, record: UsageRecord, revision: number): void {
     const known = this.#shared.get(agentId);
-    if (known && revision <= known.revision) return;
-    this.#shared.set(agentId, { slots, revision });
-    if (write !== undefined && this.#writing.get(agentId)?.tag === write) this.#writing.delete(agentId);
+    if (!known || revision > known.revision)
+      this.#shared.set(agentId, { slots: parseSlots(record), revision, writers: record.writers });
+    const seen = record.writers?.[this.#instance]?.[0];
+    const batches = this.#written.get(agentId);
+    if (seen === undefined || !batches) return;
+    const left = batches.filter((batch) => batch.seq > seen);
+    if (left.length > 0) this.#written.set(agentId, left);
+    else this.#written.delete(agentId);
   }
 
   /** Follows the bucket: first every record already there, then each write as it happens. */
@@ -278,8 +295,7 @@ export class UsageLedger {
       for await (const entry of watcher) {
         if (entry.operation === "PUT") {
           try {
-            const stored = entry.json<UsageRecord>();
-            this.#learn(entry.key, parseSlots(stored), entry.revision, stored.write);
+            this.#learn(entry.key, entry.json<UsageRecord>(), entry.revision);
           } catch {
             this.warn(`quota usage record ${entry.key} is not readable; ignored`);
           }
