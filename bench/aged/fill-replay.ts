@@ -9,10 +9,10 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import { type Broker, type Delivery, type MessageKind, openBroker } from "../../src/broker/index.js";
+import { type Broker, type Delivery, openBroker } from "../../src/broker/index.js";
 import { refKey } from "../../src/broker/validation.js";
 import { Registry } from "../../src/gateway/registry.js";
-import { publicIdentity } from "../../src/protocol/index.js";
+import { type MessageType, publicIdentity } from "../../src/protocol/index.js";
 import { priorityOfRank } from "../../src/protocol/priority.js";
 import type { Manifest } from "./fill.js";
 import { Progress } from "./progress.js";
@@ -103,7 +103,7 @@ async function replay(config: ReplayConfig): Promise<void> {
       id: row.id,
       from: row.sender,
       to: row.recipient,
-      kind: row.kind as MessageKind,
+      kind: row.kind as MessageType,
       method: row.method,
       envelope: row.envelope,
       submittedAt: row.submitted_at,

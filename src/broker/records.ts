@@ -1,12 +1,13 @@
 import { type BrokerPolicy, effectiveStatus, expiresAtMs, isoTime, maxDeliveriesDetail } from "./policy.js";
-import type { DeadLetter, MessageKind, MessageRecord, MessageStatus } from "./types.js";
+import type { MessageType } from "../protocol/schemas.js";
+import type { DeadLetter, MessageRecord, MessageStatus } from "./types.js";
 
 /** A message's status fields as both stores keep them: times in epoch milliseconds. */
 export interface StatusFields {
   id: string;
   from: string;
   to: string;
-  kind: MessageKind;
+  kind: MessageType;
   method: string;
   submittedAt: string;
   status: MessageStatus;

@@ -5,9 +5,7 @@
  */
 
 import type { Priority } from "../protocol/priority.js";
-
-export const MESSAGE_KINDS = ["request", "response", "notification", "handoff"] as const;
-export type MessageKind = (typeof MESSAGE_KINDS)[number];
+import type { MessageType } from "../protocol/schemas.js";
 
 export const MESSAGE_STATUSES = ["queued", "delivered", "acknowledged", "failed", "expired"] as const;
 /**
@@ -36,7 +34,8 @@ export interface SubmitInput {
   from: string;
   /** Recipient agent id: the message goes to `agent.<to>.inbox`. */
   to: string;
-  kind: MessageKind;
+  /** The envelope's `message-type`: an error response is a `response`. */
+  kind: MessageType;
   method: string;
   /** The signed envelope, serialized. Stored and delivered byte for byte. */
   envelope: string;
@@ -87,7 +86,7 @@ export interface MessageRecord {
   id: string;
   from: string;
   to: string;
-  kind: MessageKind;
+  kind: MessageType;
   method: string;
   submittedAt: string;
   status: MessageStatus;
@@ -113,7 +112,7 @@ export interface Delivery {
   id: string;
   from: string;
   to: string;
-  kind: MessageKind;
+  kind: MessageType;
   method: string;
   envelope: string;
   submittedAt: string;
@@ -178,7 +177,7 @@ export interface ListQuery {
   participant: string;
   from?: string;
   to?: string;
-  kind?: MessageKind;
+  kind?: MessageType;
   method?: string;
   status?: MessageStatus;
   /** `nextCursor` of the previous page. */

@@ -3,15 +3,9 @@
  * encodings both use for ids in keys and for list cursors.
  */
 import { z } from "zod";
-import { AgentId, MessageId } from "../protocol/schemas.js";
+import { AgentId, MessageId, MessageType } from "../protocol/schemas.js";
 import { BrokerError } from "./errors.js";
-import {
-  type ListQuery,
-  MESSAGE_KINDS,
-  MESSAGE_STATUSES,
-  type MessageRef,
-  type SubmitInput,
-} from "./types.js";
+import { type ListQuery, MESSAGE_STATUSES, type MessageRef, type SubmitInput } from "./types.js";
 
 const Method = z
   .string()
@@ -47,7 +41,7 @@ const SubmitSchema = z.object({
   id: MessageId,
   from: InboxName,
   to: InboxName,
-  kind: z.enum(MESSAGE_KINDS),
+  kind: MessageType,
   method: Method,
   envelope: z.string().min(2, "must be the serialized envelope"),
   submittedAt: z.string().min(1, "must not be empty").max(64, "must be at most 64 characters"),
@@ -60,7 +54,7 @@ const ListSchema = z.object({
   participant: InboxName,
   from: InboxName.optional(),
   to: InboxName.optional(),
-  kind: z.enum(MESSAGE_KINDS).optional(),
+  kind: MessageType.optional(),
   method: Method.optional(),
   status: z.enum(MESSAGE_STATUSES).optional(),
   cursor: z.string().optional(),

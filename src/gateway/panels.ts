@@ -1,4 +1,5 @@
-import type { MessageKind, MessageStatus } from "../broker/index.js";
+import type { MessageStatus } from "../broker/index.js";
+import type { MessageType } from "../protocol/index.js";
 
 /**
  * The dashboard's contract with the extensions that show something on it (collaboration panels,
@@ -32,7 +33,7 @@ export interface PanelMessage {
 /** What the dashboard offers a panel besides the scope. */
 export interface PanelSources {
   /** Relayed messages the viewer may see, newest first. */
-  messages(query: { type?: MessageKind; since?: number; limit: number }): Promise<PanelMessage[]>;
+  messages(query: { type?: MessageType; since?: number; limit: number }): Promise<PanelMessage[]>;
 }
 
 /** One row of a generic panel: what a person needs to follow a negotiation, a vote, a handoff… */

@@ -1,6 +1,6 @@
 import type { AuditEntryInput, SummaryContext } from "../audit/index.js";
 import { brokerToAcp } from "../broker/errors.js";
-import type { Broker, MessageKind, MessageRef, SubmitInput, SubmitResult } from "../broker/index.js";
+import type { Broker, MessageRef, SubmitInput, SubmitResult } from "../broker/index.js";
 import { SerialByKey } from "../broker/serial-by-key.js";
 import type { BrokerKind } from "../broker/types.js";
 import { HANDSHAKE_METHODS } from "../handshake/handshake.js";
@@ -336,7 +336,7 @@ export class Relay {
       id: headers["message-id"],
       from: arrived?.via ?? sender.record.agentId,
       to: inbox,
-      kind: (kind === "error" ? "response" : kind) as MessageKind,
+      kind: kind === "error" ? "response" : kind,
       method,
       envelope,
       submittedAt: headers.timestamp,

@@ -31,6 +31,10 @@ export const MessageId = z
 const SEMVER =
   /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$/;
 
+/**
+ * The `message-type` header: what a message is on the wire (an error response is a `response`). A
+ * broker stores it as a message's `kind`; `MessageType.options` lists the four values.
+ */
 export const MessageType = z.enum(["request", "response", "notification", "handoff"]);
 
 /** The longest `summary` header: a summary is 1–2 sentences; the transparency channel shows 240. */
@@ -229,7 +233,10 @@ export type MethodMessage =
   | z.infer<typeof ExtensionNotificationMessage>;
 export type AcpMessage = MethodMessage | ResponseMessage | ErrorResponseMessage;
 
-/** What kind of message this is, derived from its JSON-RPC shape and method. */
+/**
+ * What `messageKind()` reads from a message's JSON-RPC shape and method: its `MessageType`, except
+ * that an error response is `error`, apart from a response with a result.
+ */
 export type MessageKind = "request" | "notification" | "handoff" | "response" | "error";
 
 /** Methods that are notifications by definition: they MUST NOT carry an id. */

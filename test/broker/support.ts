@@ -1,17 +1,13 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { expect } from "vitest";
-import type { Broker, Delivery, Inbox, MessageKind, SubmitInput } from "../../src/broker/index.js";
+import type { Broker, Delivery, Inbox, SubmitInput } from "../../src/broker/index.js";
 import { BrokerError } from "../../src/broker/index.js";
 
 let counter = 0;
 
 /** A valid submission; ids are unique per test run. */
-export function message(
-  from: string,
-  to: string,
-  overrides: Partial<SubmitInput> & { kind?: MessageKind } = {},
-): SubmitInput {
+export function message(from: string, to: string, overrides: Partial<SubmitInput> = {}): SubmitInput {
   counter += 1;
   const id = overrides.id ?? `msg-${process.pid}-${Date.now().toString(36)}-${counter}`;
   return {

@@ -1,11 +1,11 @@
 import { DEFAULT_PRIORITY, priorityOfRank, priorityRank } from "../../protocol/priority.js";
+import type { MessageType } from "../../protocol/schemas.js";
 import { type BrokerPolicy, expiresAtMs, isoTime } from "../policy.js";
 import { buildRecord } from "../records.js";
 import type {
   DeadLetter,
   Delivery,
   ListQuery,
-  MessageKind,
   MessageRecord,
   MessageRef,
   MessageStatus,
@@ -21,7 +21,7 @@ export interface MessageRow {
   id: string;
   sender: string;
   recipient: string;
-  kind: MessageKind;
+  kind: MessageType;
   method: string;
   submitted_at: string;
   queued_at: number;

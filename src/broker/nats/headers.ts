@@ -1,6 +1,6 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { DEFAULT_PRIORITY, type Priority, priorityOfRank } from "../../protocol/priority.js";
-import type { MessageKind } from "../types.js";
+import type { MessageType } from "../../protocol/schemas.js";
 import { refOfKey } from "../validation.js";
 import { agentOfInboxSubject, Header } from "./layout.js";
 
@@ -9,7 +9,7 @@ export interface MessageHeaders {
   id: string;
   from: string;
   to: string;
-  kind: MessageKind;
+  kind: MessageType;
   method: string;
   submittedAt: string;
   queuedAt: number;
@@ -36,7 +36,7 @@ export function readHeaders(msg: JsMsg): MessageHeaders | null {
     id: refOfKey(key, from).id,
     from,
     to,
-    kind: kind as MessageKind,
+    kind: kind as MessageType,
     method: h.get(Header.Method),
     submittedAt: h.get(Header.SubmittedAt),
     queuedAt,

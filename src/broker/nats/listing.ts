@@ -1,7 +1,8 @@
 import type { JetStreamManager } from "@nats-io/jetstream";
 import type { BrokerPolicy } from "../policy.js";
 import { buildRecord } from "../records.js";
-import type { ListPage, ListQuery, MessageKind, MessageRecord } from "../types.js";
+import type { MessageType } from "../../protocol/schemas.js";
+import type { ListPage, ListQuery, MessageRecord } from "../types.js";
 import { encodeCursor } from "../validation.js";
 import { INDEX_STREAM, indexSubject } from "./layout.js";
 import type { StatusDoc, StatusStore } from "./status-store.js";
@@ -11,7 +12,7 @@ export interface IndexEntry {
   id: string;
   from: string;
   to: string;
-  kind: MessageKind;
+  kind: MessageType;
   method: string;
   submittedAt: string;
   queuedAt: number;

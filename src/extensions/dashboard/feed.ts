@@ -1,14 +1,8 @@
 import type { AuditEntry, AuditEntryInput } from "../../audit/index.js";
 import { auditEntryFor, requestLabel, type SummaryContext } from "../../audit/index.js";
-import type {
-  Broker,
-  BrokerEvent,
-  MessageKind,
-  MessageRecord,
-  MessageStatus,
-  Unsubscribe,
-} from "../../broker/index.js";
+import type { Broker, BrokerEvent, MessageRecord, MessageStatus, Unsubscribe } from "../../broker/index.js";
 import { refKey } from "../../broker/validation.js";
+import type { MessageType } from "../../protocol/index.js";
 import type { Registry } from "../../gateway/registry.js";
 import type { AcceptedListener } from "../../gateway/relay.js";
 
@@ -23,7 +17,7 @@ export interface FeedItem {
   at: string;
   from: { agent: string; principal: string | null };
   to: { agent: string; principal: string | null };
-  type: MessageKind;
+  type: MessageType;
   method: string;
   summary: string;
   /** `sender`: the summary is the sending agent's own words (signed with the message); else the gateway's. */

@@ -1,8 +1,7 @@
 import type { AuditRecord } from "../../audit/index.js";
-import type { Broker, MessageKind } from "../../broker/index.js";
-import { MESSAGE_KINDS } from "../../broker/types.js";
+import type { Broker } from "../../broker/index.js";
 import { refKey } from "../../broker/validation.js";
-import { AcpError } from "../../protocol/index.js";
+import { AcpError, MessageType } from "../../protocol/index.js";
 import { type FeedItem, feedItemOfAudit, type LiveFeed } from "./feed.js";
 import type { FeedIndex } from "./feed-index.js";
 import { FEED_TYPES, type FeedType, type IndexedEntry } from "./feed-index-schema.js";
@@ -22,7 +21,7 @@ export interface FeedQuery {
   agent?: string;
   /** Messages exchanged with this agent (with `agent`: between the two). */
   peer?: string;
-  type?: MessageKind;
+  type?: MessageType;
   since?: number;
   until?: number;
   limit: number;
@@ -46,8 +45,8 @@ export function parseFeedQuery(url: URL, now = Date.now()): FeedQuery {
     return parsed;
   };
   const type = param("type");
-  if (type !== undefined && !(MESSAGE_KINDS as readonly string[]).includes(type)) {
-    problems.push({ path: "type", message: `must be one of ${MESSAGE_KINDS.join(", ")}` });
+  if (type !== undefined && !(MessageType.options as readonly string[]).includes(type)) {
+    problems.push({ path: "type", message: `must be one of ${MessageType.options.join(", ")}` });
   }
   const limitText = param("limit");
   const limit = limitText === undefined ? 100 : Number(limitText);
@@ -64,7 +63,7 @@ export function parseFeedQuery(url: URL, now = Date.now()): FeedQuery {
   return {
     ...(agent !== undefined ? { agent } : {}),
     ...(peer !== undefined ? { peer } : {}),
-    ...(type !== undefined ? { type: type as MessageKind } : {}),
+    ...(type !== undefined ? { type: type as MessageType } : {}),
     since,
     ...(until !== undefined ? { until } : {}),
     limit,
@@ -99,7 +98,7 @@ export interface VolumeBucket {
   /** Start of the bucket (ISO 8601). */
   start: string;
   total: number;
-  byType: Record<MessageKind, number>;
+  byType: Record<MessageType, number>;
 }
 
 /** Round bucket sizes, so the chart's axis reads naturally; about `target` bars whatever the window. */
