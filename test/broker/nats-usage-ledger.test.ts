@@ -2,10 +2,10 @@ import type { KV, Kvm } from "@nats-io/kv";
 import { Kvm as RealKvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterEach, expect, it } from "vitest";
-import { resolvePolicy } from "../../src/broker/policy.js";
-import { resolveQuotas } from "../../src/broker/quotas.js";
-import type { SubmitInput } from "../../src/broker/types.js";
 import { UsageLedger } from "../../src/broker/nats/usage-ledger.js";
+import { resolvePolicy } from "../../src/broker/policy.js";
+import { type ResolvedQuotas, resolveQuotas } from "../../src/broker/quotas.js";
+import type { SubmitInput } from "../../src/broker/types.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { eventually } from "./support.js";
 
@@ -25,9 +25,9 @@ afterEach(async () => {
 });
 
 const policy = resolvePolicy({});
-const quotas = resolveQuotas({ recipientPendingMessages: 1_000 }) as NonNullable<ReturnType<typeof resolveQuotas>>;
+const quotas = resolveQuotas({ recipientPendingMessages: 1_000 }) as ResolvedQuotas;
 
-/** A ledger on `url`; its first write of `faultyKey`'s record fails as `fault` says. */
+/** A ledger on `url`; its first write of `fault.key`'s record fails as `fault.kind` says. */
 async function openLedger(url: string, fault?: { key: string; kind: Fault }): Promise<UsageLedger> {
   const nc = await connect({ servers: url });
   connections.push(nc);
