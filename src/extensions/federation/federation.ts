@@ -71,6 +71,9 @@ export interface FederationOptions {
   peerQueue?: { messages?: number; bytes?: number };
 }
 
+/** The broker's default retention (7 days), when the gateway sets none. */
+const DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60_000;
+
 /** The bound of each peer's outbound queue when none is configured. */
 export const DEFAULT_PEER_QUEUE = { messages: 100_000, bytes: 1024 * 1024 * 1024 };
 
@@ -123,7 +126,7 @@ export class Federation implements RemoteAgents {
       directory: this.directory,
       links: this.links,
       limiter: new RateLimiter(rate, rate * 2),
-      maxAgeMs: options.retentionMs ?? 7 * 24 * 60 * 60_000,
+      maxAgeMs: this.retentionMs,
     });
     this.keys = ctx.broker.kv<GatewayKey>("federation-keys");
   }
@@ -135,6 +138,11 @@ export class Federation implements RemoteAgents {
 
   get domain(): string {
     return this.options.domain;
+  }
+
+  /** The gateway's retention: how long a message may wait in a peer's queue, and how old one may arrive. */
+  get retentionMs(): number {
+    return this.options.retentionMs ?? DEFAULT_RETENTION_MS;
   }
 
   /** Where peers reach this gateway: the configured public URL, else the listener as bound. */
@@ -337,6 +345,7 @@ export class Federation implements RemoteAgents {
           initialMs: this.options.retry?.initialMs ?? 1_000,
           maxMs: this.options.retry?.maxMs ?? 300_000,
         },
+        retentionMs: this.retentionMs,
       });
       this.forwarders.set(domain, forwarder);
       try {

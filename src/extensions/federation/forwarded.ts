@@ -84,8 +84,11 @@ export class ForwardedLog {
   async progress(record: MessageRecord & { envelope?: string | null }): Promise<RemoteProgress | undefined> {
     const peer = domainOfInbox(record.to);
     if (peer === undefined) return undefined;
+    // Acknowledged here: the peer stored it. Expired here: it may have reached the peer just before.
     const entry =
-      record.status === "acknowledged" ? (await this.bucket.get(messageKey(record)))?.value : undefined;
+      record.status === "acknowledged" || record.status === "expired"
+        ? (await this.bucket.get(messageKey(record)))?.value
+        : undefined;
     if (!entry) {
       // Still queued here, refused by the peer (a dead letter), or expired before it got there.
       const status =

@@ -4,7 +4,9 @@
  * peer in batches, one batch at a time, so a sender's messages reach it in the order they were
  * accepted here. While the peer cannot be reached it retries the same batch with exponential
  * backoff, keeping its place in the queue (and telling the broker it is still working on what it
- * holds, so nothing is redelivered or dead-lettered meanwhile) until the messages' retention ends.
+ * holds, so nothing is redelivered or dead-lettered meanwhile) until the messages' retention ends:
+ * a message past it is never sent (the broker shows it `expired`, as any message whose recipient
+ * did not take it in time).
  * What the peer stored is acknowledged here (forwarded); what it refused for good ends `failed`
  * with a dead letter naming the peer's answer; what it refused for now (rate, storage) is retried.
  */
@@ -45,6 +47,8 @@ export interface ForwarderDeps {
   forwarded: ForwardedLog;
   logger: Logger;
   retry: Required<RetryOptions>;
+  /** The broker's retention: a message queued longer ago than this has expired. */
+  retentionMs: number;
 }
 
 export class Forwarder {
@@ -128,7 +132,9 @@ export class Forwarder {
         await this.sleep(ms);
         continue;
       }
+      this.dropExpired();
       const batch = this.nextBatch();
+      if (batch.length === 0) continue;
       try {
         const results = await this.transfer(batch);
         await this.settle(batch, results);
@@ -156,6 +162,23 @@ export class Forwarder {
       }
       this.wakeSender = done;
     });
+  }
+
+  /**
+   * Lets go of what expired while it waited (the peer down): the broker already reads it `expired`
+   * and will not hand it out again; sending it now would deliver what its sender was told expired.
+   */
+  private dropExpired(): void {
+    const now = Date.now();
+    const expired = this.held.filter((d) => now >= Date.parse(d.queuedAt) + this.deps.retentionMs);
+    if (expired.length === 0) return;
+    const gone = new Set(expired);
+    this.held = this.held.filter((d) => !gone.has(d));
+    this.deps.links.holding(this.domain, this.oldestHeld);
+    this.deps.logger.info(
+      { peer: this.domain, ids: expired.slice(0, 20).map((d) => d.id), count: expired.length },
+      "messages expired before the peer could take them",
+    );
   }
 
   private nextBatch(): Delivery[] {
