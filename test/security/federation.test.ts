@@ -3,7 +3,9 @@
  * real gateways on 127.0.0.1 with TLS: a.test and b.test admit each other, c.test is admitted by
  * nobody. Each attack is a request on b.test's federation listener signed as the attacker can sign
  * it; each asserts the refusal (status, code, the field named), that beta received nothing and
- * nothing was stored, and that a.test's agent still reaches beta afterwards.
+ * nothing was stored, and that a.test's agent still reaches beta afterwards. The same attacks run
+ * with b.test (and a.test) on the embedded store and on NATS, whose peers, deduplication and stored
+ * messages are kept by other code.
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -22,6 +24,7 @@ import {
   startFederatedGateway,
 } from "../helpers/federation.js";
 import { ADMIN_TOKEN, api, type TestAgent } from "../helpers/gateway.js";
+import { describeWithNats, startNatsServer } from "../helpers/nats.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { until } from "../helpers/until.js";
 import { type RawResponse, rawRequest } from "./helpers.js";
@@ -124,45 +127,53 @@ function idOf(envelope: string): string {
   ] as string;
 }
 
-beforeAll(async () => {
-  [orgA, orgB, orgC] = await Promise.all([
-    organization("a.test"),
-    organization("b.test"),
-    organization("c.test"),
-  ]);
-  [a, b, c] = await Promise.all([
-    startFederatedGateway(orgA, [orgB, orgC]),
-    startFederatedGateway(orgB, [orgA, orgC], {
-      federation: { domain: "b.test", peerRatePerSecond: PEER_RATE },
-    }),
-    startFederatedGateway(orgC, [orgA, orgB]),
-  ]);
-  await a.admit(orgB);
-  await b.admit(orgA);
-  await c.admit(orgB);
-  const alphaReg = await a.agent("alpha");
-  alpha = alphaReg.agent;
-  alphaAgent = alphaReg.registered;
-  carol = await c.register("carol", "principal-carol");
-  beta = (await b.agent("beta")).agent;
-  beta.onNotification((body) => {
-    notes.push(body);
+/**
+ * Every attack, against b.test on the store `nats` gives (each call a NATS server's URL; the
+ * embedded store when absent): its peers, deduplication, stored messages and queues live there.
+ */
+function attacks(nats?: () => Promise<string>): void {
+  beforeAll(async () => {
+    notes.length = 0;
+    // On NATS, a.test and b.test each have a server of their own; c.test only signs requests.
+    const [natsA, natsB] = nats ? await Promise.all([nats(), nats()]) : [];
+    [orgA, orgB, orgC] = await Promise.all([
+      organization("a.test"),
+      organization("b.test"),
+      organization("c.test"),
+    ]);
+    [a, b, c] = await Promise.all([
+      startFederatedGateway(orgA, [orgB, orgC], natsA ? { natsUrl: natsA } : {}),
+      startFederatedGateway(orgB, [orgA, orgC], {
+        ...(natsB && { natsUrl: natsB }),
+        federation: { domain: "b.test", peerRatePerSecond: PEER_RATE },
+      }),
+      startFederatedGateway(orgC, [orgA, orgB]),
+    ]);
+    await a.admit(orgB);
+    await b.admit(orgA);
+    await c.admit(orgB);
+    const alphaReg = await a.agent("alpha");
+    alpha = alphaReg.agent;
+    alphaAgent = alphaReg.registered;
+    carol = await c.register("carol", "principal-carol");
+    beta = (await b.agent("beta")).agent;
+    beta.onNotification((body) => {
+      notes.push(body);
+    });
+    beta.onRequest("agent.request", (body) => ({ echo: body }));
+    await alpha.handshake("beta@b.test");
+  }, 120_000);
+
+  afterAll(async () => {
+    await Promise.all([a?.close(), b?.close(), c?.close()]);
+    for (const org of [orgA, orgB, orgC]) if (org) removeOrganization(org);
   });
-  beta.onRequest("agent.request", (body) => ({ echo: body }));
-  await alpha.handshake("beta@b.test");
-}, 120_000);
 
-afterAll(async () => {
-  await Promise.all([a?.close(), b?.close(), c?.close()]);
-  for (const org of [orgA, orgB, orgC]) if (org) removeOrganization(org);
-});
+  afterEach(async () => {
+    // The gateways are healthy: a.test's agent still reaches beta through both gateways.
+    expect(await alpha.request("beta@b.test", { still: "working" })).toEqual({ echo: { still: "working" } });
+  });
 
-afterEach(async () => {
-  // The gateways are healthy: a.test's agent still reaches beta through both gateways.
-  expect(await alpha.request("beta@b.test", { still: "working" })).toEqual({ echo: { still: "working" } });
-});
-
-describe("federation: what a peer gateway cannot do", () => {
   it("accepts a transfer a.test signs for its own agent (the baseline every attack differs from)", async () => {
     const envelope = alphaNote({ n: "baseline" });
     const answer = await toB("POST", "/transfers", JSON.stringify({ messages: [envelope] }), {
@@ -365,5 +376,22 @@ describe("federation: what a peer gateway cannot do", () => {
       expect((r.error?.data as { quota?: string } | undefined)?.quota).toBe("peer-rate");
     }
     // What a.test's forwarder sends next is refused for now and sent again when the bucket refills.
+  });
+}
+
+describe("federation: what a peer gateway cannot do", () => {
+  attacks();
+});
+
+describeWithNats("federation: what a peer gateway cannot do, each gateway on its own NATS", () => {
+  const servers: { dispose(): Promise<void> }[] = [];
+  // Started once for the whole suite (as its gateways are), so not with useNatsServer's per-test clean-up.
+  afterAll(async () => {
+    await Promise.all(servers.splice(0).map((server) => server.dispose()));
+  });
+  attacks(async () => {
+    const server = await startNatsServer();
+    servers.push(server);
+    return server.url;
   });
 });
