@@ -42,6 +42,8 @@ describe("acp federation", () => {
       orgA.tls.key,
       "--federation-ca",
       orgB.ca,
+      "--federation-resolve",
+      `b.test=${orgB.url}`,
     ]);
   }, 60_000);
 
@@ -52,18 +54,34 @@ describe("acp federation", () => {
     rmSync(data, { recursive: true, force: true });
   });
 
-  it("refuses to federate without TLS or with a domain that is not one", async () => {
+  it("refuses to federate without TLS, with a domain that is not one, or a resolution that is not DOMAIN=URL", async () => {
     const noTls = await runAcp(["gateway", "--port", "0", "--federation-domain", "a.test"]);
     expect(noTls.code).not.toBe(0);
     expect(noTls.stderr).toContain("federation requires TLS");
     const badDomain = await runAcp(["gateway", "--port", "0", "--federation-domain", "A_Test"]);
     expect(badDomain.code).not.toBe(0);
     expect(badDomain.stderr).toContain("--federation-domain");
+    const badResolve = await runAcp([
+      "gateway",
+      "--port",
+      "0",
+      "--federation-domain",
+      "a.test",
+      "--tls-cert",
+      orgA.tls.cert,
+      "--tls-key",
+      orgA.tls.key,
+      "--federation-resolve",
+      "https://b.test",
+    ]);
+    expect(badResolve.code).not.toBe(0);
+    expect(badResolve.stderr).toContain("--federation-resolve");
   });
 
   it("adds a peer, pinning the keys its /.well-known/acp shows, and shows it in list and status", async () => {
     expect(a.output()).toContain("federating as a.test");
-    const added = await acp("add", "b.test", "--url", orgB.url);
+    // No --url: the gateway's --federation-resolve says where b.test is.
+    const added = await acp("add", "b.test");
     expect(added.stderr).toBe("");
     expect(added.code).toBe(0);
     expect(added.stdout).toMatch(/peer b\.test added; pinned keys: b\.test#/);

@@ -46,6 +46,7 @@ export interface GatewayCliOptions {
   federationPublicUrl?: string;
   federationPeerQueueMessages?: string;
   federationPeerQueueBytes?: string;
+  federationResolve: string[];
 }
 
 const collect = (value: string, previous: string[]) => [...previous, value];
@@ -177,6 +178,7 @@ function federationFrom(options: GatewayCliOptions): { federation?: FederationCl
       tls: { cert, key },
       ...(options.federationCa.length > 0 && { ca: options.federationCa }),
       ...(options.federationOpen && { open: true }),
+      ...(options.federationResolve.length > 0 && { resolve: resolveFrom(options.federationResolve) }),
       ...(options.federationPublicUrl && { publicUrl: options.federationPublicUrl }),
       peerQueue: {
         ...optional(
@@ -187,6 +189,22 @@ function federationFrom(options: GatewayCliOptions): { federation?: FederationCl
       },
     },
   };
+}
+
+/** `--federation-resolve DOMAIN=URL` flags as a map; the URLs are checked when the gateway starts. */
+function resolveFrom(flags: string[]): Record<string, string> {
+  const resolve: Record<string, string> = {};
+  for (const flag of flags) {
+    const at = flag.indexOf("=");
+    const domain = flag.slice(0, at);
+    if (at < 1 || !FederationDomain.safeParse(domain).success) {
+      throw new CliError(
+        `--federation-resolve: ${JSON.stringify(flag)} is not DOMAIN=URL (e.g. b.example=https://gw.b.example:8448)`,
+      );
+    }
+    resolve[domain] = flag.slice(at + 1);
+  }
+  return resolve;
 }
 
 /** `{ [key]: value }`, or nothing when the value is absent. */
@@ -200,6 +218,7 @@ interface FederationCliOptions {
   tls: { cert: string; key: string };
   ca?: string[];
   open?: true;
+  resolve?: Record<string, string>;
   publicUrl?: string;
   peerQueue: { messages?: number; bytes?: number };
 }
@@ -298,6 +317,12 @@ export function registerGateway(program: Command): void {
     .option(
       "--federation-open",
       "admit any domain whose /.well-known/acp verifies (default: peers an admin added)",
+    )
+    .option(
+      "--federation-resolve <domain=url>",
+      "where DOMAIN's gateway is (its /.well-known/acp), for a peer added without --url and a first contact under --federation-open (repeatable; default https://DOMAIN)",
+      collect,
+      [],
     )
     .option(
       "--federation-public-url <url>",

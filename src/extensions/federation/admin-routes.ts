@@ -50,7 +50,7 @@ export function adminRoutes(router: Router, ctx: GatewayContext, federation: () 
       });
     }
     const f = federation();
-    const { domain, url = `https://${domain}`, keys } = parsed.data;
+    const { domain, url = f.urlOf(domain), keys } = parsed.data;
     if (domain === f.domain) {
       throw new AcpError("InvalidParams", `${domain} is this gateway's own domain`, {
         problems: [{ path: "/domain", message: "this gateway's own domain" }],
@@ -123,7 +123,7 @@ export function adminRoutes(router: Router, ctx: GatewayContext, federation: () 
           ? await f.peers.create({
               domain,
               state,
-              url: `https://${domain}`,
+              url: f.urlOf(domain),
               admittedBy: "admin",
               pinned: [],
               addedAt: new Date().toISOString(),

@@ -21,6 +21,11 @@ export function federationExtension(options: FederationOptions): GatewayExtensio
   if (!FederationDomain.safeParse(options.domain).success) {
     throw new TypeError(`federation domain ${JSON.stringify(options.domain)} is not a lowercase DNS name`);
   }
+  for (const domain of Object.keys(options.resolve ?? {})) {
+    if (!FederationDomain.safeParse(domain).success || domain === options.domain) {
+      throw new TypeError(`federation resolve: ${JSON.stringify(domain)} is not another domain's DNS name`);
+    }
+  }
   return {
     name: "federation",
     mount(context, router) {

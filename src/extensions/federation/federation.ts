@@ -49,6 +49,14 @@ export interface FederationOptions {
   publicUrl?: string;
   /** Any domain whose `/.well-known/acp` verifies may talk to this gateway (default: admitted peers only). */
   open?: boolean;
+  /**
+   * Where some domains' gateways are, by domain (`{"b.example": "https://gw.b.example:8448"}`):
+   * the URL of the `/.well-known/acp` of a peer added without one, and of a first contact under the
+   * open policy, instead of `https://<domain>`. Configuration only (no request sets it); each URL
+   * still passes the TLS rule and the outbound URL policy, and the document there must be the
+   * domain's own, signed by its keys.
+   */
+  resolve?: Record<string, string>;
   /** Test mode: plain HTTP on loopback, for the listener and for peers' URLs. Never in production. */
   insecureLoopback?: boolean;
   /** The backoff of a forwarder while its peer cannot be reached (default 1 s doubling to 5 min). */
@@ -87,6 +95,7 @@ export class Federation implements RemoteAgents {
   readonly receiver: Receiver;
   private readonly forwarders = new Map<string, Forwarder>();
   private readonly keys: KvBucket<GatewayKey>;
+  private readonly resolved: ReadonlyMap<string, string>;
   private listener: FederationListener | undefined;
   private unwatchPeers: (() => void) | undefined;
   private counting: NodeJS.Timeout | undefined;
@@ -108,9 +117,12 @@ export class Federation implements RemoteAgents {
       insecureLoopback: options.insecureLoopback ?? false,
       timeoutMs: options.timeoutMs ?? 10_000,
     });
+    this.resolved = new Map(Object.entries(options.resolve ?? {}));
+    for (const [domain, url] of this.resolved) this.client.checkUrl(url, `the URL of ${domain} (resolve)`);
     this.gate = new PeerGate(this.peers, this.client, this.links, {
       domain: options.domain,
       open: options.open ?? false,
+      urlOf: (domain) => this.urlOf(domain),
     });
     this.directory = new RemoteDirectory(this.gate, this.client, options.directoryTtlMs ?? 60_000);
     this.forwarded = new ForwardedLog(
@@ -143,6 +155,11 @@ export class Federation implements RemoteAgents {
   /** The gateway's retention: how long a message may wait in a peer's queue, and how old one may arrive. */
   get retentionMs(): number {
     return this.options.retentionMs ?? DEFAULT_RETENTION_MS;
+  }
+
+  /** Where `domain`'s `/.well-known/acp` is, unless an admin gave its peer another URL. */
+  urlOf(domain: string): string {
+    return this.resolved.get(domain) ?? `https://${domain}`;
   }
 
   /** Where peers reach this gateway: the configured public URL, else the listener as bound. */

@@ -22,6 +22,8 @@ export interface PeerGateOptions {
   domain: string;
   /** Any domain whose `/.well-known/acp` verifies may talk to this gateway (pinned at first contact). */
   open: boolean;
+  /** Where a domain's `/.well-known/acp` is (the configured resolution, else `https://<domain>`). */
+  urlOf(domain: string): string;
 }
 
 export class PeerGate {
@@ -179,7 +181,7 @@ export class PeerGate {
   }
 
   private async admitOnFirstContact(domain: string): Promise<PeerRecord> {
-    const url = `https://${domain}`;
+    const url = this.options.urlOf(domain);
     const doc = await this.client.document(url, domain).catch((err: Error) => {
       throw new AcpError(
         "Forbidden",
