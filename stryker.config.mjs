@@ -20,6 +20,10 @@ export default {
   // On top of 1.5 times the mutant's tests' normal time; a module whose mutants often hang (a
   // promise a broken thread never answers) names a shorter one.
   timeoutMS: module.timeoutMS ?? 20_000,
+  // A run after a change re-tests only the mutants whose code or covering tests changed (the
+  // others keep their result from reports/mutation/<module>.incremental.json); `--force` to redo all.
+  incremental: true,
+  incrementalFile: `reports/mutation/${name}.incremental.json`,
   reporters: ["clear-text", "progress", "json"],
   jsonReporter: { fileName: `reports/mutation/${name}.json` },
   tempDirName: ".stryker-tmp",
