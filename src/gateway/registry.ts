@@ -62,6 +62,8 @@ export interface ResolvedAgent {
 
 /** Agents (and API keys) a gateway keeps resolved in memory; the least recently used go first. */
 const CACHED_AGENTS = 100_000;
+/** The one entry of the listing cache: every agent's record. */
+const EVERY_AGENT = "*";
 
 /**
  * The agent registry over the broker's KV (so every gateway on one NATS shares it). Lookups on the
@@ -75,6 +77,11 @@ export class Registry {
   /** Resolved agents (null: none or revoked) and API key hashes' agents, kept current by watches. */
   private readonly byId: WatchedReads<ResolvedAgent | null>;
   private readonly byKeyHash: WatchedReads<string | null>;
+  /**
+   * Every agent's record, for `list` (each dashboard request, the agent directory): read again after
+   * any change to the bucket, instead of one KV read per agent on every call.
+   */
+  private readonly listed: WatchedReads<AgentRecord[]>;
   /** Set by the composition root when the gateway offers custodial keys. */
   custodian: Custodian | undefined;
   /** Agents of other gateways: set by the federation extension when the gateway federates. */
@@ -91,11 +98,13 @@ export class Registry {
     this.apiKeys = broker.kv<{ agentId: string }>("apikeys");
     this.byId = new WatchedReads(this.agents, { max: CACHED_AGENTS });
     this.byKeyHash = new WatchedReads(this.apiKeys, { max: CACHED_AGENTS });
+    this.listed = new WatchedReads(this.agents, { max: 1, entryOf: () => EVERY_AGENT });
   }
 
   async start(): Promise<void> {
     await this.byId.start();
     await this.byKeyHash.start();
+    await this.listed.start();
     // Another gateway's rotation or revocation reaches this one's listeners through the watch.
     this.unwatch = await this.agents.watch((change) => this.changed(change.key, change.value));
   }
@@ -103,6 +112,7 @@ export class Registry {
   stop(): void {
     this.byId.close();
     this.byKeyHash.close();
+    this.listed.close();
     this.unwatch?.();
     this.changeListeners.clear();
   }
@@ -219,6 +229,7 @@ export class Registry {
     }
     try {
       await this.agents.create(record.agentId, record);
+      this.listed.forget(EVERY_AGENT);
     } catch (err) {
       if (isBrokerError(err, "exists")) {
         throw new AcpError(
@@ -244,7 +255,7 @@ export class Registry {
     await this.agents.update(agentId, record, entry.revision);
     await this.apiKeys.put(record.apiKeyHash, { agentId });
     await this.apiKeys.delete(entry.value.apiKeyHash);
-    this.byId.forget(agentId);
+    this.forget(agentId);
     this.byKeyHash.forget(entry.value.apiKeyHash);
     this.changed(agentId, record);
     return { agentId, apiKey };
@@ -294,7 +305,7 @@ export class Registry {
       ].slice(-MAX_KEY_HISTORY),
     };
     await this.agents.update(agentId, record, entry.revision);
-    this.byId.forget(agentId);
+    this.forget(agentId);
     this.changed(agentId, record);
     return record;
   }
@@ -304,7 +315,7 @@ export class Registry {
     const entry = await this.agents.get(agentId);
     if (!entry || entry.value.revokedAt) throw notFound(agentId);
     await this.agents.update(agentId, { ...entry.value, capabilities }, entry.revision);
-    this.byId.forget(agentId);
+    this.forget(agentId);
   }
 
   /** Revokes the agent: its key stops working, messages to it are refused. The record stays for audit. */
@@ -317,7 +328,7 @@ export class Registry {
     await this.apiKeys.delete(entry.value.apiKeyHash);
     // Nobody may sign for a revoked agent again: the key the gateway held for it is destroyed.
     if (entry.value.custodial) await this.custodian?.discard(agentId);
-    this.byId.forget(agentId);
+    this.forget(agentId);
     this.byKeyHash.forget(entry.value.apiKeyHash);
     this.changed(agentId, record);
     return { agentId, revokedAt };
@@ -356,10 +367,20 @@ export class Registry {
   }
 
   /** Every record, revoked ones included (for listings). */
+  /** Every registered agent's record (revoked ones included). */
   async list(): Promise<AgentRecord[]> {
-    const ids = await this.agents.keys();
-    const entries = await Promise.all(ids.map((id) => this.agents.get(id)));
-    return entries.flatMap((entry) => (entry ? [entry.value] : []));
+    const records = await this.listed.read(EVERY_AGENT, async () => {
+      const ids = await this.agents.keys();
+      const entries = await Promise.all(ids.map((id) => this.agents.get(id)));
+      return entries.flatMap((entry) => (entry ? [entry.value] : []));
+    });
+    return [...records];
+  }
+
+  /** What this gateway cached of `agentId` after its own write (another gateway's reaches the watch). */
+  private forget(agentId: string): void {
+    this.byId.forget(agentId);
+    this.listed.forget(EVERY_AGENT);
   }
 
   async get(agentId: string): Promise<AgentRecord | undefined> {

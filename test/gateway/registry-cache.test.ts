@@ -96,4 +96,40 @@ describe("registry cache", () => {
       await broker.close();
     }
   });
+
+  it("lists from memory until an agent is registered, rotated or revoked, here or by another gateway", async () => {
+    const broker = EmbeddedBroker.open({ data: tmp() });
+    try {
+      let gets = 0;
+      const registry = await registryOn(
+        withAgentsGet(broker, (bucket, key) => {
+          gets++;
+          return bucket.get(key);
+        }),
+      );
+      const other = await registryOn(broker);
+      await register(registry, "alice");
+      await register(registry, "bob");
+      const ids = async () => (await registry.list()).map((record) => record.agentId).sort();
+
+      expect(await ids()).toEqual(["alice", "bob"]);
+      gets = 0;
+      expect(await ids()).toEqual(["alice", "bob"]);
+      expect(gets).toBe(0);
+
+      await register(other, "carol");
+      await expect.poll(ids).toEqual(["alice", "bob", "carol"]);
+      await other.revoke("bob");
+      await expect
+        .poll(async () => (await registry.list()).find((record) => record.agentId === "bob")?.revokedAt)
+        .toBeDefined();
+      const hashOfAlice = async () =>
+        (await registry.list()).find((record) => record.agentId === "alice")?.apiKeyHash;
+      const before = await hashOfAlice();
+      await registry.rotate("alice");
+      expect(await hashOfAlice()).not.toBe(before);
+    } finally {
+      await broker.close();
+    }
+  });
 });
