@@ -146,6 +146,39 @@ describe("embedded broker: the retention sweep's batch size", () => {
   });
 });
 
+describe("embedded broker: the record purge", () => {
+  it("deletes the records up to the cutoff, oldest first, in batches, and nothing when none is due", async () => {
+    const broker = (await openBroker({ data: tmp() })) as EmbeddedBroker;
+    try {
+      for (let i = 0; i < 30; i++) await broker.submit(message("alice", "bob"));
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      const cutoff = Date.now();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      for (let i = 0; i < 5; i++) await broker.submit(message("alice", "bob"));
+      const stored = async () => (await broker.list({ participant: "bob", limit: 100 })).items.length;
+
+      const purge = (at: number, limit: number) =>
+        broker.commits.run(() => broker.table.purgeThrough(at, limit));
+      expect(await purge(cutoff - 60_000, 10)).toEqual({ purged: 0, more: false });
+      expect(await stored()).toBe(35);
+      const batches = [];
+      for (let more = true; more; ) {
+        const result = await purge(cutoff, 7);
+        batches.push(result.purged);
+        more = result.more;
+      }
+      expect(batches.reduce((sum, n) => sum + n, 0)).toBe(30);
+      expect(Math.max(...batches)).toBe(7);
+      expect(await purge(cutoff, 7)).toEqual({ purged: 0, more: false });
+      const left = (await broker.list({ participant: "bob", limit: 100 })).items;
+      expect(left).toHaveLength(5);
+      expect(left.every((record) => Date.parse(record.queuedAt) > cutoff)).toBe(true);
+    } finally {
+      await broker.close();
+    }
+  });
+});
+
 describe("embedded broker: a sender's stored bytes after a restart", () => {
   const bytesOf = (input: { envelope: string }) => Buffer.byteLength(input.envelope);
 

@@ -80,6 +80,7 @@ export class MessageTable {
   private readonly expireRangeStmt: SqliteStatement;
   private readonly purgeStmt: SqliteStatement;
   private readonly latestStmt: SqliteStatement<[], { queued_at: number }>;
+  private readonly oldestStmt: SqliteStatement<[], { queued_at: number }>;
   private readonly listStatements = new Map<string, SqliteStatement<unknown[], MessageRow>>();
 
   constructor(private readonly db: SqliteDatabase) {
@@ -137,6 +138,7 @@ export class MessageTable {
     );
     this.purgeStmt = db.prepare("DELETE FROM messages WHERE seq <= ?");
     this.latestStmt = db.prepare("SELECT queued_at FROM messages ORDER BY seq DESC LIMIT 1");
+    this.oldestStmt = db.prepare("SELECT queued_at FROM messages ORDER BY seq LIMIT 1");
   }
 
   /** The retention sweep's progress: every message up to this sequence number has had its envelope dropped. */
@@ -312,6 +314,10 @@ export class MessageTable {
 
   /** Deletes records queued at or before `cutoff`, oldest first, one batch per call; whether more may be due. */
   purgeThrough(cutoff: number, limit = SWEEP_BATCH): { purged: number; more: boolean } {
+    // Records are kept longer than envelopes, so usually none is due: the oldest row says so
+    // without reading a whole batch of rows in every sweep batch.
+    const oldest = this.oldestStmt.get();
+    if (!oldest || oldest.queued_at > cutoff) return { purged: 0, more: false };
     const rows = this.sweptStmt.all(0, limit);
     const stop = rows.findIndex((row) => row.queued_at > cutoff);
     const last = (stop === -1 ? rows : rows.slice(0, stop)).at(-1);
