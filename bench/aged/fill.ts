@@ -4,11 +4,16 @@
  * delivered, acknowledged) and every relay audit entry carries the time it would have had.
  *
  * Everything goes through the product's own write paths, nothing is written to a file directly:
- * agents are registered with the gateway's Registry, handshakes observed by its HandshakeGate,
- * messages submitted to the broker, delivered through each recipient's inbox and acknowledged (or
- * rejected) there, and each relayed message's audit entry (the relay's own `relayedEntryFor`)
- * appended to the sender's relay audit log under `<data>/relay-audit`. On NATS the envelopes come
- * from an embedded fill (fill-replay.ts), so both brokers hold the same week.
+ * agents are registered with the gateway's Registry, handshakes observed by its HandshakeGate, and
+ * each relayed message's audit entry (the relay's own `relayedEntryFor`) appended to the sender's
+ * relay audit log under `<data>/relay-audit`. Messages take one of two paths:
+ * - `broker` (AGED_FILL=broker): submitted to the broker, delivered through each recipient's inbox
+ *   and acknowledged (or rejected) there, as a running gateway would;
+ * - `bulk` (the default): the same rows written with the broker's own statements (its MessageTable:
+ *   `insert`, then `markAcknowledged` or `markFailed` as the recipient's settlement writes them), a
+ *   thousand messages per commit, without inboxes; each message is delivered and settled at the
+ *   moment it was queued. test/bench/aged-fill.test.ts holds the two paths' rows side by side.
+ * On NATS the envelopes come from an embedded fill (fill-replay.ts), so both brokers hold the same week.
  *
  * The mix: most messages acknowledged; 1.5% rejected by their recipient (dead-lettered); ~30
  * agents go offline at some point of the week, so what reaches them afterwards stays queued (and
@@ -16,8 +21,17 @@
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { AuditLog } from "../../src/audit/index.js";
-import { type Broker, type Delivery, type Inbox, openBroker } from "../../src/broker/index.js";
+import type { EmbeddedBroker } from "../../src/broker/embedded/broker.js";
+import {
+  type Broker,
+  type Delivery,
+  type Inbox,
+  openBroker,
+  type SubmitInput,
+} from "../../src/broker/index.js";
+import { envelopeBytes as utf8Bytes } from "../../src/broker/quotas.js";
 import { HandshakeGate } from "../../src/gateway/handshake-gate.js";
 import { Registry } from "../../src/gateway/registry.js";
 import {
@@ -37,6 +51,8 @@ export interface FillConfig {
   weekEnd: number;
   /** Where the agents' identities and API keys are written (JSON). */
   manifest: string;
+  /** How messages are written (see above); default "bulk". */
+  path?: "broker" | "bulk";
 }
 
 export interface Manifest {
@@ -53,6 +69,7 @@ export const offlineAt = (index: number, weekStart: number): number | undefined 
   index % 33 === 7 ? weekStart + ((index * 7919) % 1000) * (WEEK_MS / 1000) : undefined;
 
 const IN_FLIGHT = 256;
+const BULK_ROWS = 1000;
 const SAMPLES = 2000;
 
 async function registerAgents(broker: Broker, weekStart: number) {
@@ -66,6 +83,42 @@ async function registerAgents(broker: Broker, weekStart: number) {
   }
   registry.stop();
   return agents;
+}
+
+/** 1.5% of deliveries (by the id's last two hex digits) are rejected: dead letters. */
+const isRejected = (id: string) => Number.parseInt(id.slice(-2), 16) < 4;
+const REJECTION = "not something this agent does";
+
+/**
+ * The bulk path: each message's row as the broker's write path leaves it, written with the broker's
+ * own statements, BULK_ROWS messages per commit. A message to an agent gone offline stays queued;
+ * the others are delivered once and settled (acknowledged, or rejected) when they were queued.
+ */
+class BulkWriter {
+  private pending: { input: SubmitInput; at: number; delivered: boolean }[] = [];
+
+  constructor(private readonly broker: EmbeddedBroker) {}
+
+  async add(input: SubmitInput, at: number, delivered: boolean): Promise<void> {
+    this.pending.push({ input, at, delivered });
+    if (this.pending.length >= BULK_ROWS) await this.flush();
+  }
+
+  async flush(): Promise<void> {
+    const batch = this.pending;
+    this.pending = [];
+    const { table } = this.broker;
+    await this.broker.commits.run(() => {
+      for (const { input, at, delivered } of batch) {
+        const row = table.insert(input, at, utf8Bytes(input.envelope));
+        if (!row || !delivered) continue;
+        const handedOut = { ...row, delivered_at: at, attempts: 1 };
+        if (isRejected(input.id))
+          table.markFailed(handedOut, at, "rejected", `rejected by recipient: ${REJECTION}`);
+        else table.markAcknowledged(handedOut, at);
+      }
+    });
+  }
 }
 
 /** Every recipient's inbox, acknowledging (1.5%: rejecting) each delivery, until it goes offline. */
@@ -105,10 +158,8 @@ class Recipients {
   }
 
   private settle(delivery: Delivery): void {
-    // 1.5% of deliveries (by the id's last two hex digits) are rejected: dead letters.
-    const rejected = Number.parseInt(delivery.id.slice(-2), 16) < 4;
-    const settled = rejected
-      ? this.broker.reject(delivery.to, delivery, "not something this agent does")
+    const settled = isRejected(delivery.id)
+      ? this.broker.reject(delivery.to, delivery, REJECTION)
       : this.broker.ack(delivery.to, delivery);
     settled.then(
       () => this.settled++,
@@ -167,10 +218,11 @@ export async function fillEmbedded(config: FillConfig): Promise<Manifest> {
     agents.map((a) => a.identity),
     "embedded",
   );
+  const bulk = config.path === "broker" ? undefined : new BulkWriter(broker as EmbeddedBroker);
   const recipients = new Recipients(broker);
-  for (let index = 0; index < AGENTS; index++) await recipients.open(index);
+  if (!bulk) for (let index = 0; index < AGENTS; index++) await recipients.open(index);
   const audit = new WeekAudit(join(config.data, "relay-audit"), () => new Date(simNow));
-  const progress = new Progress("fill (embedded)", config.messages);
+  const progress = new Progress(`fill (embedded, ${bulk ? "bulk" : "broker"} path)`, config.messages);
   const sampleEvery = Math.max(1, Math.floor(config.messages / SAMPLES));
   const samples: Manifest["samples"] = [];
   const inFlight = new Set<Promise<unknown>>();
@@ -189,8 +241,8 @@ export async function fillEmbedded(config: FillConfig): Promise<Manifest> {
     const message = await traffic.relayed(event);
     if (!message) continue;
     const offline = offlineAt(message.to, weekStart);
-    if (offline !== undefined && simNow >= offline && recipients.isOpen(message.to))
-      await recipients.close(message.to);
+    const gone = offline !== undefined && simNow >= offline;
+    if (gone && recipients.isOpen(message.to)) await recipients.close(message.to);
     if (event.kind === "handshake") {
       // A pair's four steps are observed in order, pairs side by side.
       const signed = JSON.parse(message.input.envelope) as { params: { headers: EnvelopeHeaders } };
@@ -202,9 +254,14 @@ export async function fillEmbedded(config: FillConfig): Promise<Manifest> {
       handshakes.set(pair, observed);
       await throttle(observed);
     }
-    if (recipients.isOpen(message.to)) expectedSettled++;
     envelopeBytes += Buffer.byteLength(message.input.envelope);
-    await throttle(broker.submit(message.input).then(() => audit.record(message)));
+    if (bulk) {
+      await bulk.add(message.input, simNow, !gone);
+      audit.record(message);
+    } else {
+      if (recipients.isOpen(message.to)) expectedSettled++;
+      await throttle(broker.submit(message.input).then(() => audit.record(message)));
+    }
     if (submitted % sampleEvery === 0 && samples.length < SAMPLES)
       samples.push({ id: message.input.id, from: message.input.from, to: message.input.to });
     submitted++;
@@ -212,6 +269,7 @@ export async function fillEmbedded(config: FillConfig): Promise<Manifest> {
     recipients.check();
     audit.check();
   }
+  await bulk?.flush();
   await Promise.all(inFlight);
   // The last deliveries: wait until every message to an open inbox was settled (or nothing moves).
   let last = -1;
@@ -235,7 +293,8 @@ export async function fillEmbedded(config: FillConfig): Promise<Manifest> {
   return manifest;
 }
 
-if (process.argv[2]) {
+// Run as a script (`node fill.js '<config JSON>'`), not when imported (the bulk path's test).
+if (process.argv[1] === fileURLToPath(import.meta.url) && process.argv[2]) {
   fillEmbedded(JSON.parse(process.argv[2]) as FillConfig).then(
     () => process.exit(0),
     (error: unknown) => {

@@ -9,7 +9,7 @@
  * against without, and the longest the event loop was held), and `acp audit verify` over the
  * week's relay audit. The same on NATS (a `nats-server -js` started here) for what applies.
  *
- * Env: AGED_MESSAGES (one size or several, comma-separated: `200000,2000000` shows how each query
+ * Env: AGED_FILL (`bulk`, the default, or `broker`: fill.ts says what each writes), AGED_MESSAGES (one size or several, comma-separated: `200000,2000000` shows how each query
  * grows with the store), AGED_BROKERS (default `embedded,nats`), AGED_QUERIES (requests per query,
  * default 200), BENCH_SECONDS / BENCH_WARMUP_SECONDS (relay windows, default 10 / 3), AGED_DIR
  * (where the stores are built; default the system's temporary directory; they are removed after).
@@ -45,6 +45,9 @@ import {
 } from "./stores.js";
 
 const SIZES = (process.env.AGED_MESSAGES ?? "2000000").split(",").map((s) => Number(s.trim()));
+const FILL_PATH = (process.env.AGED_FILL ?? "bulk") as "bulk" | "broker";
+if (FILL_PATH !== "bulk" && FILL_PATH !== "broker")
+  throw new Error(`AGED_FILL is "bulk" or "broker", not "${FILL_PATH}"`);
 const BROKERS = new Set((process.env.AGED_BROKERS ?? "embedded,nats").split(",").map((s) => s.trim()));
 const DAY_MS = 24 * 3_600_000;
 const here = dirname(fileURLToPath(import.meta.url));
@@ -206,6 +209,7 @@ async function fillAgedStore(dir: string, messages: number): Promise<Manifest> {
     messages,
     weekEnd: Date.now(),
     manifest: join(dir, "manifest.json"),
+    path: FILL_PATH,
   });
 }
 
