@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
 import type { WebSocket } from "ws";
+import type { ServerFrame } from "../../src/gateway/index.js";
 import { SubmitIntake } from "../../src/gateway/submit-intake.js";
 import { buildNotification, signMessage } from "../../src/protocol/index.js";
-import { FrameClient, startTestGateway } from "../helpers/gateway.js";
+import { api, FrameClient, startTestGateway } from "../helpers/gateway.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
 import { handshake } from "../helpers/messaging.js";
@@ -50,6 +51,9 @@ describe("SubmitIntake", () => {
   });
 });
 
+/** A frame that answers a client's frame (not a delivery or a notice). */
+const isAnswer = (frame: ServerFrame) => frame.type === "error" || frame.type === "submitted";
+
 describeWithNats("a gateway whose broker falls behind", () => {
   const nats = useNatsServer();
 
@@ -84,13 +88,23 @@ describeWithNats("a gateway whose broker falls behind", () => {
       submit(2);
       submit(3);
       ws.send({ type: "no-such-frame" });
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(ws.pending().filter((f) => f.type === "error" || f.type === "submitted")).toEqual([]);
+      // Meanwhile the gateway reads and refuses a malformed submission over HTTP at once.
+      const refused = await api(gw.url, "/api/v1/messages", { apiKey: beta.apiKey, rawBody: "{" });
+      expect(refused.status).toBe(400);
+      expect(ws.pending().filter(isAnswer)).toEqual([]);
       process.kill(server.pid, "SIGCONT");
       paused = false;
+      await until(
+        () => ws.pending().filter(isAnswer),
+        (answers) => answers.length === 5,
+        "every frame is answered",
+        20_000,
+      );
+      // No answer came before the broker could answer again: the first is a submission's.
+      const answers = ws.pending().filter(isAnswer);
+      expect(answers[0]).toMatchObject({ type: "submitted", status: "queued" });
       const answered = [];
-      for (let ref = 0; ref < 4; ref++)
-        answered.push(await ws.next("submitted", (f) => f.ref === ref, 20_000));
+      for (let ref = 0; ref < 4; ref++) answered.push(await ws.next("submitted", (f) => f.ref === ref));
       expect(answered.map((f) => [f.ref, f.status, f.duplicate])).toEqual(
         [0, 1, 2, 3].map((ref) => [ref, "queued", false]),
       );
