@@ -44,7 +44,7 @@ class BufferedBytesSampler {
   private running = true;
   private readonly loop: Promise<void>;
 
-  constructor(url: string) {
+  constructor(private readonly url: string) {
     this.loop = (async () => {
       while (this.running) {
         this.highest = Math.max(this.highest, await metric(url, "acp_ws_outbound_buffered_bytes"));
@@ -56,6 +56,7 @@ class BufferedBytesSampler {
   async stop(): Promise<void> {
     this.running = false;
     await this.loop;
+    this.highest = Math.max(this.highest, await metric(this.url, "acp_ws_outbound_buffered_bytes"));
   }
 }
 
@@ -71,8 +72,13 @@ async function flood(gw: TestGateway, sender: TestAgent, stuck: TestAgent[]): Pr
       if (round === MESSAGES_EACH - 1) last.push(note.params.headers["message-id"] as string);
     }
   }
-  // Whatever the gateway would still push into the stuck sockets, it does within this.
-  await new Promise((resolve) => setTimeout(resolve, 500));
+  // Each stuck socket has stopped being fed: past that, the gateway pushes nothing more into it.
+  await until(
+    () => metric(gw.url, "acp_ws_deliveries_paused_total"),
+    (paused) => paused >= stuck.length,
+    "every stuck socket is paused",
+    30_000,
+  );
   return last;
 }
 
