@@ -25,8 +25,6 @@ export function message(from: string, to: string, overrides: Partial<SubmitInput
 export interface Reader {
   /** The next delivery; fails the test if none comes within `timeoutMs`. */
   next(timeoutMs?: number): Promise<Delivery>;
-  /** Fails the test if a delivery arrives within `ms`. */
-  expectNone(ms: number): Promise<void>;
 }
 
 /** Reads an inbox one delivery at a time without ever losing one to an abandoned wait. */
@@ -54,13 +52,34 @@ export function reader(inbox: Inbox): Reader {
       if (result.done) throw new Error(`the inbox of ${inbox.agentId} closed`);
       return result.value;
     },
-    async expectNone(ms) {
-      const result = await within(ms);
-      if (result !== "timeout" && !result.done) {
-        throw new Error(`unexpected delivery of ${result.value.id} (attempt ${result.value.attempt})`);
-      }
-    },
   };
+}
+
+/**
+ * The positive barrier before "nothing else arrived" (the broker's counterpart of
+ * test/helpers/messaging.ts's `deliveredBefore`): submits `to` a later message and reads `inbox`
+ * until it arrives. An inbox hands out in order, so anything due before it has come by then. With
+ * `redelivered`, the later message is left unacknowledged and read until it comes again, its ack
+ * wait run out: a redelivery of anything handed out before it would have come first. Returns what
+ * came before it; the later message is acknowledged.
+ */
+export async function deliveredBefore(
+  broker: Broker,
+  inbox: Reader,
+  to: string,
+  options: { redelivered?: boolean } = {},
+): Promise<Delivery[]> {
+  const later = message("barrier", to);
+  await broker.submit(later);
+  const before: Delivery[] = [];
+  for (;;) {
+    const delivery = await inbox.next();
+    if (delivery.from !== later.from || delivery.id !== later.id) before.push(delivery);
+    else if (!options.redelivered || delivery.attempt > 1) {
+      await broker.ack(to, later);
+      return before;
+    }
+  }
 }
 
 /** Polls `check` until it stops throwing (or returns true), for state that changes asynchronously. */
