@@ -3,6 +3,7 @@ import type { ServerFrame } from "../../src/gateway/index.js";
 import {
   buildAnnounce,
   buildCapabilities,
+  buildHandoff,
   buildNotification,
   buildRequest,
   buildResponse,
@@ -120,6 +121,27 @@ export function severalSocketsSuite(makePair: () => Promise<GatewayPair>): void 
     expect(await deliveredBefore(receiving, pair.a, alpha, "agent-beta")).toEqual([]);
     expect(oneShot.pending().filter((f) => f.type === "new_message")).toEqual([]);
     expect(receiving.pending().filter((f) => f.type === "new_message")).toEqual([]);
+  });
+
+  it("a handoff's answer, and a notification naming a request in body.messageId, go to the socket that asked", async () => {
+    const receiving = await open(pair.a, beta);
+    await receive(receiving, 2);
+    const oneShot = await open(pair.b, beta, "?consume=replies");
+    const handoff = buildHandoff(beta.sender, "agent-alpha", { completed: "a", remaining: "b", context: {} });
+    await submitVia(oneShot, beta, handoff, 1);
+    const taken = buildResponse(alpha.sender, handoff, { accepted: true });
+    expect((await submit(pair.a, alpha, taken)).status).toBe(202);
+    expect((await oneShot.next("new_message")).id).toBe(taken.result.headers["message-id"]);
+    const request = buildRequest(beta.sender, "agent-alpha", { q: "progress" });
+    await submitVia(oneShot, beta, request, 2);
+    // How the A2A bridge reports a task's progress: a notification about the request it answers.
+    const progress = buildNotification(alpha.sender, "agent-beta", {
+      messageId: request.params.headers["message-id"],
+      state: "working",
+    });
+    expect((await submit(pair.a, alpha, progress)).status).toBe(202);
+    expect((await oneShot.next("new_message")).id).toBe(progress.params.headers["message-id"]);
+    expect(await deliveredBefore(receiving, pair.a, alpha, "agent-beta")).toEqual([]);
   });
 
   it("the answer to a socket that left goes to the agent's receiving socket", async () => {
