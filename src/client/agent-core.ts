@@ -147,7 +147,10 @@ export class AgentCore {
    * (fetched once more if the key id is unknown), recipient = this agent. Freshness is the caller's.
    */
   async verify(envelope: unknown): Promise<VerifiedEnvelope> {
-    const options = { resolveKey: (agentId: string, kid: string) => this.peers.resolve(agentId, kid) };
+    const options = {
+      resolveKey: (agentId: string, kid: string, signedAt?: string) =>
+        this.peers.resolve(agentId, kid, signedAt),
+    };
     let verified: VerifiedEnvelope;
     try {
       verified = verifyEnvelope(envelope, options);
@@ -155,11 +158,9 @@ export class AgentCore {
       if (!(err instanceof AcpError && err.kind === "UnknownKey" && typeof err.data.kid === "string"))
         throw err;
       // The sender's key id names its local id; the directory is asked by the name it signed as.
-      const sender =
-        typeof envelope === "object" && envelope !== null
-          ? headersOf(envelope as AcpMessage)?.["agent-id"]
-          : undefined;
-      await this.peers.ensureKey(sender ?? agentOfKeyId(err.data.kid), err.data.kid);
+      const headers =
+        typeof envelope === "object" && envelope !== null ? headersOf(envelope as AcpMessage) : undefined;
+      await this.peers.ensureKey(headers?.["agent-id"] ?? agentOfKeyId(err.data.kid), err.data.kid);
       verified = verifyEnvelope(envelope, options);
     }
     this.requireAddressedToSelf(verified);

@@ -2,9 +2,9 @@ import type { KeyObject } from "node:crypto";
 import {
   AcpError,
   importPublicKey,
-  keyId,
   localPartOf,
   type PrivateIdentity,
+  signingKeyAt,
   TRUST_LAYER_VERSION,
   type X25519PublicJwk,
 } from "../protocol/index.js";
@@ -14,15 +14,16 @@ import type { AgentDirectory } from "./types.js";
 
 interface PeerKeys {
   view: AgentView;
-  /** The registered kid and the RFC 7638 one: a signer may use either. */
-  signingKids: Set<string>;
-  signingKey: KeyObject;
+  /** Imported keys by key id (its current one, and earlier ones once a message needed them). */
+  imported: Map<string, KeyObject>;
 }
 
 /**
- * Public keys of other agents, fetched from the gateway's registry (GET /api/v1/agents/:id) and
- * cached. A signature by a key id the cache does not know triggers one refetch (the peer may have
- * re-registered a new key); a revoked agent has no usable keys.
+ * Public keys of other agents, fetched from the gateway's registry (GET /api/v1/agents/:id; for an
+ * agent of another domain, its home directory's record) and cached. A signature by a key id the
+ * cache does not know triggers one refetch (the peer may have rotated or re-registered its key). An
+ * earlier key of the agent's key history verifies what it signed while it was current; a revoked
+ * agent has no usable keys.
  */
 export class PeerDirectory {
   private readonly peers = new Map<string, PeerKeys>();
@@ -66,10 +67,22 @@ export class PeerDirectory {
     return version;
   }
 
-  /** Synchronous lookup for verifyEnvelope's KeyResolver: only what is cached. */
-  resolve(agentId: string, kid: string): KeyObject | undefined {
+  /**
+   * Synchronous lookup for verifyEnvelope's KeyResolver, from what is cached: the agent's current key,
+   * or an earlier one for a message signed (`signedAt`) while it was current.
+   */
+  resolve(agentId: string, kid: string, signedAt?: string): KeyObject | undefined {
     const peer = this.peers.get(agentId);
-    return peer?.signingKids.has(kid) ? peer.signingKey : undefined;
+    if (!peer) return undefined;
+    // An agent of another domain (`alpha@a.example`) signs with the key id of its own id.
+    const jwk = signingKeyAt(localPartOf(agentId), peer.view, kid, signedAt);
+    if (!jwk) return undefined;
+    let key = peer.imported.get(jwk.x);
+    if (!key) {
+      key = importPublicKey(jwk);
+      peer.imported.set(jwk.x, key);
+    }
+    return key;
   }
 
   /** Makes sure the key `kid` of `agentId` is cached if the registry has it; fetches at most once. */
@@ -128,15 +141,7 @@ export class PeerDirectory {
       this.peers.delete(agentId);
       return undefined;
     }
-    const peer: PeerKeys = {
-      view,
-      // An agent of another domain (`alpha@a.example`) signs with the key id of its own id.
-      signingKids: new Set([
-        keyId(localPartOf(agentId), view.signing),
-        ...(view.signing.kid ? [view.signing.kid] : []),
-      ]),
-      signingKey: importPublicKey(view.signing),
-    };
+    const peer: PeerKeys = { view, imported: new Map([[view.signing.x, importPublicKey(view.signing)]]) };
     this.peers.set(agentId, peer);
     return peer;
   }

@@ -45,7 +45,7 @@ export {
   verifyMessageSignature,
   verifyMessageSignatureAsync,
 } from "./jws.js";
-export { signHandover, verifyHandover } from "./key-rotation.js";
+export { type EarlierKey, signHandover, signingKeyAt, verifyHandover } from "./key-rotation.js";
 export {
   agentOfKeyId,
   Ed25519PrivateJwk,

@@ -87,8 +87,12 @@ function invalid(message: string): AcpError {
   return new AcpError("SignatureInvalid", message, { problems: [{ path: "/signature", message }] });
 }
 
-/** Finds the public key for an agent's key id, or undefined when none is registered. */
-export type KeyResolver = (agentId: string, kid: string) => KeyObject | undefined;
+/**
+ * Finds the public key for an agent's key id, or undefined when none is registered. `signedAt` is the
+ * message's timestamp, for a resolver that also takes an earlier key of the agent's key history for
+ * what it signed while it was current (`signingKeyAt`).
+ */
+export type KeyResolver = (agentId: string, kid: string, signedAt?: string) => KeyObject | undefined;
 
 /**
  * Verifies a message's detached JWS against the key its signer registered. The signer (kid's agent)
@@ -162,7 +166,8 @@ export function prepareSignatureCheck(message: AcpMessage, resolveKey: KeyResolv
   if (typeof agentId !== "string" || agentOfKeyId(kid) !== localPartOf(agentId)) {
     throw invalid(`signed with key ${kid}, which does not belong to agent-id ${String(agentId)}`);
   }
-  const key = resolveKey(agentId, kid);
+  const timestamp = headersOf(message)?.timestamp;
+  const key = resolveKey(agentId, kid, typeof timestamp === "string" ? timestamp : undefined);
   if (!key) {
     throw new AcpError("UnknownKey", `no registered public key ${kid}`, {
       problems: [{ path: "/signature", message: `key ${kid} is not registered for ${agentId}` }],

@@ -43,3 +43,31 @@ export function verifyHandover(
     throw refuse("does not verify against the current key");
   }
 }
+
+/** An earlier signing key of an agent, as its key history lists it: it was current until `until`. */
+export interface EarlierKey {
+  kid: string;
+  x: string;
+  until: string;
+}
+
+/**
+ * The signing key `kid` names among an agent's keys: its current key (by its thumbprint key id or
+ * the `kid` it was registered with), or an earlier one of its key history for a message signed
+ * (`signedAt`, its timestamp) while that key was still current. A key is valid for what it signed
+ * while it was current, never after; a revoked agent's keys are the caller's to refuse.
+ */
+export function signingKeyAt(
+  agentId: string,
+  keys: { signing: Ed25519PublicJwk; keyHistory?: readonly EarlierKey[] | undefined },
+  kid: string,
+  signedAt: string | undefined,
+): Ed25519PublicJwk | undefined {
+  if (kid === keyId(agentId, keys.signing) || (keys.signing.kid !== undefined && kid === keys.signing.kid)) {
+    return keys.signing;
+  }
+  const earlier = keys.keyHistory?.find((entry) => entry.kid === kid);
+  if (!earlier || signedAt === undefined || !(Date.parse(signedAt) < Date.parse(earlier.until)))
+    return undefined;
+  return { kty: "OKP", crv: "Ed25519", x: earlier.x, kid };
+}

@@ -1,13 +1,16 @@
 import { basename } from "node:path";
 import type { AuditEntry } from "../../audit/index.js";
 import type { Broker, MessageRecord, MessageRef, MessageStatus } from "../../broker/index.js";
-import type { Registry } from "../../gateway/registry.js";
+import type { AgentRecord, Registry } from "../../gateway/registry.js";
 import {
   AcpError,
   type AcpMessage,
   headersOf,
   importPublicKey,
+  isRemoteRef,
   keyId,
+  localPartOf,
+  signingKeyAt,
   verifyMessageSignature,
 } from "../../protocol/index.js";
 import { encryptedSummary, type FeedItem, feedItemOfMessage } from "./feed.js";
@@ -53,31 +56,51 @@ export function timelineOf(record: MessageRecord): TimelineStep[] {
 }
 
 /**
- * Re-checks the stored signature against the registry as it is now (a revoked agent's key is still
- * used, and said so): the dashboard shows what a verifier would conclude today, not what the relay did.
+ * Re-checks the stored signature against the sender's keys as they are now (its registry entry, or
+ * for an agent of another domain its home directory's record): its current key, or the earlier key
+ * of its key history that was current when it signed. A revoked agent's key is still used, and said
+ * so: the dashboard shows what a verifier would conclude today, not what the relay did.
  */
 export async function checkSignature(registry: Registry, message: AcpMessage): Promise<SignatureCheck> {
   const sender = headersOf(message)?.["agent-id"];
-  const record = typeof sender === "string" ? await registry.get(sender) : undefined;
-  if (!record)
-    return { result: "unknown-key", detail: `${String(sender)} is not registered at this gateway` };
-  const kid = keyId(record.agentId, record.signing);
+  const keys = typeof sender === "string" ? await signingKeysOf(registry, sender) : undefined;
+  if (!keys) return { result: "unknown-key", detail: `${String(sender)} is not registered at this gateway` };
+  const agentId = localPartOf(keys.agentId);
+  const current = keyId(agentId, keys.signing);
+  let signedBy = current;
   try {
-    const key = importPublicKey(record.signing);
-    verifyMessageSignature(message, (agentId, signedBy) =>
-      agentId === record.agentId && signedBy === kid ? key : undefined,
-    );
-    const revoked = record.revokedAt ? ` (the agent was revoked at ${record.revokedAt})` : "";
-    return { result: "verified", detail: `Ed25519 signature valid for ${kid}${revoked}`, kid };
+    verifyMessageSignature(message, (_agentId, kid, signedAt) => {
+      signedBy = kid;
+      const jwk = signingKeyAt(agentId, keys, kid, signedAt);
+      return jwk && importPublicKey(jwk);
+    });
+    const earlier = keys.keyHistory?.find((entry) => entry.kid === signedBy);
+    const replaced = earlier ? ` (an earlier key, replaced by ${earlier.successor} at ${earlier.until})` : "";
+    const revoked = keys.revokedAt ? ` (the agent was revoked at ${keys.revokedAt})` : "";
+    return {
+      result: "verified",
+      detail: `Ed25519 signature valid for ${signedBy}${replaced}${revoked}`,
+      kid: signedBy,
+    };
   } catch (err) {
     const reason = err instanceof AcpError ? err.kind : "InternalError";
     return {
       result: reason === "UnknownKey" ? "unknown-key" : "invalid",
       detail: (err as Error).message,
-      kid,
+      kid: signedBy,
     };
   }
 }
+
+/** A sender's keys: a local agent's registry entry, or an agent of another domain's directory record. */
+function signingKeysOf(registry: Registry, sender: string): Promise<AgentKeys | undefined> {
+  if (isRemoteRef(sender, registry.remote?.domain)) {
+    return registry.remote?.view(sender) ?? Promise.resolve(undefined);
+  }
+  return registry.get(localPartOf(sender));
+}
+
+type AgentKeys = Pick<AgentRecord, "agentId" | "signing" | "keyHistory" | "revokedAt">;
 
 /** A message's detail for a viewer; a message the viewer may not see reads as not existing. */
 export async function messageDetail(

@@ -4,7 +4,7 @@
  * gateway cannot be reached; fetched again for a key id they do not show, or when their gateway
  * tells of a change).
  */
-import { createHash, type KeyObject } from "node:crypto";
+import { createHash } from "node:crypto";
 import type { AgentRecord, ResolvedAgent } from "../../gateway/registry.js";
 import {
   AcpError,
@@ -14,6 +14,7 @@ import {
   keyId,
   localPartOf,
   qualifiedPrincipal,
+  signingKeyAt,
 } from "../../protocol/index.js";
 import { DirectoryRecord } from "../../wire/federation.js";
 import type { GatewaySigner } from "./gateway-key.js";
@@ -59,18 +60,10 @@ export function remoteAgentOf(
   timestamp?: string,
 ): ResolvedAgent | undefined {
   const agentId = localPartOf(record.address);
-  const current = keyId(agentId, record.signing);
-  let key: KeyObject | undefined;
-  let signedBy = current;
-  if (kid === undefined || kid === current) key = importPublicKey(record.signing);
-  else {
-    // A message signed before a rotation, still on its way: an earlier key, for messages from its time.
-    const earlier = record.keyHistory.find((entry) => entry.kid === kid);
-    if (earlier && timestamp !== undefined && Date.parse(timestamp) < Date.parse(earlier.until)) {
-      key = importPublicKey({ kty: "OKP", crv: "Ed25519", x: earlier.x });
-      signedBy = kid;
-    }
-  }
+  const signedBy = kid ?? keyId(agentId, record.signing);
+  // An earlier key verifies a message signed before the rotation, still on its way.
+  const jwk = signingKeyAt(agentId, record, signedBy, timestamp);
+  const key = jwk && importPublicKey(jwk);
   if (!key) return undefined;
   return {
     record: {
