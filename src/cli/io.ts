@@ -1,5 +1,9 @@
 import { readFile } from "node:fs/promises";
-import { InvalidArgumentError } from "commander";
+
+/**
+ * What every command prints and reads, and how a failure ends it. No commander here: the fast path
+ * (fast-path.ts) prints through these without loading it.
+ */
 
 /** An expected failure: printed as `acp: <message>` with the given exit code, no stack trace. */
 export class CliError extends Error {
@@ -37,6 +41,18 @@ export function parseJsonInput(text: string, name: string): unknown {
   }
 }
 
+/** Ends a command that failed: a CliError with its message, stdout and exit code, anything else with its message and 1; never a stack trace. */
+export function reportFailure(err: unknown): void {
+  if (err instanceof CliError) {
+    if (err.message) process.stderr.write(`acp: ${err.message}\n`);
+    if (err.stdout !== undefined) process.stdout.write(err.stdout);
+    process.exitCode = err.exitCode;
+    return;
+  }
+  process.stderr.write(`acp: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exitCode = 1;
+}
+
 export function printJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
@@ -60,23 +76,4 @@ export function endQuietlyWhenOutputCloses(): void {
       throw err;
     });
   }
-}
-
-/**
- * The argument parser of an integer option (`.option("--limit <n>", "…", wholeNumber())`): a whole
- * number, at least `min` (0 unless given); anything else is refused the commander way, naming the
- * option and the value.
- */
-export function wholeNumber(min = 0): (value: string) => number {
-  return (value) => {
-    const n = Number(value);
-    if (value.trim() === "" || !Number.isInteger(n) || n < min) {
-      throw new InvalidArgumentError(
-        min === 1
-          ? "must be a positive whole number"
-          : `must be a whole number${min > 0 ? ` of at least ${min}` : ""}`,
-      );
-    }
-    return n;
-  };
 }

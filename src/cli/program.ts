@@ -1,19 +1,7 @@
-import { existsSync, readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { registerCommands } from "./commands/index.js";
-import { CliError } from "./io.js";
-
-/**
- * The installed package's version: the nearest package.json above this module. That is two levels
- * up from src/cli and dist/cli, three from the benchmarks' build (.bench-build/src/cli).
- */
-function packageVersion(): string {
-  for (let dir = new URL("../", import.meta.url); ; dir = new URL("../", dir)) {
-    const file = new URL("package.json", dir);
-    if (existsSync(file)) return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version;
-    if (dir.pathname === "/") throw new Error(`no package.json above ${import.meta.url}`);
-  }
-}
+import { reportFailure } from "./io.js";
+import { packageVersion } from "./version.js";
 
 /** The program with the commands `argv` needs registered (see registerCommands). */
 export async function buildProgram(argv: readonly string[]): Promise<Command> {
@@ -28,7 +16,7 @@ export async function buildProgram(argv: readonly string[]): Promise<Command> {
   return program;
 }
 
-/** Parses argv and runs the command; maps CliError to its exit code and message, never a stack trace. */
+/** Parses argv and runs the command; a failure ends it as `reportFailure` says. */
 export async function runCli(argv: string[]): Promise<void> {
   const program = await buildProgram(argv);
   try {
@@ -38,13 +26,6 @@ export async function runCli(argv: string[]): Promise<void> {
       process.exitCode = err.exitCode;
       return;
     }
-    if (err instanceof CliError) {
-      if (err.message) process.stderr.write(`acp: ${err.message}\n`);
-      if (err.stdout !== undefined) process.stdout.write(err.stdout);
-      process.exitCode = err.exitCode;
-      return;
-    }
-    process.stderr.write(`acp: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = 1;
+    reportFailure(err);
   }
 }

@@ -1,7 +1,7 @@
 /**
  * What the CLI's commands share: where a command finds the gateway and its credentials (flags
  * first, then the environment), the options every networked command takes, how a failure becomes
- * the CLI's message and exit code. (The integer option parser, `wholeNumber`, is in io.ts: commands
+ * the CLI's message and exit code. (The integer option parser, `wholeNumber`, is in option-parsers.ts: commands
  * that must start without the SDK and zod use it too.)
  */
 import type { Command } from "commander";

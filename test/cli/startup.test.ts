@@ -65,18 +65,19 @@ const packagesOf = (modules: string[]) =>
   [...new Set(modules.flatMap((m) => /^node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(m)?.[1] ?? []))].sort();
 
 describe("acp loads only what the command it runs needs (fresh node, from dist)", () => {
-  it("--version loads the program and commander, and no command", () => {
+  it("--version loads the fast path alone: no commander, no command", () => {
     const loaded = modulesLoadedBy(["--version"]);
-    expect(packagesOf(loaded)).toEqual(["commander"]);
+    expect(packagesOf(loaded)).toEqual([]);
     expect(loaded.filter((m) => m.startsWith("dist/"))).toEqual([
-      "dist/cli/commands/index.js",
+      "dist/cli/fast-path.js",
       "dist/cli/io.js",
+      "dist/cli/leaf-spec.js",
       "dist/cli/main.js",
-      "dist/cli/program.js",
+      "dist/cli/version.js",
     ]);
   });
 
-  it("session log and session update load the coordination files they write, and neither zod nor YAML", async () => {
+  it("session log and session update load the coordination files they write, and no package (not commander, zod or YAML)", async () => {
     const root = tmp();
     const init = await runAcp(["session", "init", "--root", root]);
     expect(init.code).toBe(0);
@@ -87,7 +88,7 @@ describe("acp loads only what the command it runs needs (fresh node, from dist)"
       ["session", "update", "alpha", "--status", "completed"],
     ]) {
       const loaded = modulesLoadedBy(args, env);
-      expect(packagesOf(loaded), args.join(" ")).toEqual(["commander"]);
+      expect(packagesOf(loaded), args.join(" ")).toEqual([]);
       const areas = new Set(loaded.flatMap((m) => /^dist\/([^/]+)\//.exec(m)?.[1] ?? []));
       expect([...areas].sort(), args.join(" ")).toEqual(["cli", "coordination", "jsonl"]);
       expect(loaded, args.join(" ")).not.toContain("dist/coordination/schemas.js");

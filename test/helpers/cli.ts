@@ -10,13 +10,22 @@ export interface CliResult {
   stderr: string;
 }
 
+export interface RunOptions {
+  input?: string;
+  env?: Record<string, string>;
+  cwd?: string;
+  timeoutMs?: number;
+}
+
 /** Runs the built `acp` binary as a real child process. */
-export function runAcp(
-  args: string[],
-  options: { input?: string; env?: Record<string, string>; cwd?: string; timeoutMs?: number } = {},
-): Promise<CliResult> {
+export function runAcp(args: string[], options: RunOptions = {}): Promise<CliResult> {
+  return runNodeScript(CLI_PATH, args, options);
+}
+
+/** Runs `node script args` as a real child process, with the test's environment and `options.env`. */
+export function runNodeScript(script: string, args: string[], options: RunOptions = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI_PATH, ...args], {
+    const child = spawn(process.execPath, [script, ...args], {
       cwd: options.cwd,
       env: { ...process.env, ...options.env },
       stdio: ["pipe", "pipe", "pipe"],

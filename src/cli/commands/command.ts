@@ -11,7 +11,8 @@ import {
   PRIORITIES,
   parseCommand,
 } from "../../orchestration/index.js";
-import { CliError, printJson, printLine, wholeNumber } from "../io.js";
+import { CliError, printJson, printLine } from "../io.js";
+import { wholeNumber } from "../option-parsers.js";
 import { runPattern } from "./command-patterns.js";
 import { type CommonFlags, openSession, progress } from "./command-session.js";
 import { guarded, withGatewayOptions } from "../shared.js";

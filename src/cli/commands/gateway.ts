@@ -4,7 +4,8 @@ import { readFileSync } from "node:fs";
 import { checkOrigin, checkPublicUrl } from "../../gateway/address.js";
 import { AddressRanges } from "../../http/addresses.js";
 import { FederationDomain } from "../../protocol/address.js";
-import { CliError, printLine, wholeNumber } from "../io.js";
+import { CliError, printLine } from "../io.js";
+import { wholeNumber } from "../option-parsers.js";
 
 export interface GatewayCliOptions {
   data?: string;

@@ -5,9 +5,9 @@ type Register = (program: Command) => void;
 /**
  * Every CLI command group, one line each, in the order `acp --help` lists them, with the top-level
  * commands it defines. A group's module (and the library it pulls in: the SDK, SQLite, NATS, the MCP
- * and A2A SDKs) is imported only when one of its commands runs, so `acp --version` or
- * `acp session log` start in about the time of a bare `node`. Commands are thin: they parse options
- * and call the library.
+ * and A2A SDKs) is imported only when one of its commands runs. (`acp --version`, `acp session log`
+ * and `acp session update` usually do not come here at all: ../fast-path.ts runs them without
+ * commander.) Commands are thin: they parse options and call the library.
  */
 const GROUPS: readonly { commands: readonly string[]; load: () => Promise<Register> }[] = [
   { commands: ["keygen"], load: async () => (await import("./keys.js")).registerKeys },

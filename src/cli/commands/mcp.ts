@@ -1,6 +1,7 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
 import type { AgentDescriptor, AgentRunEvent, AgentsClient, JsonValue, Transport } from "../../mcp/index.js";
-import { CliError, parseJsonInput, printJson, printLine, readInput, wholeNumber } from "../io.js";
+import { CliError, parseJsonInput, printJson, printLine, readInput } from "../io.js";
+import { wholeNumber } from "../option-parsers.js";
 
 // The MCP SDK is loaded only when an mcp command runs, so it does not slow down every `acp` start.
 const loadMcp = () => import("../../mcp/index.js");

@@ -2,7 +2,8 @@ import type { Command } from "commander";
 import { AcpAgent, type AcpAgentOptions, GatewayClient, type InboundMessage } from "../../client/index.js";
 import type { HandoffBody } from "../../protocol/index.js";
 import { A2A_PROGRESS_METHOD, A2A_STATUS_METHOD } from "../../wire/a2a-outbound.js";
-import { CliError, parseJsonInput, printJson, printLine, readInput, wholeNumber } from "../io.js";
+import { CliError, parseJsonInput, printJson, printLine, readInput } from "../io.js";
+import { wholeNumber } from "../option-parsers.js";
 import {
   apiKeyOf,
   type GatewayFlags,

@@ -3,7 +3,8 @@ import { join } from "node:path";
 import { type CoordinationError, formatLocated, type LocatedProblem } from "../../coordination/errors.js";
 import type { NamedReport, Report, Severity } from "../../coordination/index.js";
 import { CliError, printJson, printLine, readInput } from "../io.js";
-import { type Common, coordination, leaf, open, severityOption, suffixOption } from "./session-shared.js";
+import { type Common, open } from "./session-log-update.js";
+import { coordination, leaf, severityOption, suffixOption } from "./session-shared.js";
 
 /** `acp session report …`: the agents' standard reports. */
 export function registerReport(session: Command): void {

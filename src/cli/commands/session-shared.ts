@@ -1,36 +1,45 @@
-import { type Command, Option } from "commander";
-import { SEVERITIES } from "../../coordination/vocabulary.js";
-
-export interface Common {
-  root?: string;
-  session?: string;
-  json?: boolean;
-}
+import { Argument, type Command, Option } from "commander";
+import type { LeafSpec, OptionSpec } from "../leaf-spec.js";
+import { COMMON_OPTIONS, SEVERITY_OPTION } from "./session-log-update.js";
 
 /** --root, --session and --json on every command, so they can be given after the command name. */
 export function leaf(
   parent: Command,
   name: string,
   description: string,
-  sessionHelp = "session id (default: $ACP_SESSION_ID, else $CLAUDE_SESSION_ID)",
+  sessionHelp: string = COMMON_OPTIONS.session.description,
 ): Command {
   return parent
     .command(name)
     .description(description)
-    .option("--root <dir>", "context root (default: $ACP_CONTEXT_DIR, else .claude/agents/context)")
-    .option("--session <id>", sessionHelp)
-    .option("--json", "machine-readable output");
+    .addOption(commanderOption(COMMON_OPTIONS.root))
+    .addOption(commanderOption({ ...COMMON_OPTIONS.session, description: sessionHelp }))
+    .addOption(commanderOption(COMMON_OPTIONS.json));
 }
 
-/** The session the options name; the coordination library is loaded here, when a command runs. */
-export async function open(o: Common) {
-  const { Session } = await import("../../coordination/session.js");
-  return Session.fromEnvironment({ root: o.root, session: o.session });
+/** Registers a command described as data (leaf-spec.ts): its arguments, its options, its action. */
+export function registerLeaf(parent: Command, spec: LeafSpec): Command {
+  const command = parent.command(spec.name).description(spec.description);
+  for (const { name, description, choices } of spec.arguments) {
+    const argument = new Argument(name, description);
+    command.addArgument(choices ? argument.choices(choices) : argument);
+  }
+  for (const option of spec.options) command.addOption(commanderOption(option));
+  return command.action((...values: unknown[]) =>
+    spec.run(
+      values.slice(0, spec.arguments.length) as (string | undefined)[],
+      values[spec.arguments.length] as Record<string, string | true | undefined>,
+    ),
+  );
+}
+
+function commanderOption({ flags, description, choices }: OptionSpec): Option {
+  const option = new Option(flags, description);
+  return choices ? option.choices(choices) : option;
 }
 
 /** The whole coordination library, for the commands that are not on an agent's hot path. */
 export const coordination = () => import("../../coordination/index.js");
-export const severityOption = () =>
-  new Option("--severity <level>", "only findings of this severity").choices(SEVERITIES);
+export const severityOption = () => commanderOption(SEVERITY_OPTION);
 export const suffixOption = () =>
   new Option("--suffix <text>", "only agents whose name ends with this (e.g. analyzer)");

@@ -1,17 +1,11 @@
-import { Argument, type Command, InvalidArgumentError, Option } from "commander";
-import type { CountKey, EventFilter, LogProblem, SessionEventInput } from "../../coordination/index.js";
-import { AGENT_STATUSES, EVENT_TYPES, type EventType } from "../../coordination/vocabulary.js";
-import { CliError, printJson, printLine, wholeNumber } from "../io.js";
+import { type Command, InvalidArgumentError, Option } from "commander";
+import type { CountKey, EventFilter, LogProblem } from "../../coordination/index.js";
+import { AGENT_STATUSES, EVENT_TYPES } from "../../coordination/vocabulary.js";
+import { CliError, printJson, printLine } from "../io.js";
+import { wholeNumber } from "../option-parsers.js";
 import { registerArtifact, registerReport } from "./session-files.js";
-import { type Common, coordination, leaf, open, severityOption, suffixOption } from "./session-shared.js";
-
-/** Options of `session log` that belong to one event type only. */
-const TYPE_ONLY_OPTIONS = {
-  severity: "finding",
-  artifact: "data",
-  description: "data",
-  error: "error",
-} as const;
+import { type Common, open, SESSION_LOG, SESSION_UPDATE } from "./session-log-update.js";
+import { coordination, leaf, registerLeaf, severityOption, suffixOption } from "./session-shared.js";
 
 export function registerSession(program: Command): void {
   const session = program
@@ -72,93 +66,8 @@ export function registerSession(program: Command): void {
       watcher.close();
     });
 
-  leaf(session, "update", "change an agent's entry; completed fills completed_at and report_path")
-    .argument("<agent>")
-    .addOption(new Option("--status <status>").choices(AGENT_STATUSES))
-    .option("--progress <text>", "what the agent is doing")
-    .option("--reason <text>", "why it is waiting")
-    .option("--error <text>", "what went wrong")
-    .option("--depends-on <agents>", "comma-separated agents it waits for (replaces the list)")
-    .action(
-      async (
-        agent: string,
-        o: Common & {
-          status?: (typeof AGENT_STATUSES)[number];
-          progress?: string;
-          reason?: string;
-          error?: string;
-          dependsOn?: string;
-        },
-      ) => {
-        const patch = {
-          status: o.status,
-          progress: o.progress,
-          reason: o.reason,
-          error: o.error,
-          dependencies:
-            o.dependsOn === undefined
-              ? undefined
-              : o.dependsOn
-                  .split(",")
-                  .map((d) => d.trim())
-                  .filter(Boolean),
-        };
-        if (Object.values(patch).every((v) => v === undefined)) {
-          throw new CliError(
-            "nothing to update: give --status, --progress, --reason, --error or --depends-on",
-          );
-        }
-        const entry = await (await open(o)).updateAgent(agent, patch);
-        const { formatAgent } = await import("../../coordination/format.js");
-        if (o.json) printJson(entry);
-        else printLine(formatAgent(agent, entry));
-      },
-    );
-
-  leaf(session, "log", "append an event to messages.jsonl")
-    .argument("<agent>", "who is speaking (the event's `from`)")
-    .addArgument(new Argument("<type>").choices(EVENT_TYPES))
-    .argument("[message]")
-    .addOption(severityOption())
-    .option("--data <json>", "a JSON object attached as `data` (a finding's title may go in data.title)")
-    .option("--artifact <ref>", "for type data: the artifact (data/NAME.json)")
-    .option("--description <text>", "for type data: what the artifact holds")
-    .option("--error <details>", "for type error: the details")
-    .action(
-      async (
-        from: string,
-        type: EventType,
-        message: string | undefined,
-        o: Common & Record<string, string | undefined>,
-      ) => {
-        for (const [option, only] of Object.entries(TYPE_ONLY_OPTIONS)) {
-          if (o[option] !== undefined && type !== only)
-            throw new CliError(`--${option}: only for type ${only}`);
-        }
-        const { parseJsonText } = await import("../../coordination/validate.js");
-        const data = o.data === undefined ? undefined : parseJsonText(o.data, "--data");
-        if (data !== undefined && (typeof data !== "object" || data === null || Array.isArray(data))) {
-          throw new CliError("--data: must be a JSON object");
-        }
-        const fields = {
-          message,
-          severity: o.severity,
-          data,
-          artifact: o.artifact,
-          description: o.description,
-          error: o.error,
-        };
-        const input = {
-          from,
-          type,
-          ...Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)),
-        };
-        const event = await (await open(o)).log(input as SessionEventInput);
-        const { timelineLine } = await import("../../coordination/queries.js");
-        if (o.json) printJson(event);
-        else printLine(timelineLine(event));
-      },
-    );
+  registerLeaf(session, SESSION_UPDATE);
+  registerLeaf(session, SESSION_LOG);
 
   addEventFilters(leaf(session, "events", "the event log, filtered; --follow keeps printing new events"))
     .option(
