@@ -145,6 +145,47 @@ describe("the relay", () => {
     });
   });
 
+  it("hands each accepted message's audit entry to its listeners: channel, the answered request, the chat flag", async () => {
+    const { gw, alpha, beta, relay, sender: alphaSender } = await open();
+    await handshake(gw, alpha, beta);
+    const entries: AcceptedMessage["entry"][] = [];
+    relay.onAccepted(({ entry }) => entries.push(entry));
+    const betaSender = (await gw.gateway.context.registry.resolve("agent-beta")) as ResolvedAgent;
+    const submitAs = (sender: ResolvedAgent, agent: TestAgent, message: object) => {
+      const text = JSON.stringify(signMessage(message, agent.signer));
+      return relay.submit(sender, text, text.length);
+    };
+    const request = buildRequest(alpha.sender, "agent-beta", { action: "get-availability" });
+    await submitAs(alphaSender, alpha, request);
+    relay.summariesPostedToChat = true;
+    await submitAs(betaSender, beta, buildResponse(beta.sender, request, { slots: 3 }));
+    expect(entries.map((e) => [e.channel, e.summary, e.discord_summary])).toEqual([
+      ["embedded:agent.agent-beta.inbox", "agent-alpha asked agent-beta for get-availability", false],
+      [
+        "embedded:agent.agent-alpha.inbox",
+        "agent-beta answered agent-alpha's get-availability: slots 3",
+        true,
+      ],
+    ]);
+  });
+
+  it("takes a resubmission of a message past retention as a duplicate: there is nothing left to compare", async () => {
+    const { gw, alpha, beta, relay, sender } = await open({ retentionMs: 1000 });
+    await handshake(gw, alpha, beta);
+    const text = JSON.stringify(signMessage(buildNotification(alpha.sender, "agent-beta", {}), alpha.signer));
+    const first = await relay.submit(sender, text, text.length);
+    await expect
+      .poll(async () => (await gw.gateway.broker.get({ from: "agent-alpha", id: first.id }))?.status, {
+        timeout: 15_000,
+      })
+      .toBe("expired");
+    await expect(relay.submit(sender, text, text.length)).resolves.toEqual({
+      id: first.id,
+      status: "expired",
+      duplicate: true,
+    });
+  });
+
   it("takes an envelope of exactly the size limit and refuses one byte more, naming the limit", async () => {
     const { gw, alpha, send } = await open({ limits: { maxEnvelopeBytes: 4096 } });
     const announce = () => buildAnnounce(alpha.sender, "agent-beta", announceBody);
@@ -249,6 +290,7 @@ describe("the relay", () => {
     const removeCheck = relay.onArrival(async ({ message, headers }) => {
       checked.push(headers["message-id"]);
       if (bodyOf(message).refuse) throw new AcpError("Forbidden", "the arrival check refused it");
+      if (bodyOf(message).crash) throw new Error("the arrival check failed");
     });
 
     const old = buildNotification(alpha.sender, "agent-beta", { n: 1 }, { now: tenMinutesAgo() });
@@ -257,6 +299,8 @@ describe("the relay", () => {
     const stored = await gw.gateway.broker.get({ from: arrived.via, id: result.id });
     expect(stored).toMatchObject({ from: arrived.via, to: "agent-beta" });
     expect(checked).toEqual([result.id]);
+    // Forwarded again (the peer did not hear the answer): the same message, stored once.
+    await expect(send(old, { arrived })).resolves.toEqual({ ...result, duplicate: true });
 
     const tooOld = buildNotification(alpha.sender, "agent-beta", {}, { now: tenMinutesAgo() });
     await expect(send(tooOld, { arrived: { ...arrived, maxAgeMs: 60_000 } })).rejects.toMatchObject({
@@ -265,12 +309,20 @@ describe("the relay", () => {
     await expect(
       send(buildNotification(alpha.sender, "agent-beta", { refuse: true }), { arrived }),
     ).rejects.toMatchObject({ message: "the arrival check refused it" });
+    await expect(
+      send(buildNotification(alpha.sender, "agent-beta", { crash: true }), { arrived }),
+    ).rejects.toThrow("the arrival check failed");
+    const metrics = await scrapeMetrics(gw.url);
+    expect(metrics.get('acp_messages_rejected_total{reason="InternalError"}')).toBe(1);
+    expect(metrics.get('acp_messages_rejected_total{reason="Forbidden"}')).toBe(1);
+    // No refusal here was a quota's.
+    expect([...metrics.keys()].filter((name) => name.startsWith("acp_quota_refusals_total"))).toEqual([]);
     // A local submission is not an arrival: the checks do not run for it.
     const local = await send(buildNotification(alpha.sender, "agent-beta", { refuse: true }));
     expect(local).toMatchObject({ duplicate: false });
     removeCheck();
     await send(buildNotification(alpha.sender, "agent-beta", { refuse: true }), { arrived });
-    expect(checked).toHaveLength(2);
+    expect(checked).toHaveLength(4);
   });
 
   it("relays an error response while the pair re-handshakes, as it does a response", async () => {
