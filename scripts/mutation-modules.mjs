@@ -32,7 +32,7 @@ export const mutationModules = {
   },
   "embedded-broker": {
     mutate: ["src/broker/embedded/messages.ts", "src/broker/embedded/inbox.ts"],
-    tests: ["test/broker/embedded.test.ts"],
+    tests: ["test/broker/embedded-inbox.test.ts", "test/broker/embedded.test.ts"],
   },
   "nats-broker": {
     mutate: ["src/broker/nats/submission.ts", "src/broker/nats/inbox.ts", "src/broker/nats/settlement.ts"],

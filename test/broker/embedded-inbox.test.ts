@@ -1,0 +1,123 @@
+/**
+ * The embedded inbox's own bookkeeping, beyond what the conformance suite covers: what a dead
+ * process held, the hand-over between rows kept in memory and the pager past one page, which
+ * hand-out counts as an attempt when several come back, and the in-flight limit.
+ */
+import { copyFileSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { type Broker, type Delivery, openBroker } from "../../src/broker/index.js";
+import { useTmpDir } from "../helpers/tmp.js";
+import { deliveredBefore, message, reader } from "./support.js";
+
+const tmp = useTmpDir("acp-inbox-");
+const LONG_ACK_WAIT = { ackWaitMs: 30_000 };
+/** More than the rows an inbox reads at a time (and keeps in memory ahead of delivery). */
+const MORE_THAN_A_PAGE = 300;
+
+const opened: Broker[] = [];
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((broker) => broker.close().catch(() => undefined)));
+});
+
+async function open(data: string): Promise<Broker> {
+  const broker = await openBroker({ data, delivery: LONG_ACK_WAIT });
+  opened.push(broker);
+  return broker;
+}
+
+const summary = (deliveries: Delivery[]) => deliveries.map((d) => [d.id, d.attempt]);
+
+describe("embedded inbox", () => {
+  it("hands out at once what a process that died held, counting only the oldest as an attempt", async () => {
+    const data = tmp();
+    const broker = await open(data);
+    const [m1, m2, m3] = [message("alice", "bob"), message("alice", "bob"), message("alice", "bob")];
+    for (const input of [m1, m2, m3]) await broker.submit(input);
+    const inbox = reader(await broker.openInbox("bob", { maxInFlight: 2 }));
+    for (const input of [m1, m2]) expect((await inbox.next()).id).toBe(input!.id);
+    await broker.status(m2!); // the hand-outs' bookkeeping is committed
+    // The database as a process killed now leaves it (its file and write-ahead log): both out,
+    // their ack waits (30 s) running, and no inbox of the next process holding them.
+    const dead = tmp();
+    for (const file of readdirSync(data)) copyFileSync(join(data, file), join(dead, file));
+
+    const next = await open(dead);
+    const again = reader(await next.openInbox("bob", { maxInFlight: 8 }));
+    const deliveries = [await again.next(), await again.next(), await again.next()];
+    expect(summary(deliveries)).toEqual([
+      [m1!.id, 2],
+      [m2!.id, 1],
+      [m3!.id, 1],
+    ]);
+    expect(await next.status(m2!)).toMatchObject({ status: "delivered", retryCount: 0 });
+  });
+
+  it("reads past a page of queued messages, and past a page offered while nobody reads", async () => {
+    const data = tmp();
+    const broker = await open(data);
+    const before = Array.from({ length: MORE_THAN_A_PAGE }, () => message("alice", "bob"));
+    for (const input of before) await broker.submit(input);
+    const inbox = reader(await broker.openInbox("bob", { maxInFlight: 1 }));
+    const first = await inbox.next();
+    // Offered while the inbox holds a page in memory already: the pager reads them later, in order.
+    const during = Array.from({ length: MORE_THAN_A_PAGE }, () => message("carol", "bob"));
+    for (const input of during) await broker.submit(input);
+    const got = [first];
+    await broker.ack("bob", first);
+    while (got.length < before.length + during.length) {
+      const delivery = await inbox.next();
+      got.push(delivery);
+      await broker.ack("bob", delivery);
+    }
+    expect(got.map((d) => `${d.from}/${d.id}/${d.attempt}`)).toEqual(
+      [...before, ...during].map((input) => `${input.from}/${input.id}/1`),
+    );
+    expect(await deliveredBefore(broker, inbox, "bob")).toEqual([]);
+  });
+
+  it("hands out no more than maxInFlight: the next waits for an acknowledgement", async () => {
+    const broker = await open(tmp());
+    const [m1, m2] = [message("alice", "bob"), message("alice", "bob")];
+    for (const input of [m1, m2]) await broker.submit(input);
+    const inbox = reader(await broker.openInbox("bob", { maxInFlight: 1 }));
+    expect((await inbox.next()).id).toBe(m1!.id);
+    const next = inbox.next(); // the consumer asks; the one slot is taken
+    expect(await broker.status(m2!)).toMatchObject({ status: "queued" });
+    await broker.ack("bob", m1!);
+    expect(await next).toMatchObject({ id: m2!.id, attempt: 1 });
+  });
+
+  it("gives back in queue order: the oldest one received counts, whatever the order handed out or named", async () => {
+    const broker = await open(tmp());
+    // The later one is urgent: it goes out first.
+    const [low, urgent, third] = [
+      message("alice", "bob", { priority: "low" }),
+      message("alice", "bob", { priority: "critical" }),
+      message("alice", "bob", { priority: "low" }),
+    ];
+    for (const input of [low, urgent, third]) await broker.submit(input);
+    const opened = await broker.openInbox("bob", { maxInFlight: 3 });
+    const inbox = reader(opened);
+    expect(summary([await inbox.next(), await inbox.next(), await inbox.next()])).toEqual([
+      [urgent!.id, 1],
+      [low!.id, 1],
+      [third!.id, 1],
+    ]);
+    // Named newest first: `low` is still the one the agent was working on (the oldest it has).
+    await opened.giveBack([third!, urgent!, low!]);
+    expect(summary([await inbox.next(), await inbox.next(), await inbox.next()])).toEqual([
+      [urgent!.id, 1],
+      [low!.id, 2],
+      [third!.id, 1],
+    ]);
+    // Closing counts the same one again.
+    await opened.close();
+    const again = reader(await broker.openInbox("bob", { maxInFlight: 3 }));
+    expect(summary([await again.next(), await again.next(), await again.next()])).toEqual([
+      [urgent!.id, 1],
+      [low!.id, 3],
+      [third!.id, 1],
+    ]);
+  });
+});
