@@ -18,9 +18,9 @@ import {
   signMessage,
 } from "../../src/protocol/index.js";
 import { MAX_JSON_DEPTH } from "../../src/http/server.js";
-import { api, type TestAgent, type TestGateway, startTestGateway } from "../helpers/gateway.js";
+import { api, FrameClient, type TestAgent, type TestGateway, startTestGateway } from "../helpers/gateway.js";
 import { scrapeMetrics } from "../helpers/metrics.js";
-import { handshake, submit } from "../helpers/messaging.js";
+import { handshake, receive, submit } from "../helpers/messaging.js";
 
 const gateways: TestGateway[] = [];
 afterEach(async () => {
@@ -184,6 +184,54 @@ describe("the relay", () => {
       status: "expired",
       duplicate: true,
     });
+  });
+
+  it("refuses a pair with no common version, and a message in another version than the pair's, naming both", async () => {
+    const current = (version: string) => ({ version, status: "current" as const });
+    const gw = await startTestGateway({ protocolVersions: ["1.0.0", "1.1.0", "2.0.0"].map(current) });
+    gateways.push(gw);
+    const a = await gw.register("agent-a", "pa", { protocolVersions: ["1.0.0", "1.1.0"] });
+    await gw.register("agent-b", "pb", { protocolVersions: ["1.1.0", "1.0.0"] });
+    await gw.register("agent-c", "pc", { protocolVersions: ["2.0.0"] });
+    const relay = gw.gateway.context.relay;
+    const sender = (await gw.gateway.context.registry.resolve("agent-a")) as ResolvedAgent;
+    const send = (message: object) => {
+      const text = JSON.stringify(signMessage(message, a.signer));
+      return relay.submit(sender, text, text.length);
+    };
+    await expect(send(buildAnnounce(a.sender, "agent-c", announceBody))).rejects.toMatchObject({
+      kind: "NoCommonVersion",
+      message: "agent-a and agent-c share no protocol version this gateway still speaks",
+      data: { sender: ["1.0.0", "1.1.0"], recipient: ["2.0.0"], supported: ["2.0.0", "1.1.0", "1.0.0"] },
+    });
+    const inOther = { ...a.sender, trustLayerVersion: "1.0.0" };
+    await expect(send(buildAnnounce(inOther, "agent-b", announceBody))).rejects.toMatchObject({
+      kind: "NoCommonVersion",
+      message: "this pair speaks protocol 1.1.0; 1.0.0 is refused",
+      data: {
+        negotiated: "1.1.0",
+        problems: [{ path: "/params/headers/trust-layer-version", message: "must be 1.1.0" }],
+      },
+    });
+    const inTheirs = { ...a.sender, trustLayerVersion: "1.1.0" };
+    await expect(send(buildAnnounce(inTheirs, "agent-b", announceBody))).resolves.toMatchObject({
+      duplicate: false,
+    });
+  });
+
+  it("queues a message at the priority its sender chose, medium when it chose none", async () => {
+    const { gw, alpha, beta, send } = await open();
+    await handshake(gw, alpha, beta);
+    const ws = await FrameClient.connect(gw.gateway.wsUrl, beta.apiKey);
+    await receive(ws, 2);
+    const urgent = await send(buildNotification(alpha.sender, "agent-beta", { n: 1 }), { priority: "high" });
+    const plain = await send(buildNotification(alpha.sender, "agent-beta", { n: 2 }));
+    const frames = [await ws.next("new_message"), await ws.next("new_message")];
+    expect(frames.map((f) => [f.id, f.priority])).toEqual([
+      [urgent.id, "high"],
+      [plain.id, "medium"],
+    ]);
+    await ws.close();
   });
 
   it("takes an envelope of exactly the size limit and refuses one byte more, naming the limit", async () => {
