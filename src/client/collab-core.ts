@@ -11,7 +11,8 @@ import {
   type Signer,
   signMessage,
 } from "../protocol/index.js";
-import { type AgentView, API_PREFIX } from "../wire/api.js";
+import type { AgentView } from "../wire/agents.js";
+import { API_PREFIX } from "../wire/api.js";
 import { negotiateVersion } from "../wire/versions.js";
 import type { AcpAgent } from "./agent.js";
 import { GatewayClient, normaliseGatewayUrl } from "./http.js";
@@ -192,7 +193,7 @@ export class CollabCore {
   /** The protocol version the gateway requires for this pair (the highest both registered). */
   private async version(to: string): Promise<string> {
     const [mine, theirs] = await Promise.all([this.view(this.agentId), this.view(to)]);
-    const agreed = negotiateVersion(mine.protocolVersions, theirs.protocolVersions);
+    const agreed = negotiateVersion(mine.protocol_versions, theirs.protocol_versions);
     if (!agreed) throw new AcpError("NoCommonVersion", `${this.agentId} and ${to} share no protocol version`);
     return agreed;
   }

@@ -1,13 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { partyOf, roundHash, type SignedAgreement, signAgreement } from "../collab/agreement.js";
 import { CollabMethod } from "../collab/messages.js";
-import { ownId } from "../collab/util.js";
 import {
   agreementDocument,
   type NegotiationRound,
   type NegotiationView,
   TERMINAL,
 } from "../collab/negotiation.js";
+import { ownId } from "../collab/util.js";
 import { AcpError } from "../protocol/index.js";
 import { type CollabCore, path } from "./collab-core.js";
 
@@ -79,8 +79,12 @@ export class NegotiationClient {
     ]);
     const parties = {
       sessionId,
-      proposer: partyOf({ ...mine, ...names }),
-      responder: partyOf(theirs),
+      proposer: partyOf({ ...names, signing: mine.signing }),
+      responder: partyOf({
+        agentId: theirs.agent_id,
+        principalId: theirs.principal_id,
+        signing: theirs.signing,
+      }),
       ...subjectOf(options.subject),
     };
     const signed = await this.offer(peer, CollabMethod.propose, parties, null, 1, terms, options.subject);

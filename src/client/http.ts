@@ -1,20 +1,24 @@
-import type { z } from "zod";
 import { AcpError } from "../protocol/index.js";
 import {
-  AgentView,
-  API_PREFIX,
-  type HandshakeProofView,
-  type PresenceUpdate,
+  AgentList,
+  type AgentView,
+  AgentView as AgentViewSchema,
+  PresenceView,
   type RegisterAgentRequest,
   RegisterAgentResponse,
-  SubmitResponse,
-} from "../wire/api.js";
+  RevokedAgent,
+} from "../wire/agents.js";
+import { API_PREFIX, type HandshakeProofView, type PresenceUpdate, SubmitResponse } from "../wire/api.js";
+import {
+  readingDeprecatedNames,
+  type WithDeprecatedNames,
+  withCurrentNames,
+} from "../wire/deprecated-names.js";
 import {
   type MessageListItem,
   MessagePage as MessagePageSchema,
   MessageStatusView,
   MessageWithEnvelope,
-  type WithDeprecatedNames,
 } from "../wire/messages.js";
 import { requestGatewayJson } from "./request.js";
 
@@ -49,22 +53,9 @@ export interface ListMessagesQuery {
 
 /**
  * A page of GET /api/v1/messages, its items in the snake_case the API documents; each also carries
- * the deprecated camelCase names (`queuedAt`, `retryCount`, `nextCursor`, …) while the gateway sends them.
+ * the deprecated camelCase names (`queuedAt`, `retryCount`, `nextCursor`, …) for now.
  */
-export type MessagePage = WithDeprecatedNames<{
-  items: WithDeprecatedNames<MessageListItem>[];
-  next_cursor: string | null;
-}>;
-
-/** Validates an answer against its schema and returns it whole (the deprecated names included). */
-function checked<T>(schema: z.ZodType): { parse(value: unknown): T } {
-  return {
-    parse: (value) => {
-      schema.parse(value);
-      return value as T;
-    },
-  };
-}
+export type MessagePage = WithDeprecatedNames<MessagePageSchema>;
 
 type Auth = "agent" | "admin" | "admin-or-agent";
 
@@ -83,42 +74,56 @@ export class GatewayClient {
    * Registers an agent's public keys (admin token) and returns its API key, shown only this once.
    * Rejects with the gateway's AcpError, e.g. when the agent id is taken by another key.
    */
-  registerAgent(request: RegisterAgentRequest): Promise<RegisterAgentResponse> {
-    return this.call("POST", "/agents", { auth: "admin", body: request, schema: RegisterAgentResponse });
+  registerAgent(request: RegisterAgentRequest): Promise<WithDeprecatedNames<RegisterAgentResponse>> {
+    return this.call("POST", "/agents", {
+      auth: "admin",
+      body: withCurrentNames(request),
+      schema: readingDeprecatedNames(RegisterAgentResponse),
+    });
   }
 
   /** Every registered agent with its keys and presence (admin token or an agent's key). */
-  async listAgents(): Promise<AgentView[]> {
-    const page = await this.call<{ agents: unknown[] }>("GET", "/agents", { auth: "admin-or-agent" });
-    return page.agents.map((agent) => AgentView.parse(agent));
+  async listAgents(): Promise<WithDeprecatedNames<AgentView>[]> {
+    const page = await this.call("GET", "/agents", {
+      auth: "admin-or-agent",
+      schema: readingDeprecatedNames(AgentList),
+    });
+    return page.agents;
   }
 
   /** One agent's public record; rejects with AgentNotFound when the gateway has no such agent. */
-  getAgent(agentId: string): Promise<AgentView> {
+  getAgent(agentId: string): Promise<WithDeprecatedNames<AgentView>> {
     return this.call("GET", `/agents/${encodeURIComponent(agentId)}`, {
       auth: "admin-or-agent",
-      schema: AgentView,
+      schema: readingDeprecatedNames(AgentViewSchema),
     });
   }
 
   /** A new API key for the agent; the old one stops working. Admin token, or the agent's own key. */
-  rotateApiKey(agentId: string): Promise<RegisterAgentResponse> {
+  rotateApiKey(agentId: string): Promise<WithDeprecatedNames<RegisterAgentResponse>> {
     return this.call("POST", `/agents/${encodeURIComponent(agentId)}/rotate`, {
       auth: "admin-or-agent",
-      schema: RegisterAgentResponse,
+      schema: readingDeprecatedNames(RegisterAgentResponse),
     });
   }
 
   /** Revokes an agent (admin token): its key stops working and it can no longer send or receive. */
-  revokeAgent(agentId: string): Promise<{ agentId: string; revokedAt: string }> {
-    return this.call("POST", `/agents/${encodeURIComponent(agentId)}/revoke`, { auth: "admin" });
+  revokeAgent(agentId: string): Promise<WithDeprecatedNames<RevokedAgent>> {
+    return this.call("POST", `/agents/${encodeURIComponent(agentId)}/revoke`, {
+      auth: "admin",
+      schema: readingDeprecatedNames(RevokedAgent),
+    });
   }
 
-  /** Sets the agent's own presence (its API key); `AcpAgent.setPresence` validates and calls this. */
-  updatePresence(agentId: string, update: PresenceUpdate): Promise<unknown> {
+  /**
+   * Sets the agent's own presence (its API key), sent in the API's snake_case; `AcpAgent.setPresence`
+   * validates and calls this. Answers the presence the gateway now shows.
+   */
+  updatePresence(agentId: string, update: PresenceUpdate): Promise<WithDeprecatedNames<PresenceView>> {
     return this.call("PUT", `/agents/${encodeURIComponent(agentId)}/presence`, {
       auth: "agent",
-      body: update,
+      body: withCurrentNames(update),
+      schema: readingDeprecatedNames(PresenceView),
     });
   }
 
@@ -147,7 +152,7 @@ export class GatewayClient {
     const search = params.size > 0 ? `?${params}` : "";
     return this.call("GET", `/messages${search}`, {
       auth: "agent",
-      schema: checked<MessagePage>(MessagePageSchema),
+      schema: readingDeprecatedNames(MessagePageSchema),
     });
   }
 
@@ -158,7 +163,7 @@ export class GatewayClient {
   getMessage(id: string, from?: string): Promise<WithDeprecatedNames<MessageWithEnvelope>> {
     return this.call("GET", messagePath(id, "", from), {
       auth: "agent",
-      schema: checked<WithDeprecatedNames<MessageWithEnvelope>>(MessageWithEnvelope),
+      schema: readingDeprecatedNames(MessageWithEnvelope),
     });
   }
 

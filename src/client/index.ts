@@ -1,9 +1,14 @@
 /** acp-kit/client: the agent SDK (AcpAgent) and a typed client for the gateway's REST API. */
+
+export type { WithDeprecatedNames } from "../wire/deprecated-names.js";
+export { registrationOf } from "../wire/agents.js";
+export type { MessageListItem, MessageStatusView, MessageWithEnvelope } from "../wire/messages.js";
 export { AcpAgent } from "./agent.js";
 export type { AuditSettings } from "./audit.js";
 export { CollabClient } from "./collab.js";
 export type { ReconnectOptions } from "./connection.js";
 export { errorFromObject, GatewayUnreachableError, SdkError, type SdkErrorKind } from "./errors.js";
+export { FederationAdminClient } from "./federation-admin.js";
 export {
   type HandledDelivery,
   type HandledRecord,
@@ -29,8 +34,8 @@ export {
 } from "./mcp-agent.js";
 export type { ResubmitInfo, SubmitRetryOptions } from "./outbox.js";
 export { PrincipalAdminClient } from "./principals.js";
-export { FederationAdminClient } from "./federation-admin.js";
 export { type GatewayRequest, requestGatewayJson } from "./request.js";
+export type { BodyOf, BodySchema, RequestSchemas, TypedRequestHandler } from "./typed-handler.js";
 export type {
   AcpAgentOptions,
   AgentDirectory,
@@ -47,10 +52,3 @@ export type {
   RequestOptions,
   SendOptions,
 } from "./types.js";
-export type { BodyOf, BodySchema, RequestSchemas, TypedRequestHandler } from "./typed-handler.js";
-export type {
-  MessageListItem,
-  MessageStatusView,
-  MessageWithEnvelope,
-  WithDeprecatedNames,
-} from "../wire/messages.js";

@@ -8,7 +8,7 @@ import {
   TRUST_LAYER_VERSION,
   type X25519PublicJwk,
 } from "../protocol/index.js";
-import type { AgentView } from "../wire/api.js";
+import type { AgentView } from "../wire/agents.js";
 import { negotiateVersion } from "../wire/versions.js";
 import type { AgentDirectory } from "./types.js";
 
@@ -40,8 +40,8 @@ export class PeerDirectory {
    */
   async loadSelf(identity: PrivateIdentity): Promise<void> {
     const view = await this.http.getAgent(identity.agentId);
-    if (view.revokedAt !== undefined) {
-      throw new AcpError("Unauthorized", `${identity.agentId} was revoked at ${view.revokedAt}`);
+    if (view.revoked_at !== undefined) {
+      throw new AcpError("Unauthorized", `${identity.agentId} was revoked at ${view.revoked_at}`);
     }
     if (view.signing.x !== identity.signing.x) {
       throw new AcpError(
@@ -49,7 +49,7 @@ export class PeerDirectory {
         `the key file's signing key is not the one registered for ${identity.agentId} at the gateway`,
       );
     }
-    this.selfVersions = view.protocolVersions;
+    this.selfVersions = view.protocol_versions;
     this.selfAddress = view.address;
   }
 
@@ -57,11 +57,11 @@ export class PeerDirectory {
   async protocolVersion(agentId: string): Promise<string> {
     const peer = this.peers.get(agentId) ?? (await this.fetch(agentId));
     if (!peer) throw new AcpError("UnknownRecipient", `${agentId} is not registered at the gateway`);
-    const version = negotiateVersion(this.selfVersions, peer.view.protocolVersions);
+    const version = negotiateVersion(this.selfVersions, peer.view.protocol_versions);
     if (!version) {
       throw new AcpError("NoCommonVersion", `this agent and ${agentId} share no protocol version`, {
         mine: this.selfVersions,
-        theirs: peer.view.protocolVersions,
+        theirs: peer.view.protocol_versions,
       });
     }
     return version;
@@ -106,12 +106,12 @@ export class PeerDirectory {
   }
 
   async principalOf(agentId: string): Promise<string | undefined> {
-    return (this.peers.get(agentId) ?? (await this.fetch(agentId)))?.view.principalId;
+    return (this.peers.get(agentId) ?? (await this.fetch(agentId)))?.view.principal_id;
   }
 
   /** The principal of a peer whose registry entry is cached (for audit entries). */
   cachedPrincipal(agentId: string): string | undefined {
-    return this.peers.get(agentId)?.view.principalId;
+    return this.peers.get(agentId)?.view.principal_id;
   }
 
   forget(agentId: string): void {
@@ -137,7 +137,7 @@ export class PeerDirectory {
       }
       throw err;
     }
-    if (view.revokedAt !== undefined) {
+    if (view.revoked_at !== undefined) {
       this.peers.delete(agentId);
       return undefined;
     }

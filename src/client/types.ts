@@ -11,12 +11,13 @@ import type {
   MessageKind,
   PrivateIdentity,
 } from "../protocol/index.js";
-import type { AgentView, HandshakeProofView, PresenceUpdate } from "../wire/api.js";
+import type { AgentView } from "../wire/agents.js";
+import type { HandshakeProofView, PresenceUpdate } from "../wire/api.js";
 import type { VersionDeprecation } from "../wire/versions.js";
 import type { AuditSettings } from "./audit.js";
 import type { AgentConnection, ConnectionEvents, ReconnectOptions } from "./connection.js";
-import type { DegradedInfo, RecoveredInfo } from "./health.js";
 import type { HandledStore } from "./handled-store.js";
+import type { DegradedInfo, RecoveredInfo } from "./health.js";
 import type { ResubmitInfo, SubmitRetryOptions } from "./outbox.js";
 
 export interface AcpAgentOptions {
@@ -108,6 +109,7 @@ export interface AcpAgentOptions {
 
 /** The registry reads and presence writes an agent makes at its gateway (REST by default: GatewayClient). */
 export interface AgentDirectory {
+  /** The agent's record as GET /api/v1/agents/:id answers it (snake_case). */
   getAgent(agentId: string): Promise<AgentView>;
   updatePresence(agentId: string, update: PresenceUpdate): Promise<unknown>;
   /** The peer's side of its latest handshake with this agent, as relayed (GET /handshakes/:peer); undefined if none. */

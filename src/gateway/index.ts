@@ -7,10 +7,18 @@
  */
 export { Router, readJsonBody, sendError, sendJson } from "../http/server.js";
 export {
-  API_PREFIX,
+  AgentList,
   AgentView,
-  CONSUME_PARAM,
+  PresenceUpdateRequest,
+  PresenceView,
+  RegisterAgentRequest,
+  RegisterAgentResponse,
+  RevokedAgent,
+} from "../wire/agents.js";
+export {
+  API_PREFIX,
   ClientFrame,
+  CONSUME_PARAM,
   DASHBOARD_API,
   type HandshakeProofView,
   KeyHistoryEntry,
@@ -22,14 +30,13 @@ export {
   type PrincipalView,
   PriorityInput,
   ProtocolVersion,
-  RegisterAgentRequest,
-  RegisterAgentResponse,
   RotateSigningKeyRequest,
   type ServerFrame,
   SubmitResponse,
   TaskProgress,
   WS_PATH,
 } from "../wire/api.js";
+export { type WithDeprecatedNames, withCurrentNames, withDeprecatedNames } from "../wire/deprecated-names.js";
 export {
   negotiateVersion,
   PROTOCOL_VERSIONS,

@@ -1,6 +1,6 @@
 import type { KeyObject } from "node:crypto";
-import type { Broker, KvBucket, Unsubscribe } from "../broker/index.js";
 import { isBrokerError } from "../broker/errors.js";
+import type { Broker, KvBucket, Unsubscribe } from "../broker/index.js";
 import { WatchedReads } from "../broker/watched-reads.js";
 import {
   AcpError,
@@ -12,15 +12,14 @@ import {
   verifyHandover,
   type X25519PublicJwk,
 } from "../protocol/index.js";
-import { type KeyHistoryEntry, RegisterAgentRequest } from "../wire/api.js";
+import { type RegisterAgentFields, RegisterAgentRequest } from "../wire/agents.js";
+import type { KeyHistoryEntry } from "../wire/api.js";
 import { ProtocolVersions } from "../wire/versions.js";
 import { hashSecret, newApiKey } from "./auth.js";
 import type { RemoteAgents } from "./remote.js";
 
 /** Earlier signing keys an agent's record keeps (the directory publishes them). */
 const MAX_KEY_HISTORY = 64;
-
-type ParsedRegistration = ReturnType<typeof RegisterAgentRequest.parse>;
 
 /** What the gateway stores per agent (bucket `agents`). The API key itself is never stored. */
 export interface AgentRecord {
@@ -137,7 +136,10 @@ export class Registry {
     }
   }
 
-  /** Registers an agent; returns its API key, shown only this once (and never a private key). */
+  /**
+   * Registers an agent (the body of POST /api/v1/agents: snake_case, the deprecated camelCase
+   * accepted); returns its API key, shown only this once (and never a private key).
+   */
   async register(
     input: unknown,
     now = new Date(),
@@ -149,20 +151,20 @@ export class Registry {
       });
     }
     const request = parsed.data;
-    const protocolVersions = this.declaredVersions(request.protocolVersions, now);
+    const protocolVersions = this.declaredVersions(request.protocol_versions, now);
     if (request.custodial && !this.custodian) {
       throw new AcpError("InvalidParams", "this gateway does not hold custodial keys (custody is off)", {
         problems: [{ path: "/custodial", message: "not offered by this gateway" }],
       });
     }
     const keys = request.custodial
-      ? await (this.custodian as Custodian).create(request.agentId, request.principalId)
+      ? await (this.custodian as Custodian).create(request.agent_id, request.principal_id)
       : { signing: request.signing as Ed25519PublicJwk, encryption: request.encryption };
     try {
-      return await this.store({ ...request, protocolVersions }, keys, now);
+      return await this.store({ ...request, protocol_versions: protocolVersions }, keys, now);
     } catch (err) {
       // A refused registration leaves no key behind (the custodian refuses to replace existing ones).
-      if (request.custodial) await this.custodian?.discard(request.agentId);
+      if (request.custodial) await this.custodian?.discard(request.agent_id);
       throw err;
     }
   }
@@ -178,7 +180,7 @@ export class Registry {
         status === "unknown"
           ? `${version} is not a protocol version this gateway speaks`
           : `${version} is retired`;
-      return [{ path: `/protocolVersions/${index}`, message }];
+      return [{ path: `/protocol_versions/${index}`, message }];
     });
     if (problems.length === 0) return declared;
     const supported = this.versions.spoken(now.getTime());
@@ -190,19 +192,19 @@ export class Registry {
   }
 
   private async store(
-    request: ParsedRegistration & { protocolVersions: string[] },
+    request: RegisterAgentFields & { protocol_versions: string[] },
     keys: { signing: Ed25519PublicJwk; encryption?: X25519PublicJwk | undefined },
     now: Date,
   ): Promise<{ agentId: string; apiKey: string; custodial?: true }> {
     const apiKey = newApiKey();
     const record: AgentRecord = {
-      agentId: request.agentId,
-      principalId: request.principalId,
+      agentId: request.agent_id,
+      principalId: request.principal_id,
       signing: {
         kty: "OKP",
         crv: "Ed25519",
         x: keys.signing.x,
-        kid: keyId(request.agentId, keys.signing),
+        kid: keyId(request.agent_id, keys.signing),
       },
       ...(keys.encryption
         ? {
@@ -210,12 +212,12 @@ export class Registry {
               kty: "OKP",
               crv: "X25519",
               x: keys.encryption.x,
-              kid: keyId(request.agentId, keys.encryption),
+              kid: keyId(request.agent_id, keys.encryption),
             },
           }
         : {}),
       capabilities: request.capabilities,
-      protocolVersions: request.protocolVersions,
+      protocolVersions: request.protocol_versions,
       apiKeyHash: hashSecret(apiKey),
       createdAt: now.toISOString(),
       ...(request.custodial ? { custodial: true as const } : {}),
@@ -236,7 +238,7 @@ export class Registry {
           "Conflict",
           `agent ${record.agentId} is already registered; rotate its key instead`,
           {
-            problems: [{ path: "/agentId", message: "already registered" }],
+            problems: [{ path: "/agent_id", message: "already registered" }],
           },
         );
       }

@@ -1,5 +1,5 @@
 import type { MessageRecord, MessageStatus } from "../broker/index.js";
-import type { AgentView } from "../wire/api.js";
+import type { AgentView } from "../wire/agents.js";
 import type { ResolvedAgent } from "./registry.js";
 
 /**

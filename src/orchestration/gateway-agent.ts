@@ -9,6 +9,7 @@ import { AcpAgent } from "../client/agent.js";
 import type { AcpAgentOptions } from "../client/types.js";
 import type { GatewayContext } from "../gateway/context.js";
 import { AcpError, generateIdentity, type PrivateIdentity, publicIdentity } from "../protocol/index.js";
+import { registrationOf } from "../wire/agents.js";
 import { inProcessAgentOptions } from "./in-process-agent.js";
 
 export interface GatewayAgentOptions {
@@ -85,7 +86,7 @@ export class GatewayAgent {
   async #register(): Promise<{ identity: PrivateIdentity; apiKey: string }> {
     const identity = generateIdentity(this.agentId, this.options.principalId);
     const { apiKey } = await this.ctx.registry.register({
-      ...publicIdentity(identity),
+      ...registrationOf(publicIdentity(identity)),
       capabilities: this.options.capabilities,
     });
     return { identity, apiKey };

@@ -22,10 +22,12 @@ import type { AgentConnection, ConnectionEvents, DeliveredRef } from "../client/
 import type { AcpAgentOptions, AgentDirectory } from "../client/types.js";
 import type { GatewayContext } from "../gateway/context.js";
 import type { ResolvedAgent } from "../gateway/registry.js";
-import { viewOfRef } from "../gateway/routes/agents.js";
 import type { AcceptedMessage } from "../gateway/relay.js";
+import { viewOfRef } from "../gateway/routes/agents.js";
 import { AcpError, type EnvelopeHeaders, headersOf, type VerifiedEnvelope } from "../protocol/index.js";
-import type { AgentView, PresenceUpdate, SubmitResponse } from "../wire/api.js";
+import { type AgentView, presenceView } from "../wire/agents.js";
+import type { PresenceUpdate, SubmitResponse } from "../wire/api.js";
+import { type WithDeprecatedNames, withDeprecatedNames } from "../wire/deprecated-names.js";
 
 /**
  * The `gateway` URL of an in-process agent. It is never used (`connection` and `directory` replace
@@ -49,15 +51,15 @@ export function inProcessAgentOptions(
 export class InProcessDirectory implements AgentDirectory {
   constructor(private readonly ctx: GatewayContext) {}
 
-  async getAgent(agentId: string): Promise<AgentView> {
+  async getAgent(agentId: string): Promise<WithDeprecatedNames<AgentView>> {
     const view = await viewOfRef(this.ctx, agentId);
     if (!view) throw new AcpError("NotFound", `no registered agent ${agentId}`);
-    return view;
+    return withDeprecatedNames(view);
   }
 
   async updatePresence(agentId: string, update: PresenceUpdate): Promise<unknown> {
     await this.ctx.presence.update(agentId, update);
-    return this.ctx.presence.get(agentId);
+    return withDeprecatedNames(presenceView(await this.ctx.presence.get(agentId)));
   }
 }
 

@@ -58,38 +58,3 @@ export const MessagePage = z.object({
   next_cursor: z.string().nullable(),
 });
 export type MessagePage = z.infer<typeof MessagePage>;
-
-/**
- * The camelCase names GET /messages and /messages/:id answered with before the API had one casing.
- * The gateway still sends each next to its snake_case name for one deprecation period.
- */
-export const DEPRECATED_MESSAGE_NAMES = {
-  submitted_at: "submittedAt",
-  queued_at: "queuedAt",
-  delivered_at: "deliveredAt",
-  acknowledged_at: "acknowledgedAt",
-  failed_at: "failedAt",
-  expired_at: "expiredAt",
-  retry_count: "retryCount",
-  last_error: "lastError",
-  dead_letter: "deadLetter",
-  next_cursor: "nextCursor",
-} as const;
-
-type Renamed = typeof DEPRECATED_MESSAGE_NAMES;
-
-/** A record with its deprecated camelCase names too, as the gateway answers during the deprecation. */
-export type WithDeprecatedNames<T> = T & {
-  [K in keyof T as K extends keyof Renamed ? Renamed[K] : never]: T[K];
-};
-
-/** Adds the deprecated camelCase copy of each renamed field `view` has. */
-export function withDeprecatedNames<T extends object>(view: T): WithDeprecatedNames<T> {
-  const out: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(view)) {
-    out[name] = value;
-    const old = DEPRECATED_MESSAGE_NAMES[name as keyof Renamed];
-    if (old !== undefined) out[old] = value;
-  }
-  return out as WithDeprecatedNames<T>;
-}

@@ -86,10 +86,16 @@ describe("acp agent / send / inbox / status against a real gateway", { timeout: 
       env: { ...env, ACP_ADMIN_TOKEN: ADMIN_TOKEN },
     });
     expect(registered.code, registered.stderr).toBe(0);
-    const json = JSON.parse(registered.stdout) as { agentId: string; apiKey: string };
-    expect(json).toEqual({ agentId: "alice-assistant", apiKey: expect.stringMatching(/^acp_/) });
-    env.ACP_API_KEY = json.apiKey;
-    return json.apiKey;
+    const json = JSON.parse(registered.stdout) as { agent_id: string; api_key: string };
+    // The API's answer as it is: snake_case, with the deprecated camelCase names beside.
+    expect(json).toEqual({
+      agent_id: "alice-assistant",
+      api_key: expect.stringMatching(/^acp_/),
+      agentId: "alice-assistant",
+      apiKey: json.api_key,
+    });
+    env.ACP_API_KEY = json.api_key;
+    return json.api_key;
   }
 
   it("registers an agent from its key file; refuses without the admin token or with a bad key file", async () => {
@@ -133,8 +139,8 @@ describe("acp agent / send / inbox / status against a real gateway", { timeout: 
     expect(list.stdout).toMatch(/bob-assistant\s+bob\s+online/);
     const show = await runAcp(["agent", "show", "bob-assistant", "--json"], { env });
     expect(JSON.parse(show.stdout)).toMatchObject({
-      agentId: "bob-assistant",
-      principalId: "bob",
+      agent_id: "bob-assistant",
+      principal_id: "bob",
       signing: { crv: "Ed25519" },
     });
     const missing = await runAcp(["agent", "show", "nobody"], { env });
@@ -142,7 +148,7 @@ describe("acp agent / send / inbox / status against a real gateway", { timeout: 
     expect(missing.stderr).toContain(`[${ErrorCode.NotFound} NotFound]`);
 
     const rotated = await runAcp(["agent", "rotate", "alice-assistant", "--json"], { env });
-    const newKey = (JSON.parse(rotated.stdout) as { apiKey: string }).apiKey;
+    const newKey = (JSON.parse(rotated.stdout) as { api_key: string }).api_key;
     expect(newKey).not.toBe(apiKey);
     const oldKey = await runAcp(["agent", "list"], { env });
     expect(oldKey.code).toBe(1);

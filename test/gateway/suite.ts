@@ -54,7 +54,7 @@ export function gatewaySuite(makeGateway: GatewayFactory): void {
       headers: { authorization: `Bearer ${gw.adminToken}` },
     });
     expect(bad.status).toBe(400);
-    expect(errorOf(bad.json).data.problems).toEqual([expect.objectContaining({ path: "/agentId" })]);
+    expect(errorOf(bad.json).data.problems).toEqual([expect.objectContaining({ path: "/agent_id" })]);
     const again = await api(gw.url, "/api/v1/agents", {
       body: { agentId: "agent-alpha", principalId: "p", signing: alpha.identity.signing },
       headers: { authorization: `Bearer ${gw.adminToken}` },

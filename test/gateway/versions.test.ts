@@ -115,18 +115,24 @@ describe("protocol versions at the gateway", () => {
       expect(errorOf(refused.json)).toMatchObject({
         code: ErrorCode.NoCommonVersion,
         message: "9.9.9 is not a protocol version this gateway speaks (it speaks 1.0.0)",
-        data: { problems: [{ path: "/protocolVersions/1" }], supported: ["1.0.0"] },
+        data: { problems: [{ path: "/protocol_versions/1" }], supported: ["1.0.0"] },
       });
       expect((await api(gw.url, `/api/v1/agents/${agentId}`, { apiKey: probe.apiKey })).status).toBe(404);
     }
     // Declaring nothing registers the gateway's newest current version.
     const plain = await gw.register("agent-plain");
     const view = await api(gw.url, "/api/v1/agents/agent-plain", { apiKey: plain.apiKey });
-    expect(view.json.protocolVersions).toEqual(["1.0.0"]);
+    expect(view.json.protocol_versions).toEqual(["1.0.0"]);
     const versions = await api(gw.url, "/api/v1/versions", { apiKey: plain.apiKey });
     expect(versions.json).toEqual({
       versions: [{ version: "1.0.0", status: "current" }],
-      policy: { compatibleMajorsBack: 2, defaultSunsetDays: 180 },
+      // The policy's camelCase names are deprecated copies.
+      policy: {
+        compatible_majors_back: 2,
+        default_sunset_days: 180,
+        compatibleMajorsBack: 2,
+        defaultSunsetDays: 180,
+      },
     });
     expect((await api(gw.url, "/api/v1/versions")).status).toBe(401);
   });
@@ -226,7 +232,7 @@ describe("protocol versions at the gateway", () => {
     expect(errorOf(late.json)).toMatchObject({
       code: ErrorCode.NoCommonVersion,
       message: "1.0.0 is retired (it speaks 1.1.0)",
-      data: { problems: [{ path: "/protocolVersions/0", message: "1.0.0 is retired" }] },
+      data: { problems: [{ path: "/protocol_versions/0", message: "1.0.0 is retired" }] },
     });
     // The agent that also speaks 1.1.0 goes on under it.
     const onCurrent = await submit(
@@ -241,6 +247,8 @@ describe("protocol versions at the gateway", () => {
       {
         version: "1.0.0",
         status: "retired",
+        deprecated_at: "2026-03-01T00:00:00.000Z",
+        sunset_at: "2026-08-28T00:00:00.000Z",
         deprecatedAt: "2026-03-01T00:00:00.000Z",
         sunsetAt: "2026-08-28T00:00:00.000Z",
       },

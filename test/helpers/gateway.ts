@@ -13,6 +13,7 @@ import {
   type Signer,
 } from "../../src/protocol/index.js";
 import { type DefaultGatewayOptions, startDefaultGateway } from "../../src/server.js";
+import { registrationOf } from "../../src/wire/agents.js";
 
 export type { BrokerKind } from "../../src/broker/types.js";
 
@@ -72,10 +73,10 @@ export async function registerTestAgent(
   const res = await fetch(`${url}/api/v1/agents`, {
     method: "POST",
     headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-    body: JSON.stringify({ ...publicIdentity(identity), ...extra }),
+    body: JSON.stringify({ ...registrationOf(publicIdentity(identity)), ...extra }),
   });
   if (res.status !== 201) throw new Error(`register ${agentId}: ${res.status} ${await res.text()}`);
-  const { apiKey } = (await res.json()) as { apiKey: string };
+  const { api_key: apiKey } = (await res.json()) as { api_key: string };
   return {
     identity,
     sender: { agentId, principalId, layers: [0, 1, 2] },
@@ -87,7 +88,7 @@ export async function registerTestAgent(
 /**
  * Registers `agentId` as a custodial agent (the gateway holds its keys) over REST, as
  * `acp agent register --custodial` does; its principal is `principal-<agentId>` unless given.
- * Returns the answer: 201 `{agentId, apiKey, …}`, or the refusal.
+ * Returns the answer: 201 `{agent_id, api_key, …}`, or the refusal.
  */
 export function registerCustodial(
   url: string,
@@ -97,8 +98,8 @@ export function registerCustodial(
   return api(url, "/api/v1/agents", {
     headers: { authorization: `Bearer ${options.adminToken ?? ADMIN_TOKEN}` },
     body: {
-      agentId,
-      principalId: options.principalId ?? `principal-${agentId}`,
+      agent_id: agentId,
+      principal_id: options.principalId ?? `principal-${agentId}`,
       ...(options.capabilities ? { capabilities: options.capabilities } : {}),
       custodial: true,
     },

@@ -1,9 +1,9 @@
 import type { Command } from "commander";
 import { GatewayClient } from "../../client/index.js";
-import { A2A_CAPABILITY, a2aAgentBaseUrl } from "../../wire/a2a.js";
-import type { AgentView } from "../../wire/api.js";
 import { readIdentityFile } from "../../identity/index.js";
 import { publicIdentity } from "../../protocol/index.js";
+import { A2A_CAPABILITY, a2aAgentBaseUrl } from "../../wire/a2a.js";
+import { type AgentView, registrationOf } from "../../wire/agents.js";
 import { CliError, printJson, printLine } from "../io.js";
 import {
   adminTokenOf,
@@ -38,7 +38,7 @@ function custodialIdentity(flags: RegisterFlags) {
   }
   return {
     principalId: flags.principal,
-    request: { agentId: flags.agentId, principalId: flags.principal, custodial: true },
+    request: { agent_id: flags.agentId, principal_id: flags.principal, custodial: true },
   };
 }
 
@@ -49,7 +49,7 @@ async function keyFileIdentity(flags: RegisterFlags) {
     );
   }
   const identity = await readIdentityFile(keyFileOf(flags));
-  return { principalId: identity.principalId, request: publicIdentity(identity) };
+  return { principalId: identity.principalId, request: registrationOf(publicIdentity(identity)) };
 }
 
 export function registerAgent(program: Command): void {
@@ -85,19 +85,19 @@ export function registerAgent(program: Command): void {
         const registered = await client.registerAgent({
           ...who.request,
           capabilities: flags.a2a ? [...new Set([...flags.capability, A2A_CAPABILITY])] : flags.capability,
-          ...(flags.protocolVersion.length > 0 ? { protocolVersions: flags.protocolVersion } : {}),
+          ...(flags.protocolVersion.length > 0 ? { protocol_versions: flags.protocolVersion } : {}),
         });
         if (flags.json) return printJson(registered);
         printLine(
-          `registered ${registered.agentId} (principal ${who.principalId}) at ${client.baseUrl}` +
+          `registered ${registered.agent_id} (principal ${who.principalId}) at ${client.baseUrl}` +
             (registered.custodial ? "; the gateway holds its keys and signs on its behalf" : ""),
         );
         if (flags.a2a) {
-          const card = `${a2aAgentBaseUrl(client.baseUrl, registered.agentId)}/.well-known/agent-card.json`;
+          const card = `${a2aAgentBaseUrl(client.baseUrl, registered.agent_id)}/.well-known/agent-card.json`;
           printLine(`published to A2A clients: agent card at ${card}`);
         }
         printLine("API key (shown only now; keep it secret, e.g. in ACP_API_KEY):");
-        printLine(registered.apiKey);
+        printLine(registered.api_key);
       }),
     );
 
@@ -121,10 +121,10 @@ export function registerAgent(program: Command): void {
       const view = await readClient(flags).getAgent(agentId);
       if (flags.json) return printJson(view);
       printLine(
-        `${view.agentId} (principal ${view.principalId})${view.revokedAt ? ` REVOKED ${view.revokedAt}` : ""}`,
+        `${view.agent_id} (principal ${view.principal_id})${view.revoked_at ? ` REVOKED ${view.revoked_at}` : ""}`,
       );
-      printLine(`  registered     ${view.createdAt}`);
-      printLine(`  protocols      ${view.protocolVersions.join(", ")}`);
+      printLine(`  registered     ${view.created_at}`);
+      printLine(`  protocols      ${view.protocol_versions.join(", ")}`);
       printLine(`  capabilities   ${view.capabilities.join(", ") || "-"}`);
       printLine(
         `  signing key    ${view.signing.kid ?? view.signing.x}${view.custodial ? " (custodial: held by the gateway, which signs for the agent)" : ""}`,
@@ -132,7 +132,7 @@ export function registerAgent(program: Command): void {
       printLine(`  encryption key ${view.encryption?.kid ?? view.encryption?.x ?? "-"}`);
       const p = view.presence;
       printLine(
-        `  presence       ${p.state}, load ${p.load}%, ${p.activeTasks} active tasks, last seen ${p.lastSeen}`,
+        `  presence       ${p.state}, load ${p.load}%, ${p.active_tasks} active tasks, last seen ${p.last_seen}`,
       );
     }),
   );
@@ -144,8 +144,8 @@ export function registerAgent(program: Command): void {
     guarded(flags, async () => {
       const rotated = await readClient(flags, "admin-first").rotateApiKey(agentId);
       if (flags.json) return printJson(rotated);
-      printLine(`new API key for ${rotated.agentId} (shown only now):`);
-      printLine(rotated.apiKey);
+      printLine(`new API key for ${rotated.agent_id} (shown only now):`);
+      printLine(rotated.api_key);
     }),
   );
 
@@ -159,7 +159,7 @@ export function registerAgent(program: Command): void {
         adminToken: adminTokenOf(flags),
       }).revokeAgent(agentId);
       if (flags.json) return printJson(revoked);
-      printLine(`revoked ${revoked.agentId} at ${revoked.revokedAt}`);
+      printLine(`revoked ${revoked.agent_id} at ${revoked.revoked_at}`);
     }),
   );
   registerA2ACommands(agent);
@@ -185,10 +185,10 @@ function readClient(
 }
 
 function row(view: AgentView): string[] {
-  const presence = view.revokedAt ? "revoked" : view.presence.state;
+  const presence = view.revoked_at ? "revoked" : view.presence.state;
   return [
-    view.agentId,
-    view.principalId,
+    view.agent_id,
+    view.principal_id,
     presence,
     `${view.presence.load}%`,
     view.capabilities.join(",") || "-",

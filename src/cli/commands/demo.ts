@@ -7,6 +7,7 @@ import { summarize } from "../../audit/index.js";
 import { AcpAgent, GatewayClient, PrincipalAdminClient } from "../../client/index.js";
 import type { Gateway } from "../../gateway/index.js";
 import { generateIdentity, type PrivateIdentity, publicIdentity } from "../../protocol/index.js";
+import { registrationOf } from "../../wire/agents.js";
 import { CliError, printLine } from "../io.js";
 import type { DemoAgent } from "./demo-scenes.js";
 
@@ -140,8 +141,8 @@ async function startAgent(
     credentials = JSON.parse(readFileSync(saved, "utf8")) as typeof credentials;
   } catch {
     const identity = generateIdentity(member.agentId, member.principalId);
-    const { apiKey } = await new GatewayClient({ gateway: url, adminToken }).registerAgent({
-      ...publicIdentity(identity),
+    const { api_key: apiKey } = await new GatewayClient({ gateway: url, adminToken }).registerAgent({
+      ...registrationOf(publicIdentity(identity)),
       capabilities: CAPABILITIES.tools,
     });
     credentials = { identity, apiKey };

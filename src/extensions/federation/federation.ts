@@ -6,13 +6,12 @@
  */
 import { readFileSync } from "node:fs";
 import { QUOTA_RETRY_AFTER_SECONDS } from "../../broker/errors.js";
-import type { KvBucket } from "../../broker/index.js";
+import type { KvBucket, MessageRecord } from "../../broker/index.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import { RateLimiter } from "../../gateway/rate-limit.js";
 import type { RemoteAgents, RemoteProgress, RemoteRecipient } from "../../gateway/remote.js";
-import type { MessageRecord } from "../../broker/index.js";
 import { AcpError, domainOf, jwkThumbprint } from "../../protocol/index.js";
-import type { AgentView } from "../../wire/api.js";
+import type { AgentView } from "../../wire/agents.js";
 import {
   FEDERATION_PREFIX,
   type FederationDocument,
@@ -283,24 +282,24 @@ export class Federation implements RemoteAgents {
     const record = await this.directory.lookup(address).catch(() => null);
     if (!record) return undefined;
     return {
-      agentId: record.address,
+      agent_id: record.address,
       address: record.address,
-      principalId: record.principalId,
+      principal_id: record.principalId,
       signing: record.signing,
       ...(record.encryption && { encryption: record.encryption }),
+      ...(record.keyHistory.length > 0 && { key_history: record.keyHistory }),
       capabilities: [],
-      protocolVersions: record.protocolVersions,
-      ...(record.keyHistory.length > 0 && { keyHistory: record.keyHistory }),
-      createdAt: record.issuedAt,
-      ...(record.revokedAt && { revokedAt: record.revokedAt }),
+      protocol_versions: record.protocolVersions,
+      created_at: record.issuedAt,
+      ...(record.revokedAt && { revoked_at: record.revokedAt }),
       // Presence stays with the agent's own gateway; the view shows what the directory says.
       presence: {
         state: "offline",
         load: 0,
-        metrics: { responseTimeMs: 0, errorRate: 0 },
-        activeTasks: 0,
+        metrics: { response_time_ms: 0, error_rate: 0 },
+        active_tasks: 0,
         tasks: [],
-        lastSeen: record.issuedAt,
+        last_seen: record.issuedAt,
         connections: 0,
       },
     };

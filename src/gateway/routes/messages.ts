@@ -1,15 +1,11 @@
 import type { ListQuery, MessageRecord, MessageRef } from "../../broker/index.js";
+import { type Router, readBody, sendJson } from "../../http/server.js";
 import { AcpError, AgentId, type Priority } from "../../protocol/index.js";
 import { PriorityInput } from "../../wire/api.js";
-import {
-  type MessageListItem,
-  type MessageStatusView,
-  type WithDeprecatedNames,
-  withDeprecatedNames,
-} from "../../wire/messages.js";
-import { platformMessageOf, sendPlatformMessage } from "../platform-message.js";
+import { type WithDeprecatedNames, withDeprecatedNames } from "../../wire/deprecated-names.js";
+import type { MessageListItem, MessageStatusView } from "../../wire/messages.js";
 import { announceDeprecation, authenticateAgent, type GatewayContext } from "../context.js";
-import { type Router, readBody, sendJson } from "../../http/server.js";
+import { platformMessageOf, sendPlatformMessage } from "../platform-message.js";
 import type { RemoteProgress } from "../remote.js";
 
 const KINDS = new Set(["request", "response", "notification", "handoff"]);

@@ -34,10 +34,11 @@ describe("custodial agents: MCP clients that cannot sign, with only the API key"
   it("registers with keys the gateway generates, returning only the API key", async () => {
     const res = await registerCustodial(bed.gw.url, "worker", { capabilities: ["translate"] });
     expect(res.status).toBe(201);
-    expect(Object.keys(res.json).sort()).toEqual(["agentId", "apiKey", "custodial"]);
-    expect(res.json).toMatchObject({ agentId: "worker", custodial: true });
-    const view = await api(bed.gw.url, "/api/v1/agents/worker", { apiKey: res.json.apiKey as string });
-    expect(view.json).toMatchObject({ agentId: "worker", custodial: true, signing: { crv: "Ed25519" } });
+    // The deprecated camelCase names beside the snake_case ones, and nothing else.
+    expect(Object.keys(res.json).sort()).toEqual(["agentId", "agent_id", "apiKey", "api_key", "custodial"]);
+    expect(res.json).toMatchObject({ agent_id: "worker", custodial: true });
+    const view = await api(bed.gw.url, "/api/v1/agents/worker", { apiKey: res.json.api_key as string });
+    expect(view.json).toMatchObject({ agent_id: "worker", custodial: true, signing: { crv: "Ed25519" } });
     expect(JSON.stringify(view.json)).not.toMatch(/"d":/);
     // Keys given with custodial: refused, naming the field; no key left behind for the id.
     const both = await api(bed.gw.url, "/api/v1/agents", {

@@ -19,8 +19,9 @@ import { AcpAgent } from "../../../client/agent.js";
 import type { InboundContext, InboundMessage } from "../../../client/types.js";
 import type { GatewayContext } from "../../../gateway/context.js";
 import { SealedSecretSchema, type SecretBox, type SecretKeeper } from "../../../gateway/secrets.js";
-import { generateIdentity, PrivateIdentity, publicIdentity } from "../../../protocol/index.js";
 import { inProcessAgentOptions } from "../../../orchestration/in-process-agent.js";
+import { generateIdentity, PrivateIdentity, publicIdentity } from "../../../protocol/index.js";
+import { registrationOf } from "../../../wire/agents.js";
 
 export const BRIDGE_CAPABILITY = "a2a-bridge";
 export const CLIENT_PRINCIPAL_PREFIX = "a2a-client:";
@@ -137,9 +138,9 @@ export class CallerAgents {
     }
     const identity = generateIdentity(agentId, `${CLIENT_PRINCIPAL_PREFIX}${caller}`);
     const { apiKey } = await this.ctx.registry.register({
-      ...publicIdentity(identity),
+      ...registrationOf(publicIdentity(identity)),
       capabilities: [BRIDGE_CAPABILITY],
-      protocolVersions: ["1.0.0"],
+      protocol_versions: ["1.0.0"],
     });
     this.#registered.add(agentId);
     if (file) await this.#writeSealed(file, { identity, apiKey });

@@ -90,8 +90,8 @@ export async function registerOutbound(
   const principalId = request.principalId ?? `a2a:${new URL(fetched.url).host}`;
   try {
     await registry.register({
-      agentId,
-      principalId,
+      agent_id: agentId,
+      principal_id: principalId,
       signing: identity.signing,
       capabilities: remoteCapabilities(skills),
     });
