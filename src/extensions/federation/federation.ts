@@ -23,6 +23,7 @@ import { peerInbox, RemoteDirectory, remoteAgentOf } from "./directory.js";
 import { ForwardedLog, type SentRef } from "./forwarded.js";
 import { Forwarder, type RetryOptions } from "./forwarder.js";
 import { GatewaySigner } from "./gateway-key.js";
+import { DEFAULT_PEER_INBOUND, PeerInbound } from "./inbound.js";
 import { PeerLinks } from "./links.js";
 import { type FederationListener, listen } from "./listener.js";
 import { PeerClient } from "./peer-client.js";
@@ -76,6 +77,12 @@ export interface FederationOptions {
    * down for good cannot fill the disk. Defaults: 100,000 messages, 1 GiB.
    */
   peerQueue?: { messages?: number; bytes?: number };
+  /**
+   * What one peer's agents may have pending here (stored, not yet acknowledged, failed or
+   * expired): past either, the peer's next message is refused with -32013 for now, and its gateway
+   * sends it again after its backoff. Defaults: 100,000 messages, 1 GiB.
+   */
+  peerInbound?: { messages?: number; bytes?: number };
 }
 
 /** The broker's default retention (7 days), when the gateway sets none. */
@@ -92,6 +99,7 @@ export class Federation implements RemoteAgents {
   readonly directory: RemoteDirectory;
   readonly forwarded: ForwardedLog;
   readonly receiver: Receiver;
+  readonly inbound: PeerInbound;
   private readonly forwarders = new Map<string, Forwarder>();
   private readonly keys: KvBucket<GatewayKey>;
   private readonly resolved: ReadonlyMap<string, string>;
@@ -131,12 +139,21 @@ export class Federation implements RemoteAgents {
       options.statusPollMs ?? 2_000,
     );
     const rate = options.peerRatePerSecond ?? 1_000;
+    this.inbound = new PeerInbound(
+      ctx.broker,
+      {
+        messages: options.peerInbound?.messages ?? DEFAULT_PEER_INBOUND.messages,
+        bytes: options.peerInbound?.bytes ?? DEFAULT_PEER_INBOUND.bytes,
+      },
+      this.retentionMs,
+    );
     this.receiver = new Receiver({
       relay: ctx.relay,
       broker: ctx.broker,
       directory: this.directory,
       links: this.links,
       limiter: new RateLimiter(rate, rate * 2),
+      inbound: this.inbound,
       maxAgeMs: this.retentionMs,
     });
     this.keys = ctx.broker.kv<GatewayKey>("federation-keys");
@@ -182,6 +199,7 @@ export class Federation implements RemoteAgents {
       this.ctx.logger,
     );
     await this.forwarded.start();
+    await this.inbound.start();
     this.unwatchPeers = this.peers.onChange((domain, record) => void this.peerChanged(domain, record));
     for (const peer of this.peers.list()) await this.peerChanged(peer.domain, peer);
     // The queues' depths for /metrics (a scrape cannot wait for the broker).
@@ -201,6 +219,7 @@ export class Federation implements RemoteAgents {
     clearInterval(this.counting);
     this.unwatchPeers?.();
     this.forwarded.stop();
+    this.inbound.stop();
     await Promise.all([...this.forwarders.values()].map((f) => f.close()));
     this.forwarders.clear();
     await this.listener?.close();

@@ -22,6 +22,7 @@ import { headerPointer } from "../../protocol/validate.js";
 import { signatureKeyId } from "../../protocol/jws.js";
 import type { DeliveryStatus, TransferOutcome } from "../../wire/federation.js";
 import { type RemoteDirectory, remoteAgentOf, remoteSenderInbox } from "./directory.js";
+import type { PeerInbound } from "./inbound.js";
 import type { PeerLinks } from "./links.js";
 import type { PeerRecord } from "./peers.js";
 
@@ -32,6 +33,8 @@ export interface ReceiverDeps {
   links: PeerLinks;
   /** Messages per second from one peer. */
   limiter: RateLimiter;
+  /** What one peer may have pending here. */
+  inbound: PeerInbound;
   /** How old an arriving message may be: it may have waited this long in the peer's queue. */
   maxAgeMs: number;
 }
@@ -68,16 +71,22 @@ export class Receiver {
     try {
       this.takeRate(peer.domain);
       const sender = this.senderOf(peer, arrival, records);
+      const via = remoteSenderInbox(sender.record.agentId);
+      const bytes = Buffer.byteLength(arrival.text);
+      // Counted before it is stored, so the messages of one transfer cannot pass the bound together.
+      const reservation = this.deps.inbound.reserve(peer.domain, { from: via, id: id ?? "" }, bytes);
       return this.deps.relay
-        .submit(sender, arrival.text, Buffer.byteLength(arrival.text), {
-          arrived: { via: remoteSenderInbox(sender.record.agentId), maxAgeMs: this.deps.maxAgeMs },
-        })
+        .submit(sender, arrival.text, bytes, { arrived: { via, maxAgeMs: this.deps.maxAgeMs } })
         .then(
-          (result): TransferOutcome => ({
-            id: result.id,
-            outcome: result.duplicate ? "duplicate" : "accepted",
-          }),
-          (err: unknown) => this.refused(peer, id, err),
+          (result): TransferOutcome => {
+            if (result.duplicate) reservation.release();
+            else reservation.stored();
+            return { id: result.id, outcome: result.duplicate ? "duplicate" : "accepted" };
+          },
+          (err: unknown) => {
+            reservation.release();
+            return this.refused(peer, id, err);
+          },
         );
     } catch (err) {
       return Promise.resolve(this.refused(peer, id, err));
