@@ -4,7 +4,9 @@
  * process, a message from a peer gateway, when a held-back message was first taken in) and the exact
  * size can be set. The HTTP and WebSocket paths are the gateway suite's (suite.ts).
  */
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { readAudit } from "../../src/audit/index.js";
 import type { ResolvedAgent } from "../../src/gateway/registry.js";
 import type { AcceptedMessage, Relay } from "../../src/gateway/relay.js";
 import {
@@ -79,7 +81,7 @@ describe("the relay", () => {
   });
 
   it("answers a resubmission as a duplicate and a reused id with other content as a replay", async () => {
-    const { gw, alpha, beta, relay, sender } = await open();
+    const { gw, alpha, beta, relay, sender, send } = await open();
     await handshake(gw, alpha, beta);
     const message = buildNotification(alpha.sender, "agent-beta", { n: 1 });
     const text = JSON.stringify(signMessage(message, alpha.signer));
@@ -96,6 +98,20 @@ describe("the relay", () => {
     const metrics = await scrapeMetrics(gw.url);
     expect(metrics.get('acp_messages_submitted_total{duplicate="true"}')).toBe(1);
     expect(metrics.get('acp_messages_rejected_total{reason="Replay"}')).toBe(1);
+    // Audited once: appends are queued in order, so once a later message's entry is there, any
+    // entry of the resubmission would be too.
+    const later = await send(buildNotification(alpha.sender, "agent-beta", { n: 3 }));
+    const audited = async () => {
+      const ids: string[] = [];
+      for await (const { entry } of readAudit({
+        root: join(gw.dataDir, "relay-audit"),
+        agent: "agent-alpha",
+      }))
+        ids.push(String(entry.messageId ?? entry.id));
+      return ids;
+    };
+    await expect.poll(audited).toContain(later.id);
+    expect((await audited()).filter((audit) => audit === id)).toHaveLength(1);
   });
 
   it("refuses a message whose sender headers are not what the key's agent was registered as, naming the header", async () => {
