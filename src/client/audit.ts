@@ -1,4 +1,5 @@
-import { type AuditEntryForOptions, AuditLog, auditEntryFor, type HandshakeStep } from "../audit/index.js";
+import type { HandshakeStep } from "../audit/entry.js";
+import { type AuditEntryForOptions, AuditLog, auditEntryFor } from "../audit/index.js";
 
 export interface AuditSettings {
   /** Audit root; default `$ACP_AUDIT_DIR`, else `./.acp/audit`. The log is `<root>/<agent-id>/`. */

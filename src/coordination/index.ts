@@ -4,30 +4,18 @@
  * reports/ and data/; a coordinator runs a plan of agents respecting their dependencies.
  */
 
-export { type AgentPatch, applyAgentPatch } from "./agent-patch.js";
-export { type AgentProcessExit, runAgentProcess } from "./agent-process.js";
+export type { AgentPatch } from "./agent-patch.js";
 export {
   type AgentOutcome,
   COORDINATOR_NAME,
   DEFAULT_MAX_PARALLEL,
-  describeFailure,
   type PartialReport,
-  partialReportOf,
   type RunOptions,
   type RunResult,
   runPlan,
   type Transition,
 } from "./coordinator.js";
-export {
-  CoordinationError,
-  type CoordinationErrorKind,
-  type ErrorLocation,
-  formatLocated,
-  formatPublicProblem,
-  type LocatedProblem,
-  type PublicProblem,
-  publicProblem,
-} from "./errors.js";
+export { CoordinationError, type CoordinationErrorKind } from "./errors.js";
 export {
   appendEvent,
   type LogChunk,
@@ -39,40 +27,9 @@ export {
   readEventsFrom,
 } from "./event-log.js";
 export type { FollowOptions } from "./follow.js";
-export {
-  formatAgent,
-  formatAgentTable,
-  formatAggregate,
-  formatArtifacts,
-  formatEvent,
-  formatFinding,
-  formatReport,
-  formatWaited,
-} from "./format.js";
 export { writeFileAtomic } from "./fs-atomic.js";
-export {
-  DEFAULT_LOCK_STALE_MS,
-  DEFAULT_LOCK_TIMEOUT_MS,
-  FileLock,
-  inspectLock,
-  type LockOptions,
-  type LockState,
-  staleReason,
-  withFileLock,
-} from "./lock.js";
-export {
-  artifactName,
-  artifactRef,
-  CONTEXT_ROOT_ENV,
-  DEFAULT_CONTEXT_ROOT,
-  newSessionId,
-  reportRef,
-  resolveContextRoot,
-  resolveSessionId,
-  SESSION_ID_ENVS,
-  type SessionPaths,
-  sessionPaths,
-} from "./paths.js";
+export { FileLock, type LockOptions, withFileLock } from "./lock.js";
+export type { SessionPaths } from "./paths.js";
 export {
   findCycle,
   loadPlan,
@@ -89,8 +46,6 @@ export {
   type CountKey,
   countEvents,
   type EventFilter,
-  eventText,
-  matchesFilter,
   type NamedReport,
   type ReportAggregate,
   reportFindings,
@@ -101,38 +56,24 @@ export {
   AGENT_STATUSES,
   type AgentEntry,
   AgentEntrySchema,
-  AgentNameSchema,
   type AgentStatus,
-  AgentStatusSchema,
-  CompletedEventSchema,
   type Coordination,
   CoordinationSchema,
-  DataEventSchema,
-  ErrorEventSchema,
   EVENT_TYPES,
   type EventType,
-  EventTypeSchema,
   type Finding,
-  FindingEventSchema,
   FindingSchema,
   type LockOwner,
-  LockOwnerSchema,
-  NAME_PATTERN,
-  type Report,
   REPORT_STATUSES,
+  type Report,
   type ReportInput,
   ReportInputSchema,
   ReportSchema,
-  SESSION_ID_PATTERN,
+  SEVERITIES,
   type SessionEvent,
   type SessionEventInput,
   SessionEventSchema,
-  SessionIdSchema,
-  SEVERITIES,
   type Severity,
-  SeveritySchema,
-  StatusEventSchema,
-  TimestampSchema,
 } from "./schemas.js";
 export {
   type ArtifactInfo,
@@ -140,6 +81,5 @@ export {
   Session,
   type SessionOptions,
 } from "./session.js";
-export { formatPath, lineOfPath, parseJsonFile, parseJsonText, validateWith } from "./validate.js";
 export type { WaitedAgent, WaitOptions, WaitResult, WaitSelector } from "./wait.js";
 export type { SessionChange, SessionWatcher, WatchOptions } from "./watch.js";

@@ -1,11 +1,6 @@
-import {
-  type AuditEntryInput,
-  AuditLog,
-  auditEntryFor,
-  requestLabel,
-  type SummaryContext,
-  signedInCustody,
-} from "../audit/index.js";
+import { signedInCustody } from "../audit/entry.js";
+import { type AuditEntryInput, AuditLog, auditEntryFor, type SummaryContext } from "../audit/index.js";
+import { requestLabel } from "../audit/summary.js";
 import type { AcpMessage, EnvelopeHeaders } from "../protocol/index.js";
 import type { AgentRecord } from "./registry.js";
 

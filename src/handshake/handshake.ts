@@ -1,3 +1,4 @@
+import type { HandshakeStep } from "../audit/entry.js";
 import type { TrustLedger, TrustRecord } from "../identity/trust.js";
 import {
   AcpError,
@@ -11,19 +12,8 @@ import {
   type VerifiedEnvelope,
 } from "../protocol/index.js";
 
-/**
- * The four-step handshake of the ACP core protocol as an explicit state machine per peer:
- *   1 announce     both sides send a signed `agent.announce` (identity, capabilities, purpose)
- *   2 verify       each verifies the other's signature against the registered key (done by the
- *                  caller's verifyEnvelope before a message reaches this class)
- *   3 capabilities both sides send `agent.capabilities` (tools, domains, limits, requests)
- *   4 trust        each calibrates its trust in the other; the relationship is `established`
- * Only then may substantive messages flow. A message whose signing key, declared layers or principal
- * differ from those seen in the handshake resets the peer to `none`: a new handshake is required.
- * This class does no I/O: it returns the messages to send; the caller signs, sends and audits them.
- */
+/** Where a peer's handshake stands: `established` once all four steps are done. */
 export type HandshakeState = "none" | "announcing" | "exchanging-capabilities" | "established";
-export type HandshakeStep = "announce" | "verify" | "capabilities" | "trust";
 
 export interface PeerHandshake {
   peer: string;
@@ -82,6 +72,17 @@ function sameLayers(a: readonly number[], b: readonly number[]): boolean {
   return [...a].sort((x, y) => x - y).every((layer, i) => layer === sortedB[i]);
 }
 
+/**
+ * The four-step handshake of the ACP core protocol as an explicit state machine per peer:
+ *   1 announce     both sides send a signed `agent.announce` (identity, capabilities, purpose)
+ *   2 verify       each verifies the other's signature against the registered key (done by the
+ *                  caller's verifyEnvelope before a message reaches this class)
+ *   3 capabilities both sides send `agent.capabilities` (tools, domains, limits, requests)
+ *   4 trust        each calibrates its trust in the other; the relationship is `established`
+ * Only then may substantive messages flow. A message whose signing key, declared layers or principal
+ * differ from those seen in the handshake resets the peer to `none`: a new handshake is required.
+ * This class does no I/O: it returns the messages to send; the caller signs, sends and audits them.
+ */
 export class Handshakes {
   private readonly peers = new Map<string, PeerHandshake>();
   private readonly now: () => Date;

@@ -14,16 +14,9 @@ import { readdir } from "node:fs/promises";
 import { resolve } from "node:path";
 import { type McpServer, ResourceTemplate } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { ErrorCode, McpError, type ReadResourceResult } from "@modelcontextprotocol/sdk/types.js";
-import {
-  type Coordination,
-  formatPublicProblem,
-  type PublicProblem,
-  publicProblem,
-  SESSION_ID_PATTERN,
-  Session,
-  type SessionChange,
-  type WatchOptions,
-} from "../coordination/index.js";
+import { formatPublicProblem, type PublicProblem, publicProblem } from "../coordination/errors.js";
+import { type Coordination, Session, type SessionChange, type WatchOptions } from "../coordination/index.js";
+import { SESSION_ID_PATTERN } from "../coordination/schemas.js";
 import type { ResourceSubscriptions } from "./subscriptions.js";
 
 export const COORDINATION_SCHEME = "coordination";

@@ -19,11 +19,6 @@ export {
   streamableHttpClientTransport,
 } from "./client.js";
 export {
-  addCoordinationResources,
-  COORDINATION_SCHEME,
-  type CoordinationResourcesOptions,
-} from "./coordination.js";
-export {
   combineDelta,
   combineDeltas,
   DeltaCombineError,
@@ -32,7 +27,6 @@ export {
   type SplitOptions,
   splitIntoDeltas,
 } from "./delta.js";
-export { createDemoAgents } from "./demo.js";
 export {
   AgentInputError,
   AgentOutputError,
@@ -47,14 +41,7 @@ export {
   type McpHttpHostOptions,
   serveMcpOverHttp,
 } from "./http.js";
-export { firstDifference, type JsonObject, type JsonType, type JsonValue, jsonEqual } from "./json.js";
-export {
-  ACP_SIGN_METHOD,
-  ACP_SIGNING_CAPABILITY,
-  type AcpSignParams,
-  McpRunMethods,
-  SIGNABLE_METHODS,
-} from "./messages.js";
+export type { JsonObject, JsonValue } from "./json.js";
 export {
   AGENTS_CAPABILITY,
   type AgentDescriptor,
@@ -68,12 +55,6 @@ export {
   type RunProgressParams,
 } from "./protocol.js";
 export {
-  type GatewayProxy,
-  type GatewayProxyOptions,
-  gatewayMcpUrl,
-  proxyToGateway,
-} from "./proxy.js";
-export {
   ACP_SIGNING_CAPABILITIES,
   type AcpSigningOptions,
   registerAcpSigning,
@@ -85,5 +66,4 @@ export {
   createAgentsMcpServer,
   type Transport,
 } from "./sdk-adapter.js";
-export type { AgentRunEvent, OutgoingNotification, RunRequestContext } from "./server.js";
-export { ResourceSubscriptions, type SubscriptionResolver } from "./subscriptions.js";
+export type { AgentRunEvent } from "./server.js";

@@ -7,19 +7,13 @@ export {
   type ApprovalStore,
   type NewApproval,
 } from "./approvals.js";
-export {
-  APPROVALS_PATH,
-  HttpApprovalStore,
-  PRINCIPAL_APPROVALS_PATH,
-  PrincipalApprovalClient,
-} from "./approvals-http.js";
-export { APPROVALS_BUCKET, KvApprovalStore } from "./approvals-kv.js";
+export { HttpApprovalStore, PrincipalApprovalClient } from "./approvals-http.js";
+export { KvApprovalStore } from "./approvals-kv.js";
 export { SqliteApprovalStore } from "./approvals-sqlite.js";
 export { AuditLogCommandSink, type CommandAuditEntry, type CommandAuditSink } from "./audit.js";
-export { type BreakerOptions, type BreakerState, CircuitBreaker } from "./breaker.js";
+export type { BreakerState } from "./breaker.js";
 export { type CachedResponse, ResponseCache } from "./cache.js";
 export {
-  AcpConfigSchema,
   type ConfigFileInput,
   defaultConfig,
   loadConfig,
@@ -27,25 +21,15 @@ export {
   type OrchestrationConfigInput,
   parseConfig,
   resolveConfig,
-  timeoutFor,
 } from "./config.js";
-export { CommandError, ConfigError, type FailureReason, parseCommand, TimeoutAbort } from "./errors.js";
-export {
-  type AggregatorName,
-  aggregators,
-  BroadcastJob,
-  loadBroadcastJob,
-  loadPipelineJob,
-  loadScatterJob,
-  PipelineJob,
-  ScatterJob,
-} from "./jobs.js";
+export { CommandError, ConfigError, type FailureReason, parseCommand } from "./errors.js";
+export { type AggregatorName, aggregators } from "./jobs.js";
 export { type AgentMetricsSnapshot, OrchestrationMetrics, serveMetrics } from "./metrics.js";
 export {
   type AsyncReceipt,
+  type CommandSendOptions,
   Orchestrator,
   type OrchestratorOptions,
-  type SendOptions,
 } from "./orchestrator.js";
 export type {
   BroadcastResult,
@@ -60,7 +44,6 @@ export type {
   ScatterGatherResult,
 } from "./patterns.js";
 export { type CommandResult, failureReason } from "./responses.js";
-export { type BackoffPolicy, backoffDelay } from "./retry.js";
 export {
   ACTIONS,
   Action,
@@ -74,7 +57,6 @@ export {
   ERROR_CATEGORIES,
   ErrorCategory,
   isSuccessful,
-  PRIORITIES,
   Priority,
   RetryPolicy,
   STATUSES,

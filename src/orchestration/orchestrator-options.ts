@@ -30,7 +30,8 @@ export interface OrchestratorOptions {
   logInternalError?: InternalErrorLog;
 }
 
-export interface SendOptions {
+/** Options of one `Orchestrator.send` (and of each command a pattern sends). */
+export interface CommandSendOptions {
   signal?: AbortSignal;
   /** Overrides the target's registered fallbacks for this command. */
   fallbacks?: string[];

@@ -15,7 +15,7 @@ import {
 } from "./config.js";
 import { classify, describeProblems } from "./errors.js";
 import { OrchestrationMetrics } from "./metrics.js";
-import type { AsyncReceipt, OrchestratorOptions, SendOptions } from "./orchestrator-options.js";
+import type { AsyncReceipt, CommandSendOptions, OrchestratorOptions } from "./orchestrator-options.js";
 import {
   type BroadcastResult,
   broadcast,
@@ -39,7 +39,7 @@ import {
 } from "./schemas.js";
 import { type AgentSpec, createTarget, type Target } from "./targets.js";
 
-export type { AsyncReceipt, OrchestratorOptions, SendOptions };
+export type { AsyncReceipt, CommandSendOptions, OrchestratorOptions };
 
 /**
  * Sends AgentCommands to agents in this process or remote ACP agents (through the SDK) with one API,
@@ -76,6 +76,10 @@ export class Orchestrator {
     this.approvals = new ApprovalGate({ ...common, store: options.approvals });
   }
 
+  /**
+   * Registers a target agent (in-process handler, or a remote agent reached through this orchestrator's own
+   * ACP agent); refuses an id already registered.
+   */
   addAgent(spec: AgentSpec): this {
     if (this.targets.has(spec.id)) throw new Error(`agent ${spec.id} is already registered`);
     // Receivers refuse a command whose `from` is not the signing agent: catch the mismatch here.
@@ -89,15 +93,21 @@ export class Orchestrator {
     return this;
   }
 
+  /** Forgets a target and its circuit and retry state; false when no such agent was registered. */
   removeAgent(id: string): boolean {
     this.attempts.forget(id);
     return this.targets.delete(id);
   }
 
+  /** The ids of the registered target agents. */
   get agentIds(): string[] {
     return [...this.targets.keys()];
   }
 
+  /**
+   * The circuit state of a target: `closed` (calls go through), `open` (refused until the reset timeout) or
+   * `half-open` (one trial).
+   */
   breakerState(agent: string): BreakerState {
     return this.attempts.breakerState(agent);
   }
@@ -119,7 +129,7 @@ export class Orchestrator {
   }
 
   /** Request-response. */
-  async send(input: AgentCommand, options: SendOptions = {}): Promise<AgentResponse> {
+  async send(input: AgentCommand, options: CommandSendOptions = {}): Promise<AgentResponse> {
     const checked = await this.admit(input);
     if ("refusal" in checked) return checked.refusal;
     return this.execute(checked.command, checked.target, options, false);
@@ -132,7 +142,7 @@ export class Orchestrator {
    */
   async sendAsync(
     input: AgentCommand,
-    options: Pick<SendOptions, "signal" | "onApproval"> = {},
+    options: Pick<CommandSendOptions, "signal" | "onApproval"> = {},
   ): Promise<AsyncReceipt> {
     const refuse = (response: AgentResponse): AsyncReceipt => ({
       commandId: response.commandId,
@@ -167,18 +177,27 @@ export class Orchestrator {
     return { commandId: command.id, accepted: true };
   }
 
+  /**
+   * One command to every target in parallel (a fresh id each); see the broadcast pattern in
+   * docs/orchestration.md.
+   */
   broadcast(
     base: Omit<CommandDraft, "to">,
     targets: string[],
-    options: SendOptions & PatternOptions = {},
+    options: CommandSendOptions & PatternOptions = {},
   ): Promise<BroadcastResult> {
     return broadcast(this, base, targets, options);
   }
 
+  /** Runs steps in order, each command carrying the previous step's data; stops at the first failed step unless `continueOnFailure`. */
   pipeline(steps: PipelineStep[], options: PipelineOptions = {}): Promise<PipelineResult> {
     return pipeline(this, steps, options);
   }
 
+  /**
+   * Sends commands in parallel and aggregates the answers when all arrived or at the deadline, whichever
+   * comes first.
+   */
   scatterGather<T>(
     drafts: CommandDraft[],
     options: ScatterGatherOptions<T>,
@@ -190,7 +209,7 @@ export class Orchestrator {
    * After a restart: the approvals this orchestrator asked for that are still pending. Each is
    * awaited and, once approved, executed; the promise gives every final response.
    */
-  async resumeApprovals(options: Pick<SendOptions, "signal"> = {}): Promise<AgentResponse[]> {
+  async resumeApprovals(options: Pick<CommandSendOptions, "signal"> = {}): Promise<AgentResponse[]> {
     const pending = await this.approvals.pending();
     return Promise.all(
       pending.map(async (approval) => {
@@ -287,7 +306,7 @@ export class Orchestrator {
   private async execute(
     command: AgentCommand,
     target: Target,
-    options: SendOptions,
+    options: CommandSendOptions,
     approved: boolean,
   ): Promise<AgentResponse> {
     const started = performance.now();

@@ -1,6 +1,6 @@
 import { setMaxListeners } from "node:events";
 import { TimeoutAbort } from "./errors.js";
-import type { Orchestrator, SendOptions } from "./orchestrator.js";
+import type { CommandSendOptions, Orchestrator } from "./orchestrator.js";
 import { type AgentCommand, type AgentResponse, type CommandDraft, isSuccessful } from "./schemas.js";
 
 /** One command of a multi-agent pattern and how it ended, in the order the commands were given. */
@@ -11,7 +11,7 @@ export interface Outcome {
 }
 
 /** Options every multi-agent pattern takes. */
-export interface PatternOptions extends Pick<SendOptions, "signal" | "onApproval"> {
+export interface PatternOptions extends Pick<CommandSendOptions, "signal" | "onApproval"> {
   /** Called as each command ends (progress for long runs). */
   onOutcome?: (outcome: Outcome) => void;
 }
@@ -82,7 +82,7 @@ export async function broadcast(
   orchestrator: Orchestrator,
   base: Omit<CommandDraft, "to">,
   targets: string[],
-  options: SendOptions & PatternOptions,
+  options: CommandSendOptions & PatternOptions,
 ): Promise<BroadcastResult> {
   const unique = [...new Set(targets)];
   const { onOutcome, ...sendOptions } = options;
@@ -158,7 +158,7 @@ function reported(outcome: Outcome, onOutcome: PatternOptions["onOutcome"]): Out
   return outcome;
 }
 
-function sendOptionsOf(options: PatternOptions): SendOptions {
+function sendOptionsOf(options: PatternOptions): CommandSendOptions {
   return {
     ...(options.signal ? { signal: options.signal } : {}),
     ...(options.onApproval ? { onApproval: options.onApproval } : {}),
@@ -200,7 +200,7 @@ export async function scatterGather<T>(
           deadline,
         );
   try {
-    const sendOptions: SendOptions = { ...sendOptionsOf(options), signal: controller.signal };
+    const sendOptions: CommandSendOptions = { ...sendOptionsOf(options), signal: controller.signal };
     const outcomes = await Promise.all(
       drafts.map(async (draft) => {
         const command = orchestrator.command(draft);

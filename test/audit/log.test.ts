@@ -3,19 +3,18 @@ import { appendFileSync, existsSync, readdirSync, readFileSync, statSync, writeF
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { computeEntryHash, GENESIS_HASH } from "../../src/audit/entry.js";
 import {
   AuditEntrySchema,
   AuditLog,
   AuditLogError,
   auditEntryFor,
-  computeEntryHash,
-  GENESIS_HASH,
   readAudit,
   verifyAudit,
 } from "../../src/audit/index.js";
 import { AppendLog } from "../../src/jsonl/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { appendRequests, manualClock, readLinesOf, exampleRequest } from "./fixtures.js";
+import { appendRequests, exampleRequest, manualClock, readLinesOf } from "./fixtures.js";
 
 const tmp = useTmpDir("acp-audit-");
 const opened: AuditLog[] = [];

@@ -1,13 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import {
-  AuditEntryInputSchema,
-  AuditEntrySchema,
-  auditEntryFor,
-  summarize,
-  summaryOf,
-} from "../../src/audit/index.js";
-import { headers, exampleRequest, exampleResponse } from "./fixtures.js";
+import { AuditEntryInputSchema } from "../../src/audit/entry.js";
+import { AuditEntrySchema, auditEntryFor, summarize, summaryOf } from "../../src/audit/index.js";
+import { exampleRequest, exampleResponse, headers } from "./fixtures.js";
 
 const isWellFormed = (s: string): boolean => (s as string & { isWellFormed(): boolean }).isWellFormed();
 

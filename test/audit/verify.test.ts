@@ -1,7 +1,8 @@
 import { appendFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { AuditLog, computeEntryHash, verifyAudit, verifyAuditRoot } from "../../src/audit/index.js";
+import { computeEntryHash } from "../../src/audit/entry.js";
+import { AuditLog, verifyAudit, verifyAuditRoot } from "../../src/audit/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { appendRequests, manualClock, readLinesOf, threeMonthLog, writeLinesTo } from "./fixtures.js";
 

@@ -5,14 +5,8 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import {
-  CoordinationError,
-  FileLock,
-  inspectLock,
-  Session,
-  staleReason,
-  withFileLock,
-} from "../../src/coordination/index.js";
+import { CoordinationError, FileLock, Session, withFileLock } from "../../src/coordination/index.js";
+import { inspectLock, staleReason } from "../../src/coordination/lock.js";
 import { useTmpDir } from "../helpers/tmp.js";
 
 /** The pid of a process that has certainly exited. */

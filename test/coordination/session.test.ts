@@ -1,7 +1,8 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { applyAgentPatch, Session, type SessionChange } from "../../src/coordination/index.js";
+import { applyAgentPatch } from "../../src/coordination/agent-patch.js";
+import { Session, type SessionChange } from "../../src/coordination/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
 
 const ID = "a1b2c3d4-e5f6-7890-abcd-ef1234567890";

@@ -3,18 +3,11 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CollabClient } from "../../src/client/collab.js";
 import { Session } from "../../src/coordination/index.js";
-import type {
-  DashboardAgent,
-  PanelItem,
-  SessionDetail,
-  SessionSummary,
-} from "../../src/extensions/dashboard/index.js";
+import type { DashboardAgent, SessionDetail, SessionSummary } from "../../src/extensions/dashboard/index.js";
+import type { PanelItem } from "../../src/gateway/panels.js";
 import type { ApprovalRecord } from "../../src/orchestration/index.js";
 import { type Action, Orchestrator } from "../../src/orchestration/index.js";
 import { collabExtension } from "../../src/server.js";
-import { api, startTestGateway } from "../helpers/gateway.js";
-import { useTmpDir } from "../helpers/tmp.js";
-import { until } from "../helpers/until.js";
 import {
   aliceAsksBob,
   type Cast,
@@ -23,6 +16,9 @@ import {
   principalToken,
   useCast,
 } from "../helpers/dashboard.js";
+import { api, startTestGateway } from "../helpers/gateway.js";
+import { useTmpDir } from "../helpers/tmp.js";
+import { until } from "../helpers/until.js";
 
 /** An approval asked by alice's scheduler (acting as an orchestrator) through the gateway's API. */
 async function askApproval(c: Cast, action: Action = "EXECUTE"): Promise<ApprovalRecord> {

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from "vitest";
 import { checkSignature } from "../../src/extensions/dashboard/detail.js";
+import { LiveFeed } from "../../src/extensions/dashboard/feed.js";
 import type { FeedItem, MessageDetail, VolumeBucket } from "../../src/extensions/dashboard/index.js";
-import { LiveFeed } from "../../src/extensions/dashboard/index.js";
 import { buildRequest, createSigner, signMessage } from "../../src/protocol/index.js";
 import {
   aliceAsksBob,

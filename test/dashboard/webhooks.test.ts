@@ -3,17 +3,18 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import pino from "pino";
-import { readAudit } from "../../src/audit/index.js";
 import { afterEach, describe, expect, it } from "vitest";
+import { readAudit } from "../../src/audit/index.js";
 import type { FeedItem, WebhookStatus } from "../../src/extensions/dashboard/index.js";
-import { chatLine, parseWebhookTarget, SummaryWebhooks } from "../../src/extensions/dashboard/index.js";
+import { parseWebhookTarget } from "../../src/extensions/dashboard/index.js";
+import { chatLine, SummaryWebhooks } from "../../src/extensions/dashboard/webhooks.js";
 import { Metrics } from "../../src/gateway/index.js";
 import { OutboundPolicy } from "../../src/http/outbound.js";
-import { handshake } from "../helpers/messaging.js";
 import { CLI_PATH, runAcp } from "../helpers/cli.js";
-import { ADMIN_TOKEN, registerTestAgent } from "../helpers/gateway.js";
-import { useTmpDir } from "../helpers/tmp.js";
 import { aliceAsksBob, dashboard, eventually, startCast } from "../helpers/dashboard.js";
+import { ADMIN_TOKEN, registerTestAgent } from "../helpers/gateway.js";
+import { handshake } from "../helpers/messaging.js";
+import { useTmpDir } from "../helpers/tmp.js";
 
 interface Received {
   path: string;

@@ -14,10 +14,10 @@ import {
   AgentsClient,
   AgentsRpcError,
   createAgentsMcpServer,
-  ResourceSubscriptions,
   serveMcpOverHttp,
   streamableHttpClientTransport,
 } from "../../src/mcp/index.js";
+import { ResourceSubscriptions } from "../../src/mcp/subscriptions.js";
 import { rejectionOf, testAgents } from "./helpers.js";
 
 /** A server with one of everything: agents, a tool, a prompt, resources, completions, logging. */

@@ -1,15 +1,15 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { timeoutFor } from "../../src/orchestration/config.js";
 import {
   ConfigError,
   defaultConfig,
   loadConfig,
-  loadScatterJob,
   parseConfig,
   resolveConfig,
-  timeoutFor,
 } from "../../src/orchestration/index.js";
+import { loadScatterJob } from "../../src/orchestration/jobs.js";
 import { useTmpDir } from "../helpers/tmp.js";
 
 const tmp = useTmpDir("acp-config-");

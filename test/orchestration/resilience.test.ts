@@ -1,11 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import {
-  backoffDelay,
-  CircuitBreaker,
-  CommandError,
-  type CommandHandler,
-  failureReason,
-} from "../../src/orchestration/index.js";
+import { CircuitBreaker } from "../../src/orchestration/breaker.js";
+import { CommandError, type CommandHandler, failureReason } from "../../src/orchestration/index.js";
+import { backoffDelay } from "../../src/orchestration/retry.js";
 import { orchestrator, recording } from "./helpers.js";
 
 const transient = () => {

@@ -1,13 +1,11 @@
 import {
   aggregators,
   isSuccessful,
-  loadBroadcastJob,
-  loadPipelineJob,
-  loadScatterJob,
   type Outcome,
   type PatternStatus,
   type PipelineResult,
 } from "../../orchestration/index.js";
+import { loadBroadcastJob, loadPipelineJob, loadScatterJob } from "../../orchestration/jobs.js";
 import { CliError, printJson, printLine } from "../io.js";
 import { type CommonFlags, openSession, progress } from "./command-session.js";
 

@@ -8,9 +8,9 @@ import {
   CommandError,
   isSuccessful,
   type Orchestrator,
-  PRIORITIES,
   parseCommand,
 } from "../../orchestration/index.js";
+import { PRIORITIES } from "../../orchestration/schemas.js";
 import { CliError, printJson, printLine } from "../io.js";
 import { wholeNumber } from "../option-parsers.js";
 import { runPattern } from "./command-patterns.js";

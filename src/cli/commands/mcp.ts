@@ -247,7 +247,8 @@ async function runServe(options: ServeOptions): Promise<void> {
       "nothing to serve: pass --demo (the example agents), --coordination-root DIR (coordination sessions) or --gateway URL (a gateway's agents and tasks)",
     );
   }
-  const { AgentRegistry, addAgentTools, createAgentsMcpServer, createDemoAgents } = await loadMcp();
+  const { AgentRegistry, addAgentTools, createAgentsMcpServer } = await loadMcp();
+  const { createDemoAgents } = await import("../../mcp/demo.js");
   const { StdioServerTransport } = await import("@modelcontextprotocol/sdk/server/stdio.js");
   const pageSize = options.pageSize === undefined ? {} : { pageSize: options.pageSize };
   const agents = options.demo ? createDemoAgents(pageSize) : new AgentRegistry(pageSize);
@@ -261,7 +262,8 @@ async function runServe(options: ServeOptions): Promise<void> {
   // Hosts that show a model only tools reach the agents through list_agents and ask_agent.
   if (options.demo) addAgentTools(server, agents, { onRunEvent });
   if (options.coordinationRoot !== undefined) {
-    const { addCoordinationResources, ResourceSubscriptions } = await loadMcp();
+    const { addCoordinationResources } = await import("../../mcp/coordination.js");
+    const { ResourceSubscriptions } = await import("../../mcp/subscriptions.js");
     addCoordinationResources(server, new ResourceSubscriptions(server), { root: options.coordinationRoot });
   }
   const closed = new Promise<void>((resolve) => {
@@ -290,7 +292,7 @@ async function runGatewayProxy(options: ServeOptions, log: (line: string) => voi
   }
   if (!options.apiKey)
     throw new CliError("--gateway needs the agent's API key: --api-key KEY or ACP_API_KEY");
-  const { gatewayMcpUrl, proxyToGateway } = await loadMcp();
+  const { gatewayMcpUrl, proxyToGateway } = await import("../../mcp/proxy.js");
   let url: URL;
   try {
     url = gatewayMcpUrl(options.gateway as string);

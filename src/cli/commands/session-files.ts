@@ -1,5 +1,5 @@
-import type { Command } from "commander";
 import { join } from "node:path";
+import type { Command } from "commander";
 import { type CoordinationError, formatLocated, type LocatedProblem } from "../../coordination/errors.js";
 import type { NamedReport, Report, Severity } from "../../coordination/index.js";
 import { CliError, printJson, printLine, readInput } from "../io.js";
@@ -14,7 +14,8 @@ export function registerReport(session: Command): void {
     .argument("[file]", "report JSON (default: stdin)")
     .action(async (agent: string, file: string | undefined, o: Common) => {
       const s = await open(o);
-      const { CoordinationError, parseJsonText } = await coordination();
+      const { CoordinationError } = await coordination();
+      const { parseJsonText } = await import("../../coordination/validate.js");
       const { text, name } = await readInput(file);
       let written: Report;
       try {
@@ -31,7 +32,7 @@ export function registerReport(session: Command): void {
     .action(async (agent: string, o: Common) => {
       const s = await open(o);
       const r = await s.readReport(agent, { onWarning: (w) => warnAbout(s.paths.reports, agent, w) });
-      const { formatReport } = await coordination();
+      const { formatReport } = await import("../../coordination/format.js");
       if (o.json) printJson(r);
       else printLine(formatReport(r));
     });
@@ -46,7 +47,8 @@ export function registerReport(session: Command): void {
     .addOption(severityOption())
     .addOption(suffixOption())
     .action(async (o: Common & { severity?: Severity; suffix?: string }) => {
-      const { formatFinding, reportFindings } = await coordination();
+      const { reportFindings } = await coordination();
+      const { formatFinding } = await import("../../coordination/format.js");
       const findings = reportFindings(await readValidReports(o), o.severity);
       if (o.json) printJson(findings);
       else printLine(findings.length === 0 ? "no findings" : findings.map(formatFinding).join("\n"));
@@ -54,7 +56,8 @@ export function registerReport(session: Command): void {
   leaf(report, "aggregate", "totals across reports: findings by severity, automation suggestions, artifacts")
     .addOption(suffixOption())
     .action(async (o: Common & { suffix?: string }) => {
-      const { aggregateReports, formatAggregate } = await coordination();
+      const { aggregateReports } = await coordination();
+      const { formatAggregate } = await import("../../coordination/format.js");
       const aggregate = aggregateReports(await readValidReports(o));
       if (o.json) printJson(aggregate);
       else printLine(formatAggregate(aggregate));
@@ -103,7 +106,7 @@ export function registerArtifact(session: Command): void {
     .action(
       async (ref: string, file: string | undefined, o: Common & { from?: string; description?: string }) => {
         const s = await open(o);
-        const { parseJsonText } = await coordination();
+        const { parseJsonText } = await import("../../coordination/validate.js");
         const { text, name } = await readInput(file);
         const written = await s.putArtifact(ref, parseJsonText(text, name), o);
         if (o.json) printJson({ artifact: written });
@@ -116,7 +119,7 @@ export function registerArtifact(session: Command): void {
   leaf(artifact, "list", "artifacts with size and the agents that announced them").action(
     async (o: Common) => {
       const artifacts = await (await open(o)).listArtifacts();
-      const { formatArtifacts } = await coordination();
+      const { formatArtifacts } = await import("../../coordination/format.js");
       if (o.json) printJson(artifacts);
       else printLine(formatArtifacts(artifacts));
     },

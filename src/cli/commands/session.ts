@@ -164,7 +164,8 @@ export function registerSession(program: Command): void {
     "agents that failed (error, exit code, stderr tail) and any partial results their reports hold",
   ).action(async (o: Common) => {
     const s = await open(o);
-    const { formatAgent, partialReportOf } = await coordination();
+    const { formatAgent } = await import("../../coordination/format.js");
+    const { partialReportOf } = await import("../../coordination/coordinator.js");
     const agents = Object.entries((await s.readCoordination()).agents);
     const failed = await Promise.all(
       agents

@@ -1,4 +1,5 @@
-import { type AuditEntryInput, AuditLog, signedInCustody } from "../../audit/index.js";
+import { signedInCustody } from "../../audit/entry.js";
+import { type AuditEntryInput, AuditLog } from "../../audit/index.js";
 
 export interface CollabAuditEvent {
   /** e.g. `collab.escrow.hold`, `agent.vote.ballot`. */

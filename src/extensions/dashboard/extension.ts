@@ -1,4 +1,4 @@
-import { resolveContextRoot } from "../../coordination/index.js";
+import { resolveContextRoot } from "../../coordination/paths.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
 import { type DashboardPanel, type DashboardWatch, PANEL_NAME } from "../../gateway/panels.js";

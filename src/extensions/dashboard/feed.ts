@@ -1,10 +1,11 @@
 import type { AuditEntry, AuditEntryInput } from "../../audit/index.js";
-import { auditEntryFor, requestLabel, type SummaryContext } from "../../audit/index.js";
+import { auditEntryFor, type SummaryContext } from "../../audit/index.js";
+import { requestLabel } from "../../audit/summary.js";
 import type { Broker, BrokerEvent, MessageRecord, MessageStatus, Unsubscribe } from "../../broker/index.js";
 import { refKey } from "../../broker/validation.js";
-import type { MessageType } from "../../protocol/index.js";
 import type { Registry } from "../../gateway/registry.js";
 import type { AcceptedListener } from "../../gateway/relay.js";
+import type { MessageType } from "../../protocol/index.js";
 
 /** Accepted messages whose change event has not come yet (oldest dropped first). */
 const PENDING_ENTRIES = 4096;

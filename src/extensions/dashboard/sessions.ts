@@ -1,14 +1,8 @@
 import { readdir } from "node:fs/promises";
 import { resolve } from "node:path";
-import {
-  type AgentEntry,
-  formatLocated,
-  formatPublicProblem,
-  publicProblem,
-  SESSION_ID_PATTERN,
-  Session,
-  type SessionEvent,
-} from "../../coordination/index.js";
+import { formatLocated, formatPublicProblem, publicProblem } from "../../coordination/errors.js";
+import { type AgentEntry, Session, type SessionEvent } from "../../coordination/index.js";
+import { SESSION_ID_PATTERN } from "../../coordination/schemas.js";
 import { AcpError } from "../../protocol/index.js";
 import type { Scope } from "./viewer.js";
 

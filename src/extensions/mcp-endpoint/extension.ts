@@ -12,7 +12,8 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { brokerToAcp } from "../../broker/errors.js";
-import { CONTEXT_ROOT_ENV, type WatchOptions } from "../../coordination/index.js";
+import type { WatchOptions } from "../../coordination/index.js";
+import { CONTEXT_ROOT_ENV } from "../../coordination/paths.js";
 import { refuseForeignBrowser } from "../../gateway/address.js";
 import type { GatewayContext } from "../../gateway/context.js";
 import type { GatewayExtension } from "../../gateway/extension.js";
@@ -70,6 +71,11 @@ const INSTRUCTIONS =
   "every agent registered here; tasks://pending lists the tasks handed off to you (subscribe to it); the " +
   "prompt system-prompt explains your role and tools.";
 
+/**
+ * The gateway's MCP endpoint at `/mcp` (Streamable HTTP, and the legacy HTTP+SSE pair): each agent's MCP
+ * sessions reach every agent of the gateway (`agents/list`, `agents/run`, the tools list_agents and
+ * ask_agent), its tasks and coordination sessions.
+ */
 export function mcpEndpointExtension(options: McpEndpointOptions): McpEndpointExtension {
   const keepAliveMs = options.keepAliveMs ?? 20_000;
   const coordinationRoot = options.coordinationRoot ?? process.env[CONTEXT_ROOT_ENV];
