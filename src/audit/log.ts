@@ -73,6 +73,10 @@ export class AuditLog {
     this.file = file;
   }
 
+  /**
+   * Opens (creating it if need be) an agent's log for appending: takes the writer lock, repairs a torn last
+   * line a crash left, and reads the chain's head; refuses while another process holds a single-writer log.
+   */
   static async open(options: AuditLogOptions): Promise<AuditLog> {
     const dir = agentDir(options.root, options.agent);
     const clock = options.clock ?? (() => new Date());
@@ -119,6 +123,7 @@ export class AuditLog {
     }
   }
 
+  /** The last entry's `seq` and `hash`: what the next entry chains to. */
   get head(): AuditHead {
     return { ...this.chainHead };
   }

@@ -26,6 +26,10 @@ export interface Summary {
   by: "sender" | "generated";
 }
 
+/**
+ * The one-line summary of a message, for people (the audit log, the dashboard, chat): `summaryOf`'s text
+ * without saying whose words it is.
+ */
 export function summarize(message: unknown, options: SummaryOptions = {}): string {
   return summaryOf(message, options).text;
 }

@@ -23,6 +23,10 @@ export interface QuotaExceeded {
   used: number;
 }
 
+/**
+ * What a broker refuses or fails with, either driver alike: `kind` says why (`not_found`, `quota`,
+ * `conflict`, …), `brokerToAcp` turns it into the AcpError a client sees.
+ */
 export class BrokerError extends Error {
   override readonly name = "BrokerError";
   /** The failure's kind, e.g. `"not_found"`. */

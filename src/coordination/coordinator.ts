@@ -67,6 +67,11 @@ export interface RunOptions {
 
 type Phase = "waiting" | "running" | "completed" | "failed";
 
+/**
+ * Runs a plan's agents as processes in `session`, each once its dependencies completed and at most
+ * `maxParallel` at a time, retrying as the plan says; agents a resumed session already completed are not run
+ * again. Resolves with every agent's outcome once nothing more can run.
+ */
 export async function runPlan(plan: Plan, session: Session, options: RunOptions = {}): Promise<RunResult> {
   const started = Date.now();
   const maxParallel = options.maxParallel ?? plan.maxParallel ?? DEFAULT_MAX_PARALLEL;

@@ -20,6 +20,10 @@ export interface LocatedProblem extends ErrorLocation {
   detail: string;
 }
 
+/**
+ * What the coordination module throws for bad input or a missing file: `kind` says which (`invalid`,
+ * `not_found`, …), and `file`, `line` and `field` locate it, so the CLI can name them.
+ */
 export class CoordinationError extends Error {
   readonly file: string | undefined;
   readonly line: number | undefined;

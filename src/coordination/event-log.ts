@@ -50,6 +50,10 @@ export interface LogChunk {
   pendingBytes: number;
 }
 
+/**
+ * Appends one event to a messages.jsonl as a single write of one line, so concurrent writers never
+ * interleave; an event over MAX_EVENT_BYTES is refused (put large data in an artifact).
+ */
 export async function appendEvent(path: string, event: SessionEvent): Promise<void> {
   const line = Buffer.from(`${JSON.stringify(event)}\n`, "utf8");
   if (line.length > MAX_EVENT_BYTES) {

@@ -37,6 +37,10 @@ export class FileLock {
     readonly owner: LockOwner,
   ) {}
 
+  /**
+   * Creates the lock file, waiting for a live owner up to `timeoutMs` and taking over a stale one (its owner
+   * gone, or silent past `staleMs`); refuses with a CoordinationError when the wait times out.
+   */
   static async acquire(path: string, options: LockOptions = {}): Promise<FileLock> {
     const staleMs = options.staleMs ?? DEFAULT_LOCK_STALE_MS;
     const deadline = Date.now() + (options.timeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS);
@@ -72,6 +76,7 @@ export class FileLock {
     return state?.owner?.token === this.owner.token;
   }
 
+  /** Removes the lock file if it is still ours (someone may have judged us stale and taken it over). */
   async release(): Promise<void> {
     if (await this.stillHeld()) await unlink(this.path).catch(ignoreMissing);
   }

@@ -67,6 +67,7 @@ export interface Plan {
   order: string[];
 }
 
+/** Reads and validates a plan file (YAML or JSON), as `parsePlan` does its text. */
 export async function loadPlan(file: string): Promise<Plan> {
   let text: string;
   try {
@@ -79,6 +80,10 @@ export async function loadPlan(file: string): Promise<Plan> {
   return parsePlan(text, file);
 }
 
+/**
+ * Validates a plan: its agents, their dependencies (no unknown name, no cycle) and their commands; an error
+ * names `file`, the line and the field.
+ */
 export function parsePlan(text: string, file: string): Plan {
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter });

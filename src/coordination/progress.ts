@@ -24,6 +24,10 @@ interface Row {
 
 const SYMBOLS: Record<AgentStatus, string> = { waiting: "·", in_progress: "▶", completed: "✔", failed: "✖" };
 
+/**
+ * The live progress of a run: on a terminal, one status line per agent redrawn in place; elsewhere, one line
+ * per transition. Feed it the coordinator's transitions (`runPlanWithProgress` does).
+ */
 export class ProgressDisplay {
   private readonly rows = new Map<string, Row>();
   private readonly width: number;
@@ -40,6 +44,10 @@ export class ProgressDisplay {
       this.rows.set(agent, { status: "waiting", attempt: 0, maxAttempts: 1, since: Date.now() });
   }
 
+  /**
+   * Draws the status lines and redraws them every second (on a terminal; elsewhere nothing until a
+   * transition).
+   */
   start(): void {
     if (!this.tty) return;
     this.redraw();
@@ -47,6 +55,7 @@ export class ProgressDisplay {
     this.ticker.unref();
   }
 
+  /** Shows an agent's new status: its line is updated on a terminal, else a line is printed. */
   transition(t: Transition): void {
     const previous = this.rows.get(t.agent);
     const row: Row = {
@@ -73,6 +82,7 @@ export class ProgressDisplay {
     if (this.tty) this.redraw();
   }
 
+  /** Stops redrawing and leaves the final status lines on the screen. */
   stop(): void {
     clearInterval(this.ticker);
     if (this.tty) this.redraw();

@@ -150,6 +150,9 @@ export class Session {
     return createFileAtomic(this.paths.coordination, `${JSON.stringify(coordination, null, 2)}\n`);
   }
 
+  /**
+   * Reads and validates coordination.json; refuses a file of another session or one that breaks the format.
+   */
   async readCoordination(): Promise<Coordination> {
     const file = this.paths.coordination;
     const text = await readSessionText(this.paths.dir, file);
@@ -191,6 +194,10 @@ export class Session {
     );
   }
 
+  /**
+   * Changes one agent's entry under the session lock (status, progress, error, dependencies…), stamping the
+   * times a status change implies; returns the entry as written.
+   */
   async updateAgent(name: string, patch: AgentPatch): Promise<AgentEntry> {
     assertName(name, "agent");
     for (const dependency of patch.dependencies ?? []) assertName(dependency, "agent");
@@ -201,6 +208,10 @@ export class Session {
     return updated.agents[name]!;
   }
 
+  /**
+   * One agent's entry in coordination.json; a CoordinationError `not_found` when the session has no such
+   * agent.
+   */
   async agent(name: string): Promise<AgentEntry> {
     const entry = (await this.readCoordination()).agents[name];
     if (entry === undefined) {
@@ -222,6 +233,10 @@ export class Session {
     return event;
   }
 
+  /**
+   * The events of messages.jsonl that match `filter`, and the lines that are not valid events (reported,
+   * never thrown).
+   */
   async readEvents(filter: EventFilter = {}): Promise<{ events: LoggedEvent[]; problems: LogProblem[] }> {
     const { events, problems } = await readEventLog(this.paths.messages);
     return { events: events.filter((e) => matchesFilter(e.event, filter)), problems };
@@ -330,6 +345,7 @@ export class Session {
     return artifactRef(name);
   }
 
+  /** An artifact's JSON from data/; a CoordinationError `not_found` when there is none of that name. */
   async getArtifact(ref: string): Promise<unknown> {
     const file = join(this.paths.data, `${artifactName(ref)}.json`);
     const text = await readSessionText(this.paths.dir, file);

@@ -9,6 +9,7 @@ export function newApiKey(): string {
   return `acp_${randomBytes(32).toString("base64url")}`;
 }
 
+/** A fresh admin token (`acpadm_` and 256 random bits), strong enough for `checkAdminTokenStrength`. */
 export function newAdminToken(): string {
   return `acpadm_${randomBytes(32).toString("base64url")}`;
 }

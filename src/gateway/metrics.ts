@@ -26,6 +26,10 @@ export type Collector = () => {
   samples: { labels?: Labels; value: number }[];
 }[];
 
+/**
+ * The gateway's Prometheus registry, served at /metrics: counters and gauges with labels, and latency
+ * histograms; extensions add theirs through `gauge()`, `count()` or a collector.
+ */
 export class Metrics {
   private readonly counters = new Map<string, Map<string, number>>();
   private readonly gauges = new Map<string, Map<string, number>>();
@@ -33,11 +37,13 @@ export class Metrics {
   private readonly help = new Map<string, string>();
   private readonly collectors: Collector[] = [];
 
+  /** Sets a metric's HELP text. */
   describe(name: string, help: string): this {
     this.help.set(name, help);
     return this;
   }
 
+  /** Adds `by` to a counter (one series per label set). */
   count(name: string, labels: Labels = {}, by = 1): void {
     const series = this.counters.get(name) ?? new Map<string, number>();
     const key = labelText(labels);
@@ -45,12 +51,14 @@ export class Metrics {
     this.counters.set(name, series);
   }
 
+  /** Sets a gauge's value (one series per label set). */
   gauge(name: string, value: number, labels: Labels = {}): void {
     const series = this.gauges.get(name) ?? new Map<string, number>();
     series.set(labelText(labels), value);
     this.gauges.set(name, series);
   }
 
+  /** Records one latency in milliseconds in a histogram (buckets from 1 ms to 5 s). */
   observe(name: string, ms: number, labels: Labels = {}): void {
     const series = this.histograms.get(name) ?? new Map<string, Histogram>();
     const key = labelText(labels);
@@ -63,10 +71,15 @@ export class Metrics {
     this.histograms.set(name, series);
   }
 
+  /**
+   * Adds a callback that returns samples at each scrape, for figures kept elsewhere (queue depths, circuit
+   * states).
+   */
   addCollector(collector: Collector): void {
     this.collectors.push(collector);
   }
 
+  /** Every metric in Prometheus's text exposition format 0.0.4, collectors' samples included. */
   render(): string {
     const lines: string[] = [];
     const head = (name: string, type: string) => {

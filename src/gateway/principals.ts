@@ -54,6 +54,7 @@ export class PrincipalStore {
     await this.byHash.start();
   }
 
+  /** Stops following other gateways' revocations (see `start`). */
   stop(): void {
     this.byHash.close();
   }

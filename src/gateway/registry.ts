@@ -100,6 +100,10 @@ export class Registry {
     this.listed = new WatchedReads(this.agents, { max: 1, entryOf: () => EVERY_AGENT });
   }
 
+  /**
+   * Loads the agents' read caches and follows changes to agent records, so another gateway's rotation or
+   * revocation reaches this one; awaited before the gateway serves.
+   */
   async start(): Promise<void> {
     await this.byId.start();
     await this.byKeyHash.start();
@@ -108,6 +112,7 @@ export class Registry {
     this.unwatch = await this.agents.watch((change) => this.changed(change.key, change.value));
   }
 
+  /** Stops following changes and drops the read caches. */
   stop(): void {
     this.byId.close();
     this.byKeyHash.close();
@@ -385,6 +390,7 @@ export class Registry {
     this.listed.forget(EVERY_AGENT);
   }
 
+  /** The agent's record as stored now (not the cache), or undefined for an unknown agent. */
   async get(agentId: string): Promise<AgentRecord | undefined> {
     return (await this.agents.get(agentId))?.value;
   }

@@ -8,6 +8,7 @@ import {
 import { createServer as createHttpsServer } from "node:https";
 import { AcpError, toErrorObject } from "../protocol/index.js";
 
+/** Answers with `body` as JSON (no-store), with `status` and any extra headers. */
 export function sendJson(
   res: ServerResponse,
   status: number,
@@ -72,6 +73,10 @@ export function tooLarge(limit: number): AcpError {
   return new AcpError("PayloadTooLarge", `the body exceeds the ${limit}-byte limit`, { limit });
 }
 
+/**
+ * Reads a request's JSON body, refusing one over `limit` bytes (PayloadTooLarge), not JSON (ParseError) or
+ * nested too deep, each as an AcpError naming what was wrong.
+ */
 export async function readJsonBody(req: IncomingMessage, limit: number): Promise<unknown> {
   const body = await readBody(req, limit);
   let value: unknown;
@@ -137,6 +142,9 @@ interface Route {
 export class Router {
   private readonly routes: Route[] = [];
 
+  /**
+   * Routes `method` requests whose path matches `path` (`:name` segments become `params.name`) to `handler`.
+   */
   add(method: string, path: string, handler: Handler): this {
     const names: string[] = [];
     const pattern = new RegExp(

@@ -65,6 +65,10 @@ export function initialTrust(basis: TrustBasis): { score: number; cap: number } 
   return { score: round(Math.min(score, cap)), cap };
 }
 
+/**
+ * An agent's trust in each peer: set from the basis when a handshake establishes the relationship
+ * (`establish`), then moved by what is observed (`observe`); `AcpAgent` keeps one for its peers.
+ */
 export class TrustLedger {
   private readonly records = new Map<string, TrustRecord>();
   private readonly known: Set<string>;

@@ -19,9 +19,17 @@ export interface AgentRunContext {
   emit(delta: JsonValue): Promise<void>;
 }
 
+/**
+ * Where an MCP server's agents come from: `AgentRegistry` holds agents defined in this process; the gateway
+ * implements it over its registry and runs agents remotely.
+ */
 export interface AgentSource {
   /** One page of agents; `cursor` is a `nextCursor` this source returned (else `InvalidCursorError`). */
   list(cursor: string | undefined): Promise<AgentPage>;
+  /**
+   * An agent's descriptor (name, description, input and output schemas), or undefined when there is none of
+   * that name.
+   */
   get(name: string): Promise<AgentDescriptor | undefined>;
   /**
    * Runs an agent: validates the input (`AgentInputError`), runs, validates the output
@@ -55,6 +63,10 @@ export interface AgentRegistryOptions {
   pageSize?: number;
 }
 
+/**
+ * The agents of this process, each defined with zod input and output schemas and a handler;
+ * `createAgentsMcpServer` serves them over MCP. Its `list` pages through them in registration order.
+ */
 export class AgentRegistry implements AgentSource {
   readonly #agents = new Map<string, RegisteredAgent>();
   readonly #pageSize: number;
@@ -94,6 +106,7 @@ export class AgentRegistry implements AgentSource {
     return this;
   }
 
+  /** How many agents are registered. */
   get size(): number {
     return this.#agents.size;
   }

@@ -35,6 +35,11 @@ export interface ConnectOptions {
   clientInfo?: { name: string; version: string };
 }
 
+/**
+ * A client of an MCP server's `agents` capability (open one with `AgentsClient.connect` over a stdio or
+ * Streamable HTTP transport): lists agents and runs them, streaming deltas and checking that they combine to
+ * the final output.
+ */
 export class AgentsClient {
   readonly #connection: AgentsClientConnection;
   #runs = 0;
@@ -43,6 +48,10 @@ export class AgentsClient {
     this.#connection = connection;
   }
 
+  /**
+   * Connects over `transport` and completes MCP's initialize; `hasAgentsCapability` then says whether the
+   * server offers agents.
+   */
   static async connect(transport: Transport, options: ConnectOptions = {}): Promise<AgentsClient> {
     const connection = await openAgentsClientConnection(
       transport,
@@ -74,10 +83,18 @@ export class AgentsClient {
     return undefined;
   }
 
+  /**
+   * Whether the server announced the `agents` capability (top-level or under `experimental`) in its
+   * initialize result.
+   */
   get hasAgentsCapability(): boolean {
     return this.agentsCapability !== undefined;
   }
 
+  /**
+   * One page of `agents/list`; pass the `nextCursor` of the previous page for the next (`listAgents` follows
+   * them all).
+   */
   async listAgentsPage(cursor?: string, signal?: AbortSignal): Promise<AgentPage> {
     const params: JsonObject = cursor === undefined ? {} : { cursor };
     const page = await this.#connection.request(AgentsMethods.list, params, AgentsListResultSchema, signal);
@@ -170,11 +187,13 @@ export class AgentsClient {
     }
   }
 
+  /** Closes the MCP session and its transport. */
   close(): Promise<void> {
     return this.#connection.close();
   }
 }
 
+/** `AgentsClient.connect` as a function. */
 export function connectAgentsClient(transport: Transport, options?: ConnectOptions): Promise<AgentsClient> {
   return AgentsClient.connect(transport, options);
 }

@@ -10,6 +10,10 @@ import type { z } from "zod";
 import { type Problem, problemsOf } from "../protocol/index.js";
 import { describeIssues, JsonRpcErrorCodes } from "./protocol.js";
 
+/**
+ * A JSON-RPC error of the agents capability, with its `code` and `data`: a server's handlers throw one (or a
+ * subclass) to answer with that error, and a client rejects with one for every error answer.
+ */
 export class AgentsRpcError extends Error {
   override name = "AgentsRpcError";
   constructor(

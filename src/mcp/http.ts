@@ -37,6 +37,10 @@ export interface McpHttpHost {
   close(): Promise<void>;
 }
 
+/**
+ * Serves MCP servers over Streamable HTTP on `path` (default `/mcp`), one server per MCP session from
+ * `createServer`; resolves once listening, with the URL to connect to.
+ */
 export async function serveMcpOverHttp(options: McpHttpHostOptions): Promise<McpHttpHost> {
   const path = options.path ?? "/mcp";
   const sessions = new Map<

@@ -45,6 +45,10 @@ export class SqliteApprovalStore implements ApprovalStore {
     private readonly pollMs: number,
   ) {}
 
+  /**
+   * Opens (creating it if need be) an approvals database file; `waitForDecision` polls it every `pollMs`, so
+   * several processes may share the file.
+   */
   static open(file: string, options: { pollMs?: number } = {}): SqliteApprovalStore {
     mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
     // Loaded on first use: `acp-kit/orchestration` does not load SQLite's native module unless asked.

@@ -57,6 +57,7 @@ export interface ApprovalFilter {
 }
 
 export interface ApprovalStore {
+  /** Records a new pending approval for a command that needs a human's yes, expiring after `timeoutMs`. */
   create(input: NewApproval): Promise<ApprovalRecord>;
   /** The record, with a pending one past its expiry turned (and stored) `expired`. */
   get(id: string): Promise<ApprovalRecord | null>;
@@ -66,6 +67,9 @@ export interface ApprovalStore {
   decide(id: string, decision: ApprovalDecision): Promise<ApprovalRecord>;
   /** Resolves once the approval is no longer pending (decided, cancelled or expired). */
   waitForDecision(id: string, signal?: AbortSignal): Promise<ApprovalRecord>;
+  /**
+   * Lets go of what the store holds open (a database, a connection); its records stay where they are kept.
+   */
   close(): Promise<void>;
 }
 

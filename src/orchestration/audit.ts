@@ -19,7 +19,12 @@ export interface CommandAuditEntry {
 
 /** Where the orchestrator records its entries. `record` resolving means the entry is durable. */
 export interface CommandAuditSink {
+  /**
+   * Records one command sent or response received; resolves once it is stored, so a crash loses nothing
+   * acknowledged.
+   */
   record(entry: CommandAuditEntry): Promise<void>;
+  /** Closes what the sink opened itself; a sink given an open log leaves it to its owner. */
   close?(): Promise<void>;
 }
 
@@ -77,6 +82,7 @@ export class AuditLogCommandSink implements CommandAuditSink {
     return new AuditLogCommandSink(log, options.principal ?? null, true);
   }
 
+  /** The directory of the audit log the entries go to (`<root>/<agent>/`), for `acp audit show`. */
   get directory(): string {
     return this.log.dir;
   }

@@ -37,6 +37,10 @@ export class ResponseCache {
     }
   }
 
+  /**
+   * The cached successful response to an equal command (same target, action, parameters and permissions), if
+   * it has not expired.
+   */
   get(command: AgentCommand): AgentResponse | undefined {
     const key = ResponseCache.keyOf(command);
     if (key === undefined) return undefined;
@@ -51,6 +55,10 @@ export class ResponseCache {
     return entry.response;
   }
 
+  /**
+   * Keeps a response for `ttlMs`, dropping the least recently used entry past `maxEntries`; a TTL of 0 caches
+   * nothing.
+   */
   set(command: AgentCommand, response: AgentResponse): void {
     if (this.ttlMs <= 0) return;
     const key = ResponseCache.keyOf(command);
@@ -78,10 +86,12 @@ export class ResponseCache {
     }
   }
 
+  /** How many entries are held, expired ones not yet dropped included. */
   get size(): number {
     return this.entries.size;
   }
 
+  /** Drops every entry, e.g. when the agents' behaviour changed and old answers no longer hold. */
   clear(): void {
     this.entries.clear();
   }

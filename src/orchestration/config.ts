@@ -92,10 +92,15 @@ export function resolveConfig(
   return parseYamlWith(JSON.stringify(file), source, ConfigFileSchema).acp;
 }
 
+/**
+ * Parses and validates an acp.yaml text (`{ acp: { … } }`); a bad value is a ConfigError naming `file` and
+ * the key path.
+ */
 export function parseConfig(text: string, file = "acp.yaml"): OrchestrationConfig {
   return parseYamlWith(text, file, ConfigFileSchema).acp;
 }
 
+/** Reads and validates an acp.yaml file, as `parseConfig` does its text. */
 export async function loadConfig(file: string): Promise<OrchestrationConfig> {
   return (await readYamlFile(file, ConfigFileSchema)).acp;
 }

@@ -43,6 +43,7 @@ export class CommandError extends Error {
     return this.kind;
   }
 
+  /** Whether trying again (another attempt or a fallback agent) may succeed; the retry policy reads it. */
   get recoverable(): boolean {
     return this.options.recoverable ?? false;
   }

@@ -37,6 +37,7 @@ export class OrchestrationMetrics {
 
   constructor(private readonly breakerOf: (agent: string) => BreakerState) {}
 
+  /** Counts one attempt to `agent` with its outcome and latency. */
   observe(agent: string, status: Status, ms: number): void {
     const series = this.series(agent);
     series.byStatus.set(status, (series.byStatus.get(status) ?? 0) + 1);
@@ -46,14 +47,17 @@ export class OrchestrationMetrics {
     series.latencySum += ms;
   }
 
+  /** Counts a command the agent's open circuit refused without sending it. */
   circuitRejected(agent: string): void {
     this.series(agent).circuitRejections++;
   }
 
+  /** Counts a command answered from the response cache without reaching the agent. */
   cacheHit(agent: string): void {
     this.series(agent).cacheHits++;
   }
 
+  /** Each agent's figures now: attempts by status, latency percentiles, success rate, circuit state. */
   snapshot(): AgentMetricsSnapshot[] {
     return [...this.agents.entries()].map(([agent, series]) => {
       const attempts = [...series.byStatus.values()].reduce((a, b) => a + b, 0);

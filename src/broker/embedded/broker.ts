@@ -84,6 +84,10 @@ export class EmbeddedBroker implements Broker, InboxHost, RoutedHost, Settlement
   private lastQueuedAt: number;
   private closed = false;
 
+  /**
+   * Opens (creating it if need be) the SQLite database in `data` (default `.acp`) and starts the
+   * redelivery and retention timers; one process only may open a data directory.
+   */
   static open(options: EmbeddedBrokerOptions = {}): EmbeddedBroker {
     const policy = resolvePolicy(options);
     const quotas = resolveQuotas(options.quotas);

@@ -7,6 +7,7 @@ export interface HandOutHost {
   readonly policy: BrokerPolicy;
   readonly table: MessageTable;
   readonly commits: CommitQueue;
+  /** Tells status watchers (`events`) that a message's status changed. */
   statusChanged(row: MessageRow): void;
 }
 

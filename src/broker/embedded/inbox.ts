@@ -10,9 +10,11 @@ const PAGE = 256;
 
 /** What an inbox needs from its broker. */
 export interface InboxHost extends HandOutHost {
+  /** Marks a message failed after its last delivery attempt, with why. */
   deadLetter(row: LoadedMessage, detail: string): void;
   /** The message is out through the agent's routed receiver: not this inbox's to hand out. */
   isRouted(row: LoadedMessage): boolean;
+  /** The inbox closed: the broker forgets it. */
   released(inbox: EmbeddedInbox): void;
 }
 

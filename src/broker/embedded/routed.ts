@@ -6,9 +6,11 @@ import { type LoadedMessage, rowKey, toDelivery } from "./messages.js";
 
 /** What a routed receiver needs from its broker. */
 export interface RoutedHost extends HandOutHost {
+  /** Marks a message failed after its last delivery attempt, with why. */
   deadLetter(row: LoadedMessage, detail: string): void;
   /** Back in the agent's queue (its inbox, if open, hands it out in seq order). */
   requeue(row: LoadedMessage): void;
+  /** The receiver closed: the broker forgets it. */
   released(receiver: EmbeddedRouted): void;
 }
 

@@ -20,7 +20,9 @@ export interface SettlementHost {
   readonly table: MessageTable;
   readonly commits: CommitQueue;
   readonly counters: UsageCounters | undefined;
+  /** Tells status watchers (`events`) that a message's status changed. */
   statusChanged(row: MessageRow): void;
+  /** The agent's inbox and routed receiver in this process that may hold a message handed out. */
   holdersOf(agentId: string): HandOutHolder[];
 }
 

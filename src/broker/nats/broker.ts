@@ -60,15 +60,15 @@ import { checkEnvelopeSize, maxEnvelopeBytes, storeMessage } from "./submission.
 import { DEFAULT_MAX_PENDING_SUBMITS, DEFAULT_SUBMIT_STALL_MS, SubmitAdmission } from "./submit-admission.js";
 import { UsageLedger } from "./usage-ledger.js";
 
-/**
- * The broker on NATS JetStream. Every gateway process connected to the same NATS shares the
- * streams, consumers and buckets, so a message submitted at one gateway reaches an inbox open at another.
- */
 /** How long `close` lets the connection drain before closing it outright. */
 const DRAIN_TIMEOUT_MS = 2_000;
 /** JetStream: "consumer already exists" (a create whose config differs from the existing one's). */
 const _CONSUMER_EXISTS = 10148;
 
+/**
+ * The broker on NATS JetStream. Every gateway process connected to the same NATS shares the
+ * streams, consumers and buckets, so a message submitted at one gateway reaches an inbox open at another.
+ */
 export class NatsBroker implements Broker, InboxesHost {
   readonly kind = "nats" as const;
   private readonly inboxes: NatsInboxes;
@@ -81,6 +81,10 @@ export class NatsBroker implements Broker, InboxesHost {
   readonly instanceId = randomUUID();
   private closed = false;
 
+  /**
+   * Connects to NATS and creates (or finds) the streams and buckets of the layout; a server it cannot
+   * reach or set up is a BrokerError `unavailable`.
+   */
   static async open(options: NatsBrokerOptions): Promise<NatsBroker> {
     const policy = resolvePolicy(options);
     const admission = new SubmitAdmission(
@@ -164,6 +168,7 @@ export class NatsBroker implements Broker, InboxesHost {
     );
   }
 
+  /** How long a delivery waits for its acknowledgement before it is redelivered. */
   get ackWaitMs(): number {
     return this.policy.ackWaitMs;
   }

@@ -55,6 +55,10 @@ export interface CollabExtension extends GatewayExtension {
   readonly panels: DashboardPanel[];
 }
 
+/**
+ * The collaboration protocol on the gateway (docs/collab.md): negotiations, handoffs, votes, teams,
+ * knowledge, escrow and disputes, their REST API and dashboard panels; `handoffs` serves other extensions.
+ */
 export function collabExtension(options: CollabOptions = {}): CollabExtension {
   // Other extensions reach handoffs and the panels' broker through this, once mounted.
   let mounted: { handoffs: HandoffService; ctx: GatewayContext } | undefined;

@@ -16,6 +16,10 @@ export interface CustodyOptions {
   key?: string;
 }
 
+/**
+ * Custodial agents: the gateway keeps their signing keys sealed with a key-encryption key, signs for them and
+ * answers their inboxes; start-up stops with nothing changed when the key is missing or wrong.
+ */
 export function custodyExtension(options: CustodyOptions): GatewayExtension {
   return {
     name: "custody",

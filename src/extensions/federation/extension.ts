@@ -17,6 +17,10 @@ export type { FederationOptions } from "./federation.js";
 /** Changes told to peers wait this long for company, so a burst goes out as one notice. */
 const NOTICE_DELAY_MS = 100;
 
+/**
+ * Federation with other organizations' gateways (docs/federation.md): the peers, their links and forwarders,
+ * `/.well-known/acp` and the admin routes, so the relay reaches agents of other domains.
+ */
 export function federationExtension(options: FederationOptions): GatewayExtension {
   if (!FederationDomain.safeParse(options.domain).success) {
     throw new TypeError(`federation domain ${JSON.stringify(options.domain)} is not a lowercase DNS name`);

@@ -69,6 +69,10 @@ export type A2aInboundOptions = A2AInboundOptions;
 /** @deprecated The acronym is spelled `A2A` throughout: use `A2AInboundExtension`. */
 export type A2aInboundExtension = A2AInboundExtension;
 
+/**
+ * Lets A2A clients call the gateway's agents that have the capability `a2a`: their agent cards and A2A
+ * JSON-RPC (streams as Server-Sent Events) under `/a2a/{agentId}`, carried to the agent as ACP requests.
+ */
 export function a2aInboundExtension(options: A2AInboundOptions = {}): A2AInboundExtension {
   if (options.wellKnownAgent !== undefined && !AgentId.safeParse(options.wellKnownAgent).success) {
     throw new Error(`wellKnownAgent: ${JSON.stringify(options.wellKnownAgent)} is not a valid agent id`);
