@@ -20,6 +20,7 @@ import {
   signMessage,
 } from "../../src/protocol/index.js";
 import { MAX_JSON_DEPTH } from "../../src/http/server.js";
+import { organization, removeOrganization, startFederatedGateway } from "../helpers/federation.js";
 import { api, FrameClient, type TestAgent, type TestGateway, startTestGateway } from "../helpers/gateway.js";
 import { scrapeMetrics } from "../helpers/metrics.js";
 import { handshake, receive, submit } from "../helpers/messaging.js";
@@ -248,6 +249,43 @@ describe("the relay", () => {
       [plain.id, "medium"],
     ]);
     await ws.close();
+  });
+
+  it("takes an address of its own domain as the local agent, from a sender named by its own address", async () => {
+    const org = await organization("here.test");
+    const gw = await startFederatedGateway(org, []);
+    gateways.push({ ...gw, close: () => gw.close().finally(() => removeOrganization(org)) });
+    const alpha = await gw.register("agent-alpha");
+    await gw.register("agent-beta");
+    const relay = gw.gateway.context.relay;
+    const sender = (await gw.gateway.context.registry.resolve("agent-alpha")) as ResolvedAgent;
+    const send = (message: object) => {
+      const text = JSON.stringify(signMessage(message, alpha.signer));
+      return relay.submit(sender, text, text.length);
+    };
+    const qualified = {
+      ...alpha.sender,
+      agentId: "agent-alpha@here.test",
+      principalId: "principal-of-agent-alpha@here.test",
+    };
+    const result = await send(buildAnnounce(qualified, "agent-beta@here.test", announceBody));
+    expect(await gw.gateway.broker.get({ from: "agent-alpha", id: result.id })).toMatchObject({
+      to: "agent-beta",
+    });
+    // Named by its address, the recipient is told who wrote in the same terms.
+    await expect(
+      send(buildAnnounce(alpha.sender, "agent-beta@here.test", announceBody)),
+    ).rejects.toMatchObject({
+      kind: "Forbidden",
+      message: "this API key acts for agent-alpha@here.test; it cannot send as agent-alpha",
+    });
+    const principalOnly = { ...alpha.sender, agentId: "agent-alpha@here.test" };
+    await expect(
+      send(buildAnnounce(principalOnly, "agent-beta@here.test", announceBody)),
+    ).rejects.toMatchObject({
+      kind: "Forbidden",
+      data: { problems: [{ path: "/params/headers/principal-id" }] },
+    });
   });
 
   it("takes an envelope of exactly the size limit and refuses one byte more, naming the limit", async () => {
