@@ -93,11 +93,17 @@ export async function checkSignature(registry: Registry, message: AcpMessage): P
 }
 
 /** A sender's keys: a local agent's registry entry, or an agent of another domain's directory record. */
-function signingKeysOf(registry: Registry, sender: string): Promise<AgentKeys | undefined> {
-  if (isRemoteRef(sender, registry.remote?.domain)) {
-    return registry.remote?.view(sender) ?? Promise.resolve(undefined);
-  }
-  return registry.get(localPartOf(sender));
+async function signingKeysOf(registry: Registry, sender: string): Promise<AgentKeys | undefined> {
+  if (!isRemoteRef(sender, registry.remote?.domain)) return registry.get(localPartOf(sender));
+  const view = await registry.remote?.view(sender);
+  return (
+    view && {
+      agentId: view.agent_id,
+      signing: view.signing,
+      ...(view.key_history && { keyHistory: view.key_history }),
+      ...(view.revoked_at && { revokedAt: view.revoked_at }),
+    }
+  );
 }
 
 type AgentKeys = Pick<AgentRecord, "agentId" | "signing" | "keyHistory" | "revokedAt">;
