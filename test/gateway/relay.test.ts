@@ -5,7 +5,7 @@
  * size can be set. The HTTP and WebSocket paths are the gateway suite's (suite.ts).
  */
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { readAudit } from "../../src/audit/index.js";
 import type { ResolvedAgent } from "../../src/gateway/registry.js";
 import type { AcceptedMessage, Relay } from "../../src/gateway/relay.js";
@@ -259,9 +259,9 @@ describe("the relay", () => {
     await gw.register("agent-beta");
     const relay = gw.gateway.context.relay;
     const sender = (await gw.gateway.context.registry.resolve("agent-alpha")) as ResolvedAgent;
-    const send = (message: object) => {
+    const send = (message: object, options: Parameters<Relay["submit"]>[3] = {}) => {
       const text = JSON.stringify(signMessage(message, alpha.signer));
-      return relay.submit(sender, text, text.length);
+      return relay.submit(sender, text, text.length, options);
     };
     const qualified = {
       ...alpha.sender,
@@ -279,6 +279,13 @@ describe("the relay", () => {
       kind: "Forbidden",
       message: "this API key acts for agent-alpha@here.test; it cannot send as agent-alpha",
     });
+    const arrived = { via: "_fed_peer_test", maxAgeMs: 60_000 };
+    await expect(
+      send(buildAnnounce(alpha.sender, "agent-x@elsewhere.test", announceBody), { arrived }),
+    ).rejects.toMatchObject({
+      kind: "Misrouted",
+      data: { problems: [{ path: "/params/headers/recipient-id", message: "not an agent of here.test" }] },
+    });
     const principalOnly = { ...alpha.sender, agentId: "agent-alpha@here.test" };
     await expect(
       send(buildAnnounce(principalOnly, "agent-beta@here.test", announceBody)),
@@ -286,6 +293,39 @@ describe("the relay", () => {
       kind: "Forbidden",
       data: { problems: [{ path: "/params/headers/principal-id" }] },
     });
+  });
+
+  it("asks for the same again when the broker knows a resubmitted id but cannot read its envelope back", async () => {
+    const { gw, alpha, beta, send } = await open();
+    await handshake(gw, alpha, beta);
+    const message = buildNotification(alpha.sender, "agent-beta", {});
+    const first = await send(message);
+    // A NATS replica that has not caught up yet answers so; that lag cannot be caused on demand.
+    const { broker } = gw.gateway;
+    const read = broker.get.bind(broker);
+    const lagging = vi.spyOn(broker, "get").mockImplementationOnce(async (ref) => {
+      const stored = await read(ref);
+      return stored && { ...stored, envelope: null };
+    });
+    await expect(send(message)).rejects.toMatchObject({
+      kind: "StorageUnavailable",
+      message: `message-id ${first.id} is stored, but its envelope could not be read back to compare; resubmit`,
+      data: { messageId: first.id },
+    });
+    lagging.mockRestore();
+    await expect(send(message)).resolves.toEqual({ ...first, duplicate: true });
+  });
+
+  it("tells when a sender last announced itself to a recipient, and stops verifying once closed", async () => {
+    const { alpha, relay, send } = await open();
+    expect(await relay.announcedAt("agent-alpha", "agent-beta")).toBeUndefined();
+    const before = Date.now();
+    await send(buildAnnounce(alpha.sender, "agent-beta", announceBody));
+    expect(await relay.announcedAt("agent-alpha", "agent-beta")).toBeGreaterThanOrEqual(before - 1000);
+    await relay.close();
+    await expect(send(buildAnnounce(alpha.sender, "agent-beta", announceBody))).rejects.toThrow(
+      "the signature verifier is closed",
+    );
   });
 
   it("takes an envelope of exactly the size limit and refuses one byte more, naming the limit", async () => {
