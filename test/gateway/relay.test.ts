@@ -328,6 +328,14 @@ describe("the relay", () => {
     );
   });
 
+  it("relays without a relay audit log when the gateway keeps none", async () => {
+    const { gw, alpha, beta, send } = await open({ audit: false });
+    await handshake(gw, alpha, beta);
+    await expect(send(buildNotification(alpha.sender, "agent-beta", {}))).resolves.toMatchObject({
+      duplicate: false,
+    });
+  });
+
   it("takes an envelope of exactly the size limit and refuses one byte more, naming the limit", async () => {
     const { gw, alpha, send } = await open({ limits: { maxEnvelopeBytes: 4096 } });
     const announce = () => buildAnnounce(alpha.sender, "agent-beta", announceBody);
