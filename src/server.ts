@@ -47,7 +47,6 @@ export {
   mcpEndpointExtension,
 } from "./extensions/mcp-endpoint/extension.js";
 export type { TaskSource } from "./extensions/mcp-endpoint/tasks.js";
-export { type Gateway, type GatewayExtension, type GatewayOptions, startGateway } from "./gateway/index.js";
 
 export interface DefaultGatewayOptions extends GatewayOptions {
   /**
