@@ -286,6 +286,14 @@ describe("the relay", () => {
       kind: "Misrouted",
       data: { problems: [{ path: "/params/headers/recipient-id", message: "not an agent of here.test" }] },
     });
+    // An agent of another domain goes through the federation directory, which knows no such peer.
+    await expect(
+      send(buildAnnounce(qualified, "agent-x@elsewhere.test", announceBody)),
+    ).rejects.toMatchObject({
+      kind: "Forbidden",
+      message:
+        "elsewhere.test is not a peer of here.test (an admin adds it: acp federation add elsewhere.test)",
+    });
     const principalOnly = { ...alpha.sender, agentId: "agent-alpha@here.test" };
     await expect(
       send(buildAnnounce(principalOnly, "agent-beta@here.test", announceBody)),
