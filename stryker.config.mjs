@@ -27,7 +27,10 @@ export default {
   reporters: ["clear-text", "progress", "json"],
   jsonReporter: { fileName: `reports/mutation/${name}.json` },
   tempDirName: ".stryker-tmp",
-  ignorePatterns: ["dist", ".bench-build", "web/dist", "reports", "bench/results"],
+  // dist/ goes into the sandbox as built: a test's child process standing in for another gateway
+  // (test/broker/fixtures/hold-child.mjs) runs the built broker; the mutated code runs from src in
+  // the test process.
+  ignorePatterns: [".bench-build", "web/dist", "reports", "bench/results"],
   cleanTempDir: "always",
   // Stryker rewrites the sandbox's tsconfig paths with TypeScript's JavaScript API, which
   // TypeScript 7 (native) does not have. Ours point inside the project only, so there is nothing

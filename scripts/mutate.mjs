@@ -24,6 +24,7 @@ for (const name of names.length > 0 ? names : Object.keys(mutationModules)) {
       ...process.env,
       ACP_MUTATE_MODULE: name,
       ACP_MUTATE_TESTS: mutationModules[name].tests.join(","),
+      ACP_MUTATE_TEST_NAMES: mutationModules[name].testNames ?? "",
     },
   });
   failed ||= run.status !== 0;

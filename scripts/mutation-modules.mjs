@@ -1,7 +1,8 @@
 /**
  * The modules that enforce trust and delivery, each with the tests that are its own. `npm run
  * mutate` mutates one module at a time and runs only those tests against each mutant, so a module
- * takes minutes on a 2-core machine (docs/testing.md).
+ * takes minutes on a 2-core machine (docs/testing.md). `testNames`, when given, narrows the files'
+ * tests to those whose names match it (a regular expression).
  */
 export const mutationModules = {
   "handshake-gate": {
@@ -34,9 +35,27 @@ export const mutationModules = {
     mutate: ["src/broker/embedded/messages.ts", "src/broker/embedded/inbox.ts"],
     tests: ["test/broker/embedded-inbox.test.ts", "test/broker/embedded.test.ts"],
   },
+  // Every broker test submits and settles: these are the ones about dedupe and acknowledgement
+  // (`testNames`, a pattern of test names within the files), not the whole NATS suite per mutant.
   "nats-broker": {
     mutate: ["src/broker/nats/submission.ts", "src/broker/nats/inbox.ts", "src/broker/nats/settlement.ts"],
-    tests: ["test/broker/nats.test.ts"],
+    tests: ["test/broker/nats.test.ts", "test/broker/nats-operations.test.ts"],
+    testNames: [
+      "persists the message as queued",
+      "reports a second submit of the same id",
+      "gives every sender its own ids",
+      "rejects malformed input",
+      "acknowledges with timestamps",
+      "lets only the recipient acknowledge",
+      "redelivers an unacknowledged message",
+      "restarts a delivery's ack wait",
+      "rejects with a reason",
+      "gives unacknowledged deliveries back",
+      "duplicate window",
+      "relays between two gateways",
+      "gives deliveries back at once",
+      "refusing larger envelopes",
+    ].join("|"),
   },
   "sdk-inbound": {
     mutate: ["src/client/inbound.ts"],
