@@ -57,9 +57,25 @@ export const mutationModules = {
       "refusing larger envelopes",
     ].join("|"),
   },
+  // The lying gateway's replays, and of the SDK suite the tests of what inbound.ts decides:
+  // duplicates and redeliveries, acknowledgement after the handler, refusals, decryption.
   "sdk-inbound": {
     mutate: ["src/client/inbound.ts"],
     tests: ["test/client/embedded.test.ts", "test/security/lying-gateway.test.ts"],
+    testNames: [
+      "gateway that lies",
+      "the same envelope submitted twice",
+      "a redelivery while the handler still runs",
+      "a handler slower than the ack wait",
+      "restarted after its handler ran",
+      "stored but unanswered is sent again",
+      "revoked since it was sent",
+      "consume: replies",
+      "completes the four-step handshake",
+      "a handler that throws",
+      "a typed handler validates",
+      "encrypts a request",
+    ].join("|"),
   },
   "sdk-ledger": {
     mutate: ["src/client/ledger.ts", "src/client/handled-log.ts"],
