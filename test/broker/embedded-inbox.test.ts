@@ -36,6 +36,7 @@ describe("embedded inbox", () => {
     for (const input of [m1, m2, m3]) await broker.submit(input);
     const inbox = reader(await broker.openInbox("bob", { maxInFlight: 2 }));
     for (const input of [m1, m2]) expect((await inbox.next()).id).toBe(input!.id);
+    await broker.working("bob", m2!); // its ack wait starts again: still running at the crash
     await broker.status(m2!); // the hand-outs' bookkeeping is committed
     // The database as a process killed now leaves it (its file and write-ahead log): both out,
     // their ack waits (30 s) running, and no inbox of the next process holding them.
@@ -51,6 +52,19 @@ describe("embedded inbox", () => {
       [m3!.id, 1],
     ]);
     expect(await next.status(m2!)).toMatchObject({ status: "delivered", retryCount: 0 });
+  });
+
+  it("closes when its consumer leaves the loop: what it held goes out again at once", async () => {
+    const broker = await open(tmp());
+    const input = message("alice", "bob");
+    await broker.submit(input);
+    for await (const delivery of await broker.openInbox("bob")) {
+      expect(delivery).toMatchObject({ id: input.id, attempt: 1 });
+      break;
+    }
+    // Another inbox of the agent may open now, and gets it within the reader's 10 s, not the 30 s ack wait.
+    const again = reader(await broker.openInbox("bob"));
+    expect(await again.next()).toMatchObject({ id: input.id, attempt: 2 });
   });
 
   it("reads past a page of queued messages, and past a page offered while nobody reads", async () => {
