@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { type Broker, type Delivery, openBroker } from "../../src/broker/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { deliveredBefore, message, reader } from "./support.js";
+import { deliveredBefore, eventually, message, reader } from "./support.js";
 
 const tmp = useTmpDir("acp-inbox-");
 const LONG_ACK_WAIT = { ackWaitMs: 30_000 };
@@ -65,6 +65,33 @@ describe("embedded inbox", () => {
     // Another inbox of the agent may open now, and gets it within the reader's 10 s, not the 30 s ack wait.
     const again = reader(await broker.openInbox("bob"));
     expect(await again.next()).toMatchObject({ id: input.id, attempt: 2 });
+  });
+
+  it("leaves an answer out through the agent's routed receiver to it: an inbox opened meanwhile does not hand it out", async () => {
+    const broker = await open(tmp());
+    const routed: Delivery[] = [];
+    broker.receiveRouted("alice", (delivery) => routed.push(delivery));
+    const request = message("alice", "bob", { kind: "request", method: "agent.request" });
+    await broker.submit({ ...request, replyTo: `${broker.instanceId}/socket-1` });
+    const answer = message("bob", "alice", { kind: "response", method: "response", inReplyTo: request.id });
+    await broker.submit(answer);
+    await eventually(async () => expect(routed.map((delivery) => delivery.id)).toEqual([answer.id]));
+    const inbox = reader(await broker.openInbox("alice"));
+    expect(await deliveredBefore(broker, inbox, "alice")).toEqual([]);
+    await broker.ack("alice", answer);
+    expect(await broker.status(answer)).toMatchObject({ status: "acknowledged", retryCount: 0 });
+  });
+
+  it("drops a message settled while it waits in memory behind the in-flight limit", async () => {
+    const broker = await open(tmp());
+    const [m1, m2] = [message("alice", "bob"), message("alice", "bob")];
+    for (const input of [m1, m2]) await broker.submit(input);
+    const inbox = reader(await broker.openInbox("bob", { maxInFlight: 1 }));
+    expect((await inbox.next()).id).toBe(m1!.id);
+    await broker.reject("bob", m2!, "not wanted"); // still queued, read into the inbox's page
+    await broker.ack("bob", m1!);
+    expect(await deliveredBefore(broker, inbox, "bob")).toEqual([]);
+    expect(await broker.status(m2!)).toMatchObject({ status: "failed", deadLetter: { reason: "rejected" } });
   });
 
   it("reads past a page of queued messages, and past a page offered while nobody reads", async () => {
