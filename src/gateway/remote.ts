@@ -1,6 +1,6 @@
 import type { MessageRecord, MessageStatus } from "../broker/index.js";
 import type { AgentView } from "../wire/agents.js";
-import type { ResolvedAgent } from "./registry.js";
+import type { AgentRecord, ResolvedAgent } from "./registry.js";
 
 /**
  * Agents of other gateways (federation: src/extensions/federation, docs/federation.md). The core
@@ -19,6 +19,12 @@ export interface RemoteAgents {
   recipient(address: string): Promise<RemoteRecipient>;
   /** What GET /api/v1/agents/:address shows of an agent of another domain; undefined when unknown. */
   view(address: string): Promise<AgentView | undefined>;
+  /**
+   * The agents of other domains this gateway knows of: those it looked up lately in their home
+   * directories (to send to them, to verify them, for a caller who named them), not revoked, of
+   * domains it still exchanges messages with. By address. Peers publish no listing of their agents.
+   */
+  known(): AgentRecord[];
   /**
    * The remote recipient's progress with a message queued here for another domain (undefined for
    * any other message), for the status the sender reads.

@@ -14,6 +14,7 @@ import { z } from "zod";
 import type { AgentSource } from "./agent-source.js";
 import { UnknownAgentError } from "./errors.js";
 import type { JsonValue } from "./json.js";
+import type { AgentDescriptor } from "./protocol.js";
 import { type AgentRunEvent, handleAgentsList, handleAgentsRun } from "./server.js";
 
 export const AgentToolNames = { list: "list_agents", ask: "ask_agent" } as const;
@@ -37,14 +38,22 @@ export function addAgentTools(server: McpServer, agents: AgentSource, options: A
       title: "List agents",
       description:
         "List the agents you can ask for help with ask_agent: each one's name, what it does, and the " +
-        "JSON Schema of the input it takes. Pass nextCursor back as cursor for the next page.",
-      inputSchema: { cursor: z.string().optional().describe("nextCursor from the previous page") },
+        "JSON Schema of the input it takes. Pass nextCursor back as cursor for the next page. Give a " +
+        "name to describe that one agent only (an agent of another organization, agent-id@domain, " +
+        "is looked up at its own gateway).",
+      inputSchema: {
+        cursor: z.string().optional().describe("nextCursor from the previous page"),
+        name: z.string().min(1).optional().describe("one agent's name, or an address agent-id@domain"),
+      },
       outputSchema: { agents: z.array(Descriptor), nextCursor: z.string().optional() },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ cursor }) => {
+    async ({ cursor, name }) => {
       try {
-        const page = await handleAgentsList(agents, cursor === undefined ? {} : { cursor });
+        const page =
+          name === undefined
+            ? await handleAgentsList(agents, cursor === undefined ? {} : { cursor })
+            : await describeOne(agents, name);
         return {
           content: [{ type: "text", text: JSON.stringify(page, null, 2) }],
           structuredContent: { ...page },
@@ -99,6 +108,13 @@ export function addAgentTools(server: McpServer, agents: AgentSource, options: A
       }
     },
   );
+}
+
+/** The page `list_agents` answers for one named agent: it alone, or UnknownAgentError. */
+async function describeOne(agents: AgentSource, name: string): Promise<{ agents: AgentDescriptor[] }> {
+  const descriptor = await agents.get(name);
+  if (!descriptor) throw new UnknownAgentError(name);
+  return { agents: [descriptor] };
 }
 
 /** A tool error the model can act on: the agents capability's own message (unknown agent, bad input…). */

@@ -106,4 +106,51 @@ describe("federation: A2A and MCP callers reaching an agent of another organizat
       await client.close();
     }
   });
+
+  it("list_agents at a.test describes beta@b.test when asked by address, then lists it among the agents it knows of", async () => {
+    const client = new Client({ name: "federation-test", version: "1.0.0" });
+    await client.connect(streamableHttpClientTransport(`${a.url}/mcp`, { apiKey: callerKey }));
+    try {
+      const listAgents = async (args: Record<string, unknown> = {}) => {
+        const result = await client.callTool({ name: "list_agents", arguments: args });
+        expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+        return (result.structuredContent as { agents: { name: string; description?: string }[] }).agents;
+      };
+      const [described, ...others] = await listAgents({ name: "beta@b.test" });
+      expect(others).toEqual([]);
+      expect(described).toMatchObject({ name: "beta@b.test", inputSchema: { type: "object" } });
+      expect(described?.description).toContain("of b.test acting for principal-beta@b.test");
+
+      // This gateway's agents first, then those of other domains it knows of; no bridge identity.
+      const names = (await listAgents()).map((agent) => agent.name);
+      expect(names).toContain("caller");
+      expect(names.at(-1)).toBe("beta@b.test");
+      expect(names.filter((name) => name.startsWith("mcp-bridge-"))).toEqual([]);
+
+      // An address the peer does not have, or of a domain that is not a peer, is unknown, by name.
+      for (const name of ["nobody@b.test", "beta@c.test"]) {
+        const unknown = await client.callTool({ name: "list_agents", arguments: { name } });
+        expect(unknown.isError, name).toBe(true);
+        expect(JSON.stringify(unknown.content)).toContain(`unknown agent \\"${name}\\"`);
+      }
+    } finally {
+      await client.close();
+    }
+  });
+
+  it("list_agents at b.test shows the agents of a.test that reached it, but not a.test's MCP bridge", async () => {
+    const client = new Client({ name: "federation-test", version: "1.0.0" });
+    const { registered } = await b.agent("reader");
+    await client.connect(streamableHttpClientTransport(`${b.url}/mcp`, { apiKey: registered.apiKey }));
+    try {
+      const result = await client.callTool({ name: "list_agents", arguments: {} });
+      const names = (result.structuredContent as { agents: { name: string }[] }).agents.map((a) => a.name);
+      // The A2A caller's bridge identity signed a request to beta: b.test looked it up to verify it.
+      expect(names.filter((name) => name.endsWith("@a.test")).length).toBeGreaterThan(0);
+      expect(names.filter((name) => name.startsWith("mcp-bridge-"))).toEqual([]);
+      expect(names).toContain("beta");
+    } finally {
+      await client.close();
+    }
+  });
 });

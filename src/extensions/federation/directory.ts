@@ -115,6 +115,11 @@ export class RemoteDirectory {
     return running;
   }
 
+  /** The records held now (agents of other domains, looked up lately), the most recently fetched last. */
+  cached(): DirectoryRecord[] {
+    return [...this.cache.values()].flatMap((entry) => (entry.record ? [entry.record] : []));
+  }
+
   /** Forgets a record (its gateway told of a change): the next lookup fetches it. */
   invalidate(address: string): void {
     this.cache.delete(address);

@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import { QUOTA_RETRY_AFTER_SECONDS } from "../../broker/errors.js";
 import type { KvBucket, MessageRecord } from "../../broker/index.js";
 import type { GatewayContext } from "../../gateway/context.js";
+import type { AgentRecord, ResolvedAgent } from "../../gateway/registry.js";
 import { RateLimiter } from "../../gateway/rate-limit.js";
 import type { RemoteAgents, RemoteProgress, RemoteRecipient } from "../../gateway/remote.js";
 import { AcpError, domainOf, jwkThumbprint } from "../../protocol/index.js";
@@ -322,6 +323,19 @@ export class Federation implements RemoteAgents {
         connections: 0,
       },
     };
+  }
+
+  known(): AgentRecord[] {
+    const exchanging = new Set(
+      this.peers
+        .list()
+        .filter((peer) => peer.state !== "blocked")
+        .map((peer) => peer.domain),
+    );
+    return this.directory
+      .cached()
+      .filter((record) => !record.revokedAt && exchanging.has(domainOf(record.address) as string))
+      .map((record) => (remoteAgentOf(record) as ResolvedAgent).record);
   }
 
   progress(record: MessageRecord): Promise<RemoteProgress | undefined> {

@@ -3,7 +3,9 @@
  * its agent id; run = a plain `agent.request` whose body is the input and whose response body is
  * the output), plus the MCP agents agents publish with `serveMcpAgent` (name = `<agent-id>/<name>`,
  * with their JSON Schemas; run = `agent.mcp.run`, streaming). Published descriptors live in the
- * broker's KV (bucket `mcp-agents`), so every gateway on one NATS lists the same agents.
+ * broker's KV (bucket `mcp-agents`), so every gateway on one NATS lists the same agents. When the
+ * gateway federates, the agents of other domains it knows of follow (name = their address,
+ * `agent-id@domain`; run = an `agent.request` across the link), and any other one can be named.
  */
 import type { Broker, KvBucket } from "../../broker/index.js";
 import { reachableAgent } from "../../gateway/addressing.js";
@@ -15,7 +17,7 @@ import { InvalidCursorError, UnknownAgentError } from "../../mcp/errors.js";
 import type { JsonValue } from "../../mcp/json.js";
 import { BRIDGE_PRINCIPAL, McpAgentName, PublishedAgentBody } from "../../mcp/messages.js";
 import { type AgentDescriptor, type AgentPage, describeIssues } from "../../mcp/protocol.js";
-import { AcpError, problemsOf } from "../../protocol/index.js";
+import { AcpError, domainOf, localPartOf, problemsOf } from "../../protocol/index.js";
 import type { McpBridge, RunTarget } from "./bridge.js";
 
 export const MCP_AGENTS_BUCKET = "mcp-agents";
@@ -104,18 +106,27 @@ export class GatewayAgentSource implements AgentSource {
     return this.bridge.run(resolved.target, input, this.caller(), context);
   }
 
-  /** Every listable agent, sorted by name (an agent's own entry first, then what it published). */
+  /**
+   * Every listable agent: this gateway's, sorted by name (an agent's own entry first, then what it
+   * published), then the agents of other domains it knows of, sorted by address.
+   */
   async #all(): Promise<AgentDescriptor[]> {
     const [records, published] = await Promise.all([this.ctx.registry.list(), this.#published()]);
     const live = records.filter(listable).sort((a, b) => a.agentId.localeCompare(b.agentId));
     const byAgent = new Map<string, PublishedAgent[]>();
     for (const entry of published) byAgent.set(entry.agentId, [...(byAgent.get(entry.agentId) ?? []), entry]);
-    return live.flatMap((record) => [
-      plainDescriptor(record),
-      ...(byAgent.get(record.agentId) ?? [])
-        .sort((a, b) => a.name.localeCompare(b.name))
-        .map(publishedDescriptor),
-    ]);
+    const remote = (this.ctx.registry.remote?.known() ?? [])
+      .filter(listable)
+      .sort((a, b) => a.agentId.localeCompare(b.agentId));
+    return [
+      ...live.flatMap((record) => [
+        plainDescriptor(record),
+        ...(byAgent.get(record.agentId) ?? [])
+          .sort((a, b) => a.name.localeCompare(b.name))
+          .map(publishedDescriptor),
+      ]),
+      ...remote.map(plainDescriptor),
+    ];
   }
 
   async #published(): Promise<PublishedAgent[]> {
@@ -140,17 +151,26 @@ export class GatewayAgentSource implements AgentSource {
   }
 }
 
-/** Agents that can be run: live, not the bridge, and not custodial (nobody is there to answer). */
+/**
+ * Agents that can be run: live, not a bridge (this gateway's, or another domain's, whose principal
+ * is qualified with its domain), and not custodial (nobody is there to answer).
+ */
 function listable(record: AgentRecord): boolean {
-  return record.revokedAt === undefined && record.principalId !== BRIDGE_PRINCIPAL && !record.custodial;
+  return (
+    record.revokedAt === undefined &&
+    localPartOf(record.principalId) !== BRIDGE_PRINCIPAL &&
+    !record.custodial
+  );
 }
 
 function plainDescriptor(record: AgentRecord): AgentDescriptor {
   const capabilities =
     record.capabilities.length > 0 ? `; capabilities: ${record.capabilities.join(", ")}` : "";
+  const domain = domainOf(record.agentId);
+  const of = domain === undefined ? "" : ` of ${domain}`;
   return {
     name: record.agentId,
-    description: `ACP agent acting for ${record.principalId}${capabilities} (input: an agent.request body)`,
+    description: `ACP agent${of} acting for ${record.principalId}${capabilities} (input: an agent.request body)`,
     inputSchema: ANY_OBJECT,
     outputSchema: ANY_RESULT,
   };
