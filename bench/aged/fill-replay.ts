@@ -97,7 +97,13 @@ async function replay(config: ReplayConfig): Promise<void> {
   const inFlight = new Set<Promise<unknown>>();
   let submitted = 0;
   let toSettle = 0;
+  // The embedded gateways that ran on the week before dropped its oldest envelopes (past the
+  // 7-day retention by then): the samples looked up here are those replayed.
+  const sampled = new Set(week.samples.map((sample) => refKey(sample)));
+  const replayedSamples = new Set<string>();
   for (const row of db.prepare(`${select} ORDER BY m.seq`).iterate() as Iterable<Row>) {
+    const key = refKey({ from: row.sender, id: row.id });
+    if (sampled.has(key)) replayedSamples.add(key);
     if (!offline.has(row.recipient)) toSettle++;
     const work = broker.submit({
       id: row.id,
@@ -131,6 +137,7 @@ async function replay(config: ReplayConfig): Promise<void> {
     agents,
     messages: submitted,
     fillSeconds: (performance.now() - started) / 1000,
+    samples: week.samples.filter((sample) => replayedSamples.has(refKey(sample))),
   };
   writeFileSync(config.manifest, JSON.stringify(manifest));
 }

@@ -6,7 +6,8 @@
  * module loading included) and answers, over IPC, for its event-loop delay (perf_hooks'
  * `monitorEventLoopDelay`: the longest time the loop was held), its RSS after a full GC, and how
  * far the embedded broker's retention sweep has come; and runs the broker's retention sweep with a
- * shorter retention on request (the purge measured while the relay runs).
+ * shorter retention on request (the purge measured while the relay runs), with how long each of its
+ * batches held the event loop.
  */
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import type { EmbeddedBroker } from "../../src/broker/embedded/broker.js";
@@ -31,7 +32,7 @@ export type ChildMessage =
   | { type: "loop-delay"; maxMs: number; p99Ms: number }
   | { type: "rss"; bytes: number }
   | { type: "sweep"; expiredThroughSeq: number | null }
-  | { type: "purge"; ms: number };
+  | { type: "purge"; ms: number; batches: number[] };
 
 const send = (message: ChildMessage) => process.send?.(message);
 
@@ -60,17 +61,23 @@ async function main(config: ChildConfig): Promise<void> {
         // The broker's own sweep, as a shorter retention would run it: batches, commits, pauses.
         const broker = gateway.broker as EmbeddedBroker;
         const started = performance.now();
+        const batches: number[] = [];
         const sweep = new RetentionSweep(
           broker.table,
           broker.commits,
           { ...broker.policy, retentionMs: request.retentionMs },
-          { dropped: () => undefined, settled: () => undefined, inboxOpen: () => true },
+          {
+            dropped: () => undefined,
+            settled: () => undefined,
+            inboxOpen: () => true,
+            batched: (heldMs) => batches.push(heldMs),
+          },
           (warning) => console.error(warning),
         );
         void sweep
           .sweep()
           .then(() => sweep.stop())
-          .then(() => send({ type: "purge", ms: performance.now() - started }));
+          .then(() => send({ type: "purge", ms: performance.now() - started, batches }));
         break;
       }
       case "sweep": {

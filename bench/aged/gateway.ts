@@ -68,9 +68,13 @@ export class BenchGateway {
     return (await this.ask<"rss">({ type: "rss" })).bytes;
   }
 
-  /** Runs the embedded broker's retention sweep with `retentionMs`; resolves when it is done (its ms). */
-  async purge(retentionMs: number): Promise<number> {
-    return (await this.ask<"purge">({ type: "purge", retentionMs })).ms;
+  /**
+   * Runs the embedded broker's retention sweep with `retentionMs`; resolves when it is done: how
+   * long it took and how long each of its batches held the event loop (ms).
+   */
+  async purge(retentionMs: number): Promise<{ ms: number; batches: number[] }> {
+    const { ms, batches } = await this.ask<"purge">({ type: "purge", retentionMs });
+    return { ms, batches };
   }
 
   async expiredThroughSeq(): Promise<number | null> {

@@ -20,6 +20,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { percentile } from "../gateway/load.js";
 import { CLI_PATH } from "../gateway/processes.js";
 import type { Manifest } from "./fill.js";
 import { BenchGateway } from "./gateway.js";
@@ -132,8 +133,8 @@ async function measurePurge(data: string, manifest: Manifest): Promise<PurgeFigu
   const target = lastSeqQueuedBy(data, Date.now() - retentionMs);
   const before = embeddedCounts(data, target).envelopes;
   const gateway = await BenchGateway.start({ data });
-  let purge: Promise<number> | undefined;
-  let purgeMs: number | undefined;
+  let purge: Promise<unknown> | undefined;
+  let swept: { ms: number; batches: number[] } | undefined;
   let measured: Omit<PurgeFigures, "messages">;
   try {
     await waitForFeedIndex(data);
@@ -142,18 +143,25 @@ async function measurePurge(data: string, manifest: Manifest): Promise<PurgeFigu
     const relay = await measureRelay(gateway, pair, {
       maxMs: 30 * 60_000,
       done: async () => {
-        purge ??= gateway.purge(retentionMs).then((ms) => {
-          purgeMs = ms;
-          return ms;
+        purge ??= gateway.purge(retentionMs).then((result) => {
+          swept = result;
         });
-        return purgeMs !== undefined;
+        return swept !== undefined;
       },
     });
     const loop = await gateway.loopDelay(true);
+    await purge;
+    const { ms, batches } = swept as { ms: number; batches: number[] };
+    const held = Float64Array.from(batches).sort();
     measured = {
-      seconds: (purgeMs ?? (await purge) ?? 0) / 1000,
+      seconds: ms / 1000,
       relay,
       loopDelayMaxMs: loop.maxMs,
+      sweepBatches: {
+        count: held.length,
+        maxMs: held[held.length - 1] ?? 0,
+        p99Ms: percentile(held, 99),
+      },
       readyMs: gateway.readyMs,
     };
   } finally {

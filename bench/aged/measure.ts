@@ -71,6 +71,8 @@ export async function measureRelay(
       async () => {
         const { id, text } = signedRequest(sender, recipientAgent.sender.agentId, body);
         const delivered = recipient.expect(id);
+        // Awaited below; if the submit fails first (or the run is torn down) it is not left unhandled.
+        delivered.catch(() => undefined);
         const started = performance.now();
         await submitter.submit(text).catch((error: Error) => {
           recipient.forget(id);

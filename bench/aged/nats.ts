@@ -1,17 +1,23 @@
 /**
  * The aged-store measurements on NATS JetStream: a `nats-server -js` started here, empty with the
  * same agents, then holding the embedded week replayed (fill-replay.ts) and the same relay audit
- * logs. What does not apply: the purge (the stream's `max_age` removes whole blocks inside
- * nats-server; JetStream stamps its own times, so a replayed week cannot be a week old) and
- * `acp audit verify` (the same logs as the embedded run).
+ * logs. The purge is the inbox stream's `max_age` at work inside nats-server: JetStream stamps its
+ * own times, so a replayed week is minutes old, and the stream's max_age is set (as a gateway
+ * started with a shorter retention sets it) to the age of the first message of the week's second
+ * day, while the relay runs. What does not apply: `acp audit verify` (the same logs as the
+ * embedded run).
  */
 import { cpSync, existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect, nanos } from "@nats-io/transport-node";
+import { INBOX_STREAM } from "../../src/broker/nats/layout.js";
 import { findNatsServer, startNatsServer, stopChild } from "../gateway/processes.js";
 import type { Manifest } from "./fill.js";
 import { BenchGateway, rssOfPid } from "./gateway.js";
 import { measureStore } from "./main.js";
-import type { BrokerFigures, StoreFigures } from "./report.js";
+import { measureRelay, relayPair } from "./measure.js";
+import type { BrokerFigures, PurgeFigures, StoreFigures } from "./report.js";
 import { bytesUnder, readManifest, registerAll, runFill } from "./stores.js";
 
 async function withNats<T>(storeDir: string, work: (url: string, pid: number) => Promise<T>): Promise<T> {
@@ -75,8 +81,58 @@ export async function measureNats(
       messages: replayed.messages,
       envelopeMeanBytes: week.envelopeBytes / week.messages,
     };
-    return { figures, fillSeconds: replayed.fillSeconds };
+    step("nats, retention of one day's worth (the inbox stream's max_age) while relaying");
+    // What failed is a result too (JetStream stalled while it expired the day: reported, not thrown).
+    const purge = await measurePurge(url, data, replayed).catch((error: unknown) => String(error));
+    return { figures, purge, fillSeconds: replayed.fillSeconds };
   });
   console.log(`  nats fill (replay): ${aged.fillSeconds.toFixed(0)} s`);
-  return { empty, aged: aged.figures };
+  return typeof aged.purge === "string"
+    ? { empty, aged: aged.figures, purgeFailure: aged.purge }
+    : { empty, aged: aged.figures, purge: aged.purge };
+}
+
+/**
+ * When the relay's timed window starts, the inbox stream's max_age becomes the age of the first
+ * message of the week's second day (the replay wrote the week in order, a seventh of it per day):
+ * nats-server expires the first day. The window ends once the stream's first message is past it.
+ */
+async function measurePurge(url: string, data: string, week: Manifest): Promise<PurgeFigures> {
+  const nc = await connect({ servers: url });
+  const gateway = await BenchGateway.start({ data, nats: { servers: url } });
+  try {
+    const jsm = await jetstreamManager(nc);
+    const before = (await jsm.streams.info(INBOX_STREAM)).state.first_seq;
+    const secondDay = before + Math.floor(week.messages / 7);
+    const pair = await relayPair(gateway, week);
+    await gateway.loopDelay(true);
+    let started: number | undefined;
+    let seconds = 0;
+    const relay = await measureRelay(gateway, pair, {
+      maxMs: 30 * 60_000,
+      done: async () => {
+        if (started === undefined) {
+          started = performance.now();
+          const { config } = await jsm.streams.info(INBOX_STREAM);
+          const kept = await jsm.streams.getMessage(INBOX_STREAM, { seq: secondDay });
+          if (!kept) throw new Error(`the inbox stream has no message ${secondDay}`);
+          const maxAge = nanos(Date.now() - kept.time.getTime());
+          await jsm.streams.update(INBOX_STREAM, {
+            ...config,
+            max_age: maxAge,
+            duplicate_window: Math.min(config.duplicate_window, maxAge),
+          });
+        }
+        if ((await jsm.streams.info(INBOX_STREAM)).state.first_seq < secondDay) return false;
+        seconds = (performance.now() - started) / 1000;
+        return true;
+      },
+    });
+    const loop = await gateway.loopDelay(true);
+    const after = (await jsm.streams.info(INBOX_STREAM)).state.first_seq;
+    return { messages: after - before, seconds, relay, loopDelayMaxMs: loop.maxMs, readyMs: gateway.readyMs };
+  } finally {
+    await gateway.stop();
+    await nc.close();
+  }
 }

@@ -33,7 +33,10 @@ export interface PurgeFigures {
   seconds: number;
   /** The relay while the purge ran. */
   relay: LoadResult;
+  /** Longest the gateway's event loop was held while the purge ran, by anything (the relay, GC, the purge). */
   loopDelayMaxMs: number;
+  /** The embedded sweep's batches (its own holds of the event loop, ms); none on NATS (nats-server expires). */
+  sweepBatches?: { count: number; maxMs: number; p99Ms: number };
   /** Start → ready with the purge due. */
   readyMs: number;
 }
@@ -42,6 +45,8 @@ export interface BrokerFigures {
   empty: StoreFigures;
   aged: StoreFigures;
   purge?: PurgeFigures;
+  /** Why the purge could not be measured (NATS: JetStream did not answer while it expired the day). */
+  purgeFailure?: string;
   auditVerify?: { entries: number; seconds: number; perSecond: number };
 }
 
@@ -155,12 +160,20 @@ export function printBroker(name: string, messages: number, figures: BrokerFigur
     );
   }
   if (purge) {
+    const batches = purge.sweepBatches;
     lines.push(
-      `purge of one day (${count(purge.messages)} envelopes) while relaying: ${fixed(purge.seconds)} s; relay p99 ` +
+      `purge of one day (${count(purge.messages)} ${batches ? "envelopes, by the broker's sweep" : "messages, by the stream's max_age"}) ` +
+        `while relaying: ${fixed(purge.seconds)} s; relay p99 ` +
         `${fixed(purge.relay.p99Ms, 2)} ms vs ${fixed(aged.relay.p99Ms, 2)} without (${ratio(purge.relay.p99Ms, aged.relay.p99Ms)}), ` +
-        `${count(purge.relay.perSecond)} msgs/s; event loop held at most ${fixed(purge.loopDelayMaxMs)} ms; ready in ${count(purge.readyMs)} ms`,
+        `${count(purge.relay.perSecond)} msgs/s; event loop held at most ${fixed(purge.loopDelayMaxMs)} ms ` +
+        `(${fixed(aged.loopDelayMaxMs)} in the relay run without the purge)` +
+        (batches
+          ? `; the sweep's ${count(batches.count)} batches held it at most ${fixed(batches.maxMs)} ms each (p99 ${fixed(batches.p99Ms)})`
+          : "") +
+        `; ready in ${count(purge.readyMs)} ms`,
     );
   }
+  if (figures.purgeFailure) lines.push(`purge of one day while relaying: failed: ${figures.purgeFailure}`);
   if (figures.auditVerify) {
     const v = figures.auditVerify;
     lines.push(
@@ -213,12 +226,15 @@ export function verdicts(sizes: SizeFigures[]): Verdict[] {
         value: `${during.toFixed(2)}×`,
         met: during <= GOALS.purgeP99,
       });
-      out.push({
-        goal: `event loop held ≤ ${GOALS.loopHoldMs} ms during purge`,
-        broker,
-        value: `${purge.loopDelayMaxMs.toFixed(1)} ms`,
-        met: purge.loopDelayMaxMs <= GOALS.loopHoldMs,
-      });
+      // The purge's own holds: the sweep's batches. The loop's longest delay during the purge
+      // (printed with it) counts whatever else held it too, and the same without a purge.
+      if (purge.sweepBatches)
+        out.push({
+          goal: `the purge holds the event loop ≤ ${GOALS.loopHoldMs} ms at a time`,
+          broker,
+          value: `longest batch ${purge.sweepBatches.maxMs.toFixed(1)} ms (loop's longest delay ${purge.loopDelayMaxMs.toFixed(0)} ms, ${aged.loopDelayMaxMs.toFixed(0)} without the purge)`,
+          met: purge.sweepBatches.maxMs <= GOALS.loopHoldMs,
+        });
     }
     out.push({
       goal: `ready ≤ ${GOALS.readyMs / 1000} s on the aged store`,

@@ -80,6 +80,7 @@ describe("embedded broker: the retention sweep", () => {
       await new Promise((resolve) => setTimeout(resolve, 5));
       const batches: number[] = [];
       const settled: string[] = [];
+      const held: number[] = [];
       const sweep = new RetentionSweep(
         broker.table,
         broker.commits,
@@ -88,11 +89,15 @@ describe("embedded broker: the retention sweep", () => {
           dropped: (rows) => batches.push(rows.length),
           settled: (row) => settled.push(row.id),
           inboxOpen: () => false,
+          batched: (heldMs) => held.push(heldMs),
         },
         (warning) => expect.fail(warning),
       );
       await sweep.sweep();
       await sweep.stop();
+      // Each batch reports how long it held the event loop, the last one (nothing more due) too.
+      expect(held.length).toBeGreaterThanOrEqual(batches.length);
+      expect(held.every((ms) => ms >= 0)).toBe(true);
       // Several batches, one after the other, the first of 500 and each sized from the one before:
       // every envelope dropped, every message expired.
       expect(batches.length).toBeGreaterThan(1);

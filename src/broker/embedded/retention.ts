@@ -10,6 +10,8 @@ export interface SweepHooks {
   settled(row: MessageRow): void;
   /** The recipient's inbox is open in this process (it dead-letters its own deliveries). */
   inboxOpen(agentId: string): boolean;
+  /** A batch committed: how long it held the event loop, from its first statement to its commit (ms). */
+  batched?(heldMs: number): void;
 }
 
 /**
@@ -121,8 +123,10 @@ export class RetentionSweep {
           return { ...expiry, exhausted, more: expiry.more || purged.more };
         },
         ({ expired, dropped, exhausted, more }) => {
-          // Measured to the commit (this runs right after it), and only from a full batch.
-          if (more) this.batchRows = nextBatchSize(rows, performance.now() - started);
+          // Measured to the commit (this runs right after it); sized only from a full batch.
+          const heldMs = performance.now() - started;
+          if (more) this.batchRows = nextBatchSize(rows, heldMs);
+          this.hooks.batched?.(heldMs);
           this.hooks.dropped(dropped);
           for (const row of expired) this.hooks.settled({ ...row, status: "expired" });
           for (const row of exhausted) this.hooks.settled(row);
