@@ -75,7 +75,7 @@ export class PeerDirectory {
     const peer = this.peers.get(agentId);
     if (!peer) return undefined;
     // An agent of another domain (`alpha@a.example`) signs with the key id of its own id.
-    const jwk = signingKeyAt(localPartOf(agentId), peer.view, kid, signedAt);
+    const jwk = signingKeyAt(localPartOf(agentId), peer.view.signing, peer.view.key_history, kid, signedAt);
     if (!jwk) return undefined;
     let key = peer.imported.get(jwk.x);
     if (!key) {

@@ -59,14 +59,13 @@ export interface EarlierKey {
  */
 export function signingKeyAt(
   agentId: string,
-  keys: { signing: Ed25519PublicJwk; keyHistory?: readonly EarlierKey[] | undefined },
+  current: Ed25519PublicJwk,
+  history: readonly EarlierKey[] | undefined,
   kid: string,
   signedAt: string | undefined,
 ): Ed25519PublicJwk | undefined {
-  if (kid === keyId(agentId, keys.signing) || (keys.signing.kid !== undefined && kid === keys.signing.kid)) {
-    return keys.signing;
-  }
-  const earlier = keys.keyHistory?.find((entry) => entry.kid === kid);
+  if (kid === keyId(agentId, current) || (current.kid !== undefined && kid === current.kid)) return current;
+  const earlier = history?.find((entry) => entry.kid === kid);
   if (!earlier || signedAt === undefined || !(Date.parse(signedAt) < Date.parse(earlier.until)))
     return undefined;
   return { kty: "OKP", crv: "Ed25519", x: earlier.x, kid };

@@ -71,7 +71,7 @@ export async function checkSignature(registry: Registry, message: AcpMessage): P
   try {
     verifyMessageSignature(message, (_agentId, kid, signedAt) => {
       signedBy = kid;
-      const jwk = signingKeyAt(agentId, keys, kid, signedAt);
+      const jwk = signingKeyAt(agentId, keys.signing, keys.keyHistory, kid, signedAt);
       return jwk && importPublicKey(jwk);
     });
     const earlier = keys.keyHistory?.find((entry) => entry.kid === signedBy);

@@ -62,7 +62,7 @@ export function remoteAgentOf(
   const agentId = localPartOf(record.address);
   const signedBy = kid ?? keyId(agentId, record.signing);
   // An earlier key verifies a message signed before the rotation, still on its way.
-  const jwk = signingKeyAt(agentId, record, signedBy, timestamp);
+  const jwk = signingKeyAt(agentId, record.signing, record.keyHistory, signedBy, timestamp);
   const key = jwk && importPublicKey(jwk);
   if (!key) return undefined;
   return {
