@@ -7,7 +7,7 @@ export { AcpAgent } from "./agent.js";
 export type { AuditSettings } from "./audit.js";
 export { CollabClient } from "./collab.js";
 export type { ReconnectOptions } from "./connection.js";
-export { errorFromObject, GatewayUnreachableError, SdkError, type SdkErrorKind } from "./errors.js";
+export { GatewayUnreachableError, SdkError, type SdkErrorKind } from "./errors.js";
 export { FederationAdminClient } from "./federation-admin.js";
 export {
   type HandledDelivery,
@@ -24,7 +24,6 @@ export {
   type GatewayClientOptions,
   type ListMessagesQuery,
   type MessagePage,
-  normaliseGatewayUrl,
 } from "./http.js";
 export {
   type McpAgentDefinition,
@@ -34,7 +33,6 @@ export {
 } from "./mcp-agent.js";
 export type { ResubmitInfo, SubmitRetryOptions } from "./outbox.js";
 export { PrincipalAdminClient } from "./principals.js";
-export { type GatewayRequest, requestGatewayJson } from "./request.js";
 export type { BodyOf, BodySchema, RequestSchemas, TypedRequestHandler } from "./typed-handler.js";
 export type {
   AcpAgentOptions,

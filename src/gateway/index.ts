@@ -68,11 +68,6 @@ export {
   type PanelScope,
   type PanelSources,
 } from "./panels.js";
-export {
-  PRINCIPAL_TOKENS_BUCKET,
-  PRINCIPALS_BUCKET,
-  type PrincipalRecord,
-  PrincipalStore,
-} from "./principals.js";
+export { type PrincipalRecord, PrincipalStore } from "./principals.js";
 export { type AgentRecord, Registry } from "./registry.js";
 export type { AcceptedListener, AcceptedMessage } from "./relay.js";

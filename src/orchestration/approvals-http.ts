@@ -1,4 +1,6 @@
-import { GatewayUnreachableError, normaliseGatewayUrl, requestGatewayJson } from "../client/index.js";
+import { GatewayUnreachableError } from "../client/index.js";
+import { normaliseGatewayUrl } from "../client/http.js";
+import { requestGatewayJson } from "../client/request.js";
 import { AcpError } from "../protocol/index.js";
 import { DASHBOARD_API } from "../wire/api.js";
 import {
