@@ -81,9 +81,16 @@ export function sleep(ms: number): Promise<void> {
 }
 
 /**
- * `bytes` random bytes in hex, for unique temporary names and lock tokens. The global Web Crypto
- * object loads the crypto module on first use, so commands that only append (acp session log) never do.
+ * `bytes` random bytes in hex, for unique temporary names and lock tokens. They must differ from
+ * other processes' and need not be secret (whoever can read the session directory can write it), so
+ * Math.random does: each process seeds it from the system's entropy. The crypto module (node:crypto
+ * or Web Crypto) would cost `acp session update` about 3 % of a bare Node start just to load.
  */
 export function randomHex(bytes: number): string {
-  return Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("hex");
+  let hex = "";
+  while (hex.length < bytes * 2)
+    hex += Math.floor(Math.random() * 2 ** 32)
+      .toString(16)
+      .padStart(8, "0");
+  return hex.slice(0, bytes * 2);
 }
