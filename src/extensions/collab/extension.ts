@@ -20,6 +20,9 @@ import { disputeRoutes } from "./routes-dispute.js";
 import { type HandoffService, handoffRoutes } from "./routes-handoff.js";
 import { knowledgeRoutes } from "./routes-knowledge.js";
 import { negotiationRoutes } from "./routes-negotiation.js";
+import { reachableAgent } from "../../gateway/addressing.js";
+import { isRemoteRef } from "../../protocol/index.js";
+import { handoffArrivals } from "./handoff-link.js";
 import { negotiationArrivals } from "./negotiation-link.js";
 import { statusRoutes } from "./routes-status.js";
 import { teamRoutes } from "./routes-team.js";
@@ -87,7 +90,11 @@ export function collabExtension(options: CollabOptions = {}): CollabExtension {
         (err) => ctx.logger.error({ err: (err as Error).message }, "collab audit append failed"),
         async (agentId) => (await ctx.registry.resolve(agentId))?.record.custodial === true,
       );
-      const principalOf = async (agentId: string) => (await ctx.registry.get(agentId))?.principalId ?? null;
+      // The delegate of a handoff across the link is an address: its principal is its home directory's.
+      const principalOf = async (agentId: string) =>
+        isRemoteRef(agentId, ctx.registry.remote?.domain)
+          ? ((await reachableAgent(agentId, ctx.registry))?.record.principalId ?? null)
+          : ((await ctx.registry.get(agentId))?.principalId ?? null);
       const clock = options.clock ?? (() => new Date());
       const services: CollabServices = {
         ctx,
@@ -117,6 +124,10 @@ export function collabExtension(options: CollabOptions = {}): CollabExtension {
       const stopArrivals = ctx.relay.onArrival(
         negotiationArrivals(services, bucketOf<NegotiationSession>(ctx.broker, "negotiations")),
       );
+      // And the moves of handoffs with them (the escrow stays with the delegator's gateway).
+      const stopHandoffArrivals = ctx.relay.onArrival(
+        handoffArrivals(services, bucketOf<HandoffRecord>(ctx.broker, "handoffs")),
+      );
       mounted = { handoffs: handoffRoutes(gated, services), ctx };
       teamRoutes(gated, services);
       voteRoutes(gated, services);
@@ -134,6 +145,7 @@ export function collabExtension(options: CollabOptions = {}): CollabExtension {
         start: () => ready,
         async close() {
           stopArrivals();
+          stopHandoffArrivals();
           for (const stream of services.streams) stream.end();
           await ready.catch(() => undefined);
           await expiry.stop();

@@ -1,4 +1,5 @@
 import type { HandoffRecord } from "../../collab/handoff.js";
+import { isRemoteRef } from "../../protocol/index.js";
 import type { CollabServices } from "./services.js";
 
 /**
@@ -6,12 +7,16 @@ import type { CollabServices } from "./services.js";
  * it): its escrow, and the delegate's presence.
  */
 
-/** Brings the escrow in line with the handoff's state; each step is a no-op once done. */
+/**
+ * Brings the escrow in line with the handoff's state; each step is a no-op once done. The escrow
+ * is the delegator's gateway's: a gateway that holds a copy of another domain's delegator's
+ * handoff moves no credits.
+ */
 export async function settleEscrow(
-  services: Pick<CollabServices, "ledger">,
+  services: Pick<CollabServices, "ledger" | "ctx">,
   record: HandoffRecord,
 ): Promise<void> {
-  if (record.escrow === 0) return;
+  if (record.escrow === 0 || isRemoteRef(record.delegator, services.ctx.registry.remote?.domain)) return;
   const { ledger } = services;
   if (record.status === "accepted" || record.status === "completed") await ledger.hold(record.handoffId);
   if (record.status === "completed") await ledger.release(record.handoffId);
@@ -24,6 +29,8 @@ export async function settleEscrow(
  * platform's status updates).
  */
 export async function trackTask(services: Pick<CollabServices, "ctx">, record: HandoffRecord): Promise<void> {
+  // A delegate of another domain shows its tasks in its own gateway's presence.
+  if (isRemoteRef(record.delegate, services.ctx.registry.remote?.domain)) return;
   const { presence } = services.ctx;
   const current = await presence.get(record.delegate);
   const others = current.tasks.filter((t) => t.id !== record.handoffId);

@@ -4,7 +4,8 @@ import type { Unsubscribe } from "../../broker/index.js";
 import { authenticate, authenticateAgent, requireAdmin } from "../../gateway/context.js";
 import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
-import { AcpError, AgentId } from "../../protocol/index.js";
+import { reachableAgent } from "../../gateway/addressing.js";
+import { AcpError, AgentId, isRemoteRef } from "../../protocol/index.js";
 import { summaryOf } from "../../audit/index.js";
 import {
   checkDeadlines,
@@ -87,7 +88,7 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
     }
     const { task } = action.body;
     requireOwnId(task.handoffId, caller.record.agentId, "/params/body/task/handoffId", "handoff");
-    const delegate = await liveAgent(ctx, action.headers["recipient-id"], "/params/headers/recipient-id");
+    const delegate = await delegateOf(ctx, action.headers["recipient-id"]);
     // Refused before anything is reserved or delivered, naming what is missing.
     const missing = task.requires.filter((c) => !delegate.record.capabilities.includes(c));
     if (missing.length > 0) {
@@ -107,7 +108,10 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
       throw conflict(`handoff ${task.handoffId} already exists`);
     const now = services.now();
     const due = checkDeadlines(task, services.handoffLimits, now);
-    const delegateOffline = (await ctx.presence.get(delegate.record.agentId)).state === "offline";
+    // A delegate of another domain has its presence at its own gateway: its offer is not queued here.
+    const delegateOffline =
+      !isRemoteRef(delegate.record.agentId, ctx.registry.remote?.domain) &&
+      (await ctx.presence.get(delegate.record.agentId)).state === "offline";
     const record = newHandoff(
       {
         delegator: caller.record.agentId,
@@ -319,6 +323,22 @@ function escrowState(record: HandoffRecord, open: Escrow | undefined): HandoffVi
   if (record.status === "completed") return "released";
   if (record.status === "offered" || record.status === "accepted") return "reserved";
   return "refunded";
+}
+
+/**
+ * The delegate an offer names: an agent here, or one of another domain this gateway forwards to
+ * (from its home directory; the handoff then crosses the link, and its escrow stays here).
+ */
+async function delegateOf(ctx: CollabServices["ctx"], recipient: string): Promise<ResolvedAgent> {
+  if (!isRemoteRef(recipient, ctx.registry.remote?.domain))
+    return liveAgent(ctx, recipient, "/params/headers/recipient-id");
+  const remote = await reachableAgent(recipient, ctx.registry);
+  if (!remote) {
+    throw new AcpError("UnknownRecipient", `${recipient} is not an agent this gateway can reach`, {
+      problems: [{ path: "/params/headers/recipient-id", message: "not an agent of a peer domain" }],
+    });
+  }
+  return remote;
 }
 
 function partyRecord(current: HandoffRecord | undefined, agentId: string, handoffId: string): HandoffRecord {

@@ -1,0 +1,107 @@
+/**
+ * A task handoff from an agent of a.test to one of b.test: the escrow stays with the delegator's
+ * gateway. a.test reserves it, holds it when beta accepts, and releases (or refunds) it as the
+ * delegate's moves arrive over the link; b.test keeps a copy of the handoff for beta but no escrow
+ * and no ledger movement of its own.
+ */
+import { describe, expect, it } from "vitest";
+import { CollabClient } from "../../src/client/index.js";
+import { type FederatedGateway, startFederatedGateway, useOrganizations } from "../helpers/federation.js";
+import { ADMIN_TOKEN, api } from "../helpers/gateway.js";
+import { until } from "../helpers/until.js";
+
+const { org, defer } = useOrganizations();
+const admin = { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } };
+
+async function collabAt(gw: FederatedGateway, agentId: string) {
+  const { agent, registered } = await gw.agent(agentId);
+  const collab = new CollabClient({
+    agent,
+    identity: registered.identity,
+    apiKey: registered.apiKey,
+    layers: [0, 1, 2],
+  });
+  return { agent, collab };
+}
+
+const ledger = async (gw: FederatedGateway, account: string) =>
+  (await api(gw.url, `/api/v1/ledger/${encodeURIComponent(account)}`, admin)).json;
+
+describe("federation: a handoff's escrow stays on the delegator's gateway", () => {
+  it("is reserved, held and released (or refunded) at a.test as beta@b.test answers; b.test moves no credits", async () => {
+    const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
+    const a = await startFederatedGateway(orgA, [orgB]);
+    defer(() => a.close());
+    const b = await startFederatedGateway(orgB, [orgA]);
+    defer(() => b.close());
+    await a.admit(orgB);
+    await b.admit(orgA);
+    const { agent: alphaAgent, collab: alpha } = await collabAt(a, "alpha");
+    const { collab: beta } = await collabAt(b, "beta");
+    await alphaAgent.handshake("beta@b.test");
+    expect(
+      (await api(a.url, "/api/v1/ledger/grants", { ...admin, body: { agentId: "alpha", amount: 100 } }))
+        .status,
+    ).toBe(201);
+
+    const offered = await alpha.handoffs.offer(
+      "beta@b.test",
+      { completed: "collected availability", remaining: "book the slot", context: {} },
+      { escrow: 40, title: "Booking" },
+    );
+    expect(offered).toMatchObject({ status: "offered", delegate: "beta@b.test", escrowState: "reserved" });
+    expect(await ledger(a, "alpha")).toMatchObject({ balance: 60, escrowed: 40 });
+
+    // b.test's copy, for beta: the same handoff, its escrow shown as the delegator's gateway keeps it.
+    const atB = await until(
+      () => api(b.url, `/api/v1/handoffs/${offered.handoffId}`, admin),
+      (r) => r.status === 200,
+      "b.test holds the offer for beta",
+    );
+    expect(atB.json).toMatchObject({
+      delegator: "alpha@a.test",
+      delegate: "beta",
+      escrow: 40,
+      status: "offered",
+    });
+
+    await beta.handoffs.accept(offered.handoffId);
+    await until(
+      () => alpha.handoffs.get(offered.handoffId),
+      (h) => h.status === "accepted" && h.escrowState === "held",
+      "a.test holds the escrow once beta accepted",
+    );
+    await beta.handoffs.complete(offered.handoffId, { booked: "10:00" });
+    const done = await until(
+      () => alpha.handoffs.get(offered.handoffId),
+      (h) => h.status === "completed",
+      "a.test sees the task completed",
+    );
+    expect(done).toMatchObject({ escrowState: "released" });
+    expect(await ledger(a, "alpha")).toMatchObject({ balance: 60, escrowed: 0 });
+    // The credits are beta's at a.test, under its address: where the delegator's credits are.
+    expect(await ledger(a, "beta@b.test")).toMatchObject({ balance: 40 });
+    // A second offer beta declines: a.test refunds it to alpha.
+    const second = await alpha.handoffs.offer(
+      "beta@b.test",
+      { completed: "-", remaining: "another slot", context: {} },
+      { escrow: 10 },
+    );
+    expect(await ledger(a, "alpha")).toMatchObject({ balance: 50, escrowed: 10 });
+    await until(
+      () => api(b.url, `/api/v1/handoffs/${second.handoffId}`, admin),
+      (r) => r.status === 200,
+      "b.test holds the second offer",
+    );
+    await beta.handoffs.decline(second.handoffId, "fully booked");
+    await until(
+      () => alpha.handoffs.get(second.handoffId),
+      (h) => h.status === "declined" && h.escrowState === "refunded",
+      "a.test refunds the declined offer's escrow",
+    );
+    expect(await ledger(a, "alpha")).toMatchObject({ balance: 60, escrowed: 0 });
+    // b.test kept no escrow and moved nothing.
+    expect(await ledger(b, "beta")).toMatchObject({ balance: 0, escrowed: 0, movements: [] });
+    expect(await ledger(b, "alpha@a.test")).toMatchObject({ balance: 0, escrowed: 0, movements: [] });
+  });
+});
