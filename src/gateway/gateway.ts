@@ -19,6 +19,7 @@ import { Credentials } from "./credentials.js";
 import type { GatewayExtension } from "./extension.js";
 import { HandshakeGate } from "./handshake-gate.js";
 import { GatewayHealth } from "./health.js";
+import { DEFAULT_SHUTDOWN_GRACE_MS, InFlightRequests } from "./in-flight.js";
 import { Metrics } from "./metrics.js";
 import { OpenedByKey } from "./opened-by-key.js";
 import { PhoenixChannels } from "./phoenix.js";
@@ -95,6 +96,11 @@ export interface GatewayOptions {
    * behind). Default 2,048.
    */
   maxSubmitsInProgress?: number;
+  /**
+   * How long `close` lets HTTP requests in progress finish before it cuts them off (a client that
+   * stopped mid-body, an A2A call waiting for an agent). Default 10 s.
+   */
+  shutdownGraceMs?: number;
   /** Allowed clock skew of message timestamps, ms (default 5 minutes). */
   skewMs?: number;
   /**
@@ -312,6 +318,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     },
   );
 
+  const inFlight = new InFlightRequests();
   const router = new Router();
   agentRoutes(router, ctx);
   handshakeRoutes(router, ctx, gate);
@@ -319,6 +326,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   router.add("GET", "/healthz", (_req, res) => health.respond(res));
   router.add("GET", "/metrics", (_req, res) => {
     metrics.gauge("acp_ws_connections", hub.connectionCount);
+    metrics.gauge("acp_http_requests_in_progress", inFlight.size);
     metrics.gauge("acp_phoenix_connections", phoenix.connectionCount);
     metrics.gauge("acp_ws_outbound_buffered_bytes", hub.outbound.bytes);
     metrics.gauge("acp_ws_unauthenticated", hub.unauthenticated.count);
@@ -333,10 +341,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   });
   const mounted = extensions.map((extension) => extension.mount(ctx, router));
 
-  let inFlight = 0;
-  let drained: (() => void) | undefined;
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
-    inFlight++;
+    const done = inFlight.begin(req);
     const started = performance.now();
     try {
       // Inside the try: a malformed target or percent-escape is a 400, not an unhandled rejection.
@@ -350,7 +356,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       metrics.observe("acp_http_request_duration_ms", performance.now() - started, {
         method: req.method ?? "",
       });
-      if (--inFlight === 0) drained?.();
+      done();
     }
   };
 
@@ -418,7 +424,13 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       server.close();
       server.closeIdleConnections();
       for (const extension of mounted) extension.beforeDrain?.();
-      if (inFlight > 0) await new Promise<void>((resolve) => (drained = resolve));
+      const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
+      const cut = await inFlight.drain(graceMs);
+      if (cut.length > 0)
+        logger.warn(
+          { requests: cut.slice(0, 20), count: cut.length, graceMs },
+          "closing with requests still in progress; they are cut off",
+        );
       await release();
       server.closeAllConnections();
       logger.info("gateway stopped");

@@ -22,6 +22,11 @@ import { until } from "../helpers/until.js";
 // Started before the organizations, so their gateways close before these servers stop.
 const nats = useNatsServer();
 const { org, defer } = useOrganizations();
+/**
+ * Two gateways, one stopped and started again, dozens of signed messages: about 2 s on an idle
+ * machine, but past the usual 30 s on a loaded 2-core one.
+ */
+const TWO_GATEWAYS = { timeout: 90_000 };
 
 async function start(o: Organization, trusts: Organization[], natsUrl?: string): Promise<FederatedGateway> {
   const gw = await startFederatedGateway(o, trusts, natsUrl ? { natsUrl } : {});
@@ -38,7 +43,7 @@ function collect(agent: AcpAgent): number[] {
   return got;
 }
 
-describe("federation: store and forward", () => {
+describe("federation: store and forward", TWO_GATEWAYS, () => {
   it("queues messages while the peer is down and delivers each exactly once, in order, when it returns", async () => {
     const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
     const a = await start(orgA, [orgB]);
@@ -76,6 +81,15 @@ describe("federation: store and forward", () => {
   });
 });
 
+/** Waits until nothing waits in `gw`'s outbound queue for b.test. */
+async function queueDrained(gw: FederatedGateway): Promise<void> {
+  await until(
+    () => gw.gateway.broker.usage("_fed_b_test"),
+    (u) => u.pendingMessages === 0,
+    "a.test's queue for b.test drained",
+  );
+}
+
 /**
  * a.test's queue for b.test holds 3 messages at most: with b.test down, a fourth is refused with
  * -32013 and nothing stored; the three arrive when b.test returns, and the queue takes more.
@@ -94,6 +108,8 @@ async function queueBound(natsUrls?: [string, string]): Promise<void> {
   const betaState = { state: { root: join(orgB.dir, "beta-state") } };
   const { registered: betaReg } = await b.agent("beta", betaState);
   await alpha.handshake("beta@b.test");
+  // What the handshake itself sent (its last steps, the capabilities) has left a.test's queue.
+  await queueDrained(a);
 
   await b.close();
   const sent: string[] = [];
@@ -119,11 +135,7 @@ async function queueBound(natsUrls?: [string, string]): Promise<void> {
       `${id} acknowledged at b.test`,
     );
   }
-  await until(
-    () => a.gateway.broker.usage("_fed_b_test"),
-    (u) => u.pendingMessages === 0,
-    "a.test's queue for b.test drained",
-  );
+  await queueDrained(a);
   await alpha.notify("beta@b.test", { n: 5 });
   await until(
     () => got.length,
@@ -133,40 +145,44 @@ async function queueBound(natsUrls?: [string, string]): Promise<void> {
   expect(got).toEqual([1, 2, 3, 5]);
 }
 
-describe("federation: a peer's outbound queue is bounded", () => {
+describe("federation: a peer's outbound queue is bounded", TWO_GATEWAYS, () => {
   it("refuses a sender's message past the bound with -32013 while the peer is down, keeps what it queued, and takes more once it drained", async () => {
     await queueBound();
   });
 });
 
 describeWithNats("federation: a pair of gateways on NATS", () => {
-  it("bounds a peer's outbound queue on NATS as on the embedded store", async () => {
+  it("bounds a peer's outbound queue on NATS as on the embedded store", TWO_GATEWAYS, async () => {
     const [natsA, natsB] = await Promise.all([nats(), nats()]);
     await queueBound([natsA.url, natsB.url]);
   });
 
-  it("handshakes and exchanges a request and response, each gateway on its own NATS", async () => {
-    const [natsA, natsB] = await Promise.all([nats(), nats()]);
-    const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
-    const a = await start(orgA, [orgB], natsA.url);
-    const b = await start(orgB, [orgA], natsB.url);
-    await a.admit(orgB);
-    await b.admit(orgA);
-    const { agent: alpha } = await a.agent("alpha");
-    const { agent: beta } = await b.agent("beta");
-    beta.onRequest("agent.request", (body, context) => ({ echo: body, from: context.from }));
-    const notes = collect(beta);
+  it(
+    "handshakes and exchanges a request and response, each gateway on its own NATS",
+    TWO_GATEWAYS,
+    async () => {
+      const [natsA, natsB] = await Promise.all([nats(), nats()]);
+      const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
+      const a = await start(orgA, [orgB], natsA.url);
+      const b = await start(orgB, [orgA], natsB.url);
+      await a.admit(orgB);
+      await b.admit(orgA);
+      const { agent: alpha } = await a.agent("alpha");
+      const { agent: beta } = await b.agent("beta");
+      beta.onRequest("agent.request", (body, context) => ({ echo: body, from: context.from }));
+      const notes = collect(beta);
 
-    expect((await alpha.handshake("beta@b.test")).state).toBe("established");
-    expect(await alpha.request("beta@b.test", { n: 1 })).toEqual({ echo: { n: 1 }, from: "alpha@a.test" });
-    await alpha.notify("beta@b.test", { n: 7 }, { encrypt: true });
-    await until(
-      () => notes.length,
-      (n) => n === 1,
-      "beta got the encrypted notification",
-    );
-    expect(notes).toEqual([7]);
-  });
+      expect((await alpha.handshake("beta@b.test")).state).toBe("established");
+      expect(await alpha.request("beta@b.test", { n: 1 })).toEqual({ echo: { n: 1 }, from: "alpha@a.test" });
+      await alpha.notify("beta@b.test", { n: 7 }, { encrypt: true });
+      await until(
+        () => notes.length,
+        (n) => n === 1,
+        "beta got the encrypted notification",
+      );
+      expect(notes).toEqual([7]);
+    },
+  );
 });
 
 describe("federation: identity lifecycle across the link", () => {

@@ -72,7 +72,13 @@ export class Forwarder {
   }
 
   async start(): Promise<void> {
-    this.inbox = await this.deps.broker.openInbox(this.inboxName, { maxInFlight: WINDOW });
+    const inbox = await this.deps.broker.openInbox(this.inboxName, { maxInFlight: WINDOW });
+    if (this.closed) {
+      // Closed while the inbox opened (the gateway stopping, or the peer removed): nothing runs.
+      await inbox.close();
+      return;
+    }
+    this.inbox = inbox;
     const pump = this.pump(this.inbox);
     const send = this.send();
     this.running = Promise.all([pump, send]).then(() => undefined);
