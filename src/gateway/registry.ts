@@ -101,8 +101,8 @@ export class Registry {
   }
 
   /**
-   * Loads the agents' read caches and follows changes to agent records, so another gateway's rotation or
-   * revocation reaches this one; awaited before the gateway serves.
+   * Watches the agent records (the read caches stay true, and another gateway's rotation or
+   * revocation reaches this one's listeners); awaited before the gateway serves.
    */
   async start(): Promise<void> {
     await this.byId.start();

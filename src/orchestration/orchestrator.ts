@@ -189,7 +189,10 @@ export class Orchestrator {
     return broadcast(this, base, targets, options);
   }
 
-  /** Runs steps in order, each command carrying the previous step's data; stops at the first failed step unless `continueOnFailure`. */
+  /**
+   * Runs steps in order, each command carrying the previous step's data; stops at the first failed
+   * step unless `continueOnFailure`.
+   */
   pipeline(steps: PipelineStep[], options: PipelineOptions = {}): Promise<PipelineResult> {
     return pipeline(this, steps, options);
   }
