@@ -12,6 +12,7 @@ import {
   signMessage,
 } from "../protocol/index.js";
 import type { AgentView } from "../wire/agents.js";
+import { camelCased } from "../wire/deprecated-names.js";
 import { API_PREFIX } from "../wire/api.js";
 import { negotiateVersion } from "../wire/versions.js";
 import type { AcpAgent } from "./agent.js";
@@ -183,11 +184,16 @@ export class CollabCore {
   }
 
   /** GET/POST on the gateway's REST API with this agent's key; failures are the gateway's AcpError. */
+  /**
+   * A collaboration call: its answer comes in the REST API's snake_case and is read under the SDK's
+   * names (camelCase), as `NegotiationView`, `HandoffView`… have them.
+   */
   async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    return (await requestGatewayJson(this.baseUrl, method, `${API_PREFIX}${path}`, {
+    const answer = await requestGatewayJson(this.baseUrl, method, `${API_PREFIX}${path}`, {
       headers: { "x-api-key": this.apiKey },
       ...(body !== undefined ? { body } : {}),
-    })) as T;
+    });
+    return camelCased(answer) as T;
   }
 
   /** The protocol version the gateway requires for this pair (the highest both registered). */

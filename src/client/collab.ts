@@ -10,6 +10,7 @@ import { NegotiationClient } from "./collab-negotiate.js";
 import { TeamClient } from "./collab-team.js";
 import { GatewayUnreachableError } from "./errors.js";
 import type { InboundContext } from "./types.js";
+import { camelCased } from "../wire/deprecated-names.js";
 
 export type { CollabClientOptions } from "./collab-core.js";
 export type { HandoffDecision, HandoffOffer } from "./collab-handoff.js";
@@ -161,7 +162,7 @@ export class CollabClient {
               .map((line) => line.slice(6))
               .join("\n");
             buffer = buffer.slice(end + 2);
-            if (data) handler(JSON.parse(data) as StatusEvent);
+            if (data) handler(camelCased(JSON.parse(data)) as StatusEvent);
             end = buffer.indexOf("\n\n");
           }
         }

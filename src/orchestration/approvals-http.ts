@@ -3,6 +3,7 @@ import { normaliseGatewayUrl } from "../client/http.js";
 import { requestGatewayJson } from "../client/request.js";
 import { AcpError } from "../protocol/index.js";
 import { DASHBOARD_API } from "../wire/api.js";
+import { camelCased } from "../wire/deprecated-names.js";
 import {
   type ApprovalDecision,
   type ApprovalFilter,
@@ -54,7 +55,7 @@ export class HttpApprovalStore implements ApprovalStore {
       command: input.command,
       fallbacks: input.fallbacks,
       reason: input.reason,
-      timeoutMs: input.timeoutMs,
+      timeout_ms: input.timeoutMs,
     };
     return ApprovalRecord.parse(await this.call("POST", APPROVALS_PATH, body));
   }
@@ -105,12 +106,14 @@ export class HttpApprovalStore implements ApprovalStore {
 
   async close(): Promise<void> {}
 
-  private call(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<unknown> {
-    return requestGatewayJson(this.baseUrl, method, path, {
+  /** The answer under the TypeScript names (the API's are snake_case). */
+  private async call(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<unknown> {
+    const answer = await requestGatewayJson(this.baseUrl, method, path, {
       headers: { authorization: `Bearer ${this.credential}` },
       ...(body !== undefined ? { body } : {}),
       ...(signal ? { signal } : {}),
     });
+    return camelCased(answer);
   }
 }
 
@@ -154,10 +157,12 @@ export class PrincipalApprovalClient implements Pick<ApprovalStore, "get" | "lis
 
   async close(): Promise<void> {}
 
-  private call(method: string, path: string, body?: unknown): Promise<unknown> {
-    return requestGatewayJson(this.baseUrl, method, `${PRINCIPAL_APPROVALS_PATH}${path}`, {
+  /** The answer under the TypeScript names (the API's are snake_case). */
+  private async call(method: string, path: string, body?: unknown): Promise<unknown> {
+    const answer = await requestGatewayJson(this.baseUrl, method, `${PRINCIPAL_APPROVALS_PATH}${path}`, {
       headers: { authorization: `Bearer ${this.options.principalToken}` },
       ...(body !== undefined ? { body } : {}),
     });
+    return camelCased(answer);
   }
 }

@@ -24,6 +24,13 @@ export type CamelName<S extends string> = S extends `${infer Head}_${infer Tail}
   ? `${Head}${Capitalize<CamelName<Tail>>}`
   : S;
 
+type SnakeName<S extends string> = S extends `${infer Head}${infer Tail}`
+  ? `${Head extends Lowercase<Head> ? Head : `_${Lowercase<Head>}`}${SnakeName<Tail>}`
+  : S;
+
+/** A record's fields under their snake_case names, one level deep: `{createdAt}` as `{created_at}`. */
+export type SnakeCasedFields<T> = { [K in keyof T as K extends string ? SnakeName<K> : K]: T[K] };
+
 /**
  * A record with its deprecated camelCase names too, at every level, as the gateway answers during
  * the deprecation period: `{queued_at}` reads as `{queued_at, queuedAt}`.
@@ -123,6 +130,32 @@ export function withCurrentNames(value: unknown, opaque: ReadonlySet<string> = O
       } else if (JSON.stringify(record[current]) !== JSON.stringify(field)) {
         out[name] = converted;
       }
+    }
+    return out;
+  };
+  return eachRecord(value, convert);
+}
+
+/**
+ * A record of the gateway's (camelCase, as its TypeScript has it) as the REST API answers it: under
+ * snake_case names, the deprecated camelCase ones beside them.
+ */
+export function restRecord<T>(record: T, opaque: ReadonlySet<string> = OPAQUE_FIELDS): unknown {
+  return withDeprecatedNames(withCurrentNames(record, opaque), opaque);
+}
+
+/**
+ * A REST answer under the SDK's TypeScript names (camelCase): each snake_case field renamed, the
+ * deprecated copy beside it dropped. An older gateway's camelCase answer reads as it is.
+ */
+export function camelCased(value: unknown, opaque: ReadonlySet<string> = OPAQUE_FIELDS): unknown {
+  const convert = (record: Record<string, unknown>): Record<string, unknown> => {
+    const out: Record<string, unknown> = {};
+    for (const [name, field] of Object.entries(record)) {
+      const current = snakeName(name);
+      if (current !== name && current in record) continue; // the deprecated copy
+      const converted = opaque.has(name) ? field : eachRecord(field, convert);
+      out[camelName(name)] = converted;
     }
     return out;
   };

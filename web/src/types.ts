@@ -13,7 +13,10 @@ export type {
 } from "../../src/extensions/dashboard/sessions.js";
 export type { Viewer } from "../../src/extensions/dashboard/viewer.js";
 export type { WebhookStatus } from "../../src/extensions/dashboard/webhooks.js";
-export type { ApprovalRecord } from "../../src/orchestration/approvals.js";
+/** An approval as the API answers it: snake_case (`requested_by`, `created_at`…); its command as sent. */
+export type ApprovalView = import("../../src/wire/deprecated-names.js").SnakeCasedFields<
+  import("../../src/orchestration/approvals.js").ApprovalRecord
+>;
 export type {
   FederationStatusView,
   PeerView as FederationPeer,

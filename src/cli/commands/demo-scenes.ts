@@ -170,7 +170,7 @@ async function vote(alice: CollabClient, bob: CollabClient): Promise<void> {
 async function handoff(stage: DemoStage, alice: CollabClient, bob: CollabClient): Promise<void> {
   await requestGatewayJson(stage.url, "POST", "/api/v1/ledger/grants", {
     headers: { authorization: `Bearer ${stage.adminToken}` },
-    body: { agentId: "alice-scheduler", amount: 100, note: "demo budget" },
+    body: { agent_id: "alice-scheduler", amount: 100, note: "demo budget" },
   });
   bob.onHandoffOffer(() => "accept");
   const offered = await alice.handoffs.offer(

@@ -217,7 +217,7 @@ export function registerHandoff(program: Command): void {
         const response = await fetch(`${base}${API_PREFIX}/ledger/grants`, {
           method: "POST",
           headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-          body: JSON.stringify({ agentId: flags.to, amount, ...(flags.note ? { note: flags.note } : {}) }),
+          body: JSON.stringify({ agent_id: flags.to, amount, ...(flags.note ? { note: flags.note } : {}) }),
         });
         const body = (await response.json()) as {
           error?: { message: string };

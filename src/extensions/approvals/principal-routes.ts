@@ -1,3 +1,4 @@
+import { restRecord } from "../../wire/deprecated-names.js";
 import type { IncomingMessage } from "node:http";
 import { z } from "zod";
 import type { GatewayContext } from "../../gateway/context.js";
@@ -59,10 +60,14 @@ export function principalApprovalRoutes(router: Router, ctx: GatewayContext, app
       });
     }
     const records = await approvals.list(parsed.data ? { status: parsed.data } : {});
-    sendJson(res, 200, {
-      // Newest first: the pending ones people act on are usually the latest.
-      approvals: records.filter((record) => approvalVisible(scope, record)).reverse(),
-    });
+    sendJson(
+      res,
+      200,
+      restRecord({
+        // Newest first: the pending ones people act on are usually the latest.
+        approvals: records.filter((record) => approvalVisible(scope, record)).reverse(),
+      }),
+    );
   });
 
   /** One approval the viewer may see; one it may not reads as missing (no probing of ids). */
@@ -73,7 +78,7 @@ export function principalApprovalRoutes(router: Router, ctx: GatewayContext, app
   };
 
   router.add("GET", `${PRINCIPAL_API}/:id`, async (req, res, { id }) => {
-    sendJson(res, 200, await visible(await approverOf(ctx, req), id as string));
+    sendJson(res, 200, restRecord(await visible(await approverOf(ctx, req), id as string)));
   });
 
   const decide = (verb: "approve" | "deny", decision: "approved" | "denied") => {
@@ -91,7 +96,7 @@ export function principalApprovalRoutes(router: Router, ctx: GatewayContext, app
         { approval: decided.id, decision, by: scope.actor },
         "approval decided on the dashboard",
       );
-      sendJson(res, 200, decided);
+      sendJson(res, 200, restRecord(decided));
     });
   };
   decide("approve", "approved");

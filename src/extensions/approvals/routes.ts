@@ -1,3 +1,4 @@
+import { restRecord, withCurrentNames } from "../../wire/deprecated-names.js";
 import type { IncomingMessage } from "node:http";
 import { z } from "zod";
 import { type ApprovalRecord, ApprovalStatus, type ApprovalStore } from "../../orchestration/approvals.js";
@@ -28,15 +29,19 @@ export const defaultApprovalAuthorizer: ApprovalAuthorizer = (caller, action, ap
   return approval !== undefined && approval.requestedBy === caller.agent.record.agentId;
 };
 
-const CreateApproval = z.strictObject({
-  command: AgentCommand,
-  fallbacks: z.array(AgentId).default([]),
-  reason: z.string().min(1).max(500),
-  timeoutMs: z
-    .int()
-    .min(1000, "must be at least 1000")
-    .max(7 * 24 * 3_600_000, "must be at most 7 days"),
-});
+/** POST /api/v1/approvals; `timeoutMs` is the deprecated name of `timeout_ms`. */
+const CreateApproval = z.preprocess(
+  (body) => withCurrentNames(body),
+  z.strictObject({
+    command: AgentCommand,
+    fallbacks: z.array(AgentId).default([]),
+    reason: z.string().min(1).max(500),
+    timeout_ms: z
+      .int()
+      .min(1000, "must be at least 1000")
+      .max(7 * 24 * 3_600_000, "must be at most 7 days"),
+  }),
+);
 const Decision = z.strictObject({
   by: z.string().min(1).max(256).optional(),
   note: z.string().max(2000).optional(),
@@ -109,8 +114,10 @@ export function approvalRoutes(
         `command.from is ${parsed.data.command.from}, not the calling agent ${agent.agentId}`,
       );
     }
+    const { timeout_ms: timeoutMs, ...request } = parsed.data;
     const record = await store.create({
-      ...parsed.data,
+      ...request,
+      timeoutMs,
       requestedBy: agent.agentId,
       principal: agent.principalId,
     });
@@ -119,7 +126,7 @@ export function approvalRoutes(
       { approval: record.id, agent: agent.agentId, action: record.command.action },
       "approval requested",
     );
-    sendJson(res, 201, record);
+    sendJson(res, 201, restRecord(record));
   });
 
   router.add("GET", "/api/v1/approvals", async (req, res, _params, url) => {
@@ -133,7 +140,11 @@ export function approvalRoutes(
       ...(parsedStatus.data ? { status: parsedStatus.data } : {}),
       ...(requestedBy ? { requestedBy } : {}),
     });
-    sendJson(res, 200, { approvals: records.filter((record) => authorize(caller, "read", record)) });
+    sendJson(
+      res,
+      200,
+      restRecord({ approvals: records.filter((record) => authorize(caller, "read", record)) }),
+    );
   });
 
   router.add("GET", "/api/v1/approvals/:id", async (req, res, { id }, url) => {
@@ -164,7 +175,7 @@ export function approvalRoutes(
         longPolls.delete(controller);
       }
     }
-    sendJson(res, 200, record);
+    sendJson(res, 200, restRecord(record));
   });
 
   const decide = (path: string, decision: "approved" | "denied" | "cancelled", action: ApprovalAction) => {
@@ -181,7 +192,7 @@ export function approvalRoutes(
       });
       ctx.metrics.count("acp_approvals_decided_total", { decision });
       ctx.logger.info({ approval: decided.id, decision, by }, "approval decided");
-      sendJson(res, 200, decided);
+      sendJson(res, 200, restRecord(decided));
     });
   };
   decide("approve", "approved", "decide");

@@ -1,3 +1,4 @@
+import { restRecord } from "../../wire/deprecated-names.js";
 import type { Dispute, TeamsRecord } from "../../collab/contracts.js";
 import type { IncomingMessage } from "node:http";
 import { z } from "zod";
@@ -111,23 +112,27 @@ export function disputeRoutes(router: Pick<Router, "add">, services: CollabServi
       messageId: dispute.messageId,
       summary: `${me} opened dispute ${dispute.disputeId} about ${body.subject.kind} ${body.subject.id}, escalated to ${escalatedTo.join(", ")}.`,
     });
-    sendJson(res, 201, dispute);
+    sendJson(res, 201, restRecord(dispute));
   });
 
   router.add("GET", BASE, async (req, res, _params, url) => {
     const viewer = await viewerOf(req);
     const status = url.searchParams.get("status");
     const all = await listValues(disputes, "d.");
-    sendJson(res, 200, {
-      disputes: all.filter((d) => sees(viewer, d) && (status === null || d.status === status)),
-    });
+    sendJson(
+      res,
+      200,
+      restRecord({
+        disputes: all.filter((d) => sees(viewer, d) && (status === null || d.status === status)),
+      }),
+    );
   });
 
   router.add("GET", `${BASE}/:dispute_id`, async (req, res, params) => {
     const viewer = await viewerOf(req);
     const dispute = (await disputes.get(`d.${params.dispute_id}`))?.value;
     if (!dispute || !sees(viewer, dispute)) throw notFound("dispute", params.dispute_id as string);
-    sendJson(res, 200, dispute);
+    sendJson(res, 200, restRecord(dispute));
   });
 
   router.add("POST", `${BASE}/:dispute_id/resolve`, async (req, res, params) => {
@@ -155,6 +160,6 @@ export function disputeRoutes(router: Pick<Router, "add">, services: CollabServi
       id: disputeId,
       summary: `${by} resolved dispute ${disputeId}: ${resolution}`,
     });
-    sendJson(res, 200, value);
+    sendJson(res, 200, restRecord(value));
   });
 }

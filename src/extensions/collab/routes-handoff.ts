@@ -1,3 +1,4 @@
+import { restRecord, withCurrentNames } from "../../wire/deprecated-names.js";
 import type { Escrow } from "../../collab/contracts.js";
 import { z } from "zod";
 import type { Unsubscribe } from "../../broker/index.js";
@@ -41,11 +42,15 @@ import { conflict, notFound, parseOrThrow, requireOwnId } from "../../collab/uti
 
 const BASE = "/api/v1/handoffs";
 
-const Grant = z.strictObject({
-  agentId: AgentId,
-  amount: z.int("must be a whole number of credits").positive().max(1_000_000_000),
-  note: z.string().max(500).optional(),
-});
+/** POST /api/v1/ledger/grants; `agentId` is the deprecated name of `agent_id`. */
+const Grant = z.preprocess(
+  (body) => withCurrentNames(body),
+  z.strictObject({
+    agent_id: AgentId,
+    amount: z.int("must be a whole number of credits").positive().max(1_000_000_000),
+    note: z.string().max(500).optional(),
+  }),
+);
 
 /** What a handoff party may do with a handoff other than through the REST API (the MCP endpoint's tasks). */
 export interface HandoffService {
@@ -154,7 +159,7 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
       offered,
       offered.delivery === "queued" ? " (queued until the handshake completes)" : "",
     );
-    sendJson(res, 201, await view(offered));
+    sendJson(res, 201, restRecord(await view(offered)));
   });
 
   const METHODS: Record<HandoffAction, string> = {
@@ -233,7 +238,7 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
     router.add("POST", `${BASE}/:handoff_id/${step}`, async (req, res, params) => {
       const caller = await authenticateAgent(ctx, req);
       const input = await readJsonBody(req, ctx.maxEnvelopeBytes);
-      sendJson(res, 200, await apply(caller, params.handoff_id as string, step, input));
+      sendJson(res, 200, restRecord(await apply(caller, params.handoff_id as string, step, input)));
     });
   }
 
@@ -261,13 +266,13 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
       return h.delegate === reader.agentId || h.delegator === reader.agentId;
     });
     const selected = mine.filter((h) => status === null || h.status === status);
-    sendJson(res, 200, { handoffs: await Promise.all(selected.map((h) => view(h))) });
+    sendJson(res, 200, restRecord({ handoffs: await Promise.all(selected.map((h) => view(h))) }));
   });
 
   router.add("GET", `${BASE}/:handoff_id`, async (req, res, params, url) => {
     const reader = await readerOf(ctx, req);
     const withEnvelope = url.searchParams.get("envelope") === "1";
-    sendJson(res, 200, await read(reader, params.handoff_id as string, withEnvelope));
+    sendJson(res, 200, restRecord(await read(reader, params.handoff_id as string, withEnvelope)));
   });
 
   router.add("GET", "/api/v1/ledger/:agent_id", async (req, res, params) => {
@@ -276,15 +281,19 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
     if (caller.kind === "agent" && caller.agent.record.agentId !== agentId) {
       throw new AcpError("Forbidden", "an agent can read only its own ledger account");
     }
-    sendJson(res, 200, { ...(await ledger.balance(agentId)), movements: await ledger.movements(agentId) });
+    sendJson(
+      res,
+      200,
+      restRecord({ ...(await ledger.balance(agentId)), movements: await ledger.movements(agentId) }),
+    );
   });
 
   router.add("POST", "/api/v1/ledger/grants", async (req, res) => {
     await requireAdmin(ctx, req);
     const grant = parseOrThrow(Grant, await readJsonBody(req, 64 * 1024), "grant");
-    await liveAgent(ctx, grant.agentId, "/agentId");
-    const movement = await ledger.grant(grant.agentId, grant.amount, grant.note);
-    sendJson(res, 201, movement);
+    await liveAgent(ctx, grant.agent_id, "/agent_id");
+    const movement = await ledger.grant(grant.agent_id, grant.amount, grant.note);
+    sendJson(res, 201, restRecord(movement));
   });
 
   /** The collaboration audit's entry: the relay audit's sentence (or the agent's words), and `note`. */

@@ -1,3 +1,4 @@
+import { restRecord } from "../../wire/deprecated-names.js";
 import { isBrokerError } from "../../broker/errors.js";
 import type { KnowledgeEntry, TeamsRecord } from "../../collab/contracts.js";
 import { authenticateAgent } from "../../gateway/context.js";
@@ -66,7 +67,7 @@ export function knowledgeRoutes(router: Pick<Router, "add">, services: CollabSer
       summary: `${entry.author} published "${entry.title}" to the knowledge of ${teamId}.`,
     });
     const { envelope: _signed, ...view } = entry;
-    sendJson(res, 201, view);
+    sendJson(res, 201, restRecord(view));
   });
 
   router.add("GET", "/api/v1/teams/:team_id/knowledge", async (req, res, params, url) => {
@@ -77,18 +78,22 @@ export function knowledgeRoutes(router: Pick<Router, "add">, services: CollabSer
     const tag = url.searchParams.get("tag");
     const limit = Number(url.searchParams.get("limit") ?? 20) || 20;
     const query = url.searchParams.get("q") ?? "";
-    sendJson(res, 200, {
-      teamId,
-      query,
-      results: knowledge.search(teamId, query, { limit, ...(tag ? { tag } : {}) }),
-    });
+    sendJson(
+      res,
+      200,
+      restRecord({
+        teamId,
+        query,
+        results: knowledge.search(teamId, query, { limit, ...(tag ? { tag } : {}) }),
+      }),
+    );
   });
 
   router.add("GET", "/api/v1/knowledge/points/:agent_id", async (req, res, params) => {
     await readerOf(ctx, req);
     const agentId = params.agent_id as string;
     const points = (await bucket.get(`points.${agentId}`))?.value as Points | undefined;
-    sendJson(res, 200, { agentId, points: points?.points ?? 0 });
+    sendJson(res, 200, restRecord({ agentId, points: points?.points ?? 0 }));
   });
 
   const entryFor = async (agentId: string | null, entryId: string): Promise<KnowledgeEntry> => {
@@ -104,7 +109,7 @@ export function knowledgeRoutes(router: Pick<Router, "add">, services: CollabSer
   router.add("GET", "/api/v1/knowledge/:entry_id", async (req, res, params) => {
     const reader = await readerOf(ctx, req);
     const entry = await entryFor(reader.kind === "agent" ? reader.agentId : null, params.entry_id as string);
-    sendJson(res, 200, entry);
+    sendJson(res, 200, restRecord(entry));
   });
 
   router.add("POST", "/api/v1/knowledge/:entry_id/use", async (req, res, params) => {
@@ -127,7 +132,11 @@ export function knowledgeRoutes(router: Pick<Router, "add">, services: CollabSer
     const user = caller.record.agentId;
     const entry = await entryFor(user, entryId);
     const answer = (credited: boolean, reason: string, points: number) =>
-      sendJson(res, 200, { entryId, author: entry.author, credited, reason, authorPoints: points });
+      sendJson(
+        res,
+        200,
+        restRecord({ entryId, author: entry.author, credited, reason, authorPoints: points }),
+      );
     const current = async () =>
       ((await bucket.get(`points.${entry.author}`))?.value as Points | undefined)?.points ?? 0;
     if (entry.author === user)

@@ -1,3 +1,4 @@
+import { restRecord } from "../../wire/deprecated-names.js";
 import type { IncomingMessage } from "node:http";
 import type { z } from "zod";
 import { summaryOf } from "../../audit/index.js";
@@ -72,7 +73,7 @@ export function negotiationRoutes(router: Pick<Router, "add">, services: CollabS
       [action],
     );
     record(caller, action, session);
-    sendJson(res, 201, sessionView(session, now));
+    sendJson(res, 201, restRecord(sessionView(session, now)));
   });
 
   /** Counter, accept and reject share this: check, store (terminal refusals too), relay, answer. */
@@ -130,7 +131,7 @@ export function negotiationRoutes(router: Pick<Router, "add">, services: CollabS
       await relayOrUndo(services, caller, bucket, key, mutation, [action]);
       record(caller, action, mutation.value);
       // After an acceptance the view carries the agreement both parties signed.
-      sendJson(res, 200, sessionView(mutation.value, now));
+      sendJson(res, 200, restRecord(sessionView(mutation.value, now)));
     });
 
   act("counter", CollabMethod.counter, OfferBody, (s, by, a, now) =>
@@ -147,22 +148,26 @@ export function negotiationRoutes(router: Pick<Router, "add">, services: CollabS
       .filter((s) => reader.kind === "admin" || sideOf(s, reader.agentId, domain()) !== undefined)
       .map((s) => sessionView(s, now))
       .filter((v) => status === null || v.status === status);
-    sendJson(res, 200, { negotiations: sessions });
+    sendJson(res, 200, restRecord({ negotiations: sessions }));
   });
 
   router.add("GET", `${BASE}/:session_id`, async (req, res, params) => {
-    sendJson(res, 200, sessionView(await load(req, params.session_id as string), services.now()));
+    sendJson(res, 200, restRecord(sessionView(await load(req, params.session_id as string), services.now())));
   });
 
   router.add("GET", `${BASE}/:session_id/history`, async (req, res, params) => {
     const session = await load(req, params.session_id as string);
-    sendJson(res, 200, {
-      sessionId: session.sessionId,
-      status: sessionView(session, services.now()).status,
-      rounds: session.rounds,
-      ...(session.rejection ? { rejection: session.rejection } : {}),
-      ...(session.acceptance ? { acceptance: session.acceptance } : {}),
-    });
+    sendJson(
+      res,
+      200,
+      restRecord({
+        sessionId: session.sessionId,
+        status: sessionView(session, services.now()).status,
+        rounds: session.rounds,
+        ...(session.rejection ? { rejection: session.rejection } : {}),
+        ...(session.acceptance ? { acceptance: session.acceptance } : {}),
+      }),
+    );
   });
 
   router.add("GET", `${BASE}/:session_id/agreement`, async (req, res, params) => {

@@ -1,3 +1,4 @@
+import { restRecord } from "../../wire/deprecated-names.js";
 import type { StatusEvent, StatusRecord } from "../../collab/contracts.js";
 import type { Unsubscribe } from "../../broker/index.js";
 import { EventStream } from "../../http/sse.js";
@@ -51,7 +52,7 @@ export function statusRoutes(
       messageId: record.messageId,
       summary: `${agentId} published its status${action.body.state ? ` (${action.body.state})` : ""}.`,
     });
-    sendJson(res, 200, { agentId, presence: await ctx.presence.get(agentId), status: record });
+    sendJson(res, 200, restRecord({ agentId, presence: await ctx.presence.get(agentId), status: record }));
   });
 
   router.add("GET", "/api/v1/status/stream", async (req, res, _params, url) => {
@@ -66,7 +67,7 @@ export function statusRoutes(
       }
     }
     const stream = new EventStream(res, services.keepAliveMs);
-    const subscriber = { agents, push: (event: StatusEvent) => stream.send(event.type, event) };
+    const subscriber = { agents, push: (event: StatusEvent) => stream.send(event.type, restRecord(event)) };
     subscribers.add(subscriber);
     services.streams.add(stream);
     // An agent's stream ends when its key is rotated or the agent revoked.
@@ -80,18 +81,25 @@ export function statusRoutes(
     // Where everyone stands now, then every change as it happens.
     const ids = agents ? [...agents] : (await ctx.registry.list()).map((r) => r.agentId);
     for (const agentId of ids)
-      stream.send("presence", { type: "presence", agentId, presence: await ctx.presence.get(agentId) });
+      stream.send(
+        "presence",
+        restRecord({ type: "presence", agentId, presence: await ctx.presence.get(agentId) }),
+      );
   });
 
   router.add("GET", "/api/v1/status/:agent_id", async (req, res, params) => {
     await readerOf(ctx, req);
     const agentId = params.agent_id as string;
     await liveAgent(ctx, agentId, "/agent_id");
-    sendJson(res, 200, {
-      agentId,
-      presence: await ctx.presence.get(agentId),
-      status: (await statuses.get(`s.${agentId}`))?.value ?? null,
-    });
+    sendJson(
+      res,
+      200,
+      restRecord({
+        agentId,
+        presence: await ctx.presence.get(agentId),
+        status: (await statuses.get(`s.${agentId}`))?.value ?? null,
+      }),
+    );
   });
 
   return {

@@ -1,3 +1,4 @@
+import { restRecord } from "../../wire/deprecated-names.js";
 import type { ChannelPost, Team, TeamsRecord } from "../../collab/contracts.js";
 import { authenticateAgent } from "../../gateway/context.js";
 import { type Router, sendJson } from "../../http/server.js";
@@ -50,7 +51,7 @@ export function teamRoutes(router: Pick<Router, "add">, services: CollabServices
       messageId: action.headers["message-id"],
       summary: `${caller.record.agentId} created team ${teamId} with ${members.join(", ")}.`,
     });
-    sendJson(res, 201, team);
+    sendJson(res, 201, restRecord(team));
   });
 
   router.add("POST", `${BASE}/:team_id/members`, async (req, res, params) => {
@@ -87,15 +88,19 @@ export function teamRoutes(router: Pick<Router, "add">, services: CollabServices
       messageId: action.headers["message-id"],
       summary: `${me} changed team ${teamId}: added [${add.join(", ")}], removed [${remove.join(", ")}].`,
     });
-    sendJson(res, 200, value);
+    sendJson(res, 200, restRecord(value));
   });
 
   router.add("GET", BASE, async (req, res) => {
     const reader = await readerOf(ctx, req);
     const teams = (await listValues(bucket, "t.")) as Team[];
-    sendJson(res, 200, {
-      teams: teams.filter((t) => reader.kind === "admin" || t.members.includes(reader.agentId)),
-    });
+    sendJson(
+      res,
+      200,
+      restRecord({
+        teams: teams.filter((t) => reader.kind === "admin" || t.members.includes(reader.agentId)),
+      }),
+    );
   });
 
   router.add("GET", `${BASE}/:team_id`, async (req, res, params) => {
@@ -105,7 +110,7 @@ export function teamRoutes(router: Pick<Router, "add">, services: CollabServices
       reader.kind === "admin"
         ? await loadTeam(bucket, teamId)
         : await memberTeam(bucket, teamId, reader.agentId);
-    sendJson(res, 200, team);
+    sendJson(res, 200, restRecord(team));
   });
 
   router.add("POST", `${BASE}/:team_id/channels/:channel/messages`, async (req, res, params) => {
@@ -147,7 +152,7 @@ export function teamRoutes(router: Pick<Router, "add">, services: CollabServices
       id: post.postId,
       summary: `${caller.record.agentId} posted to ${teamId}/${channel}; delivered to ${Object.keys(post.delivered).length} member(s), refused for ${Object.keys(post.failed).length}.`,
     });
-    sendJson(res, 202, postView(post));
+    sendJson(res, 202, restRecord(postView(post)));
   });
 
   router.add("GET", `${BASE}/:team_id/channels/:channel/messages`, async (req, res, params, url) => {
@@ -161,7 +166,7 @@ export function teamRoutes(router: Pick<Router, "add">, services: CollabServices
     const posts = ((await listValues(bucket, POSTS_PREFIX(teamId, channel))) as ChannelPost[]).filter(
       (p) => p.teamId === teamId && p.channel === channel,
     );
-    sendJson(res, 200, { teamId, channel, messages: posts.slice(-limit).map(postView) });
+    sendJson(res, 200, restRecord({ teamId, channel, messages: posts.slice(-limit).map(postView) }));
   });
 }
 

@@ -1,3 +1,4 @@
+import { restRecord } from "../../wire/deprecated-names.js";
 import type { Team, TeamsRecord } from "../../collab/contracts.js";
 import type { IncomingMessage } from "node:http";
 import { summaryOf } from "../../audit/index.js";
@@ -99,7 +100,7 @@ export function voteRoutes(router: Pick<Router, "add">, services: CollabServices
       id: vote.voteId,
       summary: `${caller.record.agentId} opened vote ${vote.voteId} (${vote.rule.type}) in ${team.teamId}/${vote.channel} until ${vote.closesAt}.`,
     });
-    sendJson(res, 201, { ...vote, post: postView(post) });
+    sendJson(res, 201, restRecord({ ...vote, post: postView(post) }));
   });
 
   router.add("POST", `${BASE}/:vote_id/ballots`, async (req, res, params) => {
@@ -156,13 +157,17 @@ export function voteRoutes(router: Pick<Router, "add">, services: CollabServices
       messageId: ballot.messageId,
       summary: `${voter} ${previous === undefined ? "cast" : "changed"} a ballot in vote ${voteId}.`,
     });
-    sendJson(res, 200, {
-      voteId,
-      voter,
-      option: ballot.option,
-      changed: previous !== undefined,
-      previous: previous ?? null,
-    });
+    sendJson(
+      res,
+      200,
+      restRecord({
+        voteId,
+        voter,
+        option: ballot.option,
+        changed: previous !== undefined,
+        previous: previous ?? null,
+      }),
+    );
   });
 
   router.add("GET", BASE, async (req, res, _params, url) => {
@@ -179,9 +184,13 @@ export function voteRoutes(router: Pick<Router, "add">, services: CollabServices
       if (reader.kind === "admin" || memberOf.get(vote.teamId)) visible.push(vote);
     }
     const now = services.now();
-    sendJson(res, 200, {
-      votes: visible.map((v) => ({ ...v, status: isClosed(v, now) ? "closed" : "open" })),
-    });
+    sendJson(
+      res,
+      200,
+      restRecord({
+        votes: visible.map((v) => ({ ...v, status: isClosed(v, now) ? "closed" : "open" })),
+      }),
+    );
   });
 
   router.add("GET", `${BASE}/:vote_id`, async (req, res, params) => {
@@ -189,14 +198,18 @@ export function voteRoutes(router: Pick<Router, "add">, services: CollabServices
     const ballots = await ballotsOf(votes, vote.voteId);
     const closed = isClosed(vote, services.now());
     const mine = ballots.find((b) => b.voter === viewer);
-    sendJson(res, 200, {
-      ...vote,
-      status: closed ? "closed" : "open",
-      cast: ballots.length,
-      ...(mine ? { myBallot: mine.option } : {}),
-      // Ballots and the tally are shown once voting closed, so nobody votes by the running count.
-      ...(closed ? { result: tallyVote(vote, ballots), ballots } : {}),
-    });
+    sendJson(
+      res,
+      200,
+      restRecord({
+        ...vote,
+        status: closed ? "closed" : "open",
+        cast: ballots.length,
+        ...(mine ? { myBallot: mine.option } : {}),
+        // Ballots and the tally are shown once voting closed, so nobody votes by the running count.
+        ...(closed ? { result: tallyVote(vote, ballots), ballots } : {}),
+      }),
+    );
   });
 
   router.add("POST", `${BASE}/:vote_id/announce`, async (req, res, params) => {
@@ -259,6 +272,6 @@ export function voteRoutes(router: Pick<Router, "add">, services: CollabServices
       summary: summary.text,
       ...(summary.by === "sender" ? { summaryBy: "sender" as const } : {}),
     });
-    sendJson(res, 200, { ...value, post: postView(post) });
+    sendJson(res, 200, restRecord({ ...value, post: postView(post) }));
   });
 }

@@ -1,10 +1,10 @@
 import type { View } from "../app.js";
 import { h, notice, replaceChildren } from "../dom.js";
 import { ago, badge, pre, when } from "../format.js";
-import type { ApprovalRecord } from "../types.js";
+import type { ApprovalView } from "../types.js";
 
 function approvalCard(
-  record: ApprovalRecord,
+  record: ApprovalView,
   decide: (verb: "approve" | "deny", note: string) => Promise<void>,
 ): HTMLElement {
   const c = record.command;
@@ -73,20 +73,20 @@ function approvalCard(
       "dl",
       { class: "facts" },
       h("dt", {}, "Requested by"),
-      h("dd", {}, `${record.requestedBy}${record.principal ? ` for ${record.principal}` : ""}`),
+      h("dd", {}, `${record.requested_by}${record.principal ? ` for ${record.principal}` : ""}`),
       h("dt", {}, "Priority"),
       h("dd", {}, badge(c.priority)),
       h("dt", {}, "Asked"),
-      h("dd", {}, when(record.createdAt), ` (${ago(record.createdAt)})`),
+      h("dd", {}, when(record.created_at), ` (${ago(record.created_at)})`),
       pending
-        ? [h("dt", {}, "Expires"), h("dd", {}, when(record.expiresAt), ` (${ago(record.expiresAt)})`)]
+        ? [h("dt", {}, "Expires"), h("dd", {}, when(record.expires_at), ` (${ago(record.expires_at)})`)]
         : [
             h("dt", {}, "Decided"),
             h(
               "dd",
               {},
-              when(record.decidedAt),
-              record.decidedBy ? ` by ${record.decidedBy}` : "",
+              when(record.decided_at),
+              record.decided_by ? ` by ${record.decided_by}` : "",
               record.note ? ` — “${record.note}”` : "",
             ),
           ],
@@ -127,10 +127,10 @@ export const approvalsView: View = async (root, app) => {
   );
   const load = async () => {
     try {
-      const { approvals } = await app.api.get<{ approvals: ApprovalRecord[] }>("/approvals", {
+      const { approvals } = await app.api.get<{ approvals: ApprovalView[] }>("/approvals", {
         status: show,
       });
-      const decide = (record: ApprovalRecord) => async (verb: "approve" | "deny", note: string) => {
+      const decide = (record: ApprovalView) => async (verb: "approve" | "deny", note: string) => {
         await app.api.post(`/approvals/${encodeURIComponent(record.id)}/${verb}`, note ? { note } : {});
         await load();
       };
