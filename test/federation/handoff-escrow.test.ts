@@ -2,11 +2,19 @@
  * A task handoff from an agent of a.test to one of b.test: the escrow stays with the delegator's
  * gateway. a.test reserves it, holds it when beta accepts, and releases (or refunds) it as the
  * delegate's moves arrive over the link; b.test keeps a copy of the handoff for beta but no escrow
- * and no ledger movement of its own.
+ * and no ledger movement of its own. A move by an agent that is no party is refused, the copy and
+ * the escrow unchanged.
  */
 import { describe, expect, it } from "vitest";
 import { CollabClient } from "../../src/client/index.js";
-import { type FederatedGateway, startFederatedGateway, useOrganizations } from "../helpers/federation.js";
+import { CollabMethod } from "../../src/collab/index.js";
+import { buildNotification, signMessage } from "../../src/protocol/index.js";
+import {
+  type FederatedGateway,
+  signedPeerRequest,
+  startFederatedGateway,
+  useOrganizations,
+} from "../helpers/federation.js";
 import { ADMIN_TOKEN, api } from "../helpers/gateway.js";
 import { until } from "../helpers/until.js";
 
@@ -63,6 +71,32 @@ describe("federation: a handoff's escrow stays on the delegator's gateway", () =
       delegate: "beta",
       escrow: 40,
       status: "offered",
+    });
+
+    // Another agent of b.test accepting alpha's offer to beta (carried by b.test's key): refused
+    // by a.test, whose copy and escrow stay as they were.
+    const { agent: bob, registered: bobReg } = await b.agent("bob");
+    await bob.handshake("alpha@a.test");
+    const intruder = signMessage(
+      buildNotification(
+        { agentId: "bob@b.test", principalId: "principal-bob@b.test", layers: [0, 1, 2] },
+        "alpha@a.test",
+        { handoffId: offered.handoffId },
+        { method: CollabMethod.handoffAccept },
+      ),
+      bobReg.signer,
+    );
+    const answer = await signedPeerRequest(
+      orgA,
+      orgB,
+      "POST",
+      "/transfers",
+      JSON.stringify({ messages: [JSON.stringify(intruder)] }),
+    );
+    expect(answer.json.results).toMatchObject([{ outcome: "refused", error: { code: -32016 } }]);
+    expect(await alpha.handoffs.get(offered.handoffId)).toMatchObject({
+      status: "offered",
+      escrowState: "reserved",
     });
 
     await beta.handoffs.accept(offered.handoffId);

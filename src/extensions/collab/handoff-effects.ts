@@ -1,5 +1,6 @@
 import type { HandoffRecord } from "../../collab/handoff.js";
-import { isRemoteRef } from "../../protocol/index.js";
+import type { ResolvedAgent } from "../../gateway/registry.js";
+import { AcpError, isRemoteRef } from "../../protocol/index.js";
 import type { CollabServices } from "./services.js";
 
 /**
@@ -46,4 +47,24 @@ export async function trackTask(services: Pick<CollabServices, "ctx">, record: H
         ]
       : others;
   await presence.update(record.delegate, { tasks, activeTasks: tasks.length });
+}
+
+/**
+ * Refuses an offer to a delegate that did not register every capability the task `requires`,
+ * before anything is reserved or delivered, naming each one missing.
+ */
+export function requireCapabilities(delegate: ResolvedAgent, requires: readonly string[]): void {
+  const missing = requires.filter((c) => !delegate.record.capabilities.includes(c));
+  if (missing.length === 0) return;
+  throw new AcpError(
+    "CapabilityMissing",
+    `${delegate.record.agentId} did not register the capabilit${missing.length > 1 ? "ies" : "y"} ${missing.join(", ")} this handoff requires`,
+    {
+      missing,
+      problems: missing.map((c) => ({
+        path: `/params/body/task/requires/${requires.indexOf(c)}`,
+        message: `${delegate.record.agentId} does not offer ${c}`,
+      })),
+    },
+  );
 }

@@ -25,7 +25,7 @@ import {
 import { conflict, notFound, parseOrThrow } from "../../collab/util.js";
 import type { ArrivalCheck } from "../../gateway/relay.js";
 import { AcpError, localPartOf } from "../../protocol/index.js";
-import { settleEscrow, trackTask } from "./handoff-effects.js";
+import { requireCapabilities, settleEscrow, trackTask } from "./handoff-effects.js";
 import type { CollabServices } from "./services.js";
 import { mutate } from "./store.js";
 
@@ -70,20 +70,7 @@ export function handoffArrivals(services: CollabServices, bucket: KvBucket<Hando
       }
       const delegate = await services.ctx.registry.resolve(localPartOf(headers["recipient-id"]));
       if (!delegate) throw notFound("agent", headers["recipient-id"]);
-      const missing = task.requires.filter((c) => !delegate.record.capabilities.includes(c));
-      if (missing.length > 0) {
-        throw new AcpError(
-          "CapabilityMissing",
-          `${delegate.record.agentId} did not register ${missing.join(", ")}`,
-          {
-            missing,
-            problems: missing.map((c) => ({
-              path: `/params/body/task/requires/${task.requires.indexOf(c)}`,
-              message: `${delegate.record.agentId} does not offer ${c}`,
-            })),
-          },
-        );
-      }
+      requireCapabilities(delegate, task.requires);
       const record = newHandoff(
         {
           delegator: from,

@@ -20,7 +20,7 @@ import {
   transition,
   withProgress,
 } from "../../collab/handoff.js";
-import { settleEscrow, trackTask } from "./handoff-effects.js";
+import { requireCapabilities, settleEscrow, trackTask } from "./handoff-effects.js";
 import { pendingHandoffs, watchPendingHandoffs } from "./handoff-store.js";
 import type { Action } from "./intake.js";
 import {
@@ -95,20 +95,7 @@ export function handoffRoutes(router: Pick<Router, "add">, services: CollabServi
     requireOwnId(task.handoffId, caller.record.agentId, "/params/body/task/handoffId", "handoff");
     const delegate = await delegateOf(ctx, action.headers["recipient-id"]);
     // Refused before anything is reserved or delivered, naming what is missing.
-    const missing = task.requires.filter((c) => !delegate.record.capabilities.includes(c));
-    if (missing.length > 0) {
-      throw new AcpError(
-        "CapabilityMissing",
-        `${delegate.record.agentId} did not register the capabilit${missing.length > 1 ? "ies" : "y"} ${missing.join(", ")} this handoff requires`,
-        {
-          missing,
-          problems: missing.map((c) => ({
-            path: `/params/body/task/requires/${task.requires.indexOf(c)}`,
-            message: `${delegate.record.agentId} does not offer ${c}`,
-          })),
-        },
-      );
-    }
+    requireCapabilities(delegate, task.requires);
     if (await bucket.get(HANDOFF_KEY(task.handoffId)))
       throw conflict(`handoff ${task.handoffId} already exists`);
     const now = services.now();
