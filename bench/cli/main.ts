@@ -6,7 +6,9 @@
  * Runs the built CLI (dist/bin/acp.js, the bundled binary; `npm run build` first). Every command runs BENCH_CLI_RUNS
  * times (default 40), interleaved round by round so a burst of load elsewhere hits all of them alike;
  * the table gives medians and, on Linux, the mean CPU time the children used (steadier than wall time
- * on a busy machine).
+ * on a busy machine). With BENCH_CLI_INSTRUCTIONS=N, it also counts the instructions each goal
+ * command executes (valgrind's cachegrind, the median of N runs): unlike time, they do not move with
+ * the machine's load.
  */
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -72,6 +74,29 @@ function childrenCpuMs(): number | undefined {
 
 const wall = new Map<string, number[]>(subjects.map((s) => [s.name, []]));
 const cpu = new Map<string, number>(subjects.map((s) => [s.name, 0]));
+/** Instructions `command args` executes, from `valgrind --tool=cachegrind --cache-sim=no` (its "I refs"). */
+function instructions(subject: Subject): number {
+  const result = spawnSync(
+    "valgrind",
+    [
+      "--tool=cachegrind",
+      "--cache-sim=no",
+      "--cachegrind-out-file=/dev/null",
+      subject.command,
+      ...subject.args,
+    ],
+    { env, encoding: "utf8", stdio: ["ignore", "ignore", "pipe"] },
+  );
+  const refs = /I\s+refs:\s+([\d,]+)/.exec(result.stderr ?? "")?.[1];
+  if (result.status !== 0 || refs === undefined)
+    throw new Error(
+      `valgrind ${subject.name} failed (is valgrind installed?): ${result.error ?? result.stderr}`,
+    );
+  return Number(refs.replaceAll(",", ""));
+}
+
+const INSTRUCTION_RUNS = Number(process.env.BENCH_CLI_INSTRUCTIONS ?? 0);
+const counted = new Map<string, number[]>();
 try {
   for (let round = 0; round < RUNS + 1; round++) {
     for (const subject of subjects) {
@@ -85,6 +110,11 @@ try {
       wall.get(subject.name)?.push(elapsed);
       if (cpuBefore !== undefined && cpuAfter !== undefined)
         cpu.set(subject.name, (cpu.get(subject.name) ?? 0) + cpuAfter - cpuBefore);
+    }
+  }
+  for (let round = 0; round < INSTRUCTION_RUNS; round++) {
+    for (const subject of subjects.filter((s) => s.goal || s.name === "node -e 0")) {
+      counted.set(subject.name, [...(counted.get(subject.name) ?? []), instructions(subject)]);
     }
   }
 } finally {
@@ -122,3 +152,11 @@ console.log(
     ? `\ngoal met: every goal command within ${GOAL}× of node -e 0`
     : `\ngoal missed by: ${missed.map((r) => `${r.name} (${r.ratio.toFixed(2)}×)`).join(", ")}`,
 );
+if (INSTRUCTION_RUNS > 0) {
+  const base = median(counted.get("node -e 0") ?? []);
+  console.log(`\ninstructions executed (valgrind cachegrind), median of ${INSTRUCTION_RUNS}:`);
+  for (const [name, counts] of counted) {
+    const n = median(counts);
+    console.log(`${name.padEnd(20)} ${(n / 1e6).toFixed(1).padStart(7)} M  ${(n / base).toFixed(3)}×`);
+  }
+}
