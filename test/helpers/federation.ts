@@ -8,14 +8,22 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach } from "vitest";
+import { afterAll, afterEach, beforeAll, expect } from "vitest";
 import { AcpAgent, type AcpAgentOptions } from "../../src/client/index.js";
 import { GatewaySigner } from "../../src/extensions/federation/gateway-key.js";
 import { requestSignatureInput } from "../../src/extensions/federation/peer-client.js";
 import type { DefaultGatewayOptions } from "../../src/server.js";
 import { FEDERATION_PREFIX, PeerHeader } from "../../src/wire/federation.js";
 import { rawRequest } from "../security/helpers.js";
-import { ADMIN_TOKEN, api, startTestGateway, type TestAgent, type TestGateway } from "./gateway.js";
+import {
+  ADMIN_TOKEN,
+  api,
+  type BrokerKind,
+  startTestGateway,
+  type TestAgent,
+  type TestGateway,
+} from "./gateway.js";
+import { startNatsServer } from "./nats.js";
 import { freePort } from "./ports.js";
 
 export interface Organization {
@@ -213,4 +221,45 @@ export async function signedPeerRequest(
     },
   });
   return { status: answer.status, json: JSON.parse(answer.text) as Record<string, unknown> };
+}
+
+export interface FederatedPair {
+  orgA: Organization;
+  orgB: Organization;
+  a: FederatedGateway;
+  b: FederatedGateway;
+}
+
+/**
+ * For a whole suite: a.test and b.test, each admitting the other, each gateway on the embedded store
+ * or on a NATS of its own, started before the suite's tests (call the result in a `beforeAll`
+ * registered after this) and stopped, with their servers and directories, after them.
+ */
+export function useFederatedPair(broker: BrokerKind): () => FederatedPair {
+  let pair: FederatedPair | undefined;
+  const orgs: Organization[] = [];
+  const natsServers: Awaited<ReturnType<typeof startNatsServer>>[] = [];
+  beforeAll(async () => {
+    orgs.push(...(await Promise.all([organization("a.test"), organization("b.test")])));
+    const [orgA, orgB] = orgs as [Organization, Organization];
+    if (broker === "nats") natsServers.push(...(await Promise.all([startNatsServer(), startNatsServer()])));
+    const natsUrl = (i: number) => (natsServers[i] ? { natsUrl: natsServers[i].url } : {});
+    const [a, b] = await Promise.all([
+      startFederatedGateway(orgA, [orgB], natsUrl(0)),
+      startFederatedGateway(orgB, [orgA], natsUrl(1)),
+    ]);
+    pair = { orgA, orgB, a, b };
+    for (const gw of [a, b]) expect(gw.gateway.context.broker.kind).toBe(broker);
+    await a.admit(orgB);
+    await b.admit(orgA);
+  });
+  afterAll(async () => {
+    await Promise.all([pair?.a.close(), pair?.b.close()]);
+    await Promise.all(natsServers.map((server) => server.dispose()));
+    for (const org of orgs) removeOrganization(org);
+  });
+  return () => {
+    if (!pair) throw new Error("the federated pair starts in the suite's beforeAll");
+    return pair;
+  };
 }
