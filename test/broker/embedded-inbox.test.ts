@@ -5,8 +5,9 @@
  */
 import { copyFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
-import { type Broker, type Delivery, openBroker } from "../../src/broker/index.js";
+import { type Broker, DATABASE_FILE, type Delivery, openBroker } from "../../src/broker/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { deliveredBefore, eventually, message, reader } from "./support.js";
 
@@ -86,12 +87,87 @@ describe("embedded inbox", () => {
     const broker = await open(tmp());
     const [m1, m2] = [message("alice", "bob"), message("alice", "bob")];
     for (const input of [m1, m2]) await broker.submit(input);
+    // Behind m1: m2, then two senders' messages under one id.
+    const fromAlice = message("alice", "bob");
+    const fromCarol = { ...message("carol", "bob"), id: fromAlice.id };
+    for (const input of [fromAlice, fromCarol]) await broker.submit(input);
     const inbox = reader(await broker.openInbox("bob", { maxInFlight: 1 }));
     expect((await inbox.next()).id).toBe(m1!.id);
-    await broker.reject("bob", m2!, "not wanted"); // still queued, read into the inbox's page
+    // Still queued, read into the inbox's page.
+    await broker.reject("bob", m2!, "not wanted");
+    await broker.reject("bob", fromCarol, "not wanted either");
     await broker.ack("bob", m1!);
+    const next = await inbox.next();
+    expect([next.from, next.id, next.attempt]).toEqual(["alice", fromAlice.id, 1]);
+    await broker.ack("bob", next);
     expect(await deliveredBefore(broker, inbox, "bob")).toEqual([]);
     expect(await broker.status(m2!)).toMatchObject({ status: "failed", deadLetter: { reason: "rejected" } });
+    expect(await broker.status(fromCarol)).toMatchObject({
+      status: "failed",
+      deadLetter: { reason: "rejected" },
+    });
+    expect(await broker.status(fromAlice)).toMatchObject({ status: "acknowledged", retryCount: 0 });
+  });
+
+  it("counts each delivery a dead process held whose ack wait ran out meanwhile", async () => {
+    const data = tmp();
+    const broker = await open(data);
+    const [m1, m2] = [message("alice", "bob"), message("alice", "bob")];
+    for (const input of [m1, m2]) await broker.submit(input);
+    const inbox = reader(await broker.openInbox("bob", { maxInFlight: 2 }));
+    for (const input of [m1, m2]) expect((await inbox.next()).id).toBe(input!.id);
+    await broker.status(m2!);
+    const dead = tmp();
+    for (const file of readdirSync(data)) copyFileSync(join(data, file), join(dead, file));
+    // Both ack waits ran out while no process ran.
+    const db = new Database(join(dead, DATABASE_FILE));
+    db.prepare("UPDATE messages SET next_attempt_at = ? WHERE status = 'delivered'").run(Date.now() - 1_000);
+    db.close();
+
+    const again = reader(await (await open(dead)).openInbox("bob"));
+    expect(summary([await again.next(), await again.next()])).toEqual([
+      [m1!.id, 2],
+      [m2!.id, 2],
+    ]);
+  });
+
+  it("puts hand-outs given back one by one in line by their place in the queue", async () => {
+    const broker = await open(tmp());
+    const [m1, m2] = [message("alice", "bob"), message("alice", "bob")];
+    for (const input of [m1, m2]) await broker.submit(input);
+    const opened = await broker.openInbox("bob", { maxInFlight: 2 });
+    const inbox = reader(opened);
+    for (const input of [m1, m2]) expect((await inbox.next()).id).toBe(input!.id);
+    await opened.giveBack([m1!]);
+    await opened.giveBack([m2!]); // goes in behind m1, which waits already
+    expect(summary([await inbox.next(), await inbox.next()])).toEqual([
+      [m1!.id, 2],
+      [m2!.id, 2],
+    ]);
+  });
+
+  it("puts a routed answer given back in line by its place in the queue", async () => {
+    const broker = await open(tmp());
+    const got: Delivery[] = [];
+    const receiver = broker.receiveRouted("alice", (delivery) => got.push(delivery));
+    const [first, older] = [message("carol", "alice"), message("carol", "alice")];
+    for (const input of [first, older]) await broker.submit(input);
+    const inbox = reader(await broker.openInbox("alice", { maxInFlight: 1 }));
+    expect((await inbox.next()).id).toBe(first.id); // `older` waits behind it
+    const request = message("alice", "bob", { kind: "request", method: "agent.request" });
+    await broker.submit({ ...request, replyTo: `${broker.instanceId}/socket-1` });
+    const answer = message("bob", "alice", { kind: "response", method: "response", inReplyTo: request.id });
+    await broker.submit(answer);
+    await eventually(async () => expect(got.map((delivery) => delivery.id)).toEqual([answer.id]));
+    await receiver.giveBack([answer]);
+    await broker.ack("alice", first);
+    const second = await inbox.next();
+    await broker.ack("alice", second);
+    const third = await inbox.next();
+    expect(summary([second, third])).toEqual([
+      [older.id, 1],
+      [answer.id, 1],
+    ]);
   });
 
   it("reads past a page of queued messages, and past a page offered while nobody reads", async () => {
