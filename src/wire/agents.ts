@@ -20,12 +20,7 @@ import {
   ProtocolVersion,
   TaskProgress,
 } from "./api.js";
-import { type CamelName, withCurrentNames } from "./deprecated-names.js";
-
-/** A body as the API reads it: each deprecated camelCase name as its snake_case one. */
-function acceptingDeprecatedNames<S extends z.ZodType>(schema: S) {
-  return z.preprocess((body) => withCurrentNames(body), schema);
-}
+import { acceptingDeprecatedNames, type CamelName } from "./deprecated-names.js";
 
 /** A body with its fields under their deprecated camelCase names, which the API still accepts. */
 type DeprecatedBody<T> = { [K in keyof T as K extends string ? CamelName<K> : K]: T[K] };

@@ -7,7 +7,7 @@
  * only camelCase, with `withCurrentNames` too. Fields whose values are not records of the API (a
  * signed envelope, a proposal's terms) are left as they are: see `OPAQUE_FIELDS`.
  */
-import type { z } from "zod";
+import { z } from "zod";
 
 /** `retry_count` → `retryCount`. */
 export function camelName(name: string): string {
@@ -160,6 +160,11 @@ export function camelCased(value: unknown, opaque: ReadonlySet<string> = OPAQUE_
     return out;
   };
   return eachRecord(value, convert);
+}
+
+/** A request body's schema (snake_case) that reads each deprecated camelCase name as its snake_case one. */
+export function acceptingDeprecatedNames<S extends z.ZodType>(schema: S) {
+  return z.preprocess((body) => withCurrentNames(body), schema);
 }
 
 /**

@@ -1,4 +1,4 @@
-import { restRecord, withCurrentNames } from "../../wire/deprecated-names.js";
+import { acceptingDeprecatedNames, restRecord } from "../../wire/deprecated-names.js";
 import type { IncomingMessage } from "node:http";
 import { z } from "zod";
 import { type ApprovalRecord, ApprovalStatus, type ApprovalStore } from "../../orchestration/approvals.js";
@@ -30,8 +30,7 @@ export const defaultApprovalAuthorizer: ApprovalAuthorizer = (caller, action, ap
 };
 
 /** POST /api/v1/approvals; `timeoutMs` is the deprecated name of `timeout_ms`. */
-const CreateApproval = z.preprocess(
-  (body) => withCurrentNames(body),
+const CreateApproval = acceptingDeprecatedNames(
   z.strictObject({
     command: AgentCommand,
     fallbacks: z.array(AgentId).default([]),

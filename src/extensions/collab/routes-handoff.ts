@@ -1,4 +1,4 @@
-import { restRecord, withCurrentNames } from "../../wire/deprecated-names.js";
+import { acceptingDeprecatedNames, restRecord } from "../../wire/deprecated-names.js";
 import type { Escrow } from "../../collab/contracts.js";
 import { z } from "zod";
 import type { Unsubscribe } from "../../broker/index.js";
@@ -43,8 +43,7 @@ import { conflict, notFound, parseOrThrow, requireOwnId } from "../../collab/uti
 const BASE = "/api/v1/handoffs";
 
 /** POST /api/v1/ledger/grants; `agentId` is the deprecated name of `agent_id`. */
-const Grant = z.preprocess(
-  (body) => withCurrentNames(body),
+const Grant = acceptingDeprecatedNames(
   z.strictObject({
     agent_id: AgentId,
     amount: z.int("must be a whole number of credits").positive().max(1_000_000_000),
