@@ -35,22 +35,29 @@ async function collabAt(gw: FederatedGateway, agentId: string) {
 const ledger = async (gw: FederatedGateway, account: string) =>
   (await api(gw.url, `/api/v1/ledger/${encodeURIComponent(account)}`, admin)).json;
 
+/** a.test and b.test admitting each other; alpha (100 credits) and beta, their handshake done. */
+async function twoOrganizations() {
+  const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
+  const a = await startFederatedGateway(orgA, [orgB]);
+  defer(() => a.close());
+  const b = await startFederatedGateway(orgB, [orgA]);
+  defer(() => b.close());
+  await a.admit(orgB);
+  await b.admit(orgA);
+  const { agent: alphaAgent, collab: alpha } = await collabAt(a, "alpha");
+  const { collab: beta } = await collabAt(b, "beta");
+  await alphaAgent.handshake("beta@b.test");
+  const grant = await api(a.url, "/api/v1/ledger/grants", {
+    ...admin,
+    body: { agentId: "alpha", amount: 100 },
+  });
+  expect(grant.status).toBe(201);
+  return { orgA, orgB, a, b, alpha, beta };
+}
+
 describe("federation: a handoff's escrow stays on the delegator's gateway", () => {
   it("is reserved, held and released (or refunded) at a.test as beta@b.test answers; b.test moves no credits", async () => {
-    const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
-    const a = await startFederatedGateway(orgA, [orgB]);
-    defer(() => a.close());
-    const b = await startFederatedGateway(orgB, [orgA]);
-    defer(() => b.close());
-    await a.admit(orgB);
-    await b.admit(orgA);
-    const { agent: alphaAgent, collab: alpha } = await collabAt(a, "alpha");
-    const { collab: beta } = await collabAt(b, "beta");
-    await alphaAgent.handshake("beta@b.test");
-    expect(
-      (await api(a.url, "/api/v1/ledger/grants", { ...admin, body: { agentId: "alpha", amount: 100 } }))
-        .status,
-    ).toBe(201);
+    const { orgA, orgB, a, b, alpha, beta } = await twoOrganizations();
 
     const offered = await alpha.handoffs.offer(
       "beta@b.test",
@@ -137,5 +144,38 @@ describe("federation: a handoff's escrow stays on the delegator's gateway", () =
     // b.test kept no escrow and moved nothing.
     expect(await ledger(b, "beta")).toMatchObject({ balance: 0, escrowed: 0, movements: [] });
     expect(await ledger(b, "alpha@a.test")).toMatchObject({ balance: 0, escrowed: 0, movements: [] });
+  });
+
+  it("expires at both gateways on the offer's dates: a.test refunds, each tells only its own agent", async () => {
+    const { a, b, alpha } = await twoOrganizations();
+    const respondBy = new Date(Date.now() + 1_500).toISOString();
+    const offered = await alpha.handoffs.offer(
+      "beta@b.test",
+      { completed: "-", remaining: "answer soon", context: {} },
+      { escrow: 25, respondBy },
+    );
+    await until(
+      () => api(b.url, `/api/v1/handoffs/${offered.handoffId}`, admin),
+      (r) => r.status === 200,
+      "b.test holds the offer",
+    );
+    const atA = await until(
+      () => alpha.handoffs.get(offered.handoffId),
+      (h) => h.status === "expired",
+      "a.test expires the offer nobody answered",
+      20_000,
+    );
+    expect(atA).toMatchObject({ escrowState: "refunded", expiry: { of: "offer" } });
+    expect(await ledger(a, "alpha")).toMatchObject({ balance: 100, escrowed: 0 });
+    const atB = await until(
+      () => api(b.url, `/api/v1/handoffs/${offered.handoffId}`, admin),
+      (r) => r.json.status === "expired",
+      "b.test expires its copy too",
+      20_000,
+    );
+    // b.test tells beta (when it is online); alpha is a.test's to tell.
+    expect(atB.json.toTell ?? []).not.toContain("alpha@a.test");
+    expect(atA.toTell ?? []).not.toContain("beta@b.test");
+    expect(await ledger(b, "beta")).toMatchObject({ balance: 0, escrowed: 0, movements: [] });
   });
 });

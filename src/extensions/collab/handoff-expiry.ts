@@ -1,7 +1,7 @@
 import type { KvBucket } from "../../broker/index.js";
 import { expire, HANDOFF_KEY, type HandoffRecord, overdue } from "../../collab/handoff.js";
 import { CollabMethod, type HandoffExpiredBody } from "../../collab/messages.js";
-import { AcpError, type EnvelopeHeaders, type MethodMessage } from "../../protocol/index.js";
+import { AcpError, type EnvelopeHeaders, isRemoteRef, type MethodMessage } from "../../protocol/index.js";
 import { settleEscrow, trackTask } from "./handoff-effects.js";
 import type { Action } from "./intake.js";
 import { CollabNotary } from "./notary.js";
@@ -118,9 +118,13 @@ export class HandoffExpiry {
 
   /** Expires it if it is still overdue; the gateway whose write wins refunds, audits and untracks. */
   private async expire(handoffId: string): Promise<boolean> {
-    const expired = await this.change(handoffId, (current) =>
-      overdue(current, this.services.now()) ? expire(current, this.services.now()) : undefined,
-    );
+    const domain = this.services.ctx.registry.remote?.domain;
+    const expired = await this.change(handoffId, (current) => {
+      if (!overdue(current, this.services.now())) return undefined;
+      const next = expire(current, this.services.now());
+      // A party of another domain is told by its own gateway, whose copy expires on the same dates.
+      return { ...next, toTell: (next.toTell ?? []).filter((party) => !isRemoteRef(party, domain)) };
+    });
     if (!expired) return false;
     await settleEscrow(this.services, expired);
     await trackTask(this.services, expired);
