@@ -16,6 +16,7 @@ import {
   useOrganizations,
 } from "../helpers/federation.js";
 import { ADMIN_TOKEN, api, type TestAgent } from "../helpers/gateway.js";
+import { scrapeMetrics } from "../helpers/metrics.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
 
@@ -90,6 +91,9 @@ async function floodFromOnePeer(natsUrls?: [string, string]): Promise<void> {
     });
   }
 
+  const metrics = await scrapeMetrics(b.url);
+  expect(metrics.get('acp_federation_inbound_pending{peer="a.test"}')).toBe(BOUND);
+
   // a.test's own forwarder is refused too: it keeps the message and backs off.
   const held = (await alpha.notify("beta@b.test", { n: "held" })).id;
   await until(
@@ -127,7 +131,16 @@ async function floodFromOnePeer(natsUrls?: [string, string]): Promise<void> {
   expect([...got].sort()).toEqual(
     ["carol", "held", ...Array.from({ length: BOUND }, (_, i) => `flood-${i}`)].sort(),
   );
-  expect((await b.gateway.broker.usage("beta")).pendingMessages).toBe(0);
+  await until(
+    () => b.gateway.broker.usage("beta"),
+    (usage) => usage.pendingMessages === 0,
+    "beta acknowledged everything",
+  );
+  await until(
+    async () => (await scrapeMetrics(b.url)).get('acp_federation_inbound_pending{peer="a.test"}') ?? 0,
+    (pending) => pending === 0,
+    "b.test counts nothing pending of a.test's any more",
+  );
   // And b.test takes a.test's messages again as before.
   await alpha.notify("beta@b.test", { n: "after" });
   await until(

@@ -147,6 +147,7 @@ export class Federation implements RemoteAgents {
         bytes: options.peerInbound?.bytes ?? DEFAULT_PEER_INBOUND.bytes,
       },
       this.retentionMs,
+      ctx.metrics,
     );
     this.receiver = new Receiver({
       relay: ctx.relay,

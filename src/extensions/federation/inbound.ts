@@ -10,6 +10,7 @@
  */
 import { QUOTA_RETRY_AFTER_SECONDS } from "../../broker/errors.js";
 import type { Broker, MessageRecord, MessageRef, Unsubscribe } from "../../broker/index.js";
+import type { Metrics } from "../../gateway/metrics.js";
 import { messageKey } from "../../broker/validation.js";
 import { AcpError } from "../../protocol/index.js";
 
@@ -58,7 +59,26 @@ export class PeerInbound {
     private readonly bound: InboundBound,
     /** The broker's retention: a message accepted longer ago than this has expired. */
     private readonly retentionMs: number,
-  ) {}
+    metrics: Metrics,
+  ) {
+    metrics.addCollector(() => {
+      const peers = [...this.peers];
+      return [
+        {
+          name: "acp_federation_inbound_pending",
+          help: "messages a peer's agents have pending here (its inbound bound counts them), by peer",
+          type: "gauge",
+          samples: peers.map(([peer, pending]) => ({ labels: { peer }, value: pending.messages.size })),
+        },
+        {
+          name: "acp_federation_inbound_pending_bytes",
+          help: "envelope bytes a peer's agents have pending here, by peer",
+          type: "gauge",
+          samples: peers.map(([peer, pending]) => ({ labels: { peer }, value: pending.bytes })),
+        },
+      ];
+    });
+  }
 
   async start(): Promise<void> {
     this.unsubscribe = await this.broker.events((event) => {
