@@ -129,12 +129,6 @@ export class PeerInbound {
     };
   }
 
-  /** What `peer` has pending here, as counted. */
-  usage(peer: string): { messages: number; bytes: number } {
-    const pending = this.peers.get(peer);
-    return { messages: pending?.messages.size ?? 0, bytes: pending?.bytes ?? 0 };
-  }
-
   private pendingOf(peer: string): PeerPending {
     let pending = this.peers.get(peer);
     if (!pending) {
