@@ -1,11 +1,13 @@
-import type { AddPeerRequest, FederationStatusView, PeerView } from "../wire/federation.js";
+import { restRecord } from "../wire/deprecated-names.js";
+import type { AddPeerRequest, FederationStatusAnswer, PeerAnswer } from "../wire/federation.js";
 import { FEDERATION_API } from "../wire/federation.js";
 import { normaliseGatewayUrl } from "./http.js";
 import { requestGatewayJson } from "./request.js";
 
 /**
  * A federating gateway's peers over HTTP, with its admin token (docs/federation.md, "Operating
- * it"). Non-2xx answers become the AcpError the gateway sent.
+ * it"). Non-2xx answers become the AcpError the gateway sent. Answers are snake_case with the
+ * deprecated camelCase names beside them, an older gateway's camelCase answers read the same way.
  */
 export class FederationAdminClient {
   private readonly baseUrl: string;
@@ -15,18 +17,18 @@ export class FederationAdminClient {
   }
 
   /** This gateway's domain, endpoint, policy and keys, and every peer with its link's health. */
-  status(): Promise<FederationStatusView> {
-    return this.call("GET", "") as Promise<FederationStatusView>;
+  status(): Promise<FederationStatusAnswer> {
+    return this.call("GET", "") as Promise<FederationStatusAnswer>;
   }
 
   /** Every admitted peer gateway, with its pinned keys and its link's health. */
-  async list(): Promise<PeerView[]> {
-    return ((await this.call("GET", "/peers")) as { peers: PeerView[] }).peers;
+  async list(): Promise<PeerAnswer[]> {
+    return ((await this.call("GET", "/peers")) as { peers: PeerAnswer[] }).peers;
   }
 
   /** Admits a peer; its keys are those given, or those its `/.well-known/acp` shows now. */
-  add(peer: AddPeerRequest): Promise<PeerView & { warning?: string }> {
-    return this.call("POST", "/peers", peer) as Promise<PeerView & { warning?: string }>;
+  add(peer: AddPeerRequest): Promise<PeerAnswer & { warning?: string }> {
+    return this.call("POST", "/peers", peer) as Promise<PeerAnswer & { warning?: string }>;
   }
 
   /** Forgets a peer (messages already queued for it stay until they expire). */
@@ -38,24 +40,25 @@ export class FederationAdminClient {
   }
 
   /** Refuses the peer in both directions whatever the policy, keeping its record (`unblock` lifts it). */
-  block(domain: string): Promise<PeerView> {
-    return this.call("POST", `/peers/${encodeURIComponent(domain)}/block`) as Promise<PeerView>;
+  block(domain: string): Promise<PeerAnswer> {
+    return this.call("POST", `/peers/${encodeURIComponent(domain)}/block`) as Promise<PeerAnswer>;
   }
 
   /** Lifts a block set by `block`. */
-  unblock(domain: string): Promise<PeerView> {
-    return this.call("POST", `/peers/${encodeURIComponent(domain)}/unblock`) as Promise<PeerView>;
+  unblock(domain: string): Promise<PeerAnswer> {
+    return this.call("POST", `/peers/${encodeURIComponent(domain)}/unblock`) as Promise<PeerAnswer>;
   }
 
   /** Pins the keys the peer's `/.well-known/acp` now shows, in place of those pinned. */
-  acceptKey(domain: string): Promise<PeerView> {
-    return this.call("POST", `/peers/${encodeURIComponent(domain)}/accept-key`) as Promise<PeerView>;
+  acceptKey(domain: string): Promise<PeerAnswer> {
+    return this.call("POST", `/peers/${encodeURIComponent(domain)}/accept-key`) as Promise<PeerAnswer>;
   }
 
-  private call(method: string, path: string, body?: unknown): Promise<unknown> {
-    return requestGatewayJson(this.baseUrl, method, `${FEDERATION_API}${path}`, {
+  private async call(method: string, path: string, body?: unknown): Promise<unknown> {
+    const answer = await requestGatewayJson(this.baseUrl, method, `${FEDERATION_API}${path}`, {
       headers: { authorization: `Bearer ${this.options.adminToken}` },
       ...(body !== undefined ? { body } : {}),
     });
+    return restRecord(answer);
   }
 }

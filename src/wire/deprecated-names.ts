@@ -28,6 +28,13 @@ type SnakeName<S extends string> = S extends `${infer Head}${infer Tail}`
   ? `${Head extends Lowercase<Head> ? Head : `_${Lowercase<Head>}`}${SnakeName<Tail>}`
   : S;
 
+/** A record's fields under their snake_case names, at every level: `{link: {lastError}}` as `{link: {last_error}}`. */
+export type SnakeCased<T> = T extends readonly (infer Item)[]
+  ? SnakeCased<Item>[]
+  : T extends object
+    ? { [K in keyof T as K extends string ? SnakeName<K> : K]: SnakeCased<T[K]> }
+    : T;
+
 /** A record's fields under their snake_case names, one level deep: `{createdAt}` as `{created_at}`. */
 export type SnakeCasedFields<T> = { [K in keyof T as K extends string ? SnakeName<K> : K]: T[K] };
 
@@ -80,6 +87,8 @@ export const OPAQUE_FIELDS: ReadonlySet<string> = new Set([
   "telling",
   "tally",
   "balances",
+  // keyed by refusal reasons (`InvalidParams`)
+  "refusals",
 ]);
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

@@ -10,6 +10,7 @@ import {
   X25519PublicJwk,
 } from "../protocol/index.js";
 import { KeyHistoryEntry, ProtocolVersion } from "./api.js";
+import type { SnakeCased, WithDeprecatedNames } from "./deprecated-names.js";
 
 /**
  * The federation's wire contract (docs/federation.md): what gateways publish and send each other,
@@ -110,7 +111,7 @@ export type StatusResponse = z.infer<typeof StatusResponse>;
 export const NoticeRequest = z.strictObject({ agents: z.array(AgentId).min(1).max(500) });
 export const NoticeResponse = z.object({ ok: z.literal(true) });
 
-/** POST /api/v1/federation/peers (admin): admit a peer. */
+/** POST /api/v1/federation/peers (admin): admit a peer. Its fields are one word each. */
 export const AddPeerRequest = z.strictObject({
   domain: FederationDomain,
   /** Its federation endpoint's origin or its `/.well-known/acp` base; default `https://<domain>`. */
@@ -122,7 +123,10 @@ export type AddPeerRequest = z.infer<typeof AddPeerRequest>;
 
 export const PeerState = z.enum(["allowed", "blocked"]);
 
-/** A peer as the admin API and `acp federation list|status` show it. */
+/**
+ * A peer as the federation extension builds it; the admin API answers it as `PeerAnswer` and
+ * `acp federation list|status` show that.
+ */
 export interface PeerView {
   domain: string;
   state: z.infer<typeof PeerState>;
@@ -161,3 +165,11 @@ export interface FederationStatusView {
   keys: string[];
   peers: PeerView[];
 }
+
+/**
+ * The admin API's answers: snake_case (`pinned_keys`, `link.last_error`), each field also under its
+ * camelCase name for the deprecation period (docs/gateway.md, "One casing").
+ */
+export type RestAnswer<T> = WithDeprecatedNames<SnakeCased<T>>;
+export type PeerAnswer = RestAnswer<PeerView>;
+export type FederationStatusAnswer = RestAnswer<FederationStatusView>;

@@ -94,7 +94,9 @@ describe("acp federation", () => {
     const status = await acp("status", "--json");
     const view = JSON.parse(status.stdout);
     expect(view).toMatchObject({ domain: "a.test", policy: "allow-list", peers: [{ domain: "b.test" }] });
-    expect(view.peers[0].link).toMatchObject({ queued: 0, forwarded: 0 });
+    expect(view.peers[0].link).toMatchObject({ queued: 0, forwarded: 0, last_error: null, lastError: null });
+    expect(view.peers[0]).toMatchObject({ admitted_by: "admin", admittedBy: "admin" });
+    expect(view.peers[0].pinned_keys).toEqual(view.peers[0].pinnedKeys);
     const text = await acp("status");
     expect(text.stdout).toContain("domain a.test (allow-list)");
     expect(text.stdout).toMatch(/b\.test\tallowed\tqueued 0/);

@@ -27,7 +27,7 @@ describe("federation: a peer's gateway key changes", () => {
     defer(() => b.close());
     await a.admit(orgB as Organization);
     const admitted = await b.admit(orgA as Organization);
-    const pinned = admitted.pinnedKeys as string[];
+    const pinned = admitted.pinned_keys as string[];
     const { registered: alphaReg } = await a.agent("alpha");
     const { agent: beta } = await b.agent("beta");
     const got: number[] = [];
@@ -44,17 +44,25 @@ describe("federation: a peer's gateway key changes", () => {
 
     const status = await until(
       () => api(b.url, "/api/v1/federation", admin),
-      (r) => (r.json.peers as { pendingKeys?: unknown }[])[0]?.pendingKeys !== undefined,
+      (r) => (r.json.peers as { pending_keys?: unknown }[])[0]?.pending_keys !== undefined,
       "b.test shows a.test's pending key change",
     );
-    const peer = (status.json.peers as { pinnedKeys: string[]; pendingKeys: { kids: string[] } }[])[0];
-    expect(peer?.pinnedKeys).toEqual(pinned);
-    expect(peer?.pendingKeys.kids).not.toEqual(pinned);
+    const peer = (
+      status.json.peers as { pinned_keys: string[]; pending_keys: { kids: string[]; seen_at: string } }[]
+    )[0];
+    expect(peer?.pinned_keys).toEqual(pinned);
+    expect(peer?.pending_keys.kids).not.toEqual(pinned);
+    // The camelCase names are still sent, for the deprecation period.
+    expect(peer).toMatchObject({
+      pinnedKeys: pinned,
+      pendingKeys: { kids: peer?.pending_keys.kids, seenAt: peer?.pending_keys.seen_at },
+    });
     expect(got).toEqual([]);
 
     const accepted = await api(b.url, "/api/v1/federation/peers/a.test/accept-key", { ...admin, body: {} });
     expect(accepted.status).toBe(200);
-    expect(accepted.json.pinnedKeys).toEqual(peer?.pendingKeys.kids);
+    expect(accepted.json.pinned_keys).toEqual(peer?.pending_keys.kids);
+    expect(accepted.json.pinnedKeys).toEqual(peer?.pending_keys.kids);
     await alpha.handshake("beta@b.test");
     await alpha.notify("beta@b.test", { n: 1 });
     await until(

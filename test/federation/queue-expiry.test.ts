@@ -43,7 +43,7 @@ async function expiresInQueue(natsUrls?: [string, string]): Promise<void> {
   expect((await status(remote)).json).toMatchObject({ status: "queued", peer: "b.test" });
   await until(
     () => api(a.url, "/api/v1/federation", { headers: { authorization: `Bearer ${a.adminToken}` } }),
-    (r) => typeof (r.json.peers as { link: { lastError: unknown } }[])[0]?.link.lastError === "string",
+    (r) => typeof (r.json.peers as { link: { last_error: unknown } }[])[0]?.link.last_error === "string",
     "a.test's forwarder tried b.test and failed",
   );
   const expired = await until(

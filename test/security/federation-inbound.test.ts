@@ -40,7 +40,7 @@ function alphaNote(alpha: TestAgent, n: string): string {
 
 function lastErrorAt(gw: FederatedGateway) {
   return api(gw.url, "/api/v1/federation", { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }).then(
-    (r) => (r.json.peers as { link: { lastError: string | null } }[])[0]?.link.lastError ?? null,
+    (r) => (r.json.peers as { link: { last_error: string | null } }[])[0]?.link.last_error ?? null,
   );
 }
 

@@ -68,7 +68,7 @@ async function openOrganizations(): Promise<Open> {
 
 async function peersOf(gw: FederatedGateway) {
   const answer = await api(gw.url, "/api/v1/federation/peers", admin);
-  return answer.json.peers as { domain: string; state: string; admittedBy: string; pinnedKeys: string[] }[];
+  return answer.json.peers as { domain: string; state: string; admitted_by: string; pinned_keys: string[] }[];
 }
 
 /** A transfer to a.test's federation listener signed as `origin` by `signer` (the attacker's key). */
@@ -121,8 +121,8 @@ describe("federation: the open policy", () => {
     expect((await o.beta.handshake("alpha@a.test")).state).toBe("established");
     const [peer] = await peersOf(o.a);
     const bKey = await GatewaySigner.open(`${o.orgB.dir}/data`, "b.test");
-    expect(peer).toMatchObject({ domain: "b.test", state: "allowed", admittedBy: "open-policy" });
-    expect(peer?.pinnedKeys).toEqual([bKey.kid]);
+    expect(peer).toMatchObject({ domain: "b.test", state: "allowed", admitted_by: "open-policy" });
+    expect(peer?.pinned_keys).toEqual([bKey.kid]);
     expect((await api(o.a.url, "/api/v1/federation/peers", admin)).json).toMatchObject({
       peers: [{ url: o.orgB.url }],
     });
@@ -150,8 +150,8 @@ describe("federation: the open policy", () => {
     expect(JSON.parse(refused.text).error.message).toMatch(/not a key of c\.test/);
     const cKey = await GatewaySigner.open(`${o.orgC.dir}/data`, "c.test");
     const cPeer = (await peersOf(o.a)).find((p) => p.domain === "c.test");
-    expect(cPeer?.pinnedKeys).toEqual([cKey.kid]);
-    expect(cPeer?.pinnedKeys).not.toContain(forger.kid);
+    expect(cPeer?.pinned_keys).toEqual([cKey.kid]);
+    expect(cPeer?.pinned_keys).not.toContain(forger.kid);
     // The same forgery as b.test, a peer already admitted: refused too.
     const asB = await transferToA(o, "b.test", await GatewaySigner.open(tmp(), "b.test"), "{}");
     expect(asB.status).toBe(401);

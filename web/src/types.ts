@@ -17,10 +17,11 @@ export type { WebhookStatus } from "../../src/extensions/dashboard/webhooks.js";
 export type ApprovalView = import("../../src/wire/deprecated-names.js").SnakeCasedFields<
   import("../../src/orchestration/approvals.js").ApprovalRecord
 >;
-export type {
-  FederationStatusView,
-  PeerView as FederationPeer,
-} from "../../src/wire/federation.js";
+/** The federation admin API's answers, read by their snake_case names (`pinned_keys`, `link.last_error`). */
+export type FederationStatusView = import("../../src/wire/deprecated-names.js").SnakeCased<
+  import("../../src/wire/federation.js").FederationStatusView
+>;
+export type FederationPeer = FederationStatusView["peers"][number];
 
 export interface Me {
   viewer: import("../../src/extensions/dashboard/viewer.js").Viewer;

@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { FederationAdminClient } from "../../client/federation-admin.js";
-import type { PeerView } from "../../wire/federation.js";
+import type { PeerAnswer } from "../../wire/federation.js";
 import { CliError, printJson, printLine } from "../io.js";
 import { failed, type GatewayFlags, gatewayOf, withGatewayOptions } from "../shared.js";
 
@@ -15,20 +15,20 @@ function clientOf(flags: GatewayFlags): FederationAdminClient {
 }
 
 /** One line per peer: domain, state, its link's health, and a key change waiting for the admin. */
-function peerLine(peer: PeerView): string {
+function peerLine(peer: PeerAnswer): string {
   const link = peer.link;
   const parts = [peer.domain, peer.state];
   if (link) {
     parts.push(`queued ${link.queued}`);
-    if (link.oldestQueuedSeconds !== null) parts.push(`oldest ${link.oldestQueuedSeconds}s`);
-    parts.push(`last contact ${link.lastContactAt ?? "never"}`);
+    if (link.oldest_queued_seconds !== null) parts.push(`oldest ${link.oldest_queued_seconds}s`);
+    parts.push(`last contact ${link.last_contact_at ?? "never"}`);
     const refusals = Object.entries(link.refusals);
     if (refusals.length > 0) parts.push(`refused ${refusals.map(([why, n]) => `${why}×${n}`).join(" ")}`);
-    if (link.lastError) parts.push(`error: ${link.lastError}`);
+    if (link.last_error) parts.push(`error: ${link.last_error}`);
   }
-  if (peer.pendingKeys) {
+  if (peer.pending_keys) {
     parts.push(
-      `KEY CHANGE pending since ${peer.pendingKeys.seenAt} (acp federation accept-key ${peer.domain})`,
+      `KEY CHANGE pending since ${peer.pending_keys.seen_at} (acp federation accept-key ${peer.domain})`,
     );
   }
   return parts.join("\t");
@@ -69,7 +69,7 @@ export function registerFederation(program: Command): void {
       .catch((err: unknown) => failed(err, flags.json));
     if (flags.json) return printJson(added);
     printLine(
-      `peer ${added.domain} added; pinned keys: ${added.pinnedKeys.join(", ") || "none yet (pinned at first contact)"}`,
+      `peer ${added.domain} added; pinned keys: ${added.pinned_keys.join(", ") || "none yet (pinned at first contact)"}`,
     );
     if (added.warning) printLine(`warning: ${added.warning}`);
   });
@@ -82,7 +82,7 @@ export function registerFederation(program: Command): void {
       if (flags.json) return printJson({ peers });
       if (peers.length === 0) return printLine("no peers yet (acp federation add DOMAIN --url URL)");
       for (const peer of peers)
-        printLine(`${peer.domain}\t${peer.state}\t${peer.url}\t${peer.pinnedKeys.join(",")}`);
+        printLine(`${peer.domain}\t${peer.state}\t${peer.url}\t${peer.pinned_keys.join(",")}`);
     },
   );
 

@@ -5,6 +5,7 @@
  */
 import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import { type GatewayContext, requireAdmin } from "../../gateway/context.js";
+import { restRecord } from "../../wire/deprecated-names.js";
 import { AcpError, FederationDomain, problemsOf } from "../../protocol/index.js";
 import {
   AddPeerRequest,
@@ -33,12 +34,12 @@ export function adminRoutes(router: Router, ctx: GatewayContext, federation: () 
       keys: [f.signer.kid],
       peers: await f.peerViews(),
     };
-    sendJson(res, 200, view);
+    sendJson(res, 200, restRecord(view));
   });
 
   router.add("GET", `${FEDERATION_API}/peers`, async (req, res) => {
     await requireAdmin(ctx, req);
-    sendJson(res, 200, { peers: await federation().peerViews() });
+    sendJson(res, 200, restRecord({ peers: await federation().peerViews() }));
   });
 
   router.add("POST", `${FEDERATION_API}/peers`, async (req, res) => {
@@ -88,7 +89,7 @@ export function adminRoutes(router: Router, ctx: GatewayContext, federation: () 
     }
     const created = await f.peers.create(record);
     ctx.logger.info({ peer: domain, pinned: created.pinned.map((k) => k.kid) }, "federation peer added");
-    sendJson(res, 201, { ...(await f.peerView(created)), ...(warning && { warning }) });
+    sendJson(res, 201, restRecord({ ...(await f.peerView(created)), ...(warning && { warning }) }));
   });
 
   const domainOf = (value: string | undefined): string => {
@@ -130,7 +131,7 @@ export function adminRoutes(router: Router, ctx: GatewayContext, federation: () 
             })
           : await f.peers.update(domain, (current) => current);
       ctx.logger.info({ peer: domain }, `federation peer ${state}`);
-      sendJson(res, 200, await f.peerView(updated));
+      sendJson(res, 200, restRecord(await f.peerView(updated)));
     });
   }
 
@@ -143,6 +144,6 @@ export function adminRoutes(router: Router, ctx: GatewayContext, federation: () 
       { peer: domain, pinned: updated.pinned.map((k) => k.kid) },
       "federation peer key accepted",
     );
-    sendJson(res, 200, await f.peerView(updated));
+    sendJson(res, 200, restRecord(await f.peerView(updated)));
   });
 }

@@ -8,7 +8,7 @@ const REFRESH_MS = 5_000;
 
 /** The admin accepts a peer's new gateway key only after ticking that it was checked out of band. */
 function pendingKeyChange(peer: FederationPeer, accept: () => Promise<void>): HTMLElement | null {
-  const pending = peer.pendingKeys;
+  const pending = peer.pending_keys;
   if (!pending) return null;
   const checkId = `checked-${peer.domain}`;
   const result = h("p", { class: "decision-result", role: "status" });
@@ -46,7 +46,7 @@ function pendingKeyChange(peer: FederationPeer, accept: () => Promise<void>): HT
       "p",
       {},
       `${peer.domain}'s /.well-known/acp shows gateway keys that are not pinned (seen `,
-      when(pending.seenAt),
+      when(pending.seen_at),
       "). Its traffic signed by them is refused until an admin accepts them.",
     ),
     h(
@@ -80,7 +80,7 @@ function refusals(counts: Record<string, number>): string {
 
 function peerCard(peer: FederationPeer, accept: () => Promise<void>): HTMLElement {
   const link = peer.link;
-  const down = link?.lastError != null;
+  const down = link?.last_error != null;
   return h(
     "article",
     { class: "card peer", "aria-labelledby": `peer-${peer.domain}`, "data-domain": peer.domain },
@@ -89,7 +89,7 @@ function peerCard(peer: FederationPeer, accept: () => Promise<void>): HTMLElemen
       { class: "card-head" },
       h("h2", { id: `peer-${peer.domain}` }, peer.domain),
       badge(peer.state, peer.state === "blocked" ? "revoked" : "established"),
-      peer.pendingKeys ? badge("key change pending", "warning") : null,
+      peer.pending_keys ? badge("key change pending", "warning") : null,
       down ? badge("unreachable", "failed") : null,
     ),
     h(
@@ -98,12 +98,12 @@ function peerCard(peer: FederationPeer, accept: () => Promise<void>): HTMLElemen
       h("dt", {}, "Endpoint"),
       h("dd", {}, peer.endpoint ?? peer.url),
       h("dt", {}, "Admitted by"),
-      h("dd", {}, peer.admittedBy === "admin" ? "an admin" : "the open policy", " ", when(peer.addedAt)),
+      h("dd", {}, peer.admitted_by === "admin" ? "an admin" : "the open policy", " ", when(peer.added_at)),
       h("dt", {}, "Pinned keys"),
       h(
         "dd",
         {},
-        peer.pinnedKeys.length > 0 ? peer.pinnedKeys.map((kid) => h("code", {}, kid, " ")) : "none yet",
+        peer.pinned_keys.length > 0 ? peer.pinned_keys.map((kid) => h("code", {}, kid, " ")) : "none yet",
       ),
       h("dt", {}, "Queued here"),
       h("dd", { "data-field": "queued" }, String(link?.queued ?? 0)),
@@ -111,15 +111,15 @@ function peerCard(peer: FederationPeer, accept: () => Promise<void>): HTMLElemen
       h(
         "dd",
         { "data-field": "oldest" },
-        link?.oldestQueuedSeconds == null ? "—" : `${duration(link.oldestQueuedSeconds * 1000)} old`,
+        link?.oldest_queued_seconds == null ? "—" : `${duration(link.oldest_queued_seconds * 1000)} old`,
       ),
       h("dt", {}, "Last contact"),
       h(
         "dd",
         { "data-field": "last-contact" },
-        link?.lastContactAt ? [when(link.lastContactAt), ` (${ago(link.lastContactAt)})`] : "never",
+        link?.last_contact_at ? [when(link.last_contact_at), ` (${ago(link.last_contact_at)})`] : "never",
       ),
-      down ? [h("dt", {}, "Last error"), h("dd", { "data-field": "last-error" }, link?.lastError)] : null,
+      down ? [h("dt", {}, "Last error"), h("dd", { "data-field": "last-error" }, link?.last_error)] : null,
       h("dt", {}, "Refusals"),
       h("dd", { "data-field": "refusals" }, refusals(link?.refusals ?? {})),
       h("dt", {}, "Forwarded / received"),
