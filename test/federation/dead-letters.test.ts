@@ -5,12 +5,10 @@
 import { describe, expect, it } from "vitest";
 import { startFederatedGateway, useOrganizations } from "../helpers/federation.js";
 import { api, FrameClient } from "../helpers/gateway.js";
-import { describeWithNats, useNatsServer } from "../helpers/nats.js";
+import { describeWithNats } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
 
-// Started before the organizations, so their gateways close before these servers stop.
-const nats = useNatsServer();
-const { org, defer } = useOrganizations();
+const { org, defer, nats } = useOrganizations();
 
 /** alpha@a.test's message, rejected by beta@b.test, shows at a.test as failed with beta's reason. */
 async function rejectedComesBack(natsUrls: [string, string] | undefined): Promise<void> {

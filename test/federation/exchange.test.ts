@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AcpAgent } from "../../src/client/index.js";
-import { api } from "../helpers/gateway.js";
 import {
   type FederatedGateway,
   type Organization,
@@ -8,6 +7,7 @@ import {
   removeOrganization,
   startFederatedGateway,
 } from "../helpers/federation.js";
+import { api } from "../helpers/gateway.js";
 import { scrapeMetrics } from "../helpers/metrics.js";
 import { until } from "../helpers/until.js";
 

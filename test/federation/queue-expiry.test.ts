@@ -8,10 +8,10 @@ import { describe, expect, it } from "vitest";
 import { remoteSenderInbox } from "../../src/extensions/federation/directory.js";
 import { startFederatedGateway, useOrganizations } from "../helpers/federation.js";
 import { api, type TestAgent } from "../helpers/gateway.js";
-import { describeWithNats, useNatsServer } from "../helpers/nats.js";
+import { describeWithNats } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
 
-const { org, defer } = useOrganizations();
+const { org, defer, nats } = useOrganizations();
 
 /** a.test keeps messages this long: the queued one expires while b.test is down. */
 const RETENTION_MS = 3_000;
@@ -92,8 +92,6 @@ describe("federation: a message that expires in a peer's outbound queue", () => 
 });
 
 describeWithNats("federation: a message that expires in a peer's outbound queue, on NATS", () => {
-  const nats = useNatsServer();
-
   it("reads expired at the sender's gateway and is never delivered when the peer returns", async () => {
     const [natsA, natsB] = await Promise.all([nats(), nats()]);
     await expiresInQueue([natsA.url, natsB.url]);

@@ -16,12 +16,10 @@ import {
   useOrganizations,
 } from "../helpers/federation.js";
 import { ADMIN_TOKEN, api, type TestAgent } from "../helpers/gateway.js";
-import { describeWithNats, useNatsServer } from "../helpers/nats.js";
+import { describeWithNats } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
 
-// Started before the organizations, so their gateways close before these servers stop.
-const nats = useNatsServer();
-const { org, defer } = useOrganizations();
+const { org, defer, nats } = useOrganizations();
 /**
  * Two gateways, one stopped and started again, dozens of signed messages: about 2 s on an idle
  * machine, but past the usual 30 s on a loaded 2-core one.

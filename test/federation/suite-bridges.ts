@@ -1,4 +1,4 @@
-import { TaskState, type Task } from "@a2a-js/sdk";
+import { type Task, TaskState } from "@a2a-js/sdk";
 import {
   ClientFactory,
   ClientFactoryOptions,

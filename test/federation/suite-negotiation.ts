@@ -6,18 +6,18 @@ import {
   agreementDocument,
   type NegotiationView,
   roundHash,
-  signAgreement,
   type SignedAgreement,
+  signAgreement,
   verifyAgreement,
 } from "../../src/collab/index.js";
 import { buildNotification, createSigner, generateIdentity, signMessage } from "../../src/protocol/index.js";
-import { api, type TestAgent } from "../helpers/gateway.js";
 import {
   type FederatedGateway,
   type Organization,
   signedPeerRequest,
   useFederatedPair,
 } from "../helpers/federation.js";
+import { api, type TestAgent } from "../helpers/gateway.js";
 import { until } from "../helpers/until.js";
 
 /**

@@ -23,7 +23,7 @@ import {
   type TestAgent,
   type TestGateway,
 } from "./gateway.js";
-import { startNatsServer } from "./nats.js";
+import { type NatsServer, startNatsServer, useNatsServer } from "./nats.js";
 import { freePort } from "./ports.js";
 
 export interface Organization {
@@ -172,12 +172,16 @@ export function removeOrganization(org: Organization): void {
 /**
  * Clean-up after each test of a federation file: `org(domain)` makes an organization whose
  * directory goes when the test ends, and `defer(...)` runs gateways' closes and the like then too,
- * the last registered first.
+ * the last registered first. `nats()` starts a nats-server that stops after those clean-ups, so
+ * the gateways on it close while it still answers.
  */
 export function useOrganizations(): {
   org(domain: string): Promise<Organization>;
   defer(...cleanups: (() => Promise<unknown> | unknown)[]): void;
+  nats(): Promise<NatsServer>;
 } {
+  // Registered first, so its servers stop after the afterEach below (hooks run last-in, first-out).
+  const nats = useNatsServer();
   const pending: (() => Promise<unknown> | unknown)[] = [];
   afterEach(async () => {
     for (const cleanup of pending.splice(0).reverse()) await cleanup();
@@ -191,6 +195,7 @@ export function useOrganizations(): {
     defer(...cleanups) {
       pending.push(...cleanups);
     },
+    nats: () => nats(),
   };
 }
 

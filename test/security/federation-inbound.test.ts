@@ -17,10 +17,10 @@ import {
 } from "../helpers/federation.js";
 import { ADMIN_TOKEN, api, type TestAgent } from "../helpers/gateway.js";
 import { scrapeMetrics } from "../helpers/metrics.js";
-import { describeWithNats, useNatsServer } from "../helpers/nats.js";
+import { describeWithNats } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
 
-const { org, defer } = useOrganizations();
+const { org, defer, nats } = useOrganizations();
 
 /** What b.test lets one peer's agents have pending there. */
 const BOUND = 3;
@@ -162,8 +162,6 @@ describe("federation: what one peer may have pending at a gateway", () => {
 describeWithNats(
   "federation: what one peer may have pending at a gateway on NATS (its change feed settles the count)",
   () => {
-    const nats = useNatsServer();
-
     it(TITLE, async () => {
       const [natsA, natsB] = await Promise.all([nats(), nats()]);
       await floodFromOnePeer([natsA.url, natsB.url]);
