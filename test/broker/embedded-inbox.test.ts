@@ -168,6 +168,8 @@ describe("embedded inbox", () => {
       [older.id, 1],
       [answer.id, 1],
     ]);
+    await broker.ack("alice", third);
+    expect(await deliveredBefore(broker, inbox, "alice")).toEqual([]);
   });
 
   it("reads past a page of queued messages, and past a page offered while nobody reads", async () => {
