@@ -2,6 +2,8 @@
  * The wire contract of the outbound A2A bridge's admin API (`acp agent add-a2a` and the gateway's
  * `/api/v1/a2a/remote-agents`), shared by the CLI and the extension (docs/a2a.md).
  */
+import type { SnakeCased, WithDeprecatedNames } from "./deprecated-names.js";
+
 export const A2A_REMOTE_AGENTS_PATH = "/api/v1/a2a/remote-agents";
 
 /**
@@ -51,3 +53,9 @@ export interface OutboundAgentRecord {
   warnings?: string[];
   registeredAt: string;
 }
+
+/**
+ * A registration as the admin API answers it: snake_case (`agent_id`, `card_url`,
+ * `signature.key_source`), each field also under its camelCase name for the deprecation period.
+ */
+export type OutboundAgentAnswer = WithDeprecatedNames<SnakeCased<OutboundAgentRecord>>;

@@ -172,8 +172,11 @@ export function camelCased(value: unknown, opaque: ReadonlySet<string> = OPAQUE_
 }
 
 /** A request body's schema (snake_case) that reads each deprecated camelCase name as its snake_case one. */
-export function acceptingDeprecatedNames<S extends z.ZodType>(schema: S) {
-  return z.preprocess((body) => withCurrentNames(body), schema);
+export function acceptingDeprecatedNames<S extends z.ZodType>(
+  schema: S,
+  opaque: ReadonlySet<string> = OPAQUE_FIELDS,
+) {
+  return z.preprocess((body) => withCurrentNames(body, opaque), schema);
 }
 
 /**

@@ -2,7 +2,7 @@
  * An A2A card cannot redirect credentials. The outbound bridge sends an A2A agent's credentials and
  * every caller's text to the JSON-RPC endpoint its card names; a card served from origin X naming an
  * endpoint on origin Y would send them to Y. Replayed against real gateways: such a card is refused
- * at registration unless the admin names Y (`endpointOrigin`), a record stored without that opt-in
+ * at registration unless the admin names Y (`endpoint_origin`), a record stored without that opt-in
  * is not served, and a card fetched over https never gets an http endpoint.
  */
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -81,7 +81,7 @@ describe("A2A cards: the endpoint stays on the card's origin", () => {
 
     const refused = await register(gw.url, {
       url: served,
-      agentId: "billing",
+      agent_id: "billing",
       credentials: { headers: { "X-API-Key": "billing-secret" } },
     });
     expect(refused.status).toBe(400);
@@ -93,7 +93,7 @@ describe("A2A cards: the endpoint stays on the card's origin", () => {
       `--endpoint-origin ${otherOrigin}`,
     );
     expect(
-      (await register(gw.url, { url: served, agentId: "billing", endpointOrigin: "http://elsewhere:1" }))
+      (await register(gw.url, { url: served, agent_id: "billing", endpoint_origin: "http://elsewhere:1" }))
         .status,
     ).toBe(400);
     expect(await gw.gateway.context.registry.get("billing")).toBeUndefined();
@@ -107,11 +107,11 @@ describe("A2A cards: the endpoint stays on the card's origin", () => {
     // The admin vouches for the other origin: registered, and it says so.
     const vouched = await register(gw.url, {
       url: served,
-      agentId: "billing",
-      endpointOrigin: `${otherOrigin}/`,
+      agent_id: "billing",
+      endpoint_origin: `${otherOrigin}/`,
     });
     expect(vouched.status).toBe(201);
-    expect(vouched.json).toMatchObject({ endpoint: `${otherOrigin}/rpc`, endpointOrigin: otherOrigin });
+    expect(vouched.json).toMatchObject({ endpoint: `${otherOrigin}/rpc`, endpoint_origin: otherOrigin });
     expect((await fetch(`${gw.url}/healthz`)).status).toBe(200);
   });
 
@@ -124,7 +124,7 @@ describe("A2A cards: the endpoint stays on the card's origin", () => {
     const first = await startTestGateway({ allowPrivateUrls: true });
     const data = first.dataDir;
     expect(
-      (await register(first.url, { url: served, agentId: "billing", endpointOrigin: otherOrigin })).status,
+      (await register(first.url, { url: served, agent_id: "billing", endpoint_origin: otherOrigin })).status,
     ).toBe(201);
     // What an earlier gateway stored: the same record, without the opt-in.
     const records = first.gateway.broker.kv<Record<string, unknown>>("a2a-outbound");
@@ -168,8 +168,8 @@ describe("A2A cards: https never downgrades to http", () => {
     for (const endpointOrigin of [undefined, downgrading.replace(/^https:/, "http:")]) {
       const refused = await register(gw.url, {
         url: downgrading,
-        agentId: "billing",
-        ...(endpointOrigin && { endpointOrigin }),
+        agent_id: "billing",
+        ...(endpointOrigin && { endpoint_origin: endpointOrigin }),
       });
       expect(refused.status).toBe(400);
       expect(refused.json.error).toMatchObject({
@@ -179,7 +179,7 @@ describe("A2A cards: https never downgrades to http", () => {
         },
       });
     }
-    const accepted = await register(gw.url, { url: secure, agentId: "billing" });
+    const accepted = await register(gw.url, { url: secure, agent_id: "billing" });
     expect(accepted.status).toBe(201);
     expect(accepted.json).toMatchObject({ endpoint: `${secure}/rpc` });
   });

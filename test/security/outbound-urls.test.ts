@@ -249,7 +249,7 @@ describe("outbound URLs: A2A agent cards", () => {
     ]) {
       const added = await api(gw.url, "/api/v1/a2a/remote-agents", {
         headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-        body: { url, agentId: "a2a-probe" },
+        body: { url, agent_id: "a2a-probe" },
       });
       expect(added.status, url).toBe(400);
       expect(added.json.error).toMatchObject({

@@ -3,8 +3,9 @@ import type { Command } from "commander";
 import { requestGatewayJson } from "../../client/request.js";
 import {
   A2A_REMOTE_AGENTS_PATH as OUTBOUND_PATH,
-  type OutboundAgentRecord,
+  type OutboundAgentAnswer,
 } from "../../wire/a2a-outbound.js";
+import { restRecord } from "../../wire/deprecated-names.js";
 import { CliError, printJson, printLine } from "../io.js";
 import { adminTokenOf, type GatewayFlags, gatewayOf, guarded, withGatewayOptions } from "../shared.js";
 
@@ -125,21 +126,21 @@ export function registerA2ACommands(agent: Command): void {
           headers: { authorization: `Bearer ${adminTokenOf(flags)}` },
           body: {
             url,
-            ...(flags.id ? { agentId: flags.id } : {}),
-            ...(flags.principal ? { principalId: flags.principal } : {}),
-            ...(cardKeys.length > 0 ? { cardKeys } : {}),
+            ...(flags.id ? { agent_id: flags.id } : {}),
+            ...(flags.principal ? { principal_id: flags.principal } : {}),
+            ...(cardKeys.length > 0 ? { card_keys: cardKeys } : {}),
             ...(credentials ? { credentials } : {}),
-            ...(flags.endpointOrigin ? { endpointOrigin: flags.endpointOrigin } : {}),
+            ...(flags.endpointOrigin ? { endpoint_origin: flags.endpointOrigin } : {}),
           },
-        })) as OutboundAgentRecord;
+        }).then(restRecord)) as OutboundAgentAnswer;
         if (flags.json) return printJson(record); // warnings included
         const signature = record.signature.signed
-          ? `signed card verified (key ${record.signature.kid ?? "?"}, ${record.signature.keySource})`
+          ? `signed card verified (key ${record.signature.kid ?? "?"}, ${record.signature.key_source})`
           : "unsigned card";
         printLine(
-          `registered A2A agent "${record.name}" as ${record.agentId} (principal ${record.principalId})`,
+          `registered A2A agent "${record.name}" as ${record.agent_id} (principal ${record.principal_id})`,
         );
-        printLine(`  card      ${record.cardUrl} (${signature})`);
+        printLine(`  card      ${record.card_url} (${signature})`);
         printLine(`  endpoint  ${record.endpoint} (${record.streaming ? "streaming" : "SendMessage"})`);
         printLine(`  skills    ${record.skills.join(", ") || "-"}`);
         if (record.credentials)

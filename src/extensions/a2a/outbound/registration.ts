@@ -5,30 +5,42 @@ import { displayUrl, type OutboundPolicy, OutboundUrlRefused } from "../../../ht
 import { AcpError, AgentId, PrincipalId, problemsOf } from "../../../protocol/index.js";
 
 import { A2A_CAPABILITY } from "../../../wire/a2a.js";
+import { acceptingDeprecatedNames, OPAQUE_FIELDS } from "../../../wire/deprecated-names.js";
 import { A2A_REMOTE_CAPABILITY, type OutboundAgentRecord } from "../../../wire/a2a-outbound.js";
 import type { BridgeSigningKey } from "./bridge-key.js";
 import { A2A_VERSION, fetchAgentCard, jsonRpcEndpoint } from "./card.js";
 import { verifyCardSignatures } from "./card-signature.js";
 import { Credentials, credentialHeaders, missingCredentials } from "./credentials.js";
 
-export const RegisterOutboundRequest = z.strictObject({
-  url: z.string().min(1, "give the A2A agent's URL or its agent card URL"),
-  agentId: AgentId.optional(),
-  principalId: PrincipalId.optional(),
-  /** Public JWKs the card must be signed with (pinned keys); else a signed card's `jku` on its own origin. */
-  cardKeys: z.array(z.record(z.string(), z.unknown())).min(1).optional(),
-  /** For an agent whose card declares security: headers and/or a bearer token (sealed at rest). */
-  credentials: Credentials.optional(),
-  /**
-   * The origin of the card's JSON-RPC endpoint when it is not the card's own (`https://api.example`):
-   * the admin vouches that it is the agent's. Without it such a card is refused.
-   */
-  endpointOrigin: z
-    .string()
-    .refine(isOrigin, "must be an origin: http(s)://host[:port], no path")
-    .transform((origin) => new URL(origin).origin)
-    .optional(),
-});
+/** What the admin writes as it is: JWKs (`x5t#S256`) and HTTP header names (`X-API-Key`). */
+const REGISTRATION_OPAQUE: ReadonlySet<string> = new Set([...OPAQUE_FIELDS, "card_keys", "headers"]);
+
+/**
+ * POST /api/v1/a2a/remote-agents: snake_case; the camelCase names (`agentId`, `cardKeys`,
+ * `endpointOrigin`…) are read too, for the deprecation period.
+ */
+export const RegisterOutboundRequest = acceptingDeprecatedNames(
+  z.strictObject({
+    url: z.string().min(1, "give the A2A agent's URL or its agent card URL"),
+    agent_id: AgentId.optional(),
+    principal_id: PrincipalId.optional(),
+    /** Public JWKs the card must be signed with (pinned keys); else a signed card's `jku` on its own origin. */
+    card_keys: z.array(z.record(z.string(), z.unknown())).min(1).optional(),
+    /** For an agent whose card declares security: headers and/or a bearer token (sealed at rest). */
+    credentials: Credentials.optional(),
+    /**
+     * The origin of the card's JSON-RPC endpoint when it is not the card's own (`https://api.example`):
+     * the admin vouches that it is the agent's. Without it such a card is refused.
+     */
+    endpoint_origin: z
+      .string()
+      .refine(isOrigin, "must be an origin: http(s)://host[:port], no path")
+      .transform((origin) => new URL(origin).origin)
+      .optional(),
+  }),
+  REGISTRATION_OPAQUE,
+);
+
 export type RegisterOutboundRequest = z.infer<typeof RegisterOutboundRequest>;
 
 /** `Echo Agent` → `a2a-echo-agent`: a valid ACP agent id (no `:` or `.`, which name NATS subjects). */
@@ -76,18 +88,18 @@ export async function registerOutbound(
   const headers = request.credentials ? credentialHeaders(request.credentials) : {};
   const fetched = await fetchAgentCard(request.url, outbound, { headers });
   const endpoint = jsonRpcEndpoint(fetched.card);
-  checkEndpointOrigin(fetched.url, endpoint, request.endpointOrigin);
+  checkEndpointOrigin(fetched.url, endpoint, request.endpoint_origin);
   await checkEndpoint(endpoint, outbound);
   const signature = await verifyCardSignatures(fetched.raw, fetched.card.signatures ?? [], {
     cardUrl: fetched.url,
     outbound,
-    ...(request.cardKeys ? { pinnedKeys: request.cardKeys as JsonWebKey[] } : {}),
+    ...(request.card_keys ? { pinnedKeys: request.card_keys as JsonWebKey[] } : {}),
   });
   // Cards are usually public: one that asks for credentials on calls is registered, with a warning.
   const missing = missingCredentials(fetched.card, Object.keys(headers));
-  const agentId = request.agentId ?? defaultAgentId(fetched.card.name);
+  const agentId = request.agent_id ?? defaultAgentId(fetched.card.name);
   const skills = (fetched.card.skills ?? []).map((s) => s.id);
-  const principalId = request.principalId ?? `a2a:${new URL(fetched.url).host}`;
+  const principalId = request.principal_id ?? `a2a:${new URL(fetched.url).host}`;
   try {
     await registry.register({
       agent_id: agentId,
@@ -99,8 +111,8 @@ export async function registerOutbound(
     if (!(err instanceof AcpError) || err.kind !== "Conflict") throw err;
     throw new AcpError(
       "Conflict",
-      `the agent id ${agentId} is taken (a removed agent's id stays reserved for its audit trail); choose another with agentId (--id)`,
-      { problems: [{ path: "/agentId", message: "already registered" }] },
+      `the agent id ${agentId} is taken (a removed agent's id stays reserved for its audit trail); choose another with agent_id (--id)`,
+      { problems: [{ path: "/agent_id", message: "already registered" }] },
     );
   }
   const record: OutboundAgentRecord = {
@@ -109,7 +121,7 @@ export async function registerOutbound(
     name: fetched.card.name,
     cardUrl: fetched.url,
     endpoint: endpoint.url,
-    ...(request.endpointOrigin !== undefined && { endpointOrigin: request.endpointOrigin }),
+    ...(request.endpoint_origin !== undefined && { endpointOrigin: request.endpoint_origin }),
     ...(endpoint.protocolVersion !== A2A_VERSION && { protocolVersion: endpoint.protocolVersion }),
     streaming: fetched.card.capabilities?.streaming === true,
     skills,
@@ -125,7 +137,7 @@ export async function registerOutbound(
 /**
  * The bridge sends the agent's credentials and every caller's text to the endpoint, so a card may
  * not point it elsewhere: the endpoint shares the card's origin, or is on the origin the admin named
- * (`endpointOrigin`), and a card served over https never has its calls go over http. Checked at
+ * (`endpoint_origin`), and a card served over https never has its calls go over http. Checked at
  * registration and again before a stored record is served.
  */
 export function checkEndpointOrigin(
@@ -145,7 +157,7 @@ export function checkEndpointOrigin(
   if (target.origin === card.origin || target.origin === allowedOrigin) return;
   throw new AcpError(
     "InvalidParams",
-    `the agent card at ${card.origin} names its JSON-RPC endpoint on another origin, ${target.origin}, where the bridge would send the agent's credentials and every caller's text; if that origin is the agent's, register it with endpointOrigin (--endpoint-origin ${target.origin})`,
+    `the agent card at ${card.origin} names its JSON-RPC endpoint on another origin, ${target.origin}, where the bridge would send the agent's credentials and every caller's text; if that origin is the agent's, register it with endpoint_origin (--endpoint-origin ${target.origin})`,
     { problems: [{ path: endpoint.path, message: "not on the card's origin" }] },
   );
 }

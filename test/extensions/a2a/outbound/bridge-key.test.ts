@@ -17,11 +17,11 @@ const KEY_B = Buffer.alloc(32, 9).toString("base64");
 
 async function addA2A(gw: TestGateway, url: string, agentId: string) {
   const added = await api(gw.url, "/api/v1/a2a/remote-agents", {
-    body: { url, agentId },
+    body: { url, agent_id: agentId },
     headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
   });
   expect(added.status, JSON.stringify(added.json)).toBe(201);
-  return added.json as { bridgeKey: string };
+  return added.json as { bridge_key: string };
 }
 
 describe("the A2A bridge key at rest", () => {
@@ -32,7 +32,7 @@ describe("the A2A bridge key at rest", () => {
     let gw = await startTestGateway({ dataDir: data, custody: { key: KEY_A }, allowPrivateUrls: true });
     try {
       expect(existsSync(file)).toBe(false);
-      const { bridgeKey } = await addA2A(gw, a2a.url, "echo");
+      const { bridge_key: bridgeKey } = await addA2A(gw, a2a.url, "echo");
       const text = readFileSync(file, "utf8");
       expect(statSync(file).mode & 0o777).toBe(0o600);
       expect(JSON.parse(text)).toMatchObject({ acpBridgeKey: 1, sealed: { v: 1, alg: "A256GCM" } });
@@ -40,7 +40,7 @@ describe("the A2A bridge key at rest", () => {
       await gw.close();
       gw = await startTestGateway({ dataDir: data, custody: { key: KEY_A }, allowPrivateUrls: true });
       // The restarted gateway signs with the same key: a second registration carries it.
-      expect((await addA2A(gw, a2a.url, "echo-2")).bridgeKey).toBe(bridgeKey);
+      expect((await addA2A(gw, a2a.url, "echo-2")).bridge_key).toBe(bridgeKey);
     } finally {
       await gw.close();
       await a2a.close();
@@ -60,7 +60,7 @@ describe("the A2A bridge key at rest", () => {
       expect(JSON.parse(text)).toMatchObject({ acpBridgeKey: 1 });
       expect(text).not.toContain(plain.d as string);
       expect(statSync(file).mode & 0o777).toBe(0o600);
-      expect((await addA2A(gw, a2a.url, "echo")).bridgeKey).toBe(plain.x);
+      expect((await addA2A(gw, a2a.url, "echo")).bridge_key).toBe(plain.x);
     } finally {
       await gw.close();
       await a2a.close();

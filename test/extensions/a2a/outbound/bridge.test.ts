@@ -37,11 +37,22 @@ describe("ACP agents calling A2A agents through the bridge", () => {
     const added = await bed.addA2A({ url: server.url });
     expect(added.status).toBe(201);
     expect(added.json).toMatchObject({
-      agentId: "a2a-echo-agent",
-      principalId: `a2a:${new URL(server.url).host}`,
+      agent_id: "a2a-echo-agent",
+      principal_id: `a2a:${new URL(server.url).host}`,
+      card_url: expect.any(String),
       endpoint: `${server.url}/a2a/jsonrpc`,
       streaming: false,
       signature: { signed: false },
+      bridge_key: expect.any(String),
+      registered_at: expect.any(String),
+    });
+    // The camelCase names are still sent, for the deprecation period.
+    expect(added.json).toMatchObject({
+      agentId: added.json.agent_id,
+      principalId: added.json.principal_id,
+      cardUrl: added.json.card_url,
+      bridgeKey: added.json.bridge_key,
+      registeredAt: added.json.registered_at,
     });
     const alice = await bed.caller();
     const body = await alice.request("a2a-echo-agent", { text: "hello" });
@@ -87,7 +98,7 @@ describe("ACP agents calling A2A agents through the bridge", () => {
 
   it("keeps serving registered A2A agents after a gateway restart", async () => {
     const server = await bed.a2a({ behaviour: "echo-task" });
-    await bed.addA2A({ url: server.url, agentId: "echo" });
+    await bed.addA2A({ url: server.url, agent_id: "echo" });
     const alice = await bed.caller();
     await alice.request("echo", { text: "before" });
     await alice.close();
@@ -114,7 +125,7 @@ describe("ACP agents calling A2A agents through the bridge", () => {
 
   it("streams when the card says so, and relays the task's states to the caller", async () => {
     const server = await bed.a2a({ behaviour: "echo-task", streaming: true });
-    await bed.addA2A({ url: server.url, agentId: "echo" });
+    await bed.addA2A({ url: server.url, agent_id: "echo" });
     const alice = await bed.caller();
     const states: string[] = [];
     alice.onNotification((body, context) => {
@@ -132,9 +143,12 @@ describe("ACP agents calling A2A agents through the bridge", () => {
     expect(again.status).toBe(409);
     expect(again.json.error).toMatchObject({
       message: expect.stringContaining("the agent id a2a-echo-agent is taken"),
-      data: { problems: [{ path: "/agentId" }] },
+      data: { problems: [{ path: "/agent_id" }] },
     });
-    expect((await bed.addA2A({ url: server.url, agentId: "echo-2" })).status).toBe(201);
+    // The deprecated camelCase name is still read.
+    const renamed = await bed.addA2A({ url: server.url, agentId: "echo-2" });
+    expect(renamed.status).toBe(201);
+    expect(renamed.json).toMatchObject({ agent_id: "echo-2" });
   });
 
   it("answers with a message when the A2A agent replies with one", async () => {

@@ -11,7 +11,7 @@ describe("A2A out: task status, cancel, and an agent that is down", () => {
     ["polling (SendMessage, then GetTask)", false],
   ])("an ACP cancel of a running task becomes CancelTask, %s", async (_name, streaming) => {
     const server = await bed.a2a({ behaviour: "slow-task", streaming });
-    await bed.addA2A({ url: server.url, agentId: "slow" });
+    await bed.addA2A({ url: server.url, agent_id: "slow" });
     const alice = await bed.caller();
     const statuses: Record<string, unknown>[] = [];
     alice.onNotification((body, context) => {
@@ -34,7 +34,7 @@ describe("A2A out: task status, cancel, and an agent that is down", () => {
 
   it("only the requester can see or cancel its task", async () => {
     const server = await bed.a2a({ behaviour: "echo-task" });
-    await bed.addA2A({ url: server.url, agentId: "echo" });
+    await bed.addA2A({ url: server.url, agent_id: "echo" });
     const alice = await bed.caller("alice");
     const bob = await bed.caller("bob");
     const done = await alice.request("echo", { text: "mine" });
@@ -51,7 +51,7 @@ describe("A2A out: task status, cancel, and an agent that is down", () => {
   it("an A2A agent that is down: the caller gets a clear error, the request stays recorded, it works again once back", async () => {
     const server = await bed.a2a({ behaviour: "echo-task" });
     const port = Number(new URL(server.url).port);
-    await bed.addA2A({ url: server.url, agentId: "echo" });
+    await bed.addA2A({ url: server.url, agent_id: "echo" });
     await server.close();
     const alice = await bed.caller();
     const err = await alice.request("echo", { text: "anyone?" }).catch((e: unknown) => e);

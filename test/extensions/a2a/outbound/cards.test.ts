@@ -91,11 +91,21 @@ describe("A2A out: agent cards (validation and §8.4 signatures)", () => {
     const server = await bed.a2a({ card: (card) => sign(card), jwks: { keys: [key.jwk] } });
     const viaJku = await bed.addA2A({ url: server.url });
     expect(viaJku.status).toBe(201);
-    expect(viaJku.json.signature).toEqual({ signed: true, kid: "card-key-1", keySource: "jku" });
+    expect(viaJku.json.signature).toEqual({
+      signed: true,
+      kid: "card-key-1",
+      key_source: "jku",
+      keySource: "jku",
+    });
 
-    const pinned = await bed.addA2A({ url: server.url, agentId: "pinned", cardKeys: [key.jwk] });
+    const pinned = await bed.addA2A({ url: server.url, agent_id: "pinned", card_keys: [key.jwk] });
     expect(pinned.status).toBe(201);
-    expect(pinned.json.signature).toEqual({ signed: true, kid: "card-key-1", keySource: "pinned" });
+    expect(pinned.json.signature).toEqual({
+      signed: true,
+      kid: "card-key-1",
+      key_source: "pinned",
+      keySource: "pinned",
+    });
     const alice = await bed.caller();
     expect(await alice.request("pinned", { text: "signed" })).toMatchObject({ a2a: { state: "completed" } });
   });
@@ -122,11 +132,11 @@ describe("A2A out: agent cards (validation and §8.4 signatures)", () => {
 
     const other = es256();
     const signedGood = await bed.a2a({ card: (card) => sign(card), jwks: { keys: [key.jwk] } });
-    const wrongKey = await bed.addA2A({ url: signedGood.url, cardKeys: [{ ...other.jwk }] });
+    const wrongKey = await bed.addA2A({ url: signedGood.url, card_keys: [{ ...other.jwk }] });
     expect(wrongKey.status).toBe(401);
 
     const unsigned = await bed.a2a();
-    const missing = await bed.addA2A({ url: unsigned.url, cardKeys: [key.jwk] });
+    const missing = await bed.addA2A({ url: unsigned.url, card_keys: [key.jwk] });
     expect(missing.status).toBe(400);
     expect(missing.json.error).toMatchObject({
       code: -32001,
@@ -190,7 +200,7 @@ describe("A2A out: bad A2A responses", () => {
   ])("%s: the caller gets a clear -32603 naming what was wrong", async (_name, answer, pattern) => {
     const broken = await brokenAgent(() => answer);
     bed.cleanup(() => new Promise((resolve) => broken.server.close(resolve)));
-    expect((await bed.addA2A({ url: broken.url, agentId: "broken" })).status).toBe(201);
+    expect((await bed.addA2A({ url: broken.url, agent_id: "broken" })).status).toBe(201);
     const alice = await bed.caller();
     const err = await alice.request("broken", { text: "hi" }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AcpError);
@@ -217,7 +227,7 @@ describe("A2A out: bad A2A responses", () => {
       true,
     );
     bed.cleanup(() => new Promise((resolve) => agent.server.close(resolve)));
-    await bed.addA2A({ url: agent.url, agentId: "crlf" });
+    await bed.addA2A({ url: agent.url, agent_id: "crlf" });
     const alice = await bed.caller();
     expect(await alice.request("crlf", { text: "hi" })).toMatchObject({
       text: "TASK_STATE_COMPLETED",

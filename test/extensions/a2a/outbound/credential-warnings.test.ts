@@ -42,7 +42,7 @@ describe("A2A out: a card that asks for credentials not given", () => {
       publicCard: true,
       card: (card) => secured(card, ["apiKey"]),
     });
-    const bare = await bed.addA2A({ url: server.url, agentId: "bare" });
+    const bare = await bed.addA2A({ url: server.url, agent_id: "bare" });
     expect(bare.status).toBe(201);
     expect(bare.json.warnings).toEqual([
       "the agent card asks for the header X-API-Key (apiKey), and no credentials were given: the agent " +
@@ -51,7 +51,7 @@ describe("A2A out: a card that asks for credentials not given", () => {
     ]);
     const listed = await bed.addA2A({
       url: server.url,
-      agentId: "other",
+      agent_id: "other",
       credentials: { headers: { "X-Token": "x" } },
     });
     expect((listed.json.warnings as string[])[0]).toMatch(
@@ -59,7 +59,7 @@ describe("A2A out: a card that asks for credentials not given", () => {
     );
     const given = await bed.addA2A({
       url: server.url,
-      agentId: "given",
+      agent_id: "given",
       credentials: { headers: { "X-API-Key": SECRET } },
     });
     expect(given.status).toBe(201);
@@ -74,10 +74,10 @@ describe("A2A out: a card that asks for credentials not given", () => {
 
   it("is satisfied by any one of the card's alternatives", async () => {
     const server = await bed.a2a({ card: (card) => secured(card, ["apiKey", "bearer"]) });
-    const added = await bed.addA2A({ url: server.url, agentId: "either", credentials: { bearer: "tok" } });
+    const added = await bed.addA2A({ url: server.url, agent_id: "either", credentials: { bearer: "tok" } });
     expect(added.status).toBe(201);
     expect(added.json.warnings).toBeUndefined();
-    const none = await bed.addA2A({ url: server.url, agentId: "neither" });
+    const none = await bed.addA2A({ url: server.url, agent_id: "neither" });
     expect((none.json.warnings as string[])[0]).toMatch(
       /^the agent card asks for the header X-API-Key \(apiKey\), or Authorization: Bearer \(bearer\), and no credentials were given/,
     );
@@ -85,7 +85,7 @@ describe("A2A out: a card that asks for credentials not given", () => {
 
   it("reads an A2A 0.3 card's security too", async () => {
     const server = await bed.a2a({ legacy: true, card: (card) => secured(card, ["bearer"]) });
-    const added = await bed.addA2A({ url: server.url, agentId: "old" });
+    const added = await bed.addA2A({ url: server.url, agent_id: "old" });
     expect(added.status, JSON.stringify(added.json)).toBe(201);
     expect((added.json.warnings as string[])[0]).toMatch(
       /^the agent card asks for Authorization: Bearer \(bearer\)/,

@@ -26,7 +26,7 @@ describe("A2A out: agents that need credentials", () => {
 
   it("sends an API key header on the card fetch and every call, and never shows it", async () => {
     const server = await bed.a2a({ requireHeaders: { "X-API-Key": SECRET } });
-    const missing = await bed.addA2A({ url: server.url, agentId: "locked" });
+    const missing = await bed.addA2A({ url: server.url, agent_id: "locked" });
     expect(missing.status).toBe(400);
     expect(errorOf(missing.json).message).toMatch(
       /answered HTTP 401: the A2A agent needs credentials: give them with --header-env, --bearer-env or --header/,
@@ -34,7 +34,7 @@ describe("A2A out: agents that need credentials", () => {
 
     const wrong = await bed.addA2A({
       url: server.url,
-      agentId: "locked",
+      agent_id: "locked",
       credentials: { headers: { "X-API-Key": "not-it" } },
     });
     expect(wrong.status).toBe(400);
@@ -43,7 +43,7 @@ describe("A2A out: agents that need credentials", () => {
 
     const added = await bed.addA2A({
       url: server.url,
-      agentId: "locked",
+      agent_id: "locked",
       credentials: { headers: { "X-API-Key": SECRET } },
     });
     expect(added.status, JSON.stringify(added.json)).toBe(201);

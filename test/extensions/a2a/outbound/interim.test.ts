@@ -17,7 +17,7 @@ describe("A2A out: interim text and artifacts, and input-required follow-ups", (
 
   it.each(MODES)("a follow-up to input-required gets the task's next state, %s", async (_name, streaming) => {
     const server = await bed.a2a({ behaviour: "ask-name", streaming });
-    await bed.addA2A({ url: server.url, agentId: "greeter" });
+    await bed.addA2A({ url: server.url, agent_id: "greeter" });
     const alice = await bed.caller();
     const statuses: { messageId: string; state: string }[] = [];
     alice.onNotification((body, context) => {
@@ -41,7 +41,7 @@ describe("A2A out: interim text and artifacts, and input-required follow-ups", (
     "status text and artifact chunks reach the caller as they come, %s",
     async (_name, streaming) => {
       const server = await bed.a2a({ behaviour: "stepwise", streaming });
-      await bed.addA2A({ url: server.url, agentId: "stepper" });
+      await bed.addA2A({ url: server.url, agent_id: "stepper" });
       const alice = await bed.caller();
       const progress: Record<string, unknown>[] = [];
       alice.onNotification((body, context) => {
@@ -96,7 +96,7 @@ describe("A2A out: a chatty A2A agent", () => {
 
   it("is forwarded only up to the bridge's limit of progress per request; the answer still comes", async () => {
     const server = await bed.a2a({ behaviour: "chatty", streaming: true });
-    await bed.addA2A({ url: server.url, agentId: "chatty" });
+    await bed.addA2A({ url: server.url, agent_id: "chatty" });
     const alice = await bed.caller();
     const seqs: number[] = [];
     alice.onNotification((body, context) => {

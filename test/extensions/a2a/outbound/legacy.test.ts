@@ -18,7 +18,7 @@ describe("A2A out: A2A 0.3 agents", () => {
     });
     expect(card.supportedInterfaces).toBeUndefined();
 
-    const added = await bed.addA2A({ url: server.url, agentId: "old" });
+    const added = await bed.addA2A({ url: server.url, agent_id: "old" });
     expect(added.status, JSON.stringify(added.json)).toBe(201);
     expect(added.json).toMatchObject({
       endpoint: `${server.url}/a2a/jsonrpc`,

@@ -35,7 +35,7 @@ describeWithNats("A2A out on NATS JetStream", () => {
     const gateways = [one, two];
     try {
       const added = await api(one.url, "/api/v1/a2a/remote-agents", {
-        body: { url: a2a.url, agentId: "echo" },
+        body: { url: a2a.url, agent_id: "echo" },
         headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
       });
       expect(added.status).toBe(201);
@@ -43,7 +43,7 @@ describeWithNats("A2A out on NATS JetStream", () => {
       const listed = await api(two.url, "/api/v1/a2a/remote-agents", {
         headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
       });
-      expect((listed.json.agents as { agentId: string }[]).map((a) => a.agentId)).toEqual(["echo"]);
+      expect((listed.json.agents as { agent_id: string }[]).map((a) => a.agent_id)).toEqual(["echo"]);
       const alice = agentFor(two, await two.register("alice"), join(dir, "alice"));
       await alice.connect();
       try {

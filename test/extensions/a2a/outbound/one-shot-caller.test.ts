@@ -25,7 +25,7 @@ describe("A2A out: status notifications to a caller that does not stay", { timeo
 
   it("acp send takes the status of its own request with the answer: nothing is left queued, nothing dead-lettered", async () => {
     const server = await bed.a2a({ behaviour: "echo-task", streaming: true });
-    await bed.addA2A({ url: server.url, agentId: "echo" });
+    await bed.addA2A({ url: server.url, agent_id: "echo" });
     const alice = await bed.gw.register("alice", "principal-alice");
     const env = {
       ACP_GATEWAY: bed.gw.url,
@@ -57,7 +57,7 @@ describe("A2A out: status notifications to a caller that does not stay", { timeo
 
   it("a caller that has gone gets only the answer queued; its next session, without its old state, takes it", async () => {
     const server = await bed.a2a({ behaviour: "stepwise", streaming: true });
-    await bed.addA2A({ url: server.url, agentId: "stepper" });
+    await bed.addA2A({ url: server.url, agent_id: "stepper" });
     const alice = await bed.gw.register("alice", "principal-alice");
     const first = agentFor(bed.gw, alice, join(bed.dir, "first"));
     const progress: unknown[] = [];

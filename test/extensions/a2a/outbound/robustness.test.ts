@@ -10,7 +10,7 @@ describe("A2A out: long tasks and oversized answers", () => {
 
   it("a request redelivered while its A2A task still runs is not sent to the A2A agent again", async () => {
     const server = await bed.a2a({ behaviour: "slow-task", streaming: true });
-    await bed.addA2A({ url: server.url, agentId: "slow" });
+    await bed.addA2A({ url: server.url, agent_id: "slow" });
     const alice = await bed.caller();
     const statuses: Record<string, unknown>[] = [];
     alice.onNotification((body, context) => {
@@ -40,7 +40,7 @@ describe("A2A out: long tasks and oversized answers", () => {
 
   it("an answer too large for an envelope becomes a clear error, not a redelivery loop", async () => {
     const server = await bed.a2a({ behaviour: "large-message" });
-    await bed.addA2A({ url: server.url, agentId: "echo" });
+    await bed.addA2A({ url: server.url, agent_id: "echo" });
     const alice = await bed.caller();
     const err = await alice
       .request("echo", { text: "a lot please" }, { timeoutMs: 20_000 })

@@ -25,7 +25,7 @@ describe("A2A out: an external A2A agent on every surface", () => {
   it("is online while the bridge serves it, and offline once removed", async () => {
     const server = await bed.a2a({ behaviour: "echo-task" });
     const before = Date.now();
-    expect((await bed.addA2A({ url: server.url, agentId: "echo" })).status).toBe(201);
+    expect((await bed.addA2A({ url: server.url, agent_id: "echo" })).status).toBe(201);
     const alice = await bed.gw.register("alice");
     const view = (await api(bed.gw.url, "/api/v1/agents/echo", { apiKey: alice.apiKey }))
       .json as unknown as AgentView;
@@ -43,7 +43,7 @@ describe("A2A out: an external A2A agent on every surface", () => {
 
   it("answers MCP agents/run like any agent", async () => {
     const server = await bed.a2a({ behaviour: "echo-task" });
-    await bed.addA2A({ url: server.url, agentId: "echo" });
+    await bed.addA2A({ url: server.url, agent_id: "echo" });
     const alice = await bed.gw.register("alice");
     const client = await AgentsClient.connect(
       streamableHttpClientTransport(`${bed.gw.url}/mcp`, { apiKey: alice.apiKey }),
@@ -69,7 +69,7 @@ describe("A2A out: an external A2A agent on every surface", () => {
 
   it("is not published to A2A clients: no card, no endpoint, nothing sent to the agent", async () => {
     const server = await bed.a2a({ behaviour: "echo-task" });
-    const added = await bed.addA2A({ url: server.url, agentId: "echo" });
+    const added = await bed.addA2A({ url: server.url, agent_id: "echo" });
     expect(added.status).toBe(201);
     const alice = await bed.gw.register("alice");
     const view = (await api(bed.gw.url, "/api/v1/agents/echo", { apiKey: alice.apiKey }))
@@ -96,7 +96,7 @@ describe("A2A out: an external A2A agent on every surface", () => {
       behaviour: "echo-task",
       card: (card) => ({ ...card, skills: card.skills.map((skill) => ({ ...skill, id: "a2a" })) }),
     });
-    const added = await bed.addA2A({ url: server.url, agentId: "echo" });
+    const added = await bed.addA2A({ url: server.url, agent_id: "echo" });
     expect(added.json.skills).toEqual(["a2a"]);
     expect((await bed.gw.gateway.context.registry.get("echo"))?.capabilities).toEqual(["a2a-remote"]);
     expect((await fetch(`${bed.gw.url}/a2a/echo/.well-known/agent-card.json`)).status).toBe(404);
@@ -112,7 +112,7 @@ describe("A2A out: an agent an older gateway registered with the capability a2a"
     let gw = await startTestGateway({ dataDir: data, allowPrivateUrls: true });
     try {
       const added = await api(gw.url, "/api/v1/a2a/remote-agents", {
-        body: { url: server.url, agentId: "echo" },
+        body: { url: server.url, agent_id: "echo" },
         headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
       });
       expect(added.status).toBe(201);
