@@ -1,5 +1,6 @@
 import { AcpError } from "../protocol/index.js";
 import { DASHBOARD_API, type PrincipalView } from "../wire/api.js";
+import { type RestAnswer, restRecord } from "../wire/deprecated-names.js";
 import { normaliseGatewayUrl } from "./http.js";
 import { requestGatewayJson } from "./request.js";
 
@@ -15,32 +16,34 @@ export class PrincipalAdminClient {
   }
 
   /** Issues a token; it is shown only in this answer. */
-  add(principalId: string): Promise<{ principalId: string; token: string }> {
-    return this.call("POST", "/principals", { principalId }) as Promise<{
-      principalId: string;
-      token: string;
-    }>;
+  add(principalId: string): Promise<RestAnswer<{ principalId: string; token: string }>> {
+    return this.call("POST", "/principals", { principal_id: principalId }) as Promise<
+      RestAnswer<{ principalId: string; token: string }>
+    >;
   }
 
   /** Every principal with a dashboard token (the tokens themselves are never shown again). */
-  async list(): Promise<PrincipalView[]> {
-    return ((await this.call("GET", "/principals")) as { principals: PrincipalView[] }).principals;
+  async list(): Promise<RestAnswer<PrincipalView>[]> {
+    return ((await this.call("GET", "/principals")) as { principals: RestAnswer<PrincipalView>[] })
+      .principals;
   }
 
   /** Revokes the principal's token: the dashboard refuses it from then on. */
-  revoke(principalId: string): Promise<PrincipalView> {
-    return this.call(
-      "POST",
-      `/principals/${encodeURIComponent(principalId)}/revoke`,
-    ) as Promise<PrincipalView>;
+  revoke(principalId: string): Promise<RestAnswer<PrincipalView>> {
+    return this.call("POST", `/principals/${encodeURIComponent(principalId)}/revoke`) as Promise<
+      RestAnswer<PrincipalView>
+    >;
   }
 
   private async call(method: string, path: string, body?: unknown): Promise<unknown> {
     try {
-      return await requestGatewayJson(this.baseUrl, method, `${DASHBOARD_API}${path}`, {
-        headers: { authorization: `Bearer ${this.options.adminToken}` },
-        ...(body !== undefined ? { body } : {}),
-      });
+      // An older gateway's camelCase answer reads the same way.
+      return restRecord(
+        await requestGatewayJson(this.baseUrl, method, `${DASHBOARD_API}${path}`, {
+          headers: { authorization: `Bearer ${this.options.adminToken}` },
+          ...(body !== undefined ? { body } : {}),
+        }),
+      );
     } catch (err) {
       if (err instanceof AcpError && err.kind === "InternalError" && err.data.httpStatus === 404) {
         throw new AcpError(

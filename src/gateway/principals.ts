@@ -6,6 +6,7 @@ import { WatchedReads } from "../broker/watched-reads.js";
 import { hashSecret } from "./auth.js";
 import { AcpError, PrincipalId, problemsOf } from "../protocol/index.js";
 import type { PrincipalView } from "../wire/api.js";
+import { acceptingDeprecatedNames } from "../wire/deprecated-names.js";
 
 /** What the gateway keeps per human principal (bucket `principals`). The token itself is never stored. */
 export interface PrincipalRecord {
@@ -18,7 +19,8 @@ export interface PrincipalRecord {
 export const PRINCIPALS_BUCKET = "principals";
 export const PRINCIPAL_TOKENS_BUCKET = "principal-tokens";
 
-const AddPrincipal = z.strictObject({ principalId: PrincipalId });
+/** POST /api/v1/dashboard/principals: `{principal_id}` (`principalId` read too, for the deprecation period). */
+const AddPrincipal = acceptingDeprecatedNames(z.strictObject({ principal_id: PrincipalId }));
 
 /**
  * Token hashes kept resolved in memory (a principal, or none): enough for every principal of a
@@ -72,7 +74,7 @@ export class PrincipalStore {
         problems: problemsOf(parsed.error),
       });
     }
-    const { principalId } = parsed.data;
+    const { principal_id: principalId } = parsed.data;
     const token = `acppr_${randomBytes(32).toString("base64url")}`;
     const record: PrincipalRecord = {
       principalId,

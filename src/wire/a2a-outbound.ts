@@ -2,7 +2,7 @@
  * The wire contract of the outbound A2A bridge's admin API (`acp agent add-a2a` and the gateway's
  * `/api/v1/a2a/remote-agents`), shared by the CLI and the extension (docs/a2a.md).
  */
-import type { SnakeCased, WithDeprecatedNames } from "./deprecated-names.js";
+import type { RestAnswer } from "./deprecated-names.js";
 
 export const A2A_REMOTE_AGENTS_PATH = "/api/v1/a2a/remote-agents";
 
@@ -58,4 +58,4 @@ export interface OutboundAgentRecord {
  * A registration as the admin API answers it: snake_case (`agent_id`, `card_url`,
  * `signature.key_source`), each field also under its camelCase name for the deprecation period.
  */
-export type OutboundAgentAnswer = WithDeprecatedNames<SnakeCased<OutboundAgentRecord>>;
+export type OutboundAgentAnswer = RestAnswer<OutboundAgentRecord>;

@@ -35,6 +35,12 @@ export type SnakeCased<T> = T extends readonly (infer Item)[]
     ? { [K in keyof T as K extends string ? SnakeName<K> : K]: SnakeCased<T[K]> }
     : T;
 
+/**
+ * A record of the gateway's (camelCase, as its TypeScript has it) as a REST answer reads: snake_case
+ * at every level, the deprecated camelCase names beside them (what `restRecord` makes of it).
+ */
+export type RestAnswer<T> = WithDeprecatedNames<SnakeCased<T>>;
+
 /** A record's fields under their snake_case names, one level deep: `{createdAt}` as `{created_at}`. */
 export type SnakeCasedFields<T> = { [K in keyof T as K extends string ? SnakeName<K> : K]: T[K] };
 

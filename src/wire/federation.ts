@@ -10,7 +10,7 @@ import {
   X25519PublicJwk,
 } from "../protocol/index.js";
 import { KeyHistoryEntry, ProtocolVersion } from "./api.js";
-import type { SnakeCased, WithDeprecatedNames } from "./deprecated-names.js";
+import type { RestAnswer } from "./deprecated-names.js";
 
 /**
  * The federation's wire contract (docs/federation.md): what gateways publish and send each other,
@@ -170,6 +170,5 @@ export interface FederationStatusView {
  * The admin API's answers: snake_case (`pinned_keys`, `link.last_error`), each field also under its
  * camelCase name for the deprecation period (docs/gateway.md, "One casing").
  */
-export type RestAnswer<T> = WithDeprecatedNames<SnakeCased<T>>;
 export type PeerAnswer = RestAnswer<PeerView>;
 export type FederationStatusAnswer = RestAnswer<FederationStatusView>;

@@ -99,7 +99,7 @@ export function communitySuite(makeGateway: GatewayFactory): void {
     const token = async (principalId: string) => {
       const r = await api(bed.gw.url, "/api/v1/dashboard/principals", {
         headers: { authorization: `Bearer ${bed.gw.adminToken}` },
-        body: { principalId },
+        body: { principal_id: principalId },
       });
       expect(r.status, JSON.stringify(r.json)).toBe(201);
       return { authorization: `Bearer ${r.json.token as string}` };

@@ -21,9 +21,14 @@ describe("principal tokens", () => {
     expect(asAdmin.json.agents).toEqual(["alice-scheduler", "bob-scheduler", "carol-agent"]);
 
     const listed = await dashboard(gw, gw.adminToken, "/principals");
-    expect(listed.json.principals).toEqual([{ principalId: "alice", createdAt: expect.any(String) }]);
+    const createdAt = expect.any(String);
+    // snake_case, and the camelCase names still sent for the deprecation period.
+    expect(listed.json.principals).toEqual([
+      { principal_id: "alice", created_at: createdAt, principalId: "alice", createdAt },
+    ]);
     expect(JSON.stringify(listed.json)).not.toContain(token);
 
+    // The deprecated camelCase name is still read.
     const again = await dashboard(gw, gw.adminToken, "/principals", { body: { principalId: "alice" } });
     expect(again.status).toBe(409);
     expect(again.json.error).toMatchObject({
@@ -31,7 +36,8 @@ describe("principal tokens", () => {
     });
 
     const revoked = await dashboard(gw, gw.adminToken, "/principals/alice/revoke", { method: "POST" });
-    expect(revoked.json).toMatchObject({ principalId: "alice", revokedAt: expect.any(String) });
+    expect(revoked.json).toMatchObject({ principal_id: "alice", revoked_at: expect.any(String) });
+    expect(revoked.json.revokedAt).toBe(revoked.json.revoked_at);
     const refused = await dashboard(gw, token, "/me");
     expect(refused.status).toBe(401);
     expect(refused.json.error).toMatchObject({ message: "unknown or revoked principal token" });
@@ -60,15 +66,15 @@ describe("principal tokens", () => {
 
   it("refuses bad input, missing credentials, agents' API keys, and principals managing principals", async () => {
     const { gw, alice } = await cast();
-    const bad = await dashboard(gw, gw.adminToken, "/principals", { body: { principalId: "has space" } });
+    const bad = await dashboard(gw, gw.adminToken, "/principals", { body: { principal_id: "has space" } });
     expect(bad.status).toBe(400);
     expect(bad.json.error).toMatchObject({
       data: {
-        problems: [{ path: "/principalId", message: "must not contain whitespace or control characters" }],
+        problems: [{ path: "/principal_id", message: "must not contain whitespace or control characters" }],
       },
     });
     const extra = await dashboard(gw, gw.adminToken, "/principals", {
-      body: { principalId: "x", role: "admin" },
+      body: { principal_id: "x", role: "admin" },
     });
     expect(extra.status).toBe(400);
 
@@ -86,7 +92,7 @@ describe("principal tokens", () => {
     ] as const) {
       const res = await dashboard(gw, token, path, {
         method,
-        ...(method === "POST" ? { body: { principalId: "mallory" } } : {}),
+        ...(method === "POST" ? { body: { principal_id: "mallory" } } : {}),
       });
       expect(res.status, `${method} ${path}`).toBe(403);
     }
@@ -122,9 +128,9 @@ describe("acp principal", () => {
     const listing = await runAcp(["principal", "list", ...common, "--json"]);
     expect(listing.code, listing.stderr).toBe(0);
     const listed = JSON.parse(listing.stdout) as {
-      principals: { principalId: string; revokedAt?: string }[];
+      principals: { principal_id: string; revoked_at?: string }[];
     };
-    expect(listed.principals.map((p) => [p.principalId, Boolean(p.revokedAt)])).toEqual([
+    expect(listed.principals.map((p) => [p.principal_id, Boolean(p.revoked_at)])).toEqual([
       ["alice", true],
       ["bob", false],
     ]);
@@ -154,7 +160,7 @@ describe("acp principal", () => {
       gw.adminToken,
     ]);
     expect(badId.code).toBe(1);
-    expect(badId.stderr).toContain("(/principalId: must not contain whitespace or control characters)");
+    expect(badId.stderr).toContain("(/principal_id: must not contain whitespace or control characters)");
 
     const away = await runAcp(["principal", "list", "--gateway", "http://127.0.0.1:1", "--admin-token", "x"]);
     expect(away.code).toBe(1);

@@ -152,7 +152,7 @@ export function useCast(options: Partial<DefaultGatewayOptions> = {}): () => Pro
 /** Issues a principal token through the admin API. */
 export async function principalToken(gw: TestGateway, principalId: string): Promise<string> {
   const res = await api(gw.url, "/api/v1/dashboard/principals", {
-    body: { principalId },
+    body: { principal_id: principalId },
     headers: { authorization: `Bearer ${gw.adminToken}` },
   });
   if (res.status !== 201)

@@ -36,7 +36,7 @@ export function registerPrincipal(program: Command): void {
       return;
     }
     const gateway = gatewayOf(flags).replace(/\/+$/, "");
-    printLine(`principal ${added.principalId} added`);
+    printLine(`principal ${added.principal_id} added`);
     printLine(`token (shown once; the gateway keeps only its hash): ${added.token}`);
     printLine(`sign in at ${gateway}/ with it`);
   });
@@ -58,7 +58,7 @@ export function registerPrincipal(program: Command): void {
     }
     for (const p of principals) {
       printLine(
-        `${p.principalId}\t${p.revokedAt ? `revoked ${p.revokedAt}` : `active since ${p.createdAt}`}`,
+        `${p.principal_id}\t${p.revoked_at ? `revoked ${p.revoked_at}` : `active since ${p.created_at}`}`,
       );
     }
   });
@@ -74,6 +74,6 @@ export function registerPrincipal(program: Command): void {
       .revoke(principalId)
       .catch((err: unknown) => failed(err, flags.json));
     if (flags.json) printJson(revoked);
-    else printLine(`principal ${revoked.principalId} revoked at ${revoked.revokedAt}`);
+    else printLine(`principal ${revoked.principal_id} revoked at ${revoked.revoked_at}`);
   });
 }

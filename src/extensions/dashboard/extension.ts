@@ -4,6 +4,7 @@ import type { GatewayExtension } from "../../gateway/extension.js";
 import { type DashboardPanel, type DashboardWatch, PANEL_NAME } from "../../gateway/panels.js";
 import { type Router, readJsonBody, sendJson } from "../../http/server.js";
 import type { EventStream } from "../../http/sse.js";
+import { restRecord } from "../../wire/deprecated-names.js";
 import { LiveFeed } from "./feed.js";
 import { FeedIndex } from "./feed-index.js";
 import { FeedHistory } from "./history.js";
@@ -126,7 +127,11 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
   };
 }
 
-/** Principal tokens, managed with the admin token (`acp principal add|list|revoke`). */
+/**
+ * Principal tokens, managed with the admin token (`acp principal add|list|revoke`). Answers are
+ * snake_case (`principal_id`, `created_at`, `revoked_at`), the camelCase names beside them for the
+ * deprecation period.
+ */
 function principalRoutes(router: Router, services: DashboardServices): void {
   const { ctx } = services;
   const { principals } = ctx;
@@ -134,16 +139,16 @@ function principalRoutes(router: Router, services: DashboardServices): void {
     requireAdminViewer((await scopeOf(services, req)).viewer);
     const added = await principals.add(await readJsonBody(req, 64 * 1024));
     ctx.logger.info({ principal: added.principalId }, "principal token issued");
-    sendJson(res, 201, added);
+    sendJson(res, 201, restRecord(added));
   });
   router.add("GET", `${DASHBOARD_API}/principals`, async (req, res) => {
     requireAdminViewer((await scopeOf(services, req)).viewer);
-    sendJson(res, 200, { principals: await principals.list() });
+    sendJson(res, 200, restRecord({ principals: await principals.list() }));
   });
   router.add("POST", `${DASHBOARD_API}/principals/:id/revoke`, async (req, res, { id }) => {
     requireAdminViewer((await scopeOf(services, req)).viewer);
     const revoked = await principals.revoke(id as string);
     ctx.logger.info({ principal: revoked.principalId }, "principal token revoked");
-    sendJson(res, 200, revoked);
+    sendJson(res, 200, restRecord(revoked));
   });
 }
