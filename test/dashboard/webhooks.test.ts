@@ -10,6 +10,7 @@ import { parseWebhookTarget } from "../../src/extensions/dashboard/index.js";
 import { chatLine, SummaryWebhooks } from "../../src/extensions/dashboard/webhooks.js";
 import { Metrics } from "../../src/gateway/index.js";
 import { OutboundPolicy } from "../../src/http/outbound.js";
+import type { RestAnswer } from "../../src/wire/deprecated-names.js";
 import { CLI_PATH, runAcp } from "../helpers/cli.js";
 import { aliceAsksBob, dashboard, eventually, startCast } from "../helpers/dashboard.js";
 import { ADMIN_TOKEN, registerTestAgent } from "../helpers/gateway.js";
@@ -236,16 +237,21 @@ describe("--summary-webhook on a real gateway", () => {
       expect(lines.some((l) => l.startsWith("*bob-scheduler → alice-scheduler* (response):"))).toBe(true);
 
       await eventually(async () => {
-        const hooks = (await dashboard(gw, gw.adminToken, "/webhooks")).json.webhooks as WebhookStatus[];
+        const hooks = (await dashboard(gw, gw.adminToken, "/webhooks")).json
+          .webhooks as RestAnswer<WebhookStatus>[];
         return hooks[1]!.failures >= 2 && hooks[1]!.dropped > 0;
       }, "the hanging webhook's failures are on the dashboard");
-      const hooks = (await dashboard(gw, gw.adminToken, "/webhooks")).json.webhooks as WebhookStatus[];
+      const hooks = (await dashboard(gw, gw.adminToken, "/webhooks")).json
+        .webhooks as RestAnswer<WebhookStatus>[];
       expect(hooks[0]).toMatchObject({ kind: "slack", lines: 6, failures: 0 });
       expect(hooks[1]).toMatchObject({
         kind: "discord",
         target: `discord:${new URL(hanging.url).host}`,
-        lastError: "timed out",
+        last_error: "timed out",
+        last_error_at: expect.any(String),
       });
+      // The camelCase names are still sent, for the deprecation period.
+      expect(hooks[1]).toMatchObject({ lastError: "timed out", lastErrorAt: hooks[1]?.last_error_at });
       expect(JSON.stringify(hooks)).not.toContain("/api/webhooks/1/y");
       const metrics = await (await fetch(`${gw.url}/metrics`)).text();
       expect(metrics).toMatch(

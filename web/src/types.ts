@@ -12,7 +12,10 @@ export type {
   SessionSummary,
 } from "../../src/extensions/dashboard/sessions.js";
 export type { Viewer } from "../../src/extensions/dashboard/viewer.js";
-export type { WebhookStatus } from "../../src/extensions/dashboard/webhooks.js";
+/** A webhook's status as `/webhooks` answers it: snake_case (`last_error_at`…). */
+export type WebhookStatus = import("../../src/wire/deprecated-names.js").SnakeCased<
+  import("../../src/extensions/dashboard/webhooks.js").WebhookStatus
+>;
 /** An approval as the API answers it: snake_case (`requested_by`, `created_at`…); its command as sent. */
 export type ApprovalView = import("../../src/wire/deprecated-names.js").SnakeCasedFields<
   import("../../src/orchestration/approvals.js").ApprovalRecord

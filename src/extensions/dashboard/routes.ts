@@ -9,6 +9,7 @@ import { matchesQuery, parseFeedQuery } from "./history.js";
 import { PRINCIPAL_TOKENS_BUCKET } from "../../gateway/principals.js";
 import { DASHBOARD_API, type DashboardServices, scopeOf } from "./services.js";
 import { EventStream } from "../../http/sse.js";
+import { restRecord } from "../../wire/deprecated-names.js";
 import { Scope } from "./viewer.js";
 
 /** Read-only views: who am I, agents, the feed (and its live stream), a message, volume, sessions, panels. */
@@ -59,7 +60,7 @@ export function viewRoutes(router: Router, services: DashboardServices): void {
 
   router.add("GET", `${DASHBOARD_API}/webhooks`, async (req, res) => {
     await scopeOf(services, req);
-    sendJson(res, 200, { webhooks: services.webhooks.status() });
+    sendJson(res, 200, restRecord({ webhooks: services.webhooks.status() }));
   });
 
   router.add("GET", `${DASHBOARD_API}/sessions`, async (req, res) => {

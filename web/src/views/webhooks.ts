@@ -6,8 +6,8 @@ import type { WebhookStatus } from "../types.js";
 /** A webhook is failing when its last attempt failed (an error newer than the last success). */
 export function failing(status: WebhookStatus): boolean {
   return (
-    status.lastErrorAt !== undefined &&
-    (status.lastSuccessAt === undefined || status.lastErrorAt > status.lastSuccessAt)
+    status.last_error_at !== undefined &&
+    (status.last_success_at === undefined || status.last_error_at > status.last_success_at)
   );
 }
 
@@ -68,8 +68,8 @@ export const webhooksView: View = async (root, app) => {
               h("td", {}, String(w.failures)),
               h("td", {}, String(w.dropped)),
               h("td", {}, String(w.queued)),
-              h("td", {}, when(w.lastSuccessAt)),
-              h("td", {}, w.lastError ? [w.lastError, " (", when(w.lastErrorAt), ")"] : "—"),
+              h("td", {}, when(w.last_success_at)),
+              h("td", {}, w.last_error ? [w.last_error, " (", when(w.last_error_at), ")"] : "—"),
             ),
           ),
         ),
