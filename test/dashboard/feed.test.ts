@@ -3,6 +3,7 @@ import { checkSignature } from "../../src/extensions/dashboard/detail.js";
 import { LiveFeed } from "../../src/extensions/dashboard/feed.js";
 import type { FeedItem, MessageDetail, VolumeBucket } from "../../src/extensions/dashboard/index.js";
 import { buildRequest, createSigner, signMessage } from "../../src/protocol/index.js";
+import type { RestAnswer } from "../../src/wire/deprecated-names.js";
 import {
   aliceAsksBob,
   dashboard,
@@ -265,14 +266,16 @@ describe("message volume", () => {
     await aliceAsksBob(c);
     const since = new Date(Date.now() - 3_600_000).toISOString();
     const [alice, carol] = [await principalToken(c.gw, "alice"), await principalToken(c.gw, "carol")];
-    const volume = (await dashboard(c.gw, alice, `/volume?since=${since}`)).json as {
+    const volume = (await dashboard(c.gw, alice, `/volume?since=${since}`)).json as RestAnswer<{
       bucketMs: number;
       buckets: VolumeBucket[];
-    };
-    expect(volume.bucketMs).toBe(5 * 60_000);
+    }>;
+    expect(volume.bucket_ms).toBe(5 * 60_000);
+    expect(volume.bucketMs).toBe(volume.bucket_ms); // the camelCase names, for the deprecation period
     expect(volume.buckets.length).toBeGreaterThanOrEqual(12);
+    expect(volume.buckets[0]?.byType).toEqual(volume.buckets[0]?.by_type);
     const sum = (type: keyof VolumeBucket["byType"]) =>
-      volume.buckets.reduce((n, b) => n + b.byType[type], 0);
+      volume.buckets.reduce((n, b) => n + b.by_type[type], 0);
     expect([sum("request"), sum("response"), sum("notification"), sum("handoff")]).toEqual([1, 1, 4, 0]);
     expect(volume.buckets.reduce((n, b) => n + b.total, 0)).toBe(6);
     const nothing = (await dashboard(c.gw, carol, `/volume?since=${since}`)).json as {

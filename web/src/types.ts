@@ -3,7 +3,10 @@
 export type { DashboardAgent, PeerView } from "../../src/extensions/dashboard/agents.js";
 export type { MessageDetail } from "../../src/extensions/dashboard/detail.js";
 export type { FeedItem } from "../../src/extensions/dashboard/feed.js";
-export type { VolumeBucket } from "../../src/extensions/dashboard/history.js";
+/** A bucket of `/volume` (`{bucket_ms, buckets}`), snake_case (`by_type`). */
+export type VolumeBucket = import("../../src/wire/deprecated-names.js").SnakeCased<
+  import("../../src/extensions/dashboard/history.js").VolumeBucket
+>;
 export type { PanelItem } from "../../src/gateway/panels.js";
 export type {
   SessionAgentView,

@@ -42,7 +42,7 @@ export function viewRoutes(router: Router, services: DashboardServices): void {
 
   router.add("GET", `${DASHBOARD_API}/volume`, async (req, res, _params, url) => {
     const scope = await scopeOf(services, req);
-    sendJson(res, 200, await history.volume(scope, parseFeedQuery(url)));
+    sendJson(res, 200, restRecord(await history.volume(scope, parseFeedQuery(url))));
   });
 
   // Message ids are per sender: `?from=` names the sender.

@@ -64,8 +64,8 @@ export function volumeChart(buckets: VolumeBucket[], bucketMs: number): SVGSVGEl
     buckets.map((bucket, i) => {
       const x = M.left + i * slot + (slot - barW) / 2;
       let base = 0;
-      const parts = TYPES.filter((type) => bucket.byType[type] > 0).map((type) => {
-        const value = bucket.byType[type];
+      const parts = TYPES.filter((type) => bucket.by_type[type] > 0).map((type) => {
+        const value = bucket.by_type[type];
         const rect = s("rect", {
           class: `bar bar-${type}`,
           x,
@@ -76,8 +76,8 @@ export function volumeChart(buckets: VolumeBucket[], bucketMs: number): SVGSVGEl
         base += value;
         return rect;
       });
-      const detail = TYPES.filter((t) => bucket.byType[t] > 0)
-        .map((t) => `${bucket.byType[t]} ${t}`)
+      const detail = TYPES.filter((t) => bucket.by_type[t] > 0)
+        .map((t) => `${bucket.by_type[t]} ${t}`)
         .join(", ");
       return s(
         "g",
@@ -131,7 +131,7 @@ function table(buckets: VolumeBucket[], bucketMs: number): HTMLElement {
               {},
               h("th", { scope: "row" }, axisLabel(b.start, bucketMs)),
               h("td", {}, String(b.total)),
-              TYPES.map((t) => h("td", {}, String(b.byType[t]))),
+              TYPES.map((t) => h("td", {}, String(b.by_type[t]))),
             ),
           ),
       ),
@@ -171,12 +171,12 @@ export const volumeView: View = async (root, app) => {
   );
   const load = async () => {
     try {
-      const { buckets, bucketMs } = await app.api.get<{ buckets: VolumeBucket[]; bucketMs: number }>(
-        "/volume",
-        {
-          since: new Date(Date.now() - windowMs).toISOString(),
-        },
-      );
+      const { buckets, bucket_ms: bucketMs } = await app.api.get<{
+        buckets: VolumeBucket[];
+        bucket_ms: number;
+      }>("/volume", {
+        since: new Date(Date.now() - windowMs).toISOString(),
+      });
       const total = buckets.reduce((sum, b) => sum + b.total, 0);
       replaceChildren(
         body,
