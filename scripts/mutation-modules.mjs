@@ -55,6 +55,10 @@ export const mutationModules = {
       "relays between two gateways",
       "gives deliveries back at once",
       "refusing larger envelopes",
+      // What a stored message carries besides: its priority, reply route and counted bytes.
+      "highest priority first",
+      "routes an answer to its request's reply route",
+      "refuses past a recipient's pending messages",
     ].join("|"),
   },
   // The lying gateway's replays, and of the SDK suite the tests of what inbound.ts decides:
