@@ -13,9 +13,12 @@ describe("principal tokens", () => {
     const me = await dashboard(gw, token, "/me");
     expect(me.status).toBe(200);
     expect(me.json).toMatchObject({
-      viewer: { kind: "principal", principalId: "alice" },
+      viewer: { kind: "principal", principal_id: "alice", principalId: "alice" },
       agents: ["alice-scheduler"],
+      relay_audit: expect.any(Boolean),
+      admin_views: [],
     });
+    expect(me.json.relayAudit).toBe(me.json.relay_audit); // the camelCase names, for the deprecation period
     const asAdmin = await dashboard(gw, gw.adminToken, "/me");
     expect(asAdmin.json).toMatchObject({ viewer: { kind: "admin" } });
     expect(asAdmin.json.agents).toEqual(["alice-scheduler", "bob-scheduler", "carol-agent"]);
@@ -52,7 +55,7 @@ describe("principal tokens", () => {
     const { gw } = await cast();
     const token = await principalToken(gw, "alice@example.com");
     const me = await dashboard(gw, token, "/me");
-    expect(me.json).toMatchObject({ viewer: { principalId: "alice@example.com" }, agents: [] });
+    expect(me.json).toMatchObject({ viewer: { principal_id: "alice@example.com" }, agents: [] });
     const revoked = await dashboard(
       gw,
       gw.adminToken,
@@ -110,7 +113,7 @@ describe("acp principal", () => {
     const added = await runAcp(["principal", "add", "alice", ...common, "--json"]);
     expect(added.code, added.stderr).toBe(0);
     const { token } = JSON.parse(added.stdout) as { token: string };
-    expect((await dashboard(gw, token, "/me")).json).toMatchObject({ viewer: { principalId: "alice" } });
+    expect((await dashboard(gw, token, "/me")).json).toMatchObject({ viewer: { principal_id: "alice" } });
 
     const human = await runAcp(["principal", "add", "bob", ...common]);
     expect(human.stdout).toContain("principal bob added");

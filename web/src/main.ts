@@ -80,7 +80,7 @@ function run(token: string, me: Me): void {
     void start(reason);
   };
   api.onUnauthorized = () => signOut("Your token is no longer accepted; sign in again.");
-  const who = me.viewer.kind === "admin" ? "admin (sees everything)" : `principal ${me.viewer.principalId}`;
+  const who = me.viewer.kind === "admin" ? "admin (sees everything)" : `principal ${me.viewer.principal_id}`;
   replaceChildren(
     root,
     h(
@@ -115,7 +115,7 @@ function run(token: string, me: Me): void {
     );
   };
   // Federation is the admin's, and only on a gateway with a federation domain.
-  federationItem.hidden = !me.adminViews.includes("federation");
+  federationItem.hidden = !me.admin_views.includes("federation");
   void refreshApprovals();
   void refreshWebhooks();
   const webhookTimer = setInterval(() => void refreshWebhooks(), 15_000);

@@ -29,12 +29,15 @@ export type FederationStatusView = import("../../src/wire/deprecated-names.js").
 >;
 export type FederationPeer = FederationStatusView["peers"][number];
 
+/** `/me`, snake_case (`relay_audit`, `viewer.principal_id`). */
 export interface Me {
-  viewer: import("../../src/extensions/dashboard/viewer.js").Viewer;
+  viewer: import("../../src/wire/deprecated-names.js").SnakeCased<
+    import("../../src/extensions/dashboard/viewer.js").Viewer
+  >;
   agents: string[];
   broker: string;
-  relayAudit: boolean;
+  relay_audit: boolean;
   /** Admin views of other extensions this gateway mounts (`federation`); empty for a principal. */
-  adminViews: string[];
+  admin_views: string[];
   panels: { name: string; title: string }[];
 }

@@ -18,15 +18,19 @@ export function viewRoutes(router: Router, services: DashboardServices): void {
 
   router.add("GET", `${DASHBOARD_API}/me`, async (req, res) => {
     const scope = await scopeOf(services, req);
-    sendJson(res, 200, {
-      viewer: scope.viewer,
-      agents: scope.agents().map((a) => a.agentId),
-      broker: ctx.broker.kind,
-      relayAudit: services.relayAudit,
-      // Other extensions' admin views are the admin's to know of.
-      adminViews: scope.viewer.kind === "admin" ? services.adminViews : [],
-      panels: [...services.panels.values()].map(({ name, title }) => ({ name, title })),
-    });
+    sendJson(
+      res,
+      200,
+      restRecord({
+        viewer: scope.viewer,
+        agents: scope.agents().map((a) => a.agentId),
+        broker: ctx.broker.kind,
+        relayAudit: services.relayAudit,
+        // Other extensions' admin views are the admin's to know of.
+        adminViews: scope.viewer.kind === "admin" ? services.adminViews : [],
+        panels: [...services.panels.values()].map(({ name, title }) => ({ name, title })),
+      }),
+    );
   });
 
   router.add("GET", `${DASHBOARD_API}/agents`, async (req, res) => {
