@@ -8,6 +8,7 @@ import type { PanelItem } from "../../src/gateway/panels.js";
 import type { ApprovalRecord } from "../../src/orchestration/index.js";
 import { type Action, Orchestrator } from "../../src/orchestration/index.js";
 import { collabExtension } from "../../src/server.js";
+import type { RestAnswer } from "../../src/wire/deprecated-names.js";
 import {
   aliceAsksBob,
   type Cast,
@@ -42,27 +43,35 @@ describe("what each principal sees (server-side, on every endpoint)", () => {
     const c = await cast();
     await aliceAsksBob(c);
     const [alice, carol] = [await principalToken(c.gw, "alice"), await principalToken(c.gw, "carol")];
-    const mine = (await dashboard(c.gw, alice, "/agents")).json.agents as DashboardAgent[];
-    expect(mine.map((a) => a.agentId)).toEqual(["alice-scheduler"]);
+    const mine = (await dashboard(c.gw, alice, "/agents")).json.agents as RestAnswer<DashboardAgent>[];
+    expect(mine.map((a) => a.agent_id)).toEqual(["alice-scheduler"]);
     expect(mine[0]).toMatchObject({
-      principalId: "alice",
+      principal_id: "alice",
       capabilities: ["calendar.read"],
-      acceptsEncryption: true,
+      accepts_encryption: true,
       presence: { state: "online", connections: 1 },
       peers: [
         {
           peer: "bob-scheduler",
-          peerPrincipal: "bob",
+          peer_principal: "bob",
           handshake: "established",
-          self: { announced: true, capabilitiesExchanged: true, layers: [0, 1, 2] },
-          peerSide: { announced: true, capabilitiesExchanged: true, layers: [0, 1, 2] },
+          self: { announced: true, capabilities_exchanged: true, layers: [0, 1, 2] },
+          peer_side: { announced: true, capabilities_exchanged: true, layers: [0, 1, 2] },
         },
       ],
     });
-    const carols = (await dashboard(c.gw, carol, "/agents")).json.agents as DashboardAgent[];
-    expect(carols).toMatchObject([{ agentId: "carol-agent", presence: { state: "offline" }, peers: [] }]);
-    const all = (await dashboard(c.gw, c.gw.adminToken, "/agents")).json.agents as DashboardAgent[];
-    expect(all.map((a) => a.agentId)).toEqual(["alice-scheduler", "bob-scheduler", "carol-agent"]);
+    // The camelCase names are still sent, for the deprecation period.
+    expect(mine[0]).toMatchObject({
+      agentId: "alice-scheduler",
+      principalId: "alice",
+      acceptsEncryption: true,
+    });
+    expect(mine[0]?.peers[0]?.peerSide).toEqual(mine[0]?.peers[0]?.peer_side);
+    const carols = (await dashboard(c.gw, carol, "/agents")).json.agents as RestAnswer<DashboardAgent>[];
+    expect(carols).toMatchObject([{ agent_id: "carol-agent", presence: { state: "offline" }, peers: [] }]);
+    const all = (await dashboard(c.gw, c.gw.adminToken, "/agents")).json
+      .agents as RestAnswer<DashboardAgent>[];
+    expect(all.map((a) => a.agent_id)).toEqual(["alice-scheduler", "bob-scheduler", "carol-agent"]);
   });
 
   it("approvals: the principal asked (or owning the asking agent) sees and decides; others get 404", async () => {

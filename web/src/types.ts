@@ -1,6 +1,9 @@
 /** The API's shapes, straight from the server's definitions (type-only: nothing of the server is bundled). */
 
-export type { DashboardAgent, PeerView } from "../../src/extensions/dashboard/agents.js";
+type SnakeCased<T> = import("../../src/wire/deprecated-names.js").SnakeCased<T>;
+/** An agent as `/agents` answers it: snake_case (`agent_id`, `presence.last_seen`, `peers[].peer_side`). */
+export type DashboardAgent = SnakeCased<import("../../src/extensions/dashboard/agents.js").DashboardAgent>;
+export type PeerView = DashboardAgent["peers"][number];
 export type { MessageDetail } from "../../src/extensions/dashboard/detail.js";
 export type { FeedItem } from "../../src/extensions/dashboard/feed.js";
 /** A bucket of `/volume` (`{bucket_ms, buckets}`), snake_case (`by_type`). */

@@ -35,7 +35,7 @@ export function viewRoutes(router: Router, services: DashboardServices): void {
 
   router.add("GET", `${DASHBOARD_API}/agents`, async (req, res) => {
     const scope = await scopeOf(services, req);
-    sendJson(res, 200, { agents: await dashboardAgents(ctx, scope) });
+    sendJson(res, 200, restRecord({ agents: await dashboardAgents(ctx, scope) }));
   });
 
   router.add("GET", `${DASHBOARD_API}/feed`, async (req, res, _params, url) => {

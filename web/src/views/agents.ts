@@ -20,7 +20,7 @@ function layers(side: PeerView["self"]): string {
 function steps(side: PeerView["self"]): string {
   if (!side) return "nothing yet";
   return (
-    [side.announced ? "announced" : "", side.capabilitiesExchanged ? "capabilities" : ""]
+    [side.announced ? "announced" : "", side.capabilities_exchanged ? "capabilities" : ""]
       .filter(Boolean)
       .join(" + ") || "nothing yet"
   );
@@ -31,7 +31,7 @@ function peersTable(agent: DashboardAgent): HTMLElement {
   return h(
     "table",
     { class: "table" },
-    h("caption", {}, `Peers of ${agent.agentId}`),
+    h("caption", {}, `Peers of ${agent.agent_id}`),
     h(
       "thead",
       {},
@@ -56,15 +56,15 @@ function peersTable(agent: DashboardAgent): HTMLElement {
           "tr",
           {},
           h("th", { scope: "row" }, peer.peer),
-          h("td", {}, peer.peerPrincipal ?? "unknown"),
+          h("td", {}, peer.peer_principal ?? "unknown"),
           h("td", {}, badge(peer.handshake)),
-          h("td", {}, `${layers(peer.self)} / ${layers(peer.peerSide)}`),
-          h("td", {}, `${steps(peer.self)} / ${steps(peer.peerSide)}`),
+          h("td", {}, `${layers(peer.self)} / ${layers(peer.peer_side)}`),
+          h("td", {}, `${steps(peer.self)} / ${steps(peer.peer_side)}`),
           h(
             "td",
             {},
             when(
-              [peer.self?.at, peer.peerSide?.at]
+              [peer.self?.at, peer.peer_side?.at]
                 .filter((t): t is string => !!t)
                 .sort()
                 .at(-1),
@@ -80,30 +80,30 @@ function agentCard(agent: DashboardAgent): HTMLElement {
   const p = agent.presence;
   return h(
     "article",
-    { class: "card agent", "aria-labelledby": `agent-${agent.agentId}` },
+    { class: "card agent", "aria-labelledby": `agent-${agent.agent_id}` },
     h(
       "header",
       { class: "card-head" },
       h(
         "h2",
-        { id: `agent-${agent.agentId}` },
+        { id: `agent-${agent.agent_id}` },
         h("span", { class: `dot dot-${p.state}`, "aria-hidden": "true" }),
-        agent.agentId,
+        agent.agent_id,
       ),
-      badge(agent.revokedAt ? "revoked" : p.state),
+      badge(agent.revoked_at ? "revoked" : p.state),
     ),
     h(
       "dl",
       { class: "facts" },
       h("dt", {}, "Principal"),
-      h("dd", {}, agent.principalId),
+      h("dd", {}, agent.principal_id),
       h("dt", {}, "Last seen"),
       h(
         "dd",
         {},
-        p.state === "offline" && Date.parse(p.lastSeen) === 0
+        p.state === "offline" && Date.parse(p.last_seen) === 0
           ? "never"
-          : [when(p.lastSeen), ` (${ago(p.lastSeen)})`],
+          : [when(p.last_seen), ` (${ago(p.last_seen)})`],
       ),
       h("dt", {}, "Connections"),
       h("dd", {}, String(p.connections)),
@@ -113,15 +113,15 @@ function agentCard(agent: DashboardAgent): HTMLElement {
       h(
         "dd",
         {},
-        agent.protocolVersions.join(", "),
+        agent.protocol_versions.join(", "),
         agent.deprecation
           ? [
               " ",
               badge("deprecated"),
               ` ${agent.deprecation.version} since `,
-              when(agent.deprecation.deprecatedAt),
+              when(agent.deprecation.deprecated_at),
               "; refused from ",
-              when(agent.deprecation.sunsetAt),
+              when(agent.deprecation.sunset_at),
             ]
           : null,
       ),
@@ -134,17 +134,17 @@ function agentCard(agent: DashboardAgent): HTMLElement {
           : "held by the agent (the gateway has only its public keys)",
       ),
       h("dt", {}, "End-to-end encryption"),
-      h("dd", {}, agent.acceptsEncryption ? "accepts encrypted messages" : "no encryption key registered"),
+      h("dd", {}, agent.accepts_encryption ? "accepts encrypted messages" : "no encryption key registered"),
     ),
     h(
       "div",
       { class: "meters" },
       meter("Load", p.load, 100, `${Math.round(p.load)}%`),
-      meter("Error rate", p.metrics.errorRate * 100, 100, `${(p.metrics.errorRate * 100).toFixed(1)}%`),
+      meter("Error rate", p.metrics.error_rate * 100, 100, `${(p.metrics.error_rate * 100).toFixed(1)}%`),
       h(
         "p",
         { class: "health" },
-        `Response time ${Math.round(p.metrics.responseTimeMs)} ms · ${p.activeTasks} active task${p.activeTasks === 1 ? "" : "s"}`,
+        `Response time ${Math.round(p.metrics.response_time_ms)} ms · ${p.active_tasks} active task${p.active_tasks === 1 ? "" : "s"}`,
       ),
     ),
     p.tasks.length > 0
