@@ -136,12 +136,24 @@ describe("what each principal sees (server-side, on every endpoint)", () => {
     );
     const [alice, carol] = [await principalToken(c.gw, "alice"), await principalToken(c.gw, "carol")];
 
-    const list = (await dashboard(c.gw, alice, "/sessions")).json.sessions as SessionSummary[];
-    expect(list).toMatchObject([
-      { id: session.id, projectType: "scheduling", agents: 2, byStatus: { completed: 1, in_progress: 1 } },
+    const list = (await dashboard(c.gw, alice, "/sessions")).json.sessions as RestAnswer<SessionSummary>[];
+    expect(list).toEqual([
+      {
+        id: session.id,
+        started_at: list[0]?.started_at,
+        project_type: "scheduling",
+        agents: 2,
+        by_status: { completed: 1, in_progress: 1 },
+        // The camelCase names are still sent, for the deprecation period; statuses are never renamed.
+        startedAt: list[0]?.started_at,
+        projectType: "scheduling",
+        byStatus: { completed: 1, in_progress: 1 },
+      },
     ]);
-    const detail = (await dashboard(c.gw, alice, `/sessions/${session.id}`)).json as unknown as SessionDetail;
-    expect(detail.agentList.map((a) => [a.name, a.status, a.dependencies])).toEqual([
+    const detail = (await dashboard(c.gw, alice, `/sessions/${session.id}`)).json as unknown as RestAnswer<
+      Omit<SessionDetail, "agentList">
+    > & { agent_list: SessionDetail["agentList"] };
+    expect(detail.agent_list.map((a) => [a.name, a.status, a.dependencies])).toEqual([
       ["alice-scheduler", "completed", []],
       ["reviewer", "in_progress", ["alice-scheduler"]],
     ]);
@@ -157,7 +169,7 @@ describe("what each principal sees (server-side, on every endpoint)", () => {
       },
     ]);
     expect(detail.reports[0]?.warnings).toBeUndefined();
-    expect(detail.unreadableReports).toBe(0);
+    expect(detail.unreadable_reports).toBe(0);
 
     expect((await dashboard(c.gw, carol, "/sessions")).json.sessions).toEqual([]);
     expect((await dashboard(c.gw, carol, `/sessions/${session.id}`)).status).toBe(404);

@@ -11,12 +11,15 @@ export type VolumeBucket = import("../../src/wire/deprecated-names.js").SnakeCas
   import("../../src/extensions/dashboard/history.js").VolumeBucket
 >;
 export type { PanelItem } from "../../src/gateway/panels.js";
-export type {
-  SessionAgentView,
-  SessionDetail,
-  SessionReportView,
-  SessionSummary,
-} from "../../src/extensions/dashboard/sessions.js";
+export type { SessionAgentView, SessionReportView } from "../../src/extensions/dashboard/sessions.js";
+/** `/sessions` and `/sessions/:id`, snake_case (`started_at`, `agent_list`, `event_count`). */
+export type SessionSummary = SnakeCased<import("../../src/extensions/dashboard/sessions.js").SessionSummary>;
+export type SessionDetail = SnakeCased<
+  Omit<import("../../src/extensions/dashboard/sessions.js").SessionDetail, "agentList" | "events">
+> &
+  Pick<import("../../src/extensions/dashboard/sessions.js").SessionDetail, "events"> & {
+    agent_list: import("../../src/extensions/dashboard/sessions.js").SessionAgentView[];
+  };
 export type { Viewer } from "../../src/extensions/dashboard/viewer.js";
 /** A webhook's status as `/webhooks` answers it: snake_case (`last_error_at`…). */
 export type WebhookStatus = import("../../src/wire/deprecated-names.js").SnakeCased<

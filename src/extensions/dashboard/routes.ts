@@ -9,8 +9,14 @@ import { matchesQuery, parseFeedQuery } from "./history.js";
 import { PRINCIPAL_TOKENS_BUCKET } from "../../gateway/principals.js";
 import { DASHBOARD_API, type DashboardServices, scopeOf } from "./services.js";
 import { EventStream } from "../../http/sse.js";
-import { restRecord } from "../../wire/deprecated-names.js";
+import { OPAQUE_FIELDS, restRecord } from "../../wire/deprecated-names.js";
 import { Scope } from "./viewer.js";
+
+/**
+ * What a session's answers carry as the coordination files have it (already snake_case: an agent's
+ * `started_at`, an event's fields) or keyed by status (`in_progress`): never renamed.
+ */
+const SESSION_OPAQUE: ReadonlySet<string> = new Set([...OPAQUE_FIELDS, "agent_list", "events", "by_status"]);
 
 /** Read-only views: who am I, agents, the feed (and its live stream), a message, volume, sessions, panels. */
 export function viewRoutes(router: Router, services: DashboardServices): void {
@@ -69,12 +75,12 @@ export function viewRoutes(router: Router, services: DashboardServices): void {
 
   router.add("GET", `${DASHBOARD_API}/sessions`, async (req, res) => {
     const scope = await scopeOf(services, req);
-    sendJson(res, 200, { sessions: await services.sessions.list(scope) });
+    sendJson(res, 200, restRecord({ sessions: await services.sessions.list(scope) }, SESSION_OPAQUE));
   });
 
   router.add("GET", `${DASHBOARD_API}/sessions/:id`, async (req, res, { id }) => {
     const scope = await scopeOf(services, req);
-    sendJson(res, 200, await services.sessions.detail(scope, id as string));
+    sendJson(res, 200, restRecord(await services.sessions.detail(scope, id as string), SESSION_OPAQUE));
   });
 
   router.add("GET", `${DASHBOARD_API}/panels/:name`, async (req, res, { name }) => {

@@ -66,10 +66,10 @@ export const sessionsView: View = async (root, app) => {
                 { scope: "row" },
                 h("a", { href: `#/sessions/${session.id}` }, h("code", {}, short(session.id, 13))),
               ),
-              h("td", {}, when(session.startedAt ?? undefined)),
-              h("td", {}, session.projectType ?? "—"),
+              h("td", {}, when(session.started_at ?? undefined)),
+              h("td", {}, session.project_type ?? "—"),
               h("td", {}, String(session.agents)),
-              h("td", {}, session.error ? notice(session.error, "error") : statusCounts(session.byStatus)),
+              h("td", {}, session.error ? notice(session.error, "error") : statusCounts(session.by_status)),
             ),
           ),
         ),
@@ -99,7 +99,7 @@ function agentsTable(detail: SessionDetail): HTMLElement {
     h(
       "tbody",
       {},
-      detail.agentList.map((agent) =>
+      detail.agent_list.map((agent) =>
         h(
           "tr",
           {},
@@ -200,24 +200,24 @@ export const sessionView: View = async (root, app, [id]) => {
           "p",
           {},
           "Started ",
-          when(detail.startedAt ?? undefined),
-          detail.projectType ? ` · ${detail.projectType}` : "",
+          when(detail.started_at ?? undefined),
+          detail.project_type ? ` · ${detail.project_type}` : "",
           " · ",
-          statusCounts(detail.byStatus),
+          statusCounts(detail.by_status),
         ),
         h(
           "section",
           { class: "card", "aria-labelledby": "graph" },
           h("h2", { id: "graph" }, "Dependency graph"),
-          h("div", { class: "graph-wrap" }, dependencyGraph(detail.agentList)),
+          h("div", { class: "graph-wrap" }, dependencyGraph(detail.agent_list)),
         ),
         h("section", { class: "card" }, agentsTable(detail)),
         h(
           "section",
           { class: "card", "aria-labelledby": "reports" },
           h("h2", { id: "reports" }, `Reports (${detail.reports.length})`),
-          detail.unreadableReports > 0
-            ? notice(`${detail.unreadableReports} report(s) could not be read.`, "error")
+          detail.unreadable_reports > 0
+            ? notice(`${detail.unreadable_reports} report(s) could not be read.`, "error")
             : null,
           reportsTable(detail),
         ),
@@ -227,7 +227,7 @@ export const sessionView: View = async (root, app, [id]) => {
           h(
             "h2",
             { id: "events" },
-            `Events (${detail.eventCount}${detail.eventCount > detail.events.length ? `, latest ${detail.events.length} shown` : ""})`,
+            `Events (${detail.event_count}${detail.event_count > detail.events.length ? `, latest ${detail.events.length} shown` : ""})`,
           ),
           detail.problems > 0
             ? notice(`${detail.problems} line(s) of messages.jsonl could not be read.`, "error")
