@@ -187,10 +187,17 @@ describe("what each principal sees (server-side, on every endpoint)", () => {
       context: { slot: "2026-02-18T10:00:00Z" },
     });
     const [alice, carol] = [await principalToken(c.gw, "alice"), await principalToken(c.gw, "carol")];
-    const handoffs = (await dashboard(c.gw, alice, "/panels/handoffs")).json.items as PanelItem[];
+    const handoffs = (await dashboard(c.gw, alice, "/panels/handoffs")).json.items as RestAnswer<PanelItem>[];
     expect(handoffs).toMatchObject([
-      { title: "alice-scheduler → bob-scheduler", participants: ["alice-scheduler", "bob-scheduler"] },
+      {
+        title: "alice-scheduler → bob-scheduler",
+        participants: ["alice-scheduler", "bob-scheduler"],
+        message_id: expect.any(String),
+        message_from: "alice-scheduler",
+      },
     ]);
+    // The camelCase names are still sent, for the deprecation period.
+    expect(handoffs[0]).toMatchObject({ messageId: handoffs[0]?.message_id, messageFrom: "alice-scheduler" });
     expect(handoffs[0]!.lines?.[0]).toContain("handed bob-scheduler a task");
     expect((await dashboard(c.gw, carol, "/panels/handoffs")).json.items).toEqual([]);
     const missing = await dashboard(c.gw, alice, "/panels/disputes");

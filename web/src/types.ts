@@ -10,7 +10,8 @@ export type { FeedItem } from "../../src/extensions/dashboard/feed.js";
 export type VolumeBucket = import("../../src/wire/deprecated-names.js").SnakeCased<
   import("../../src/extensions/dashboard/history.js").VolumeBucket
 >;
-export type { PanelItem } from "../../src/gateway/panels.js";
+/** An item of `/panels/:name`, snake_case (`message_id`, `message_from`). */
+export type PanelItem = SnakeCased<import("../../src/gateway/panels.js").PanelItem>;
 export type { SessionAgentView, SessionReportView } from "../../src/extensions/dashboard/sessions.js";
 /** `/sessions` and `/sessions/:id`, snake_case (`started_at`, `agent_list`, `event_count`). */
 export type SessionSummary = SnakeCased<import("../../src/extensions/dashboard/sessions.js").SessionSummary>;

@@ -87,11 +87,15 @@ export function viewRoutes(router: Router, services: DashboardServices): void {
     const scope = await scopeOf(services, req);
     const panel = services.panels.get(name as string);
     if (!panel) throw new AcpError("NotFound", `no dashboard panel ${name} on this gateway`);
-    sendJson(res, 200, {
-      name: panel.name,
-      title: panel.title,
-      items: await panel.items(scope, { messages: (query) => services.history.query(scope, query) }),
-    });
+    sendJson(
+      res,
+      200,
+      restRecord({
+        name: panel.name,
+        title: panel.title,
+        items: await panel.items(scope, { messages: (query) => services.history.query(scope, query) }),
+      }),
+    );
   });
 
   router.add("GET", `${DASHBOARD_API}/stream`, async (req, res, _params, url) => {

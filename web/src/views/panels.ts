@@ -42,8 +42,8 @@ function itemCard(item: PanelItem): HTMLElement {
           item.lines.map((line) => h("li", {}, line)),
         )
       : null,
-    item.messageId && item.messageFrom
-      ? h("p", {}, h("a", { href: messageHref(item.messageFrom, item.messageId) }, "Open the message"))
+    item.message_id && item.message_from
+      ? h("p", {}, h("a", { href: messageHref(item.message_from, item.message_id) }, "Open the message"))
       : null,
   );
 }
