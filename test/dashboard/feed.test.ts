@@ -3,7 +3,7 @@ import { checkSignature } from "../../src/extensions/dashboard/detail.js";
 import { LiveFeed } from "../../src/extensions/dashboard/feed.js";
 import type { FeedItem, MessageDetail, VolumeBucket } from "../../src/extensions/dashboard/index.js";
 import { buildRequest, createSigner, signMessage } from "../../src/protocol/index.js";
-import type { RestAnswer } from "../../src/wire/deprecated-names.js";
+import { type RestAnswer, restRecord } from "../../src/wire/deprecated-names.js";
 import {
   aliceAsksBob,
   dashboard,
@@ -23,7 +23,9 @@ describe("the summary feed", () => {
     const [alice, carol] = [await principalToken(c.gw, "alice"), await principalToken(c.gw, "carol")];
     const aliceStream = await followStream(c.gw, alice);
     const carolStream = await followStream(c.gw, carol);
-    expect(await aliceStream.next("ready")).toEqual({ viewer: { kind: "principal", principalId: "alice" } });
+    expect(await aliceStream.next("ready")).toEqual({
+      viewer: { kind: "principal", principal_id: "alice", principalId: "alice" },
+    });
 
     await aliceAsksBob(c);
     const response = (await aliceStream.next(
@@ -180,7 +182,16 @@ describe("the summary feed", () => {
     const shown = async () => items((await dashboard(c.gw, admin, "/feed?limit=100")).json);
     await eventually(async () => (await shown()).length === readBack.recent().length, "both feeds caught up");
     await readBack.settled();
-    const withoutStatus = ({ status: _s, retryCount: _r, ...item }: FeedItem) => item;
+    // Both as the API answers them: snake_case, the camelCase names beside them.
+    const withoutStatus = (item: FeedItem) => {
+      const {
+        status: _s,
+        retry_count: _r,
+        retryCount: _rc,
+        ...rest
+      } = restRecord(item) as Record<string, unknown>;
+      return rest;
+    };
     const live = await shown();
     expect(live.map(withoutStatus).reverse()).toEqual(readBack.recent().map(withoutStatus));
     expect(handedOver.sort()).toEqual(live.map((i) => i.id).sort());
@@ -200,6 +211,8 @@ describe("a message's detail", () => {
     const bob = await principalToken(c.gw, "bob");
     const carol = await principalToken(c.gw, "carol");
     const request = items((await dashboard(c.gw, alice, "/feed?type=request")).json)[0]!;
+    // A feed item is snake_case, the camelCase names beside them for the deprecation period.
+    expect(request).toMatchObject({ summary_by: expect.any(String), summaryBy: expect.any(String) });
     const path = `/messages/${request.id}?from=alice-scheduler`;
     let detail: MessageDetail | undefined;
     await eventually(async () => {
@@ -207,7 +220,8 @@ describe("a message's detail", () => {
       return detail.status === "acknowledged" && detail.audit.length === 1;
     }, "the request is acknowledged and audited");
     expect(detail!.timeline.map((s) => s.status)).toEqual(["queued", "delivered", "acknowledged"]);
-    expect(detail!.retryCount).toBe(0);
+    expect((detail as unknown as { retry_count: number }).retry_count).toBe(0);
+    expect(detail!.retryCount).toBe(0); // the camelCase name, for the deprecation period
     expect(detail!.headers).toMatchObject({
       "agent-id": "alice-scheduler",
       "principal-id": "alice",

@@ -63,8 +63,8 @@ export function pre(value: unknown): HTMLPreElement {
  * A message's summary: in the sending agent's own words (signed with the message) it is quoted and
  * attributed; otherwise it is the gateway's description, shown plain.
  */
-export function summaryOf(item: Pick<FeedItem, "summary" | "summaryBy" | "from">): HTMLElement | string {
-  if (item.summaryBy !== "sender") return item.summary;
+export function summaryOf(item: Pick<FeedItem, "summary" | "summary_by" | "from">): HTMLElement | string {
+  if (item.summary_by !== "sender") return item.summary;
   return h(
     "span",
     { class: "agent-words", title: `In ${item.from.agent}'s own words, signed with the message` },

@@ -1,11 +1,17 @@
 /** The API's shapes, straight from the server's definitions (type-only: nothing of the server is bundled). */
 
 type SnakeCased<T> = import("../../src/wire/deprecated-names.js").SnakeCased<T>;
+
 /** An agent as `/agents` answers it: snake_case (`agent_id`, `presence.last_seen`, `peers[].peer_side`). */
 export type DashboardAgent = SnakeCased<import("../../src/extensions/dashboard/agents.js").DashboardAgent>;
 export type PeerView = DashboardAgent["peers"][number];
-export type { MessageDetail } from "../../src/extensions/dashboard/detail.js";
-export type { FeedItem } from "../../src/extensions/dashboard/feed.js";
+/** `/messages/:id`, snake_case (`retry_count`, `dead_letter`); its headers and audit entries as written. */
+export type MessageDetail = SnakeCased<
+  Omit<import("../../src/extensions/dashboard/detail.js").MessageDetail, "headers" | "audit">
+> &
+  Pick<import("../../src/extensions/dashboard/detail.js").MessageDetail, "headers" | "audit">;
+/** A feed item (`/feed`, the stream's `summary`), snake_case (`summary_by`, `retry_count`). */
+export type FeedItem = SnakeCased<import("../../src/extensions/dashboard/feed.js").FeedItem>;
 /** A bucket of `/volume` (`{bucket_ms, buckets}`), snake_case (`by_type`). */
 export type VolumeBucket = import("../../src/wire/deprecated-names.js").SnakeCased<
   import("../../src/extensions/dashboard/history.js").VolumeBucket

@@ -18,6 +18,9 @@ import { Scope } from "./viewer.js";
  */
 const SESSION_OPAQUE: ReadonlySet<string> = new Set([...OPAQUE_FIELDS, "agent_list", "events", "by_status"]);
 
+/** A message's headers and its relay audit entries are shown as they are written: never renamed. */
+const DETAIL_OPAQUE: ReadonlySet<string> = new Set([...OPAQUE_FIELDS, "headers", "audit"]);
+
 /** Read-only views: who am I, agents, the feed (and its live stream), a message, volume, sessions, panels. */
 export function viewRoutes(router: Router, services: DashboardServices): void {
   const { ctx, history } = services;
@@ -47,7 +50,7 @@ export function viewRoutes(router: Router, services: DashboardServices): void {
   router.add("GET", `${DASHBOARD_API}/feed`, async (req, res, _params, url) => {
     const scope = await scopeOf(services, req);
     const query = parseFeedQuery(url);
-    sendJson(res, 200, { items: await history.query(scope, query) });
+    sendJson(res, 200, restRecord({ items: await history.query(scope, query) }));
   });
 
   router.add("GET", `${DASHBOARD_API}/volume`, async (req, res, _params, url) => {
@@ -65,7 +68,11 @@ export function viewRoutes(router: Router, services: DashboardServices): void {
       });
     }
     const message = { from, id: id as string };
-    sendJson(res, 200, await messageDetail(ctx.broker, ctx.registry, history, scope, message));
+    sendJson(
+      res,
+      200,
+      restRecord(await messageDetail(ctx.broker, ctx.registry, history, scope, message), DETAIL_OPAQUE),
+    );
   });
 
   router.add("GET", `${DASHBOARD_API}/webhooks`, async (req, res) => {
@@ -125,7 +132,7 @@ export function viewRoutes(router: Router, services: DashboardServices): void {
       unsubscribe();
       services.streams.delete(stream);
     });
-    stream.send("ready", { viewer: scope.viewer });
+    stream.send("ready", restRecord({ viewer: scope.viewer }));
   });
 }
 
@@ -142,13 +149,18 @@ function toStreamEvent(
     case "summary":
       return scope.seesExchange(event.item.from.agent, event.item.to.agent) &&
         matchesQuery(event.item, filters)
-        ? { event: "summary", data: event.item }
+        ? { event: "summary", data: restRecord(event.item) }
         : undefined;
     case "status":
       return scope.seesExchange(event.from, event.to)
         ? {
             event: "status",
-            data: { id: event.id, from: event.from, status: event.status, retryCount: event.retryCount },
+            data: restRecord({
+              id: event.id,
+              from: event.from,
+              status: event.status,
+              retryCount: event.retryCount,
+            }),
           }
         : undefined;
     case "kv": {

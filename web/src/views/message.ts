@@ -171,13 +171,13 @@ function render(heading: HTMLElement, body: HTMLElement, detail: MessageDetail):
           "dd",
           {},
           badge(detail.status),
-          ` · ${detail.retryCount} ${detail.retryCount === 1 ? "retry" : "retries"}`,
+          ` · ${detail.retry_count} ${detail.retry_count === 1 ? "retry" : "retries"}`,
         ),
-        detail.lastError ? [h("dt", {}, "Last error"), h("dd", {}, detail.lastError)] : null,
-        detail.deadLetter
+        detail.last_error ? [h("dt", {}, "Last error"), h("dd", {}, detail.last_error)] : null,
+        detail.dead_letter
           ? [
               h("dt", {}, "Dead letter"),
-              h("dd", {}, `${detail.deadLetter.reason}: ${detail.deadLetter.detail}`),
+              h("dd", {}, `${detail.dead_letter.reason}: ${detail.dead_letter.detail}`),
             ]
           : null,
       ),
