@@ -14,8 +14,8 @@ import { CACHED_PRINCIPAL_TOKENS } from "../../src/gateway/principals.js";
 import { MAX_UNAUTHENTICATED_BYTES } from "../../src/gateway/unauthenticated.js";
 import { buildNotification, signMessage } from "../../src/protocol/index.js";
 import { principalToken } from "../helpers/dashboard.js";
-import { handshake } from "../helpers/messaging.js";
 import { api, FrameClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { handshake } from "../helpers/messaging.js";
 import { scrapeMetrics } from "../helpers/metrics.js";
 
 /** Runs `count` calls of `task`, `concurrency` at a time. */
@@ -70,7 +70,10 @@ describe("a stranger without credentials", () => {
     ).toBeLessThanOrEqual(CACHED_PRINCIPAL_TOKENS);
     // The real principal signs in as before.
     const me = await api(gw.url, "/api/v1/dashboard/me", { headers: { authorization: `Bearer ${alice}` } });
-    expect([me.status, me.json.viewer]).toEqual([200, { kind: "principal", principalId: "alice" }]);
+    expect([me.status, me.json.viewer]).toEqual([
+      200,
+      { kind: "principal", principal_id: "alice", principalId: "alice" },
+    ]);
   }, 120_000);
 
   it("connections that never authenticate: capped gateway-wide (503), each limited in what it sends; agents still connect", async () => {
