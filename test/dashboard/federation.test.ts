@@ -11,6 +11,7 @@ import { buildWeb, describeWithChromium, launchBrowser, principalToken } from ".
 import {
   type FederatedGateway,
   organization,
+  peerQueueDrained,
   removeOrganization,
   startFederatedGateway,
 } from "../helpers/federation.js";
@@ -65,6 +66,8 @@ describeWithChromium("the dashboard's federation view", () => {
     const { agent: alpha } = await a.agent("alpha");
     const { registered: betaReg } = await b.agent("beta");
     await alpha.handshake("beta@b.test");
+    // What the handshake itself sent (its last steps, the capabilities) has left a.test's queue.
+    await peerQueueDrained(a, "b.test");
 
     // b.test goes down: alpha's notifications wait in a.test's queue for it.
     await b.close();

@@ -11,6 +11,7 @@ import {
 import {
   type FederatedGateway,
   type Organization,
+  peerQueueDrained,
   signedPeerRequest,
   startFederatedGateway,
   useOrganizations,
@@ -79,15 +80,6 @@ describe("federation: store and forward", TWO_GATEWAYS, () => {
   });
 });
 
-/** Waits until nothing waits in `gw`'s outbound queue for b.test. */
-async function queueDrained(gw: FederatedGateway): Promise<void> {
-  await until(
-    () => gw.gateway.broker.usage("_fed_b_test"),
-    (u) => u.pendingMessages === 0,
-    "a.test's queue for b.test drained",
-  );
-}
-
 /**
  * a.test's queue for b.test holds 3 messages at most: with b.test down, a fourth is refused with
  * -32013 and nothing stored; the three arrive when b.test returns, and the queue takes more.
@@ -107,7 +99,7 @@ async function queueBound(natsUrls?: [string, string]): Promise<void> {
   const { registered: betaReg } = await b.agent("beta", betaState);
   await alpha.handshake("beta@b.test");
   // What the handshake itself sent (its last steps, the capabilities) has left a.test's queue.
-  await queueDrained(a);
+  await peerQueueDrained(a, "b.test");
 
   await b.close();
   const sent: string[] = [];
@@ -133,7 +125,7 @@ async function queueBound(natsUrls?: [string, string]): Promise<void> {
       `${id} acknowledged at b.test`,
     );
   }
-  await queueDrained(a);
+  await peerQueueDrained(a, "b.test");
   await alpha.notify("beta@b.test", { n: 5 });
   await until(
     () => got.length,

@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
 import { AcpAgent, type AcpAgentOptions } from "../../src/client/index.js";
+import { peerInbox } from "../../src/extensions/federation/directory.js";
 import { GatewaySigner } from "../../src/extensions/federation/gateway-key.js";
 import { requestSignatureInput } from "../../src/extensions/federation/peer-client.js";
 import type { DefaultGatewayOptions } from "../../src/server.js";
@@ -25,6 +26,7 @@ import {
 } from "./gateway.js";
 import { type NatsServer, startNatsServer, useNatsServer } from "./nats.js";
 import { freePort } from "./ports.js";
+import { until } from "./until.js";
 
 export interface Organization {
   domain: string;
@@ -267,4 +269,16 @@ export function useFederatedPair(broker: BrokerKind): () => FederatedPair {
     if (!pair) throw new Error("the federated pair starts in the suite's beforeAll");
     return pair;
   };
+}
+
+/**
+ * Waits until nothing waits in `gw`'s outbound queue for `domain`: e.g. after a handshake, whose
+ * last messages (the capabilities) may still be on their way when the call returns.
+ */
+export async function peerQueueDrained(gw: TestGateway, domain: string): Promise<void> {
+  await until(
+    () => gw.gateway.broker.usage(peerInbox(domain)),
+    (usage) => usage.pendingMessages === 0,
+    `the queue for ${domain} drained`,
+  );
 }
