@@ -10,8 +10,11 @@ export interface SweepHooks {
   settled(row: MessageRow): void;
   /** The recipient's inbox is open in this process (it dead-letters its own deliveries). */
   inboxOpen(agentId: string): boolean;
-  /** A batch committed: how long it held the event loop, from its first statement to its commit (ms). */
-  batched?(heldMs: number): void;
+  /**
+   * A batch committed: how long it held the event loop, from its first statement to its commit,
+   * and how much of that was the sweep's own statements (ms).
+   */
+  batched?(heldMs: number, sweptMs: number): void;
 }
 
 /**
@@ -29,6 +32,26 @@ const PAUSE_MS = 40;
 const BATCH_MS = 5;
 export const MIN_BATCH = 16;
 export const MAX_BATCH = 5_000;
+/**
+ * A batch works in steps of this many rows and stops after the step that passes BATCH_MS of its own
+ * statements: the size from the last batch is a forecast, and one slow step (pages not cached, the
+ * machine busy) must not turn a batch of thousands of rows into a hold of a hundred milliseconds.
+ */
+export const STEP_ROWS = 64;
+
+/**
+ * Runs `step` on at most `limit` rows, STEP_ROWS at a time (at least one step), until it reports
+ * nothing more due, the rows are used up, or the clock passes `deadline`; whether more may be due.
+ */
+export function inSteps(limit: number, deadline: number, step: (rows: number) => boolean): boolean {
+  for (let left = limit; left > 0; ) {
+    const rows = Math.min(STEP_ROWS, left);
+    if (!step(rows)) return false;
+    left -= rows;
+    if (performance.now() >= deadline) break;
+  }
+  return true;
+}
 
 /** The rows of the next batch after one of `rows` rows held the loop for `tookMs`. */
 export function nextBatchSize(rows: number, tookMs: number): number {
@@ -102,14 +125,28 @@ export class RetentionSweep {
   /** One batch, in the next commit; true when more is due. */
   private batch(): Promise<boolean> {
     const now = Date.now();
-    const rows = this.batchRows;
+    const limit = this.batchRows;
     let started = 0;
+    let sweptMs = 0;
     return this.commits
       .run(
         () => {
           started = performance.now();
-          const expiry = this.table.expireThrough(now - this.policy.retentionMs, rows);
-          const purged = this.table.purgeThrough(now - this.policy.recordRetentionMs, rows);
+          const deadline = started + BATCH_MS;
+          const expired: MessageRow[] = [];
+          const dropped: SweptRow[] = [];
+          const moreToExpire = inSteps(limit, deadline, (rows) => {
+            const expiry = this.table.expireThrough(now - this.policy.retentionMs, rows);
+            expired.push(...expiry.expired);
+            dropped.push(...expiry.dropped);
+            return expiry.more;
+          });
+          let purged = 0;
+          const moreToPurge = inSteps(limit, deadline, (rows) => {
+            const purge = this.table.purgeThrough(now - this.policy.recordRetentionMs, rows);
+            purged += purge.purged;
+            return purge.more;
+          });
           // Last deliveries out when the process died (a close gives its hand-outs back), whose ack
           // wait has ended while the agent's inbox is not open; open inboxes handle their own.
           const exhausted = this.table
@@ -120,13 +157,16 @@ export class RetentionSweep {
               this.table.markFailed(row, now, "max-deliveries", detail);
               return { ...row, ...failedFields(now, "max-deliveries", detail) };
             });
-          return { ...expiry, exhausted, more: expiry.more || purged.more };
+          sweptMs = performance.now() - started;
+          const rows = Math.max(dropped.length, purged);
+          return { expired, dropped, exhausted, rows, more: moreToExpire || moreToPurge };
         },
-        ({ expired, dropped, exhausted, more }) => {
-          // Measured to the commit (this runs right after it); sized only from a full batch.
+        ({ expired, dropped, exhausted, rows, more }) => {
+          // Measured to the commit (this runs right after it); sized only from a full batch, by
+          // the rows it did (the clock may have ended it before its size).
           const heldMs = performance.now() - started;
-          if (more) this.batchRows = nextBatchSize(rows, heldMs);
-          this.hooks.batched?.(heldMs);
+          if (more) this.batchRows = nextBatchSize(Math.max(rows, MIN_BATCH), heldMs);
+          this.hooks.batched?.(heldMs, sweptMs);
           this.hooks.dropped(dropped);
           for (const row of expired) this.hooks.settled({ ...row, status: "expired" });
           for (const row of exhausted) this.hooks.settled(row);
