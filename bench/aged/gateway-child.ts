@@ -32,7 +32,7 @@ export type ChildMessage =
   | { type: "loop-delay"; maxMs: number; p99Ms: number }
   | { type: "rss"; bytes: number }
   | { type: "sweep"; expiredThroughSeq: number | null }
-  | { type: "purge"; ms: number; batches: number[] };
+  | { type: "purge"; ms: number; batches: number[]; statements: number[] };
 
 const send = (message: ChildMessage) => process.send?.(message);
 
@@ -62,6 +62,7 @@ async function main(config: ChildConfig): Promise<void> {
         const broker = gateway.broker as EmbeddedBroker;
         const started = performance.now();
         const batches: number[] = [];
+        const statements: number[] = [];
         const sweep = new RetentionSweep(
           broker.table,
           broker.commits,
@@ -70,14 +71,17 @@ async function main(config: ChildConfig): Promise<void> {
             dropped: () => undefined,
             settled: () => undefined,
             inboxOpen: () => true,
-            batched: (heldMs) => batches.push(heldMs),
+            batched: (heldMs, sweptMs) => {
+              batches.push(heldMs);
+              statements.push(sweptMs);
+            },
           },
           (warning) => console.error(warning),
         );
         void sweep
           .sweep()
           .then(() => sweep.stop())
-          .then(() => send({ type: "purge", ms: performance.now() - started, batches }));
+          .then(() => send({ type: "purge", ms: performance.now() - started, batches, statements }));
         break;
       }
       case "sweep": {

@@ -70,11 +70,12 @@ export class BenchGateway {
 
   /**
    * Runs the embedded broker's retention sweep with `retentionMs`; resolves when it is done: how
-   * long it took and how long each of its batches held the event loop (ms).
+   * long it took, how long each of its batches held the event loop (to its commit) and how much of
+   * that was the sweep's own statements (ms).
    */
-  async purge(retentionMs: number): Promise<{ ms: number; batches: number[] }> {
-    const { ms, batches } = await this.ask<"purge">({ type: "purge", retentionMs });
-    return { ms, batches };
+  async purge(retentionMs: number): Promise<{ ms: number; batches: number[]; statements: number[] }> {
+    const { ms, batches, statements } = await this.ask<"purge">({ type: "purge", retentionMs });
+    return { ms, batches, statements };
   }
 
   async expiredThroughSeq(): Promise<number | null> {

@@ -134,7 +134,7 @@ async function measurePurge(data: string, manifest: Manifest): Promise<PurgeFigu
   const before = embeddedCounts(data, target).envelopes;
   const gateway = await BenchGateway.start({ data });
   let purge: Promise<unknown> | undefined;
-  let swept: { ms: number; batches: number[] } | undefined;
+  let swept: { ms: number; batches: number[]; statements: number[] } | undefined;
   let measured: Omit<PurgeFigures, "messages">;
   try {
     await waitForFeedIndex(data);
@@ -151,7 +151,7 @@ async function measurePurge(data: string, manifest: Manifest): Promise<PurgeFigu
     });
     const loop = await gateway.loopDelay(true);
     await purge;
-    const { ms, batches } = swept as { ms: number; batches: number[] };
+    const { ms, batches, statements } = swept as NonNullable<typeof swept>;
     const held = Float64Array.from(batches).sort();
     measured = {
       seconds: ms / 1000,
@@ -161,6 +161,7 @@ async function measurePurge(data: string, manifest: Manifest): Promise<PurgeFigu
         count: held.length,
         maxMs: held[held.length - 1] ?? 0,
         p99Ms: percentile(held, 99),
+        statementsMaxMs: Math.max(0, ...statements),
       },
       readyMs: gateway.readyMs,
     };

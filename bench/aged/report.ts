@@ -35,8 +35,12 @@ export interface PurgeFigures {
   relay: LoadResult;
   /** Longest the gateway's event loop was held while the purge ran, by anything (the relay, GC, the purge). */
   loopDelayMaxMs: number;
-  /** The embedded sweep's batches (its own holds of the event loop, ms); none on NATS (nats-server expires). */
-  sweepBatches?: { count: number; maxMs: number; p99Ms: number };
+  /**
+   * The embedded sweep's batches: how long each held the event loop, from its first statement to
+   * its commit, and the longest of the sweep's own statements in one batch (ms); none on NATS
+   * (nats-server expires).
+   */
+  sweepBatches?: { count: number; maxMs: number; p99Ms: number; statementsMaxMs?: number };
   /** Start → ready with the purge due. */
   readyMs: number;
 }
@@ -168,7 +172,10 @@ export function printBroker(name: string, messages: number, figures: BrokerFigur
         `${count(purge.relay.perSecond)} msgs/s; event loop held at most ${fixed(purge.loopDelayMaxMs)} ms ` +
         `(${fixed(aged.loopDelayMaxMs)} in the relay run without the purge)` +
         (batches
-          ? `; the sweep's ${count(batches.count)} batches held it at most ${fixed(batches.maxMs)} ms each (p99 ${fixed(batches.p99Ms)})`
+          ? `; the sweep's ${count(batches.count)} batches held it at most ${fixed(batches.maxMs)} ms each (p99 ${fixed(batches.p99Ms)})` +
+            (batches.statementsMaxMs === undefined
+              ? ""
+              : `, their own statements at most ${fixed(batches.statementsMaxMs)} ms`)
           : "") +
         `; ready in ${count(purge.readyMs)} ms`,
     );
