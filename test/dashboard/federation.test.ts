@@ -6,22 +6,19 @@
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import type { BrowserContext, Page } from "playwright-core";
-import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { buildWeb, describeWithChromium, launchBrowser, principalToken } from "../helpers/dashboard.js";
 import {
   type FederatedGateway,
-  organization,
+  handshakenAgents,
   peerQueueDrained,
-  removeOrganization,
   startFederatedGateway,
+  useOrganizations,
 } from "../helpers/federation.js";
 import { ADMIN_TOKEN } from "../helpers/gateway.js";
 import { until } from "../helpers/until.js";
 
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const { org, defer, linkedPair } = useOrganizations();
 
 describeWithChromium("the dashboard's federation view", () => {
   let browser: { context: BrowserContext; close(): Promise<void> };
@@ -37,7 +34,7 @@ describeWithChromium("the dashboard's federation view", () => {
   async function federationPage(gw: FederatedGateway): Promise<Page> {
     const p = await browser.context.newPage();
     p.setDefaultTimeout(15_000);
-    cleanups.push(() => p.close());
+    defer(() => p.close());
     await p.goto(`${gw.url}/`);
     await p.getByLabel("Principal token").fill(ADMIN_TOKEN);
     await p.getByRole("button", { name: "Sign in" }).click();
@@ -48,24 +45,10 @@ describeWithChromium("the dashboard's federation view", () => {
   }
 
   it("shows each peer's link (queue, oldest queued, last contact, refusals) and accepts a pending key change", async () => {
-    const [orgA, orgB] = await Promise.all([organization("a.test"), organization("b.test")]);
-    cleanups.push(
-      () => removeOrganization(orgA),
-      () => removeOrganization(orgB),
-    );
-    const a = await startFederatedGateway(orgA, [orgB]);
-    cleanups.push(() => a.close());
-    const startB = async () => {
-      const gw = await startFederatedGateway(orgB, [orgA]);
-      cleanups.push(() => gw.close().catch(() => undefined));
-      return gw;
-    };
-    let b = await startB();
-    await a.admit(orgB);
-    await b.admit(orgA);
-    const { agent: alpha } = await a.agent("alpha");
-    const { registered: betaReg } = await b.agent("beta");
-    await alpha.handshake("beta@b.test");
+    const pair = await linkedPair();
+    const { orgB, a } = pair;
+    let { b } = pair;
+    const { alpha, betaReg } = await handshakenAgents(pair);
     // What the handshake itself sent (its last steps, the capabilities) has left a.test's queue.
     await peerQueueDrained(a, "b.test");
 
@@ -85,7 +68,7 @@ describeWithChromium("the dashboard's federation view", () => {
     // b.test comes back with another federation key (its key file lost, or b.test taken over):
     // a.test holds it as a pending key change and keeps alpha's messages queued.
     rmSync(join(orgB.dir, "data", "federation", "gateway-key.json"));
-    b = await startB();
+    b = await pair.startAgain("b");
     const beta = await b.connect(betaReg);
     const got: number[] = [];
     beta.onNotification((body) => {
@@ -121,15 +104,13 @@ describeWithChromium("the dashboard's federation view", () => {
   });
 
   it("is offered to the admin only: a principal's page has no federation view", async () => {
-    const orgA = await organization("a.test");
-    cleanups.push(() => removeOrganization(orgA));
-    const a = await startFederatedGateway(orgA, []);
-    cleanups.push(() => a.close());
+    const a = await startFederatedGateway(await org("a.test"), []);
+    defer(() => a.close());
     const admin = await federationPage(a);
     await admin.getByText("No peer yet").waitFor();
 
     const p = await browser.context.newPage();
-    cleanups.push(() => p.close());
+    defer(() => p.close());
     await p.goto(`${a.url}/`); // a new tab: its own session storage, so a sign-in page
     await p.getByLabel("Principal token").fill(await principalToken(a, "alice"));
     await p.getByRole("button", { name: "Sign in" }).click();

@@ -3,25 +3,18 @@
  * gateway dead-letters shows, in the sender's status at its own gateway, as failed with the reason.
  */
 import { describe, expect, it } from "vitest";
-import { startFederatedGateway, useOrganizations } from "../helpers/federation.js";
-import { api, FrameClient } from "../helpers/gateway.js";
+import { handshakenAgents, useOrganizations } from "../helpers/federation.js";
+import { api, type BrokerKind, FrameClient } from "../helpers/gateway.js";
 import { describeWithNats } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
 
-const { org, defer, nats } = useOrganizations();
+const { defer, linkedPair } = useOrganizations();
 
 /** alpha@a.test's message, rejected by beta@b.test, shows at a.test as failed with beta's reason. */
-async function rejectedComesBack(natsUrls: [string, string] | undefined): Promise<void> {
-  const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
-  const a = await startFederatedGateway(orgA, [orgB], natsUrls ? { natsUrl: natsUrls[0] } : {});
-  defer(() => a.close());
-  const b = await startFederatedGateway(orgB, [orgA], natsUrls ? { natsUrl: natsUrls[1] } : {});
-  defer(() => b.close());
-  await a.admit(orgB);
-  await b.admit(orgA);
-  const { agent: alpha, registered: alphaReg } = await a.agent("alpha");
-  const { agent: beta, registered: betaReg } = await b.agent("beta");
-  await alpha.handshake("beta@b.test");
+async function rejectedComesBack(broker: BrokerKind): Promise<void> {
+  const pair = await linkedPair({ broker });
+  const { a, b } = pair;
+  const { alpha, alphaReg, beta, betaReg } = await handshakenAgents(pair);
   await beta.close();
 
   // beta, now a plain WebSocket client, rejects what alpha sends it.
@@ -45,13 +38,12 @@ async function rejectedComesBack(natsUrls: [string, string] | undefined): Promis
 
 describe("federation: dead letters come back to the sender", () => {
   it("shows a message the remote recipient rejected as failed, with its reason, at the sender's gateway", async () => {
-    await rejectedComesBack(undefined);
+    await rejectedComesBack("embedded");
   });
 });
 
 describeWithNats("federation: dead letters come back to the sender, each gateway on its own NATS", () => {
   it("shows a message the remote recipient rejected as failed, with its reason, at the sender's gateway", async () => {
-    const [natsA, natsB] = await Promise.all([nats(), nats()]);
-    await rejectedComesBack([natsA.url, natsB.url]);
+    await rejectedComesBack("nats");
   });
 });

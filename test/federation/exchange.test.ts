@@ -1,40 +1,25 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { AcpAgent } from "../../src/client/index.js";
-import {
-  type FederatedGateway,
-  type Organization,
-  organization,
-  removeOrganization,
-  startFederatedGateway,
-} from "../helpers/federation.js";
+import { type FederatedGateway, useFederatedPair } from "../helpers/federation.js";
 import { api } from "../helpers/gateway.js";
 import { scrapeMetrics } from "../helpers/metrics.js";
 import { until } from "../helpers/until.js";
 
 /** Two organizations, each behind its own gateway (TLS between them), admitting each other. */
 describe("federation: agents of two organizations", () => {
-  let orgA: Organization;
-  let orgB: Organization;
   let a: FederatedGateway;
   let b: FederatedGateway;
   let alpha: AcpAgent;
   let beta: AcpAgent;
   let alphaKey: string;
+  const started = useFederatedPair("embedded");
 
   beforeAll(async () => {
-    [orgA, orgB] = await Promise.all([organization("a.test"), organization("b.test")]);
-    [a, b] = await Promise.all([startFederatedGateway(orgA, [orgB]), startFederatedGateway(orgB, [orgA])]);
-    await a.admit(orgB);
-    await b.admit(orgA);
+    ({ a, b } = started());
     const alphaAgent = await a.agent("alpha");
     alpha = alphaAgent.agent;
     alphaKey = alphaAgent.registered.apiKey;
     beta = (await b.agent("beta")).agent;
-  });
-
-  afterAll(async () => {
-    await Promise.all([a?.close(), b?.close()]);
-    for (const org of [orgA, orgB]) if (org) removeOrganization(org);
   });
 
   it("handshakes, exchanges a request and response and an encrypted notification, and hands work over", async () => {

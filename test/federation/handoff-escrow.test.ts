@@ -6,47 +6,34 @@
  * the escrow unchanged.
  */
 import { describe, expect, it } from "vitest";
-import { CollabClient } from "../../src/client/index.js";
+import { type AcpAgent, CollabClient } from "../../src/client/index.js";
 import { CollabMethod } from "../../src/collab/index.js";
 import { buildNotification, signMessage } from "../../src/protocol/index.js";
 import {
   type FederatedGateway,
+  handshakenAgents,
   signedPeerRequest,
-  startFederatedGateway,
   useOrganizations,
 } from "../helpers/federation.js";
-import { ADMIN_TOKEN, api } from "../helpers/gateway.js";
+import { ADMIN_TOKEN, api, type TestAgent } from "../helpers/gateway.js";
 import { until } from "../helpers/until.js";
 
-const { org, defer } = useOrganizations();
+const { linkedPair } = useOrganizations();
 const admin = { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } };
 
-async function collabAt(gw: FederatedGateway, agentId: string) {
-  const { agent, registered } = await gw.agent(agentId);
-  const collab = new CollabClient({
-    agent,
-    identity: registered.identity,
-    apiKey: registered.apiKey,
-    layers: [0, 1, 2],
-  });
-  return { agent, collab };
-}
+const collabOf = (agent: AcpAgent, registered: TestAgent) =>
+  new CollabClient({ agent, identity: registered.identity, apiKey: registered.apiKey, layers: [0, 1, 2] });
 
 const ledger = async (gw: FederatedGateway, account: string) =>
   (await api(gw.url, `/api/v1/ledger/${encodeURIComponent(account)}`, admin)).json;
 
 /** a.test and b.test admitting each other; alpha (100 credits) and beta, their handshake done. */
 async function twoOrganizations() {
-  const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
-  const a = await startFederatedGateway(orgA, [orgB]);
-  defer(() => a.close());
-  const b = await startFederatedGateway(orgB, [orgA]);
-  defer(() => b.close());
-  await a.admit(orgB);
-  await b.admit(orgA);
-  const { agent: alphaAgent, collab: alpha } = await collabAt(a, "alpha");
-  const { collab: beta } = await collabAt(b, "beta");
-  await alphaAgent.handshake("beta@b.test");
+  const pair = await linkedPair();
+  const { orgA, orgB, a, b } = pair;
+  const agents = await handshakenAgents(pair);
+  const alpha = collabOf(agents.alpha, agents.alphaReg);
+  const beta = collabOf(agents.beta, agents.betaReg);
   const grant = await api(a.url, "/api/v1/ledger/grants", {
     ...admin,
     body: { agentId: "alpha", amount: 100 },

@@ -1,33 +1,20 @@
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import {
-  type FederatedGateway,
-  type Organization,
-  startFederatedGateway,
-  useOrganizations,
-} from "../helpers/federation.js";
+import { useOrganizations } from "../helpers/federation.js";
 import { ADMIN_TOKEN, api } from "../helpers/gateway.js";
 import { until } from "../helpers/until.js";
 
-const { org, defer } = useOrganizations();
+const { linkedPair } = useOrganizations();
 
 const admin = { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } };
 
 describe("federation: a peer's gateway key changes", () => {
   it("is held: its traffic is refused and shown as a pending key change until an admin accepts it", async () => {
-    const [orgA, orgB]: Organization[] = await Promise.all([org("a.test"), org("b.test")]);
-    const startA = async () => {
-      const gw = await startFederatedGateway(orgA as Organization, [orgB as Organization]);
-      defer(() => gw.close().catch(() => undefined));
-      return gw;
-    };
-    let a: FederatedGateway = await startA();
-    const b = await startFederatedGateway(orgB as Organization, [orgA as Organization]);
-    defer(() => b.close());
-    await a.admit(orgB as Organization);
-    const admitted = await b.admit(orgA as Organization);
-    const pinned = admitted.pinned_keys as string[];
+    const pair = await linkedPair();
+    const { orgA, b } = pair;
+    let { a } = pair;
+    const pinned = pair.admitted.byB.pinned_keys as string[];
     const { registered: alphaReg } = await a.agent("alpha");
     const { agent: beta } = await b.agent("beta");
     const got: number[] = [];
@@ -37,8 +24,8 @@ describe("federation: a peer's gateway key changes", () => {
 
     // a.test gets a new federation key (its key file lost, or a.test taken over).
     await a.close();
-    rmSync(join((orgA as Organization).dir, "data", "federation", "gateway-key.json"));
-    a = await startA();
+    rmSync(join(orgA.dir, "data", "federation", "gateway-key.json"));
+    a = await pair.startAgain("a");
     const alpha = await a.connect(alphaReg);
     await expect(alpha.handshake("beta@b.test", { timeoutMs: 3_000 })).rejects.toThrow();
 

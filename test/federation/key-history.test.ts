@@ -12,12 +12,12 @@ import {
   signHandover,
   signMessage,
 } from "../../src/protocol/index.js";
-import { startFederatedGateway, useOrganizations } from "../helpers/federation.js";
+import { handshakenAgents, startFederatedGateway, useOrganizations } from "../helpers/federation.js";
 import { ADMIN_TOKEN, api, type TestAgent } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { until } from "../helpers/until.js";
 
-const { org, defer } = useOrganizations();
+const { org, defer, linkedPair } = useOrganizations();
 
 const tempDir = useTmpDir("acp-key-history-");
 
@@ -105,17 +105,10 @@ describe("key history: what an earlier key signed while it was current still ver
   });
 
   it("across a federation link: b.test's SDK and dashboard verify alpha@a.test's earlier key from its directory record", async () => {
-    const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
-    const a = await startFederatedGateway(orgA, [orgB]);
-    defer(() => a.close());
-    const b = await startFederatedGateway(orgB, [orgA]);
-    defer(() => b.close());
-    await a.admit(orgB);
-    await b.admit(orgA);
-    const { agent: alpha, registered: alphaReg } = await a.agent("alpha");
+    const pair = await linkedPair();
+    const { a, b } = pair;
     const { auditRoot, ...betaOptions } = durable();
-    const { agent: beta, registered: betaReg } = await b.agent("beta", betaOptions);
-    await alpha.handshake("beta@b.test");
+    const { alpha, alphaReg, beta, betaReg } = await handshakenAgents(pair, betaOptions);
     const beforeRotation = new Date();
     await beta.close();
     const { id } = await alpha.notify("beta@b.test", { n: 1 });

@@ -6,32 +6,23 @@
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { remoteSenderInbox } from "../../src/extensions/federation/directory.js";
-import { startFederatedGateway, useOrganizations } from "../helpers/federation.js";
-import { api, type TestAgent } from "../helpers/gateway.js";
+import { handshakenAgents, useOrganizations } from "../helpers/federation.js";
+import { api, type BrokerKind } from "../helpers/gateway.js";
 import { describeWithNats } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
 
-const { org, defer, nats } = useOrganizations();
+const { linkedPair } = useOrganizations();
 
 /** a.test keeps messages this long: the queued one expires while b.test is down. */
 const RETENTION_MS = 3_000;
 
-async function expiresInQueue(natsUrls?: [string, string]): Promise<void> {
-  const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
-  const a = await startFederatedGateway(orgA, [orgB], {
-    retentionMs: RETENTION_MS,
-    ...(natsUrls && { natsUrl: natsUrls[0] }),
-  });
-  defer(() => a.close());
-  const bOptions = natsUrls ? { natsUrl: natsUrls[1] } : {};
-  let b = await startFederatedGateway(orgB, [orgA], bOptions);
-  await a.admit(orgB);
-  await b.admit(orgA);
-  const { agent: alpha, registered: alphaReg } = await a.agent("alpha");
+async function expiresInQueue(broker: BrokerKind): Promise<void> {
+  const pair = await linkedPair({ broker, a: { retentionMs: RETENTION_MS } });
+  const { a } = pair;
+  let { b } = pair;
+  const betaState = { state: { root: join(pair.orgB.dir, "beta-state") } };
+  const { alpha, alphaReg, betaReg } = await handshakenAgents(pair, betaState);
   const { agent: gamma } = await a.agent("gamma");
-  const betaState = { state: { root: join(orgB.dir, "beta-state") } };
-  const { registered: betaReg } = await b.agent("beta", betaState);
-  await alpha.handshake("beta@b.test");
   await alpha.handshake("gamma");
   await gamma.close();
   await b.close();
@@ -65,9 +56,8 @@ async function expiresInQueue(natsUrls?: [string, string]): Promise<void> {
     expect(view.forwarded_at).toBeUndefined();
   }
 
-  b = await startFederatedGateway(orgB, [orgA], bOptions);
-  defer(() => b.close());
-  const beta = await b.connect(betaReg as TestAgent, betaState);
+  b = await pair.startAgain("b");
+  const beta = await b.connect(betaReg, betaState);
   const got: number[] = [];
   beta.onNotification((body) => {
     got.push(body.n as number);
@@ -92,13 +82,12 @@ async function expiresInQueue(natsUrls?: [string, string]): Promise<void> {
 
 describe("federation: a message that expires in a peer's outbound queue", () => {
   it("reads expired at the sender's gateway, as a local one does, and is never delivered when the peer returns", async () => {
-    await expiresInQueue();
+    await expiresInQueue("embedded");
   });
 });
 
 describeWithNats("federation: a message that expires in a peer's outbound queue, on NATS", () => {
   it("reads expired at the sender's gateway and is never delivered when the peer returns", async () => {
-    const [natsA, natsB] = await Promise.all([nats(), nats()]);
-    await expiresInQueue([natsA.url, natsB.url]);
+    await expiresInQueue("nats");
   });
 });

@@ -9,29 +9,21 @@ import {
   signMessage,
 } from "../../src/protocol/index.js";
 import {
-  type FederatedGateway,
-  type Organization,
+  handshakenAgents,
   peerQueueDrained,
   signedPeerRequest,
-  startFederatedGateway,
   useOrganizations,
 } from "../helpers/federation.js";
-import { ADMIN_TOKEN, api, type TestAgent } from "../helpers/gateway.js";
+import { ADMIN_TOKEN, api, type BrokerKind } from "../helpers/gateway.js";
 import { describeWithNats } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
 
-const { org, defer, nats } = useOrganizations();
+const { linkedPair } = useOrganizations();
 /**
  * Two gateways, one stopped and started again, dozens of signed messages: about 2 s on an idle
  * machine, but past the usual 30 s on a loaded 2-core one.
  */
 const TWO_GATEWAYS = { timeout: 90_000 };
-
-async function start(o: Organization, trusts: Organization[], natsUrl?: string): Promise<FederatedGateway> {
-  const gw = await startFederatedGateway(o, trusts, natsUrl ? { natsUrl } : {});
-  defer(() => gw.close());
-  return gw;
-}
 
 /** Notifications beta handles, by body `n`, in arrival order. */
 function collect(agent: AcpAgent): number[] {
@@ -42,17 +34,27 @@ function collect(agent: AcpAgent): number[] {
   return got;
 }
 
+/** Waits until each of `ids` reads acknowledged (at b.test) in its sender's `status`. */
+async function acknowledged(
+  ids: string[],
+  status: (id: string) => Promise<{ json: Record<string, unknown> }>,
+) {
+  for (const id of ids) {
+    await until(
+      () => status(id),
+      (r) => r.json.status === "acknowledged",
+      `${id} acknowledged at b.test`,
+    );
+  }
+}
+
 describe("federation: store and forward", TWO_GATEWAYS, () => {
   it("queues messages while the peer is down and delivers each exactly once, in order, when it returns", async () => {
-    const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
-    const a = await start(orgA, [orgB]);
-    let b = await start(orgB, [orgA]);
-    await a.admit(orgB);
-    await b.admit(orgA);
-    const { agent: alpha, registered: alphaReg } = await a.agent("alpha");
-    const betaState = { state: { root: join(orgB.dir, "beta-state") } };
-    const { registered: betaReg } = await b.agent("beta", betaState);
-    await alpha.handshake("beta@b.test");
+    const pair = await linkedPair();
+    const { a } = pair;
+    let { b } = pair;
+    const betaState = { state: { root: join(pair.orgB.dir, "beta-state") } };
+    const { alpha, alphaReg, betaReg } = await handshakenAgents(pair, betaState);
 
     await b.close();
     const sent: string[] = [];
@@ -66,16 +68,10 @@ describe("federation: store and forward", TWO_GATEWAYS, () => {
     );
     expect((link.json.peers as { domain: string }[])[0]?.domain).toBe("b.test");
 
-    b = await start(orgB, [orgA]);
-    const beta = await b.connect(betaReg as TestAgent, betaState);
+    b = await pair.startAgain("b");
+    const beta = await b.connect(betaReg, betaState);
     const got = collect(beta);
-    for (const id of sent) {
-      await until(
-        () => status(id),
-        (r) => r.json.status === "acknowledged",
-        `${id} acknowledged at b.test`,
-      );
-    }
+    await acknowledged(sent, status);
     expect(got).toEqual([1, 2, 3, 4, 5]);
   });
 });
@@ -84,20 +80,15 @@ describe("federation: store and forward", TWO_GATEWAYS, () => {
  * a.test's queue for b.test holds 3 messages at most: with b.test down, a fourth is refused with
  * -32013 and nothing stored; the three arrive when b.test returns, and the queue takes more.
  */
-async function queueBound(natsUrls?: [string, string]): Promise<void> {
-  const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
-  const a = await startFederatedGateway(orgA, [orgB], {
-    federation: { domain: "a.test", peerQueue: { messages: 3 } },
-    ...(natsUrls && { natsUrl: natsUrls[0] }),
+async function queueBound(broker: BrokerKind): Promise<void> {
+  const pair = await linkedPair({
+    broker,
+    a: { federation: { domain: "a.test", peerQueue: { messages: 3 } } },
   });
-  defer(() => a.close());
-  let b = await start(orgB, [orgA], natsUrls?.[1]);
-  await a.admit(orgB);
-  await b.admit(orgA);
-  const { agent: alpha, registered: alphaReg } = await a.agent("alpha");
-  const betaState = { state: { root: join(orgB.dir, "beta-state") } };
-  const { registered: betaReg } = await b.agent("beta", betaState);
-  await alpha.handshake("beta@b.test");
+  const { a } = pair;
+  let { b } = pair;
+  const betaState = { state: { root: join(pair.orgB.dir, "beta-state") } };
+  const { alpha, alphaReg, betaReg } = await handshakenAgents(pair, betaState);
   // What the handshake itself sent (its last steps, the capabilities) has left a.test's queue.
   await peerQueueDrained(a, "b.test");
 
@@ -115,16 +106,10 @@ async function queueBound(natsUrls?: [string, string]): Promise<void> {
   const status = (id: string) => api(a.url, `/api/v1/messages/${id}/status`, { apiKey: alphaReg.apiKey });
   for (const id of sent) expect((await status(id)).json).toMatchObject({ status: "queued", peer: "b.test" });
 
-  b = await start(orgB, [orgA], natsUrls?.[1]);
-  const beta = await b.connect(betaReg as TestAgent, betaState);
+  b = await pair.startAgain("b");
+  const beta = await b.connect(betaReg, betaState);
   const got = collect(beta);
-  for (const id of sent) {
-    await until(
-      () => status(id),
-      (r) => r.json.status === "acknowledged",
-      `${id} acknowledged at b.test`,
-    );
-  }
+  await acknowledged(sent, status);
   await peerQueueDrained(a, "b.test");
   await alpha.notify("beta@b.test", { n: 5 });
   await until(
@@ -137,26 +122,20 @@ async function queueBound(natsUrls?: [string, string]): Promise<void> {
 
 describe("federation: a peer's outbound queue is bounded", TWO_GATEWAYS, () => {
   it("refuses a sender's message past the bound with -32013 while the peer is down, keeps what it queued, and takes more once it drained", async () => {
-    await queueBound();
+    await queueBound("embedded");
   });
 });
 
 describeWithNats("federation: a pair of gateways on NATS", () => {
   it("bounds a peer's outbound queue on NATS as on the embedded store", TWO_GATEWAYS, async () => {
-    const [natsA, natsB] = await Promise.all([nats(), nats()]);
-    await queueBound([natsA.url, natsB.url]);
+    await queueBound("nats");
   });
 
   it(
     "handshakes and exchanges a request and response, each gateway on its own NATS",
     TWO_GATEWAYS,
     async () => {
-      const [natsA, natsB] = await Promise.all([nats(), nats()]);
-      const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
-      const a = await start(orgA, [orgB], natsA.url);
-      const b = await start(orgB, [orgA], natsB.url);
-      await a.admit(orgB);
-      await b.admit(orgA);
+      const { a, b } = await linkedPair({ broker: "nats" });
       const { agent: alpha } = await a.agent("alpha");
       const { agent: beta } = await b.agent("beta");
       beta.onRequest("agent.request", (body, context) => ({ echo: body, from: context.from }));
@@ -177,15 +156,10 @@ describeWithNats("federation: a pair of gateways on NATS", () => {
 
 describe("federation: identity lifecycle across the link", () => {
   it("a revocation at a.test reaches b.test, which refuses the revoked agent from then on", async () => {
-    const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
-    const a = await start(orgA, [orgB]);
-    const b = await start(orgB, [orgA]);
-    await a.admit(orgB);
-    await b.admit(orgA);
-    const { agent: alpha, registered: alphaReg } = await a.agent("alpha");
-    const { agent: beta, registered: betaReg } = await b.agent("beta");
+    const pair = await linkedPair();
+    const { orgA, orgB, a, b } = pair;
+    const { alpha, alphaReg, beta, betaReg } = await handshakenAgents(pair);
     const got = collect(beta);
-    await alpha.handshake("beta@b.test");
     await alpha.notify("beta@b.test", { n: 1 });
     await until(
       () => got.length,
@@ -227,15 +201,10 @@ describe("federation: identity lifecycle across the link", () => {
   });
 
   it("a signing key rotated at a.test reaches b.test; what the earlier key signed before still verifies", async () => {
-    const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
-    const a = await start(orgA, [orgB]);
-    const b = await start(orgB, [orgA]);
-    await a.admit(orgB);
-    await b.admit(orgA);
-    const { agent: alpha, registered: alphaReg } = await a.agent("alpha");
-    const { agent: beta, registered: betaReg } = await b.agent("beta");
+    const pair = await linkedPair();
+    const { orgA, orgB, a, b } = pair;
+    const { alpha, alphaReg, beta, betaReg } = await handshakenAgents(pair);
     const got = collect(beta);
-    await alpha.handshake("beta@b.test");
     const beforeRotation = new Date();
     await alpha.notify("beta@b.test", { n: 1 });
     await until(

@@ -103,6 +103,9 @@ export interface FederatedGateway extends TestGateway {
   connect(registered: TestAgent, options?: Partial<AcpAgentOptions>): Promise<AcpAgent>;
 }
 
+/** What a test may set of a federated gateway, beyond what its organization gives it. */
+export type FederatedGatewayOptions = Partial<DefaultGatewayOptions> & { natsUrl?: string; dataDir?: string };
+
 /**
  * Starts `org`'s gateway trusting the CAs of `trusts`; its federation forwarders retry fast (tests
  * wait on events, and a stopped peer comes back within a second or so).
@@ -110,7 +113,7 @@ export interface FederatedGateway extends TestGateway {
 export async function startFederatedGateway(
   org: Organization,
   trusts: Organization[],
-  options: Partial<DefaultGatewayOptions> & { natsUrl?: string; dataDir?: string } = {},
+  options: FederatedGatewayOptions = {},
 ): Promise<FederatedGateway> {
   const dataDir = options.dataDir ?? join(org.dir, "data");
   mkdirSync(dataDir, { recursive: true });
@@ -175,12 +178,14 @@ export function removeOrganization(org: Organization): void {
  * Clean-up after each test of a federation file: `org(domain)` makes an organization whose
  * directory goes when the test ends, and `defer(...)` runs gateways' closes and the like then too,
  * the last registered first. `nats()` starts a nats-server that stops after those clean-ups, so
- * the gateways on it close while it still answers.
+ * the gateways on it close while it still answers. `linkedPair()` starts a.test and b.test, each
+ * admitting the other, closed when the test ends.
  */
 export function useOrganizations(): {
   org(domain: string): Promise<Organization>;
   defer(...cleanups: (() => Promise<unknown> | unknown)[]): void;
   nats(): Promise<NatsServer>;
+  linkedPair(options?: LinkedPairOptions): Promise<LinkedPair>;
 } {
   // Registered first, so its servers stop after the afterEach below (hooks run last-in, first-out).
   const nats = useNatsServer();
@@ -188,17 +193,76 @@ export function useOrganizations(): {
   afterEach(async () => {
     for (const cleanup of pending.splice(0).reverse()) await cleanup();
   });
+  const org = async (domain: string) => {
+    const made = await organization(domain);
+    pending.push(() => removeOrganization(made));
+    return made;
+  };
+  const start = async (own: Organization, peer: Organization, options: FederatedGatewayOptions) => {
+    const gw = await startFederatedGateway(own, [peer], options);
+    pending.push(() => gw.close());
+    return gw;
+  };
   return {
-    async org(domain) {
-      const made = await organization(domain);
-      pending.push(() => removeOrganization(made));
-      return made;
-    },
+    org,
     defer(...cleanups) {
       pending.push(...cleanups);
     },
     nats: () => nats(),
+    async linkedPair({ broker = "embedded", a: aOptions = {}, b: bOptions = {} } = {}) {
+      const [orgA, orgB] = await Promise.all([org("a.test"), org("b.test")]);
+      if (broker === "nats") {
+        const [natsA, natsB] = await Promise.all([nats(), nats()]);
+        aOptions = { natsUrl: natsA.url, ...aOptions };
+        bOptions = { natsUrl: natsB.url, ...bOptions };
+      }
+      const a = await start(orgA, orgB, aOptions);
+      const b = await start(orgB, orgA, bOptions);
+      for (const gw of [a, b]) expect(gw.gateway.context.broker.kind).toBe(broker);
+      const admitted = { byA: await a.admit(orgB), byB: await b.admit(orgA) };
+      return {
+        orgA,
+        orgB,
+        a,
+        b,
+        admitted,
+        startAgain: (side) => (side === "a" ? start(orgA, orgB, aOptions) : start(orgB, orgA, bOptions)),
+      };
+    },
   };
+}
+
+export interface LinkedPairOptions {
+  /** Each gateway on the embedded store (the default), or each on a nats-server of its own. */
+  broker?: BrokerKind;
+  /** More options for a.test's gateway. */
+  a?: FederatedGatewayOptions;
+  /** More options for b.test's gateway. */
+  b?: FederatedGatewayOptions;
+}
+
+export interface LinkedPair extends FederatedPair {
+  /** What each gateway's admin API answered when it admitted the other (the keys it pinned). */
+  admitted: { byA: Record<string, unknown>; byB: Record<string, unknown> };
+  /**
+   * Starts `side`'s gateway again (after the test closed it) as it was first started: same
+   * organization, data directory, NATS and options; closed when the test ends.
+   */
+  startAgain(side: "a" | "b"): Promise<FederatedGateway>;
+}
+
+/**
+ * alpha at a.test and beta at b.test (`betaOptions` for beta's SDK), registered and connected, and
+ * alpha's handshake with beta@b.test done: where most tests of a linked pair begin.
+ */
+export async function handshakenAgents(
+  pair: FederatedPair,
+  betaOptions: Partial<AcpAgentOptions> = {},
+): Promise<{ alpha: AcpAgent; alphaReg: TestAgent; beta: AcpAgent; betaReg: TestAgent }> {
+  const { agent: alpha, registered: alphaReg } = await pair.a.agent("alpha");
+  const { agent: beta, registered: betaReg } = await pair.b.agent("beta", betaOptions);
+  await alpha.handshake("beta@b.test");
+  return { alpha, alphaReg, beta, betaReg };
 }
 
 /**
