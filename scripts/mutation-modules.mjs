@@ -31,9 +31,16 @@ export const mutationModules = {
     ],
     timeoutMS: 10_000,
   },
+  // The conformance suite on SQLite, the inbox's and the message table's own tests, and the
+  // retention sweep and record purge that the table's batches serve (embedded-aged.test.ts).
   "embedded-broker": {
     mutate: ["src/broker/embedded/messages.ts", "src/broker/embedded/inbox.ts"],
-    tests: ["test/broker/embedded-inbox.test.ts", "test/broker/embedded.test.ts"],
+    tests: [
+      "test/broker/embedded-inbox.test.ts",
+      "test/broker/embedded-messages.test.ts",
+      "test/broker/embedded.test.ts",
+      "test/broker/embedded-aged.test.ts",
+    ],
   },
   // Every broker test submits and settles: these are the ones about dedupe and acknowledgement
   // (`testNames`, a pattern of test names within the files), not the whole NATS suite per mutant.

@@ -13,15 +13,20 @@ export function stateConformance(ctx: SuiteContext): void {
       const ab2 = message("alice", "bob");
       const cd = message("carol", "dave");
       const aa = message("alice", "alice");
-      for (const input of [ab1, ba, ab2, cd, aa]) await broker.submit(input);
+      // bob's messages with carol: in bob's list, never in alice's, whatever she filters by.
+      const bc = message("bob", "carol");
+      const cb = message("carol", "bob");
+      for (const input of [ab1, ba, ab2, cd, aa, bc, cb]) await broker.submit(input);
       await broker.ack("bob", ab2);
 
       const ids = async (query: Parameters<typeof broker.list>[0]) =>
         (await broker.list(query)).items.map((item) => item.id);
       expect(await ids({ participant: "alice" })).toEqual([ab1.id, ba.id, ab2.id, aa.id]);
-      expect(await ids({ participant: "bob" })).toEqual([ab1.id, ba.id, ab2.id]);
+      expect(await ids({ participant: "bob" })).toEqual([ab1.id, ba.id, ab2.id, bc.id, cb.id]);
       expect(await ids({ participant: "alice", to: "bob" })).toEqual([ab1.id, ab2.id]);
       expect(await ids({ participant: "alice", from: "bob" })).toEqual([ba.id]);
+      expect(await ids({ participant: "alice", from: "alice" })).toEqual([ab1.id, ab2.id, aa.id]);
+      expect(await ids({ participant: "alice", to: "alice" })).toEqual([ba.id, aa.id]);
       expect(await ids({ participant: "bob", from: "alice", to: "bob" })).toEqual([ab1.id, ab2.id]);
       expect(await ids({ participant: "alice", kind: "request" })).toEqual([ab1.id]);
       expect(await ids({ participant: "alice", method: "agent.response" })).toEqual([ba.id]);
