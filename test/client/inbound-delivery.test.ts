@@ -1,0 +1,308 @@
+/**
+ * How the receive side (src/client/inbound.ts) settles what it is handed, through a gateway the
+ * test plays at the socket (scripted-gateway.ts): each delivery handed to the application once,
+ * acknowledged only after its handler finished and its record is durable, a redelivery only
+ * acknowledged, handlers within `flow.concurrency`, `working` notices while a delivery is in hand,
+ * and the application's HandledStore trusted for what an earlier run did.
+ */
+import { beforeEach, describe, expect, it } from "vitest";
+import type { HandledRecord, HandledStore } from "../../src/client/index.js";
+import { buildNotification, newMessageId, signMessage } from "../../src/protocol/index.js";
+import { useTmpDir } from "../helpers/tmp.js";
+import { deferred } from "./fixtures.js";
+import { notification, request, type ScriptedPair, useScriptedPair } from "./scripted-gateway.js";
+
+const tmp = useTmpDir("acp-inbound-");
+
+/** Bob's settle frames (acknowledge, reject) for delivery `id`, in order. */
+const settles = (t: ScriptedPair, id: string) =>
+  t.gw
+    .sentBy("bob-assistant")
+    .filter((f) => (f.type === "acknowledge" || f.type === "reject") && f.id === id)
+    .map((f) => f.type);
+
+/**
+ * Hands Bob an honest notification and waits for its acknowledgement: every delivery handed over
+ * before it has been through Bob's verification chain by then.
+ */
+async function barrier(t: ScriptedPair): Promise<void> {
+  const frame = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { barrier: true }));
+  expect(await t.gw.settled("bob-assistant", frame.id)).toMatchObject({ type: "acknowledge" });
+}
+
+const bodies = (t: ScriptedPair) => t.handled.map((h) => h.body).filter((body) => !body.barrier);
+
+describe("an agent hands each delivery to its application once", () => {
+  const t = useScriptedPair(tmp);
+
+  it("acknowledges a redelivery of a handled message without running the handler again", async () => {
+    const frame = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { n: 1 }));
+    await t.gw.settled("bob-assistant", frame.id);
+    t.gw.deliver("bob-assistant", frame.envelope, { attempt: 2 });
+    await barrier(t);
+    expect(settles(t, frame.id)).toEqual(["acknowledge", "acknowledge"]);
+    expect(bodies(t)).toEqual([{ n: 1 }]);
+  });
+
+  it("ignores a redelivery while the handler still runs, and acknowledges once it finished", async () => {
+    const release = deferred();
+    const started = deferred();
+    t.bob.onNotification(async (body) => {
+      if (!body.slow) return;
+      started.resolve();
+      await release.promise;
+    });
+    const frame = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { slow: true }));
+    await started.promise;
+    t.gw.deliver("bob-assistant", frame.envelope, { attempt: 2 });
+    await barrier(t);
+    expect(settles(t, frame.id)).toEqual([]);
+    release.resolve();
+    await t.gw.settled("bob-assistant", frame.id);
+    await barrier(t);
+    expect(settles(t, frame.id)).toEqual(["acknowledge"]);
+    expect(bodies(t)).toEqual([{ slow: true }]);
+  });
+
+  it("takes another sender's message with the same id as another message", async () => {
+    const carol = t.gw.register("carol-assistant", "carol");
+    const carolAgent = await t.connect(carol);
+    await carolAgent.handshake("bob-assistant");
+    const id = newMessageId();
+    const fromAlice = signMessage(
+      buildNotification(t.a.sender, "bob-assistant", { who: "alice" }, { messageId: id }),
+      t.a.signer,
+    );
+    const fromCarol = signMessage(
+      buildNotification(carol.sender, "bob-assistant", { who: "carol" }, { messageId: id }),
+      carol.signer,
+    );
+    t.gw.deliver("bob-assistant", fromAlice);
+    t.gw.deliver("bob-assistant", fromCarol);
+    await barrier(t);
+    expect(bodies(t)).toEqual([{ who: "alice" }, { who: "carol" }]);
+    expect(t.handled[1]?.context).toMatchObject({ from: "carol-assistant", messageId: id });
+  });
+
+  it("gives a notification's handler what was verified about it, and counts a clean exchange", async () => {
+    const before = t.bob.trust("alice-assistant")!;
+    const events: string[] = [];
+    t.bob.on("message", (m) => events.push(`${m.kind} ${m.from} ${m.messageId}`));
+    const signed = notification(t.a, "bob-assistant", { n: 1 });
+    const frame = t.gw.deliver("bob-assistant", signed);
+    await t.gw.settled("bob-assistant", frame.id);
+    expect(t.handled[0]?.context).toMatchObject({
+      from: "alice-assistant",
+      principalId: "alice",
+      method: "agent.notification",
+      type: "notification",
+      id: undefined,
+      messageId: frame.id,
+      headers: signed.params.headers,
+      encrypted: false,
+      handshake: { peer: "alice-assistant", state: "established" },
+      trust: { peer: "alice-assistant", score: before.score },
+    });
+    expect(events).toEqual([`notification alice-assistant ${frame.id}`]);
+    expect(t.bob.trust("alice-assistant")?.observations["clean-exchange"]).toBe(
+      before.observations["clean-exchange"] + 1,
+    );
+  });
+
+  it("reports a notification handler's throw, still runs the next handler, and acknowledges", async () => {
+    const later: unknown[] = [];
+    t.bob.onNotification(() => {
+      throw new Error("handler failed");
+    });
+    t.bob.onNotification(async (body) => {
+      await Promise.resolve();
+      later.push(body);
+    });
+    const frame = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { n: 1 }));
+    expect(await t.gw.settled("bob-assistant", frame.id)).toMatchObject({ type: "acknowledge" });
+    expect(t.errors.map((e) => e.message)).toEqual(["handler failed"]);
+    expect(later).toEqual([{ n: 1 }]);
+  });
+
+  it("answers a request and acknowledges it only after the gateway accepted the response", async () => {
+    t.bob.onRequest((body, context) => ({ echo: body, id: context.id, type: context.type }));
+    const signed = request(t.a, "bob-assistant", { q: 1 });
+    const frame = t.gw.deliver("bob-assistant", signed);
+    expect(await t.gw.settled("bob-assistant", frame.id)).toMatchObject({ type: "acknowledge" });
+    const sent = t.gw.sentBy("bob-assistant");
+    const responseAt = sent.findIndex(
+      (f) => f.type === "submit" && (f.envelope as { id?: unknown }).id === signed.id,
+    );
+    expect(responseAt).toBeGreaterThanOrEqual(0);
+    expect(responseAt).toBeLessThan(sent.findIndex((f) => f.type === "acknowledge" && f.id === frame.id));
+    expect(t.gw.submittedBy("bob-assistant").at(-1)).toMatchObject({
+      id: signed.id,
+      result: { body: { echo: { q: 1 }, id: signed.id, type: "request" } },
+    });
+  });
+});
+
+describe("an agent runs at most flow.concurrency handlers at once, in arrival order", () => {
+  const t = useScriptedPair(tmp, () => ({ flow: { concurrency: 1 } }));
+
+  it("starts the second handler only once the first finished", async () => {
+    const releases = [deferred(), deferred()];
+    const started: number[] = [];
+    t.bob.onNotification(async (body) => {
+      if (typeof body.n !== "number") return;
+      started.push(body.n);
+      await releases[body.n]!.promise;
+    });
+    const first = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { n: 0 }));
+    const second = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { n: 1 }));
+    await expect.poll(() => started).toEqual([0]);
+    releases[0]!.resolve();
+    await t.gw.settled("bob-assistant", first.id);
+    await expect.poll(() => started).toEqual([0, 1]);
+    expect(settles(t, second.id)).toEqual([]);
+    releases[1]!.resolve();
+    expect(await t.gw.settled("bob-assistant", second.id)).toMatchObject({ type: "acknowledge" });
+  });
+});
+
+describe("an agent tells its gateway it is still working on a delivery in hand", () => {
+  // An ack wait of 150 ms: a `working` notice every 50 ms.
+  const t = useScriptedPair(tmp, () => ({}), { ackWaitMs: 150 });
+  const workingOn = (id: string) =>
+    t.gw.sentBy("bob-assistant").filter((f) => f.type === "working" && f.id === id).length;
+
+  it("sends `working` for a delivery until it is settled, and none after", async () => {
+    const gates = new Map([
+      [1, deferred()],
+      [2, deferred()],
+    ]);
+    t.bob.onNotification(async (body) => {
+      await gates.get(body.n as number)?.promise;
+    });
+    const first = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { n: 1 }));
+    await expect.poll(() => workingOn(first.id)).toBeGreaterThanOrEqual(2);
+    gates.get(1)!.resolve();
+    await t.gw.settled("bob-assistant", first.id);
+    const afterAck = workingOn(first.id);
+    const second = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { n: 2 }));
+    await expect.poll(() => workingOn(second.id)).toBeGreaterThanOrEqual(2);
+    expect(workingOn(first.id)).toBe(afterAck);
+    gates.get(2)!.resolve();
+    await t.gw.settled("bob-assistant", second.id);
+  });
+});
+
+describe("an agent that closes lets the handlers under way finish", () => {
+  const t = useScriptedPair(tmp);
+
+  it("acknowledges the running handler's delivery before its socket closes, and takes nothing new", async () => {
+    const release = deferred();
+    const started = deferred();
+    t.bob.onNotification(async (body) => {
+      if (!body.slow) return;
+      started.resolve();
+      await release.promise;
+    });
+    const running = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { slow: true }));
+    await started.promise;
+    const closed = t.bob.close();
+    const late = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { late: true }));
+    // The late delivery reached bob before the release (frames arrive in order): the ack proves it.
+    await expect.poll(() => t.gw.sentBy("bob-assistant").length).toBeGreaterThan(0);
+    release.resolve();
+    await closed;
+    expect(settles(t, running.id)).toEqual(["acknowledge"]);
+    expect(settles(t, late.id)).toEqual([]);
+    expect(bodies(t)).toEqual([{ slow: true }]);
+  });
+});
+
+/** A HandledStore in memory whose answers the test sets. */
+function scriptedStore() {
+  const records = new Map<string, HandledRecord>();
+  const store: HandledStore & { records: typeof records; failGet: Error | undefined } = {
+    records,
+    failGet: undefined,
+    get(key) {
+      if (store.failGet) {
+        const err = store.failGet;
+        store.failGet = undefined;
+        throw err;
+      }
+      return records.get(key);
+    },
+    record(key, record) {
+      records.set(key, record);
+    },
+  };
+  return store;
+}
+
+describe("an agent trusts its application's HandledStore about what an earlier run did", () => {
+  const store = scriptedStore();
+  const t = useScriptedPair(tmp, () => ({ handledStore: store }));
+  const handledRequests: unknown[] = [];
+  const key = (id: string) => `alice-assistant/${id}`;
+  const keyOf = (message: { params: { headers: { "message-id"?: string } } }) =>
+    key(String(message.params.headers["message-id"]));
+  /** What Bob submitted since the handshake. */
+  let submittedBefore = 0;
+  const submitted = () => t.gw.submittedBy("bob-assistant").slice(submittedBefore);
+  beforeEach(() => {
+    submittedBefore = t.gw.submittedBy("bob-assistant").length;
+  });
+
+  it("reports a store that cannot be read and leaves the delivery for its redelivery", async () => {
+    store.failGet = new Error("store offline");
+    const frame = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { n: 1 }));
+    await barrier(t);
+    expect(settles(t, frame.id)).toEqual([]);
+    expect(t.errors.map((e) => e.message)).toEqual(["store offline"]);
+    t.gw.deliver("bob-assistant", frame.envelope, { attempt: 2 });
+    expect(await t.gw.settled("bob-assistant", frame.id)).toMatchObject({ type: "acknowledge" });
+    expect(bodies(t)).toEqual([{ n: 1 }]);
+    expect(store.records.get(key(frame.id))).toEqual({ done: true });
+  });
+
+  it("only acknowledges a message the store has as done, or as handled without an answer due", async () => {
+    const done = notification(t.a, "bob-assistant", { n: 1 });
+    const noted = notification(t.a, "bob-assistant", { n: 2 });
+    store.records.set(keyOf(done), { done: true });
+    store.records.set(keyOf(noted), { result: { ok: true } });
+    const answered = request(t.a, "bob-assistant");
+    store.records.set(keyOf(answered), { done: true });
+    for (const message of [done, noted, answered]) {
+      const frame = t.gw.deliver("bob-assistant", message);
+      expect(await t.gw.settled("bob-assistant", frame.id)).toMatchObject({ type: "acknowledge" });
+    }
+    expect(bodies(t)).toEqual([]);
+    expect(submitted()).toEqual([]);
+  });
+
+  it("answers a request the store has a result for with that result, without its handler", async () => {
+    t.bob.onRequest((body) => {
+      handledRequests.push(body);
+      return { ran: true };
+    });
+    const signed = request(t.a, "bob-assistant");
+    store.records.set(keyOf(signed), { result: { recorded: 1 } });
+    const frame = t.gw.deliver("bob-assistant", signed);
+    expect(await t.gw.settled("bob-assistant", frame.id)).toMatchObject({ type: "acknowledge" });
+    expect(handledRequests).toEqual([]);
+    expect(submitted()).toMatchObject([{ id: signed.id, result: { body: { recorded: 1 } } }]);
+  });
+
+  it("sends the recorded response of a request again, as it is, without its handler", async () => {
+    t.bob.onRequest((body) => {
+      handledRequests.push(body);
+      return { ran: true };
+    });
+    const signed = request(t.a, "bob-assistant");
+    const response = { jsonrpc: "2.0", id: signed.id, result: { recorded: "envelope" } };
+    store.records.set(keyOf(signed), { response });
+    const frame = t.gw.deliver("bob-assistant", signed);
+    expect(await t.gw.settled("bob-assistant", frame.id)).toMatchObject({ type: "acknowledge" });
+    expect(handledRequests).toEqual([]);
+    expect(submitted()).toEqual([response]);
+  });
+});
