@@ -9,12 +9,14 @@ import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { type Broker, DATABASE_FILE, type Delivery, openBroker } from "../../src/broker/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { deliveredBefore, eventually, message, reader } from "./support.js";
+import { deliveredBefore, eventually, message, reader, sleep } from "./support.js";
 
 const tmp = useTmpDir("acp-inbox-");
 const LONG_ACK_WAIT = { ackWaitMs: 30_000 };
 /** More than the rows an inbox reads at a time (and keeps in memory ahead of delivery). */
 const MORE_THAN_A_PAGE = 300;
+/** The rows an inbox reads at a time: a page this full means more may follow. */
+const A_PAGE = 256;
 
 const opened: Broker[] = [];
 afterEach(async () => {
@@ -238,5 +240,35 @@ describe("embedded inbox", () => {
       [low!.id, 3],
       [third!.id, 1],
     ]);
+  });
+
+  it("skips what expired in memory, and hands out once what it read while a commit's messages were offered", async () => {
+    const retentionMs = 1_500;
+    const broker = await openBroker({ data: tmp(), delivery: LONG_ACK_WAIT, retentionMs });
+    opened.push(broker);
+    const old = Array.from({ length: A_PAGE - 1 }, () => message("alice", "bob", { priority: "low" }));
+    await Promise.all(old.map((input) => broker.submit(input)));
+    const oldAt = Date.parse((await broker.status(old.at(-1)!))!.queuedAt);
+    await sleep(oldAt + 1_000 - Date.now());
+    // A full first page: the old ones, and a later urgent one that goes out first.
+    const urgent = message("carol", "bob", { priority: "critical" });
+    await broker.submit(urgent);
+    const inbox = reader(await broker.openInbox("bob", { maxInFlight: 1 }));
+    expect((await inbox.next()).id).toBe(urgent.id);
+    await sleep(oldAt + retentionMs - Date.now()); // the old ones expired in memory, the urgent one not
+    const next = inbox.next();
+    // One commit: the ack frees the slot, the inbox skips every expired row and reads the next page
+    // (these two), then the two are offered to it.
+    const [a, b] = [message("dave", "bob"), message("dave", "bob")];
+    await Promise.all([broker.ack("bob", urgent), broker.submit(a), broker.submit(b)]);
+    const got = [await next];
+    await broker.ack("bob", got[0]!);
+    got.push(await inbox.next());
+    await broker.ack("bob", got[1]!);
+    expect(summary(got)).toEqual([
+      [a.id, 1],
+      [b.id, 1],
+    ]);
+    expect(await deliveredBefore(broker, inbox, "bob")).toEqual([]);
   });
 });
