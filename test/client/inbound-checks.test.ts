@@ -20,7 +20,7 @@ import {
   verifyEnvelope,
 } from "../../src/protocol/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { SCHEDULING_ANNOUNCE } from "./fixtures.js";
+import { deferred, SCHEDULING_ANNOUNCE } from "./fixtures.js";
 import { notification, useScriptedPair } from "./scripted-gateway.js";
 
 const tmp = useTmpDir("acp-inbound-");
@@ -172,6 +172,41 @@ describe("an agent refuses a delivery that fails its end-to-end checks", () => {
     const settled = t.gw.sentBy("bob-assistant").filter((f) => [first.id, second.id].includes(String(f.id)));
     expect(settled).toEqual([]);
     expect(again.id).toBe(first.id);
+  });
+
+  it("reports as an error, not a passing degradation, a registry failure it meets while closing", async () => {
+    const carol = t.gw.register("carol-assistant", "carol");
+    const asked = deferred();
+    const answer = deferred();
+    const getAgent = t.gw.directory.getAgent;
+    t.gw.directory.getAgent = async (id) => {
+      if (id !== "carol-assistant") return getAgent(id);
+      asked.resolve();
+      await answer.promise;
+      throw new GatewayUnreachableError(t.gw.url, new Error("ECONNRESET"));
+    };
+    const frame = t.gw.deliver("bob-assistant", notification(carol, "bob-assistant"));
+    await asked.promise;
+    const closed = t.bob.close();
+    answer.resolve();
+    await closed;
+    expect(t.errors).toMatchObject([{ name: "GatewayUnreachableError" }]);
+    expect(t.degraded).toEqual([]);
+    expect(t.gw.sentBy("bob-assistant").filter((f) => f.id === frame.id)).toEqual([]);
+  });
+
+  it("reports a handshake step whose answer the gateway refused, and only acknowledges its redelivery", async () => {
+    t.gw.onSubmit((_envelope, from) =>
+      from === "bob-assistant" ? { code: ErrorCode.InvalidParams, message: "refused", data: {} } : "relay",
+    );
+    const announce = t.gw.deliver(
+      "bob-assistant",
+      signMessage(buildAnnounce(t.a.sender, "bob-assistant", SCHEDULING_ANNOUNCE), t.a.signer),
+    );
+    await expect.poll(() => kinds(t.errors)).toEqual(["InvalidParams"]);
+    t.gw.deliver("bob-assistant", announce.envelope, { attempt: 2 });
+    expect(await t.gw.settled("bob-assistant", announce.id)).toMatchObject({ type: "acknowledge" });
+    expect(t.gw.sentBy("bob-assistant").filter((f) => f.id === announce.id)).toHaveLength(1);
   });
 
   it("refuses the sixth announce within ten seconds, and audits the refused handshake step", async () => {

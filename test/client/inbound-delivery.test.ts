@@ -5,10 +5,11 @@
  * acknowledged, handlers within `flow.concurrency`, `working` notices while a delivery is in hand,
  * and the application's HandledStore trusted for what an earlier run did.
  */
-import { beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { HandledRecord, HandledStore } from "../../src/client/index.js";
 import { buildNotification, newMessageId, signMessage } from "../../src/protocol/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
+import { until } from "../helpers/until.js";
 import { deferred } from "./fixtures.js";
 import { notification, request, type ScriptedPair, useScriptedPair } from "./scripted-gateway.js";
 
@@ -166,29 +167,58 @@ describe("an agent runs at most flow.concurrency handlers at once, in arrival or
 });
 
 describe("an agent tells its gateway it is still working on a delivery in hand", () => {
-  // An ack wait of 150 ms: a `working` notice every 50 ms.
-  const t = useScriptedPair(tmp, () => ({}), { ackWaitMs: 150 });
+  // The keep-alive's interval runs on a fake clock the test advances; sockets and the rest run on
+  // the real one. An ack wait of 60 ms: a `working` notice every 50 ms (never more often).
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+  const t = useScriptedPair(tmp, () => ({}), { ackWaitMs: 60 });
   const workingOn = (id: string) =>
     t.gw.sentBy("bob-assistant").filter((f) => f.type === "working" && f.id === id).length;
+  /** Waits for the `count`th notice about `id` and checks no other followed (expect.poll would advance the fake clock). */
+  async function workingNotices(id: string, count: number): Promise<void> {
+    await until(
+      () => workingOn(id),
+      (n) => n >= count,
+      `${count} working notices`,
+    );
+    await barrier(t);
+    expect(workingOn(id)).toBe(count);
+  }
 
-  it("sends `working` for a delivery until it is settled, and none after", async () => {
-    const gates = new Map([
-      [1, deferred()],
-      [2, deferred()],
-    ]);
+  it("sends `working` every 50 ms for a delivery until it is settled, once per period across a reconnect", async () => {
+    const release = deferred();
+    const started = deferred();
     t.bob.onNotification(async (body) => {
-      await gates.get(body.n as number)?.promise;
+      if (body.barrier) return;
+      started.resolve();
+      await release.promise;
     });
-    const first = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { n: 1 }));
-    await expect.poll(() => workingOn(first.id)).toBeGreaterThanOrEqual(2);
-    gates.get(1)!.resolve();
-    await t.gw.settled("bob-assistant", first.id);
-    const afterAck = workingOn(first.id);
-    const second = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { n: 2 }));
-    await expect.poll(() => workingOn(second.id)).toBeGreaterThanOrEqual(2);
-    expect(workingOn(first.id)).toBe(afterAck);
-    gates.get(2)!.resolve();
-    await t.gw.settled("bob-assistant", second.id);
+    const frame = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { n: 1 }));
+    await started.promise;
+    vi.advanceTimersByTime(49);
+    await barrier(t);
+    expect(workingOn(frame.id)).toBe(0);
+    vi.advanceTimersByTime(1);
+    await workingNotices(frame.id, 1);
+    vi.advanceTimersByTime(50);
+    await workingNotices(frame.id, 2);
+    // A new socket: the keep-alive starts again, once.
+    const reconnected = new Promise<void>((resolve) => t.bob.once("connected", () => resolve()));
+    t.gw.disconnect("bob-assistant");
+    await reconnected;
+    vi.advanceTimersByTime(50);
+    await workingNotices(frame.id, 3);
+    await barrier(t);
+    expect(workingOn(frame.id)).toBe(3);
+    release.resolve();
+    await t.gw.settled("bob-assistant", frame.id);
+    vi.advanceTimersByTime(100);
+    await barrier(t);
+    expect(workingOn(frame.id)).toBe(3);
   });
 });
 

@@ -68,6 +68,8 @@ export interface ScriptedGateway {
   sentBy(agentId: string): ClientFrame[];
   /** Resolves with `agentId`'s `acknowledge` or `reject` of delivery `id`. */
   settled(agentId: string, id: string): Promise<ClientFrame>;
+  /** Ends `agentId`'s socket, as a gateway that restarts does; the agent reconnects. */
+  disconnect(agentId: string): void;
   /** The envelopes `agentId` submitted, in order. */
   submittedBy(agentId: string): AcpMessage[];
   close(): Promise<void>;
@@ -230,6 +232,9 @@ export async function startScriptedGateway(options: { ackWaitMs?: number } = {})
         listeners.add(check);
         check();
       }),
+    disconnect(agentId) {
+      sockets.get(agentId)?.terminate();
+    },
     submittedBy: (agentId) =>
       (sent.get(agentId) ?? []).filter((f) => f.type === "submit").map((f) => f.envelope as AcpMessage),
     async close() {
