@@ -96,12 +96,18 @@ export async function measureNats(
  * When the relay's timed window starts, the inbox stream's max_age becomes the age of the first
  * message of the week's second day (the replay wrote the week in order, a seventh of it per day):
  * nats-server expires the first day. The window ends once the stream's first message is past it.
+ * nats-server 2.9 expires what a lower max_age makes due inside the update request, one message at
+ * a time, each removal told to every consumer of the stream: how long the update took to be
+ * answered is that expiry's length (reported even when the relay failed meanwhile).
  */
 async function measurePurge(url: string, data: string, week: Manifest): Promise<PurgeFigures> {
   const nc = await connect({ servers: url });
   const gateway = await BenchGateway.start({ data, nats: { servers: url } });
+  let updateMs: number | undefined;
+  let update: Promise<unknown> | undefined;
   try {
-    const jsm = await jetstreamManager(nc);
+    // The update is answered only once the expiry is done: far longer than a request's usual 5 s.
+    const jsm = await jetstreamManager(nc, { timeout: 30 * 60_000 });
     const before = (await jsm.streams.info(INBOX_STREAM)).state.first_seq;
     const secondDay = before + Math.floor(week.messages / 7);
     const pair = await relayPair(gateway, week);
@@ -117,11 +123,17 @@ async function measurePurge(url: string, data: string, week: Manifest): Promise<
           const kept = await jsm.streams.getMessage(INBOX_STREAM, { seq: secondDay });
           if (!kept) throw new Error(`the inbox stream has no message ${secondDay}`);
           const maxAge = nanos(Date.now() - kept.time.getTime());
-          await jsm.streams.update(INBOX_STREAM, {
-            ...config,
-            max_age: maxAge,
-            duplicate_window: Math.min(config.duplicate_window, maxAge),
-          });
+          const updating = performance.now();
+          update = jsm.streams
+            .update(INBOX_STREAM, {
+              ...config,
+              max_age: maxAge,
+              duplicate_window: Math.min(config.duplicate_window, maxAge),
+            })
+            .finally(() => {
+              updateMs = performance.now() - updating;
+            });
+          await update;
         }
         if ((await jsm.streams.info(INBOX_STREAM)).state.first_seq < secondDay) return false;
         seconds = (performance.now() - started) / 1000;
@@ -130,7 +142,22 @@ async function measurePurge(url: string, data: string, week: Manifest): Promise<
     });
     const loop = await gateway.loopDelay(true);
     const after = (await jsm.streams.info(INBOX_STREAM)).state.first_seq;
-    return { messages: after - before, seconds, relay, loopDelayMaxMs: loop.maxMs, readyMs: gateway.readyMs };
+    return {
+      messages: after - before,
+      seconds,
+      relay,
+      loopDelayMaxMs: loop.maxMs,
+      readyMs: gateway.readyMs,
+      ...(updateMs === undefined ? {} : { expiryUpdateMs: updateMs }),
+    };
+  } catch (error) {
+    // The relay failed (JetStream stalled): how long the expiry held it is the figure that says why.
+    await update?.catch(() => undefined);
+    const answered =
+      updateMs === undefined
+        ? ""
+        : ` (nats-server answered the max_age update after ${(updateMs / 1000).toFixed(1)} s)`;
+    throw new Error(`${String(error)}${answered}`);
   } finally {
     await gateway.stop();
     await nc.close();

@@ -43,6 +43,8 @@ export interface PurgeFigures {
   sweepBatches?: { count: number; maxMs: number; p99Ms: number; statementsMaxMs?: number };
   /** Start → ready with the purge due. */
   readyMs: number;
+  /** NATS: how long nats-server took to answer the max_age update, the day's expiry running inside it (ms). */
+  expiryUpdateMs?: number;
 }
 
 export interface BrokerFigures {
@@ -177,6 +179,9 @@ export function printBroker(name: string, messages: number, figures: BrokerFigur
               ? ""
               : `, their own statements at most ${fixed(batches.statementsMaxMs)} ms`)
           : "") +
+        (purge.expiryUpdateMs === undefined
+          ? ""
+          : `; nats-server answered the max_age update (the expiry inside it) after ${fixed(purge.expiryUpdateMs / 1000)} s`) +
         `; ready in ${count(purge.readyMs)} ms`,
     );
   }
