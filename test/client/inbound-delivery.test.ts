@@ -7,7 +7,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { HandledRecord, HandledStore } from "../../src/client/index.js";
-import { buildNotification, newMessageId, signMessage } from "../../src/protocol/index.js";
+import { buildHandoff, buildNotification, newMessageId, signMessage } from "../../src/protocol/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { until } from "../helpers/until.js";
 import { deferred } from "./fixtures.js";
@@ -250,9 +250,14 @@ describe("an agent that closes lets the handlers under way finish", () => {
 /** A HandledStore in memory whose answers the test sets. */
 function scriptedStore() {
   const records = new Map<string, HandledRecord>();
-  const store: HandledStore & { records: typeof records; failGet: Error | undefined } = {
+  const store: HandledStore & {
+    records: typeof records;
+    failGet: Error | undefined;
+    failRecord: Error | undefined;
+  } = {
     records,
     failGet: undefined,
+    failRecord: undefined,
     get(key) {
       if (store.failGet) {
         const err = store.failGet;
@@ -262,6 +267,7 @@ function scriptedStore() {
       return records.get(key);
     },
     record(key, record) {
+      if (store.failRecord) throw store.failRecord;
       records.set(key, record);
     },
   };
@@ -314,12 +320,26 @@ describe("an agent trusts its application's HandledStore about what an earlier r
       handledRequests.push(body);
       return { ran: true };
     });
+    t.bob.onHandoff((body) => {
+      handledRequests.push(body);
+      return { accepted: true };
+    });
     const signed = request(t.a, "bob-assistant");
+    const handoff = signMessage(
+      buildHandoff(t.a.sender, "bob-assistant", { completed: ["half"], remaining: ["rest"], context: {} }),
+      t.a.signer,
+    );
     store.records.set(keyOf(signed), { result: { recorded: 1 } });
-    const frame = t.gw.deliver("bob-assistant", signed);
-    expect(await t.gw.settled("bob-assistant", frame.id)).toMatchObject({ type: "acknowledge" });
+    store.records.set(keyOf(handoff), { result: { recorded: 2 } });
+    for (const message of [signed, handoff]) {
+      const frame = t.gw.deliver("bob-assistant", message);
+      expect(await t.gw.settled("bob-assistant", frame.id)).toMatchObject({ type: "acknowledge" });
+    }
     expect(handledRequests).toEqual([]);
-    expect(submitted()).toMatchObject([{ id: signed.id, result: { body: { recorded: 1 } } }]);
+    expect(submitted()).toMatchObject([
+      { id: signed.id, result: { body: { recorded: 1 } } },
+      { id: handoff.id, result: { body: { recorded: 2 } } },
+    ]);
   });
 
   it("sends the recorded response of a request again, as it is, without its handler", async () => {
@@ -334,5 +354,24 @@ describe("an agent trusts its application's HandledStore about what an earlier r
     expect(await t.gw.settled("bob-assistant", frame.id)).toMatchObject({ type: "acknowledge" });
     expect(handledRequests).toEqual([]);
     expect(submitted()).toEqual([response]);
+  });
+
+  it("reports a handled record the store could not write, and still settles the delivery", async () => {
+    store.failRecord = new Error("disk full");
+    try {
+      const handled = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { n: 1 }));
+      expect(await t.gw.settled("bob-assistant", handled.id)).toMatchObject({ type: "acknowledge" });
+      const misrouted = t.gw.deliver("bob-assistant", notification(t.a, "carol-assistant"));
+      expect(await t.gw.settled("bob-assistant", misrouted.id)).toMatchObject({ type: "reject" });
+      await expect
+        .poll(() => t.errors.map((e) => e.message))
+        .toEqual([
+          "disk full",
+          expect.stringMatching(/^refused .* addressed to carol-assistant/),
+          "disk full",
+        ]);
+    } finally {
+      store.failRecord = undefined;
+    }
   });
 });

@@ -17,7 +17,13 @@ import {
   signMessage,
 } from "../../src/protocol/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { notification, request, type ScriptedPair, useScriptedPair } from "./scripted-gateway.js";
+import {
+  auditEntries,
+  notification,
+  request,
+  type ScriptedPair,
+  useScriptedPair,
+} from "./scripted-gateway.js";
 
 const tmp = useTmpDir("acp-inbound-");
 /** A body that claims to be end-to-end encrypted and decrypts to nothing. */
@@ -81,11 +87,22 @@ describe("an agent settles a request only with its peer's answer to it", () => {
         t.a.signer,
       ),
     );
-    for (const frame of [fromCarol, withoutId]) {
+    const unasked = t.gw.deliver(
+      "bob-assistant",
+      signMessage(buildResponse(t.a.sender, { ...asked, id: "never-asked" }, { from: "alice" }), t.a.signer),
+    );
+    for (const frame of [fromCarol, withoutId, unasked]) {
       expect(await t.gw.settled("bob-assistant", frame.id)).toMatchObject({ type: "acknowledge" });
     }
     t.gw.deliver("bob-assistant", held as object);
+    const observed = t.bob.trust("alice-assistant")!.observations;
+    // Only the answer to the request counts toward trust: the error without an id and the
+    // answer to nothing did not.
+    expect(observed["rejected-request"]).toBe(0);
     await expect(answer).resolves.toEqual({ from: "alice" });
+    expect(t.bob.trust("alice-assistant")!.observations["clean-exchange"]).toBe(
+      observed["clean-exchange"] + 1,
+    );
     expect(t.bob.trust("carol-assistant")).toBeUndefined();
   });
 
@@ -315,6 +332,7 @@ describe("a replies-only agent takes only what answers it", () => {
       "bob-assistant",
       notification(t.a, "bob-assistant", { messageId: about, progress: 50 }),
     );
+    const requestAbout = t.gw.deliver("bob-assistant", request(t.a, "bob-assistant", { messageId: about }));
     const unrelated = t.gw.deliver(
       "bob-assistant",
       notification(t.a, "bob-assistant", { messageId: "not-a-request-of-bob", progress: 50 }),
@@ -323,8 +341,36 @@ describe("a replies-only agent takes only what answers it", () => {
     t.gw.deliver("bob-assistant", held as object);
     await expect(answer).resolves.toEqual({ done: true });
     expect(t.handled.map((h) => h.body)).toEqual([{ messageId: about, progress: 50 }]);
-    for (const frame of [note, asked, unrelated]) {
+    for (const frame of [note, asked, requestAbout, unrelated]) {
       expect(t.gw.sentBy("bob-assistant").filter((f) => f.id === frame.id)).toEqual([]);
     }
+  });
+});
+
+describe("an agent's audit log records what it received", () => {
+  const t = useScriptedPair(tmp);
+
+  it("a handled notification, an answer, and a message its handshake gate refused", async () => {
+    t.alice.onRequest(() => ({ ok: true }));
+    const note = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { n: 1 }));
+    await t.gw.settled("bob-assistant", note.id);
+    await t.bob.request("alice-assistant", { q: 1 });
+    const gated = t.gw.deliver(
+      "bob-assistant",
+      signMessage(
+        buildNotification({ ...t.a.sender, layers: [0, 1, 2] }, "bob-assistant", { n: 2 }),
+        t.a.signer,
+      ),
+    );
+    await t.gw.settled("bob-assistant", gated.id);
+    await t.bob.close();
+    const received = (await auditEntries(t.dir, "bob-assistant")).filter(
+      (e) => e.direction === "received" && e.step === undefined,
+    );
+    expect(received.map((e) => [e.type, e.method, e.error?.code])).toEqual([
+      ["notification", "agent.notification", undefined],
+      ["response", "agent.response", undefined],
+      ["notification", "agent.notification", ErrorCode.HandshakeRequired],
+    ]);
   });
 });

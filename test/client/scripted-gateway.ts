@@ -10,6 +10,7 @@
 import { createServer, type IncomingMessage } from "node:http";
 import { afterEach, beforeEach } from "vitest";
 import WebSocket, { WebSocketServer } from "ws";
+import { type AuditEntry, readAudit } from "../../src/audit/index.js";
 import {
   AcpAgent,
   type AcpAgentOptions,
@@ -347,4 +348,11 @@ export function notification(
 /** A request `from` signs to `to`. */
 export function request(from: ScriptedAgent, to: string, body: Record<string, unknown> = { n: 1 }) {
   return signMessage(buildRequest(from.sender, to, body), from.signer);
+}
+
+/** The entries of `agent`'s audit log under `dir` (close the agent first: its writes are then on disk). */
+export async function auditEntries(dir: string, agent: string): Promise<AuditEntry[]> {
+  const entries: AuditEntry[] = [];
+  for await (const { entry } of readAudit({ root: `${dir}/audit`, agent })) entries.push(entry);
+  return entries;
 }
