@@ -7,6 +7,7 @@ import { copyFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
+import type { EmbeddedInbox } from "../../src/broker/embedded/inbox.js";
 import { type Broker, DATABASE_FILE, type Delivery, openBroker } from "../../src/broker/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { deliveredBefore, eventually, message, reader, sleep } from "./support.js";
@@ -133,19 +134,47 @@ describe("embedded inbox", () => {
     ]);
   });
 
-  it("puts hand-outs given back one by one in line by their place in the queue", async () => {
+  /** m1 and m2 submitted and both handed out by an inbox of bob with room for two. */
+  async function twoHandedOut() {
     const broker = await open(tmp());
-    const [m1, m2] = [message("alice", "bob"), message("alice", "bob")];
+    const [m1, m2] = [message("alice", "bob"), message("alice", "bob")] as const;
     for (const input of [m1, m2]) await broker.submit(input);
     const opened = await broker.openInbox("bob", { maxInFlight: 2 });
     const inbox = reader(opened);
-    for (const input of [m1, m2]) expect((await inbox.next()).id).toBe(input!.id);
-    await opened.giveBack([m1!]);
-    await opened.giveBack([m2!]); // goes in behind m1, which waits already
+    for (const input of [m1, m2]) expect((await inbox.next()).id).toBe(input.id);
+    return { opened, inbox, m1, m2 };
+  }
+
+  it("puts hand-outs given back one by one in line by their place in the queue", async () => {
+    const { opened, inbox, m1, m2 } = await twoHandedOut();
+    await opened.giveBack([m1]);
+    await opened.giveBack([m2]); // goes in behind m1, which waits already
     expect(summary([await inbox.next(), await inbox.next()])).toEqual([
-      [m1!.id, 2],
-      [m2!.id, 2],
+      [m1.id, 2],
+      [m2.id, 2],
     ]);
+  });
+
+  it("gives hand-outs back to a consumer already waiting oldest first", async () => {
+    const { opened, inbox, m1, m2 } = await twoHandedOut();
+    const next = inbox.next(); // asked before they come back
+    await opened.giveBack([m1, m2]);
+    expect(summary([await next, await inbox.next()])).toEqual([
+      [m1.id, 2],
+      [m2.id, 1],
+    ]);
+  });
+
+  it("keeps at most a page in memory: what is offered behind a full page is left to the pager", async () => {
+    const broker = await open(tmp());
+    const first = message("alice", "bob");
+    await broker.submit(first);
+    const opened = (await broker.openInbox("bob", { maxInFlight: 1 })) as EmbeddedInbox;
+    expect((await reader(opened).next()).id).toBe(first.id); // the one slot taken: what follows waits
+    const during = Array.from({ length: A_PAGE + 1 }, () => message("carol", "bob"));
+    await Promise.all(during.map((input) => broker.submit(input)));
+    expect(opened.live(during[A_PAGE - 1]!)).toMatchObject({ id: during[A_PAGE - 1]!.id });
+    expect(opened.live(during[A_PAGE]!)).toBeUndefined();
   });
 
   it("puts a routed answer given back in line by its place in the queue", async () => {

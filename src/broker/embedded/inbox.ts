@@ -117,7 +117,9 @@ export class EmbeddedInbox implements Inbox {
     }
     entries.sort((a, b) => a.row.seq - b.row.seq);
     giveBackRows(entries, this.host);
-    for (const { row } of entries.reverse()) this.requeue(row);
+    // All back in line before the next hand-out: a consumer waiting now gets the oldest, not the last placed.
+    for (const { row } of entries) this.place(row);
+    this.pump();
   }
 
   /** Nothing to do: one process owns the database, and its first inbox of an agent took over what a dead one held. */
@@ -128,18 +130,22 @@ export class EmbeddedInbox implements Inbox {
    * in seq order (the next hand-out takes the highest priority waiting, see `pump`).
    */
   requeue(row: LoadedMessage): void {
+    this.place(row);
+    this.pump();
+  }
+
+  /** Puts `row` back in line by its seq, or leaves it to the pager if no page has reached it yet. */
+  private place(row: LoadedMessage): void {
     if (this.closed || this.inFlight.has(rowKey(row))) return;
     if (row.seq > this.lastSeq) {
       // Not paged yet: the pager reads it from the database, which must have its state first.
       this.host.commits.flush();
       this.caughtUp = false;
-      this.pump();
       return;
     }
     const at = this.waiting.findIndex((waiting) => waiting.seq > row.seq);
     if (at === -1) this.waiting.push(row);
     else this.waiting.splice(at, 0, row);
-    this.pump();
   }
 
   /** The message was acknowledged or rejected through the broker: stop tracking it. */
