@@ -46,7 +46,11 @@ export const mutationModules = {
   // (`testNames`, a pattern of test names within the files), not the whole NATS suite per mutant.
   "nats-broker": {
     mutate: ["src/broker/nats/submission.ts", "src/broker/nats/inbox.ts", "src/broker/nats/settlement.ts"],
-    tests: ["test/broker/nats.test.ts", "test/broker/nats-operations.test.ts"],
+    tests: [
+      "test/broker/nats.test.ts",
+      "test/broker/nats-operations.test.ts",
+      "test/broker/nats-dedupe.test.ts",
+    ],
     testNames: [
       "persists the message as queued",
       "reports a second submit of the same id",
@@ -66,6 +70,12 @@ export const mutationModules = {
       "highest priority first",
       "routes an answer to its request's reply route",
       "refuses past a recipient's pending messages",
+      "a routed delivery given back goes to the queue",
+      // nats-dedupe.test.ts: what JetStream's dedupe leaves to the submit.
+      "inside the window is stored once",
+      "stopped before its status record",
+      "wrote its record before the submit",
+      "payload limit from the server",
     ].join("|"),
   },
   // Its own tests drive it through a gateway the test plays at the socket (milliseconds each): the
