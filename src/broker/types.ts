@@ -6,6 +6,20 @@
 
 import type { Priority } from "../protocol/priority.js";
 import type { MessageType } from "../protocol/schemas.js";
+import type { KvBucket, Unsubscribe } from "./keyed-state.js";
+
+// The contract's other parts, in files of their own; importers take the whole contract from here.
+export type { KvBucket, KvChange, KvEntry, Unsubscribe } from "./keyed-state.js";
+export type {
+  BrokerQuotas,
+  CommonBrokerOptions,
+  DeliveryOptions,
+  EmbeddedBrokerOptions,
+  NatsBrokerOptions,
+  NatsConnectionOptions,
+  NatsTlsOptions,
+  OpenBrokerOptions,
+} from "./options.js";
 
 export const MESSAGE_STATUSES = ["queued", "delivered", "acknowledged", "failed", "expired"] as const;
 /**
@@ -193,46 +207,6 @@ export interface ListPage {
   nextCursor: string | null;
 }
 
-export interface KvEntry<T> {
-  key: string;
-  value: T;
-  /** Changes on every write; pass to `update` for compare-and-set. */
-  revision: number;
-}
-
-export interface KvChange<T> {
-  bucket: string;
-  key: string;
-  op: "put" | "delete";
-  /** The new value; null for a delete. */
-  value: T | null;
-  revision: number;
-}
-
-export type Unsubscribe = () => void;
-
-/**
- * Keyed JSON state (registry, presence, handshake state, …). Bucket names: `[A-Za-z0-9_-]{1,64}`.
- * Keys: `[A-Za-z0-9_=/.-]`, 1..256 characters, not starting or ending with `.`.
- */
-export interface KvBucket<T = unknown> {
-  readonly name: string;
-  /** The key's value and revision, or null when it does not exist (or was deleted). */
-  get(key: string): Promise<KvEntry<T> | null>;
-  /** Writes unconditionally; returns the new revision. */
-  put(key: string, value: T): Promise<number>;
-  /** Writes only if the key does not exist; BrokerError `exists` otherwise. */
-  create(key: string, value: T): Promise<number>;
-  /** Writes only if the key is still at `expectedRevision`; BrokerError `conflict` otherwise. */
-  update(key: string, value: T, expectedRevision: number): Promise<number>;
-  /** Removes the key (watchers see a delete); removing a missing key is harmless. */
-  delete(key: string): Promise<void>;
-  /** Live keys, sorted; only those starting with `prefix` when given. */
-  keys(prefix?: string): Promise<string[]>;
-  /** Changes made after the returned promise resolves, in order. */
-  watch(handler: (change: KvChange<T>) => void, options?: { prefix?: string }): Promise<Unsubscribe>;
-}
-
 /**
  * Live change feed for dashboards, metrics and webhooks (at most once, not replayed).
  * On NATS it covers changes made through every gateway on that NATS.
@@ -250,19 +224,6 @@ export type BrokerEvent =
 export interface BrokerHealth {
   ok: boolean;
   detail: Record<string, string>;
-}
-
-/**
- * Limits on what the broker holds for one agent; `submit` refuses a message past any of them with
- * BrokerError `quota` (nothing is stored). Each is off when absent.
- */
-export interface BrokerQuotas {
-  /** Messages to one recipient not yet acknowledged, failed or expired. */
-  recipientPendingMessages?: number;
-  /** The UTF-8 bytes of those messages' envelopes. */
-  recipientPendingBytes?: number;
-  /** The UTF-8 bytes of one sender's envelopes the broker still stores (within retention, any status). */
-  senderStoredBytes?: number;
 }
 
 export const QUOTA_NAMES = [
@@ -366,71 +327,3 @@ export interface Broker {
   /** Flushes pending writes, closes inboxes and releases the store or connection. */
   close(): Promise<void>;
 }
-
-export interface DeliveryOptions {
-  /** Time to acknowledge the first delivery before it is redelivered. Default 30 s. */
-  ackWaitMs?: number;
-  /** Deliveries per message before it is dead-lettered. Default 6: the first and 5 retries. */
-  maxDeliver?: number;
-  /** Each further ack wait is this many times the previous one. Default 2. */
-  backoffFactor?: number;
-}
-
-export interface CommonBrokerOptions {
-  delivery?: DeliveryOptions;
-  /** How long envelopes are kept (and undelivered messages wait) before `expired`. Default 7 days. */
-  retentionMs?: number;
-  /** How long status records are kept, so `status(id)` still answers `expired`. Default 30 days. */
-  recordRetentionMs?: number;
-  /** Per-agent limits `submit` enforces (default: none). */
-  quotas?: BrokerQuotas;
-  /**
-   * Problems the broker recovers from by itself (a listener that threw, a delivery left for
-   * redelivery while NATS is unreachable). Default: `process.emitWarning`. Never carries bodies.
-   */
-  onWarning?: (message: string) => void;
-}
-
-export interface EmbeddedBrokerOptions extends CommonBrokerOptions {
-  /** Data directory; the database is `<data>/acp.db`. Default `./.acp`. */
-  data?: string;
-  /**
-   * `normal` (default): WAL with synchronous=NORMAL, nothing acknowledged is lost when the process
-   * dies (kill -9); a power loss may drop the last transactions. `full`: fsync on every commit.
-   */
-  synchronous?: "normal" | "full";
-}
-
-export interface NatsTlsOptions {
-  caFile?: string;
-  certFile?: string;
-  keyFile?: string;
-}
-
-export interface NatsConnectionOptions {
-  servers: string | string[];
-  user?: string;
-  pass?: string;
-  token?: string;
-  /** A `.creds` file (JWT + NKey seed). */
-  credsFile?: string;
-  /** `true` requires TLS with the system CAs; an object adds files. */
-  tls?: boolean | NatsTlsOptions;
-  /** Stream and KV replicas (3 on a 3-node cluster). Default 1. */
-  replicas?: number;
-  /** Connection name shown by the server (`nats server report connections`). */
-  name?: string;
-  /**
-   * Most submissions this gateway has in JetStream at once (stored writes not yet acknowledged);
-   * more wait their turn in arrival order. Status writes and acks are never held. Default 1,000.
-   */
-  maxPendingSubmits?: number;
-  /** How long a submission waits for its turn before it is refused as `unavailable`. Default 5,000 ms. */
-  submitStallMs?: number;
-}
-
-export interface NatsBrokerOptions extends CommonBrokerOptions {
-  nats: NatsConnectionOptions;
-}
-
-export type OpenBrokerOptions = EmbeddedBrokerOptions | NatsBrokerOptions;
