@@ -1,35 +1,19 @@
-import { EventEmitter } from "node:events";
 import type { HandshakeState, PeerHandshake } from "../handshake/index.js";
 import { readIdentityFile, TrustLedger, type TrustRecord } from "../identity/index.js";
-import {
-  AcpError,
-  buildHandoff,
-  buildNotification,
-  buildRequest,
-  HandoffBody,
-  type PrivateIdentity,
-  problemsOf,
-} from "../protocol/index.js";
+import { AcpError, buildHandoff, buildRequest, HandoffBody, problemsOf } from "../protocol/index.js";
 import { PresenceUpdate } from "../wire/api.js";
-import type { VersionDeprecation } from "../wire/versions.js";
-import { AgentCore, type Emit, type Handlers } from "./agent-core.js";
+import type { AgentCore, Handlers } from "./agent-core.js";
+import { AgentEventEmitter } from "./agent-events.js";
+import { createCore, openConnection, stateRootOf } from "./agent-parts.js";
 import { AgentAudit } from "./audit.js";
-import { type AgentConnection, type ConnectionEvents, GatewayConnection } from "./connection.js";
+import type { ConnectionEvents } from "./connection.js";
 import { SdkError } from "./errors.js";
-import { HandshakeStore } from "./handshake-store.js";
+import { exchange, notify } from "./exchange.js";
 import { GatewayHealth } from "./health.js";
 import { GatewayClient, normaliseGatewayUrl } from "./http.js";
 import { Inbound } from "./inbound.js";
-import { DeliveryLedger } from "./ledger.js";
-import {
-  checkBody,
-  checkOptions,
-  checkPeer,
-  agentCoreSettings,
-  invalidOption,
-  maxAckPendingOf,
-} from "./options.js";
-import { adoptLegacyState, resolveStateRoot } from "./state-dir.js";
+import { checkBody, checkOptions, checkPeer, invalidOption } from "./options.js";
+import { adoptLegacyState } from "./state-dir.js";
 import {
   type BodyOf,
   type BodySchema,
@@ -42,7 +26,6 @@ import type {
   AcpAgentOptions,
   AgentDirectory,
   AgentEvents,
-  AgentWarning,
   HandoffHandler,
   HandoffOptions,
   NotificationHandler,
@@ -91,7 +74,7 @@ const DRAIN_ON_CLOSE_MS = 10_000;
  */
 export class AcpAgent {
   readonly gateway: string;
-  private readonly emitter = new EventEmitter();
+  private readonly events = new AgentEventEmitter();
   private readonly handlers: Handlers = {
     byMethod: new Map(),
     anyRequest: undefined,
@@ -109,7 +92,6 @@ export class AcpAgent {
     checkOptions(options);
     this.http = options.directory ?? new GatewayClient({ gateway: this.gateway, apiKey: options.apiKey });
     this.trustLedger = new TrustLedger(options.trust);
-    this.emitter.setMaxListeners(0);
   }
 
   /** The agent id (known once the identity is loaded: at once with `identity`, after connect with `keyFile`). */
@@ -142,14 +124,27 @@ export class AcpAgent {
           (err) => this.emit("error", err),
         );
       }
-      const stateRoot = this.stateRoot();
+      const stateRoot = stateRootOf(this.options);
       // The default root used to be per working directory: an agent found only there moves here.
       const { state } = this.options;
       if (stateRoot && !(state && state.root !== undefined) && !process.env.ACP_STATE_DIR) {
         await adoptLegacyState(stateRoot, identity.agentId);
       }
-      const connection = this.openConnection(identity);
-      this.core = this.createCore(identity, connection, audit, stateRoot);
+      const connection = openConnection(
+        this.gateway,
+        this.options,
+        identity.agentId,
+        this.connectionEvents(),
+      );
+      this.core = createCore(this.options, identity, stateRoot, {
+        http: this.http,
+        connection,
+        trust: this.trustLedger,
+        audit,
+        handlers: this.handlers,
+        emit: this.emit,
+        health: this.health,
+      });
       this.inbound = new Inbound(this.core);
       await this.core.peers.loadSelf(identity);
       await this.core.restoreHandshakes();
@@ -216,7 +211,8 @@ export class AcpAgent {
     checkBody(body);
     const method = options.method ?? "agent.request";
     if (method === "agent.handoff") throw invalidOption("method", "use handoff() for agent.handoff");
-    return this.exchange(checkPeer(peer), options, async (core, to) => {
+    const to = checkPeer(peer);
+    return exchange(this.requireCore(), to, this.withTimeout(options), async (core) => {
       const outgoing = options.encrypt ? await core.encryptFor(to, body) : body;
       return buildRequest(core.self, to, outgoing, { method });
     });
@@ -234,7 +230,8 @@ export class AcpAgent {
         problems: problemsOf(parsed.error),
       });
     }
-    return this.exchange(checkPeer(peer), options, async (core, to) => {
+    const to = checkPeer(peer);
+    return exchange(this.requireCore(), to, this.withTimeout(options), async (core) => {
       const outgoing = options.encrypt ? await core.encryptFor(to, handoff) : handoff;
       return buildHandoff(core.self, to, outgoing);
     });
@@ -251,22 +248,7 @@ export class AcpAgent {
   ): Promise<{ id: string }> {
     checkBody(body);
     const to = checkPeer(peer);
-    const core = this.requireCore();
-    const deadline = Date.now() + (options.timeoutMs ?? this.defaultTimeout);
-    const signal = options.signal ? { signal: options.signal } : {};
-    for (let attempt = 0; ; attempt++) {
-      await core.handshake(to, { timeoutMs: Math.max(1, deadline - Date.now()), ...signal });
-      const outgoing = options.encrypt ? await core.encryptFor(to, body) : body;
-      const message = buildNotification(core.self, to, outgoing, {
-        method: options.method ?? "agent.notification",
-      });
-      try {
-        const sent = await core.send(message, to, { summary: options.summary }, { deadline, ...signal });
-        return { id: sent.id };
-      } catch (err) {
-        if (!this.retryAfterHandshakeLoss(err, to, attempt)) throw err;
-      }
-    }
+    return notify(this.requireCore(), to, body, this.withTimeout(options));
   }
 
   /**
@@ -345,19 +327,19 @@ export class AcpAgent {
    * `recovered`, …). Without an `error` listener, errors become process warnings, not crashes.
    */
   on<K extends keyof AgentEvents>(event: K, listener: AgentEvents[K]): this {
-    this.emitter.on(event, listener);
+    this.events.on(event, listener);
     return this;
   }
 
   /** Like `on`, for the next occurrence only. */
   once<K extends keyof AgentEvents>(event: K, listener: AgentEvents[K]): this {
-    this.emitter.once(event, listener);
+    this.events.once(event, listener);
     return this;
   }
 
   /** Removes a listener added with `on` or `once`. */
   off<K extends keyof AgentEvents>(event: K, listener: AgentEvents[K]): this {
-    this.emitter.off(event, listener);
+    this.events.off(event, listener);
     return this;
   }
 
@@ -367,81 +349,15 @@ export class AcpAgent {
     recovered: (info) => this.emit("recovered", info),
   });
 
-  private readonly emit: Emit = (event, ...args) => {
-    // An unheard "error" must not crash the process (EventEmitter would throw it): warn instead.
-    if (event === "error" && this.emitter.listenerCount("error") === 0) {
-      process.emitWarning(String((args[0] as Error | undefined)?.message), { code: "ACP_AGENT_ERROR" });
-      return;
-    }
-    this.emitter.emit(event, ...args);
-  };
-
-  /** Each deprecation once per agent, not again at every reconnect. */
-  private readonly deprecationsTold = new Set<string>();
-
-  private warnDeprecated(deprecation: VersionDeprecation): void {
-    const key = `${deprecation.version} ${deprecation.sunsetAt}`;
-    if (this.deprecationsTold.has(key)) return;
-    this.deprecationsTold.add(key);
-    const warning: AgentWarning = {
-      code: "ProtocolDeprecated",
-      message: `protocol ${deprecation.version} is deprecated since ${deprecation.deprecatedAt} and will be refused from ${deprecation.sunsetAt}: register a newer version`,
-      deprecation,
-    };
-    if (this.emitter.listenerCount("warning") === 0) {
-      process.emitWarning(warning.message, { code: "ACP_PROTOCOL_DEPRECATED" });
-      return;
-    }
-    this.emit("warning", warning);
-  }
+  private readonly emit = this.events.emit;
 
   private get defaultTimeout(): number {
     return this.options.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
   }
 
-  /**
-   * Request or handoff: handshake if needed, submit, await the correlated response. If the gateway
-   * or the peer answers HandshakeRequired (the peer restarted and forgot us), handshake again and
-   * retry once. The timeout covers everything, handshake included.
-   */
-  private async exchange(
-    peer: string,
-    options: { timeoutMs?: number; signal?: AbortSignal; summary?: string },
-    build: (core: AgentCore, to: string) => Promise<{ id: string | number; method: string }>,
-  ): Promise<Record<string, unknown>> {
-    const core = this.requireCore();
-    const timeoutMs = options.timeoutMs ?? this.defaultTimeout;
-    const deadline = Date.now() + timeoutMs;
-    const signal = options.signal ? { signal: options.signal } : {};
-    const remaining = () => Math.max(1, deadline - Date.now());
-    for (let attempt = 0; ; attempt++) {
-      await core.handshake(peer, { timeoutMs: remaining(), ...signal });
-      const message = await build(core, peer);
-      const response = core.pending.wait(message.id, peer, {
-        method: message.method,
-        timeoutMs: remaining(),
-        ...signal,
-      });
-      const submitted = core
-        .send(message, peer, { summary: options.summary }, { deadline, ...signal })
-        .catch((err: unknown) => {
-          core.pending.drop(message.id);
-          throw err;
-        });
-      try {
-        const outcome = await Promise.race([response, submitted.then(() => response)]);
-        if ("error" in outcome) throw outcome.error;
-        return outcome.body;
-      } catch (err) {
-        if (!this.retryAfterHandshakeLoss(err, peer, attempt)) throw err;
-      }
-    }
-  }
-
-  private retryAfterHandshakeLoss(err: unknown, peer: string, attempt: number): boolean {
-    if (attempt > 0 || !(err instanceof AcpError) || err.kind !== "HandshakeRequired") return false;
-    this.core?.handshakes.reset(peer);
-    return true;
+  /** The options with the timeout they name, else the agent's default. */
+  private withTimeout<O extends { timeoutMs?: number }>(options: O): O & { timeoutMs: number } {
+    return { ...options, timeoutMs: options.timeoutMs ?? this.defaultTimeout };
   }
 
   private requireCore(): AgentCore {
@@ -450,13 +366,14 @@ export class AcpAgent {
     return this.core;
   }
 
-  private openConnection(identity: PrivateIdentity): AgentConnection {
-    const events: ConnectionEvents = {
+  /** The connection's events, told to the inbound pipeline, the health tracker and the user. */
+  private connectionEvents(): ConnectionEvents {
+    return {
       message: (frame) => this.inbound?.onFrame(frame),
       connected: ({ deprecation, ...info }) => {
         this.inbound?.connected(info.ackWaitMs);
         this.emit("connected", info);
-        if (deprecation) this.warnDeprecated(deprecation);
+        if (deprecation) this.events.warnDeprecated(deprecation);
       },
       disconnected: (info) => this.emit("disconnected", info),
       resubmit: (info) => this.emit("resubmit", info),
@@ -464,48 +381,5 @@ export class AcpAgent {
       succeeded: () => this.health.succeeded(),
       error: (err) => this.emit("error", err),
     };
-    if (this.options.connection) return this.options.connection(identity.agentId, events);
-    return new GatewayConnection({
-      baseUrl: this.gateway,
-      apiKey: this.options.apiKey,
-      agentId: identity.agentId,
-      ...(this.options.reconnect ? { reconnect: this.options.reconnect } : {}),
-      ...(this.options.submitRetry ? { submitRetry: this.options.submitRetry } : {}),
-      maxAckPending: maxAckPendingOf(this.options),
-      consume: this.options.consume ?? "all",
-      events,
-    });
-  }
-
-  /** Where this agent's state is kept (undefined with `state: false`). */
-  private stateRoot(): string | undefined {
-    return this.options.state === false ? undefined : resolveStateRoot(this.options.state?.root);
-  }
-
-  private createCore(
-    identity: PrivateIdentity,
-    connection: AgentConnection,
-    audit: AgentAudit | undefined,
-    root: string | undefined,
-  ): AgentCore {
-    const { options } = this;
-    const settings = agentCoreSettings(options, identity);
-    return new AgentCore({
-      identity,
-      settings,
-      http: this.http,
-      connection,
-      trust: this.trustLedger,
-      audit,
-      handshakeStore: root === undefined ? undefined : new HandshakeStore(root, identity.agentId),
-      ledger: new DeliveryLedger({
-        retentionMs: settings.replayWindowMs,
-        ...(root === undefined ? {} : { persist: { root, agentId: identity.agentId } }),
-        ...(options.handledStore ? { store: options.handledStore } : {}),
-      }),
-      handlers: this.handlers,
-      emit: this.emit,
-      health: this.health,
-    });
   }
 }
