@@ -17,7 +17,8 @@ import { type DashboardOptions, dashboardExtension } from "./extensions/dashboar
 import { federationExtension, type FederationOptions } from "./extensions/federation/extension.js";
 import { mcpEndpointExtension } from "./extensions/mcp-endpoint/extension.js";
 import type { GatewayExtension } from "./gateway/extension.js";
-import { type Gateway, type GatewayOptions, startGateway } from "./gateway/gateway.js";
+import { startGateway } from "./gateway/gateway.js";
+import type { Gateway, GatewayOptions } from "./gateway/gateway-options.js";
 
 export {
   type A2AInboundExtension,

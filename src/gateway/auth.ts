@@ -1,5 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
+import type { Broker } from "../broker/index.js";
 
 /**
  * API keys: `acp_` + 32 random bytes (base64url). High entropy, so a single SHA-256 is a sound
@@ -74,4 +75,32 @@ export function credentialOf(headers: IncomingHttpHeaders): string | undefined {
     if (match) return match[1];
   }
   return undefined;
+}
+
+/** The admin token the operator configured (option, else `ACP_ADMIN_TOKEN`), refused if weak. */
+export function configuredAdminToken(option: string | undefined): string | undefined {
+  const [token, source] =
+    option !== undefined
+      ? [option, "the adminToken option"]
+      : [process.env.ACP_ADMIN_TOKEN, "ACP_ADMIN_TOKEN"];
+  if (!token) return undefined;
+  checkAdminTokenStrength(token, source);
+  return token;
+}
+
+/** The admin token: configured, else the stored hash, else a new one generated (and stored hashed). */
+export async function resolveAdminToken(broker: Broker, configured: string | undefined) {
+  if (configured) return { token: configured, hash: hashSecret(configured), created: false };
+  const config = broker.kv<{ adminTokenHash: string }>("config");
+  const existing = await config.get("admin");
+  if (existing) return { token: undefined, hash: existing.value.adminTokenHash, created: false };
+  const token = newAdminToken();
+  try {
+    await config.create("admin", { adminTokenHash: hashSecret(token) });
+    return { token, hash: hashSecret(token), created: true };
+  } catch {
+    // Another gateway on the same NATS created it first.
+    const winner = await config.get("admin");
+    return { token: undefined, hash: winner?.value.adminTokenHash ?? hashSecret(token), created: false };
+  }
 }

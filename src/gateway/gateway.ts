@@ -4,19 +4,18 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import pino, { type Logger } from "pino";
 import { brokerToAcp } from "../broker/errors.js";
-import type { Broker, DeliveryOptions, NatsConnectionOptions } from "../broker/index.js";
 import { openBroker } from "../broker/open.js";
 import { OutboundPolicy } from "../http/outbound.js";
 import { createListener, Router, requestUrl, sendError } from "../http/server.js";
 import { describeNarrowed, ensurePrivateDir, type ModeNarrowed } from "../jsonl/private-files.js";
 import { AcpError } from "../protocol/index.js";
 import { PHOENIX_SOCKET_PATH, WS_PATH } from "../wire/api.js";
-import { type ProtocolVersionEntry, ProtocolVersions } from "../wire/versions.js";
+import { ProtocolVersions } from "../wire/versions.js";
 import { GatewayAddress } from "./address.js";
-import { checkAdminTokenStrength, hashSecret, newAdminToken } from "./auth.js";
+import { configuredAdminToken, resolveAdminToken } from "./auth.js";
 import type { GatewayContext } from "./context.js";
 import { Credentials } from "./credentials.js";
-import type { GatewayExtension } from "./extension.js";
+import type { Gateway, GatewayOptions } from "./gateway-options.js";
 import { HandshakeGate } from "./handshake-gate.js";
 import { GatewayHealth } from "./health.js";
 import { DEFAULT_SHUTDOWN_GRACE_MS, InFlightRequests } from "./in-flight.js";
@@ -25,8 +24,8 @@ import { OpenedByKey } from "./opened-by-key.js";
 import { PhoenixChannels } from "./phoenix.js";
 import { PresenceTracker } from "./presence.js";
 import { PrincipalStore } from "./principals.js";
-import { brokerQuotasOf, type GatewayQuotas, resolveGatewayQuotas } from "./quotas.js";
-import { FailedCredentialLimiter, type FailedCredentialLimits, RateLimiter } from "./rate-limit.js";
+import { brokerQuotasOf, resolveGatewayQuotas } from "./quotas.js";
+import { FailedCredentialLimiter, RateLimiter } from "./rate-limit.js";
 import { Registry } from "./registry.js";
 import { Relay } from "./relay.js";
 import { RelayAudit } from "./relay-audit.js";
@@ -36,104 +35,6 @@ import { messageRoutes } from "./routes/messages.js";
 import { StorageFloor } from "./storage-floor.js";
 import { DEFAULT_MAX_SUBMITS_IN_PROGRESS } from "./submit-intake.js";
 import { WsHub } from "./ws.js";
-
-export interface GatewayOptions {
-  host?: string;
-  /** 0 picks a free port. Default 8080. */
-  port?: number;
-  /**
-   * Data directory (default `./.acp`): the embedded broker's database, and with either broker this
-   * gateway's relay audit log (one writer per log: give each gateway its own).
-   */
-  data?: string;
-  nats?: NatsConnectionOptions;
-  /** PEM file paths; TLS 1.2 minimum, 1.3 preferred. */
-  tls?: { cert: string; key: string };
-  /** Allow plain HTTP on a non-loopback address. */
-  insecure?: boolean;
-  /**
-   * Private addresses the gateway may call at URLs others supply (A2A push notifications, A2A
-   * agent cards and endpoints, webhooks): `true` for loopback, private, CGNAT, benchmarking and
-   * unique-local ones, or a list of ranges (`10.1.0.0/16`, `fd00::/8`, `192.0.2.7`). Default none
-   * (docs/security.md, "Outbound URLs").
-   */
-  allowPrivateUrls?: boolean | string[];
-  /**
-   * The gateway's URL as its clients see it (behind a proxy: `https://acp.example.com`), for the URLs
-   * it gives out (A2A agent cards). Default: the address it listens on. Never taken from a request.
-   */
-  publicUrl?: string;
-  /**
-   * Browser origins, besides the gateway's own, allowed to call `/mcp` (`https://app.example.com`).
-   * A request with any other `Origin` is refused with 403 (docs/security.md, "Browser origins").
-   */
-  allowedOrigins?: string[];
-  /** Use this admin token instead of the stored/generated one (also `ACP_ADMIN_TOKEN`). */
-  adminToken?: string;
-  limits?: {
-    maxEnvelopeBytes?: number;
-    ratePerSecond?: number;
-    burst?: number;
-    /** Bytes waiting in one agent socket past which it gets no more deliveries until it drains. Default 1 MiB. */
-    socketBufferBytes?: number;
-    /** Bytes waiting in all agent sockets together past which no socket with a backlog gets more. Default 64 MiB. */
-    outboundBufferBytes?: number;
-    /** Wrong credentials (API keys, principal tokens, the admin token) per source address. */
-    failedCredentials?: FailedCredentialLimits;
-    /** WebSocket connections still authenticating, gateway-wide; past it an upgrade gets 503. Default 1,024. */
-    maxUnauthenticatedSockets?: number;
-    /** WebSockets of one agent at this gateway; the next is refused with 4409. Default 64. */
-    maxSocketsPerAgent?: number;
-  };
-  /** What one agent may make the gateway store, and the storage floor (defaults: DEFAULT_QUOTAS). */
-  quotas?: GatewayQuotas;
-  delivery?: DeliveryOptions;
-  retentionMs?: number;
-  heartbeatMs?: number;
-  /**
-   * WebSocket submissions in progress (received, not yet answered) gateway-wide past which a
-   * connection that submits is not read until they halve (backpressure when the broker falls
-   * behind). Default 2,048.
-   */
-  maxSubmitsInProgress?: number;
-  /**
-   * How long `close` lets HTTP requests in progress finish before it cuts them off (a client that
-   * stopped mid-body, an A2A call waiting for an agent). Default 10 s.
-   */
-  shutdownGraceMs?: number;
-  /** Allowed clock skew of message timestamps, ms (default 5 minutes). */
-  skewMs?: number;
-  /**
-   * The protocol versions this gateway speaks, current, deprecated (with a sunset) or retired.
-   * Default: this release's table (`PROTOCOL_VERSIONS`, src/wire/versions.ts).
-   */
-  protocolVersions?: readonly ProtocolVersionEntry[];
-  /** Keep the relay audit log under `<data>/relay-audit` (default true). */
-  audit?: boolean;
-  logger?: Logger;
-  /**
-   * Server-side features mounted on the core (dashboard, collaboration, the MCP endpoint…), in this
-   * order; `startDefaultGateway` (src/server.ts) mounts the standard set.
-   */
-  extensions?: GatewayExtension[];
-}
-
-/** A running gateway, as `startGateway` returns it. */
-export interface Gateway {
-  /** The REST API's base address (`http://host:port`, or `https://` with TLS). */
-  url: string;
-  /** The agents' WebSocket address. */
-  wsUrl: string;
-  /** The admin token when it was configured or generated by this start; undefined if only its hash is stored. */
-  adminToken: string | undefined;
-  /** True when this start generated (and should print) a new admin token. */
-  adminTokenCreated: boolean;
-  broker: Broker;
-  /** What the extensions were given: the registry, the broker, the relay, metrics, … */
-  context: GatewayContext;
-  /** Stops listening, closes the sockets and the extensions, then the broker (pending writes flushed). */
-  close(): Promise<void>;
-}
 
 /**
  * The data directory holds message bodies, audit logs and keys: 0700 whatever the umask (everything
@@ -153,34 +54,6 @@ function preparePrivateDataDir(data: string, logger: Logger): void {
 const AGENT_MAX_IN_FLIGHT = 256;
 
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
-
-/** The admin token the operator configured (option, else `ACP_ADMIN_TOKEN`), refused if weak. */
-function configuredAdminToken(option: string | undefined): string | undefined {
-  const [token, source] =
-    option !== undefined
-      ? [option, "the adminToken option"]
-      : [process.env.ACP_ADMIN_TOKEN, "ACP_ADMIN_TOKEN"];
-  if (!token) return undefined;
-  checkAdminTokenStrength(token, source);
-  return token;
-}
-
-/** The admin token: configured, else the stored hash, else a new one generated (and stored hashed). */
-async function resolveAdminToken(broker: Broker, configured: string | undefined) {
-  if (configured) return { token: configured, hash: hashSecret(configured), created: false };
-  const config = broker.kv<{ adminTokenHash: string }>("config");
-  const existing = await config.get("admin");
-  if (existing) return { token: undefined, hash: existing.value.adminTokenHash, created: false };
-  const token = newAdminToken();
-  try {
-    await config.create("admin", { adminTokenHash: hashSecret(token) });
-    return { token, hash: hashSecret(token), created: true };
-  } catch {
-    // Another gateway on the same NATS created it first.
-    const winner = await config.get("admin");
-    return { token: undefined, hash: winner?.value.adminTokenHash ?? hashSecret(token), created: false };
-  }
-}
 
 /**
  * Starts the gateway core on the broker `options` choose (embedded SQLite in `options.data` by

@@ -56,7 +56,8 @@ export type { GatewayContext } from "./context.js";
 export { announceDeprecation, authenticate, authenticateAgent, requireAdmin } from "./context.js";
 export { type Caller, type CallerKind, Credentials } from "./credentials.js";
 export type { ExtensionHooks, GatewayExtension } from "./extension.js";
-export { type Gateway, type GatewayOptions, startGateway } from "./gateway.js";
+export { startGateway } from "./gateway.js";
+export type { Gateway, GatewayOptions } from "./gateway-options.js";
 export type { HealthReport } from "./health.js";
 export { Metrics } from "./metrics.js";
 export {
