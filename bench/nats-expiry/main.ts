@@ -1,0 +1,112 @@
+/**
+ * `npm run bench -- nats-expiry`: what a lower `max_age` costs nats-server on a stream shaped like
+ * the gateway's inbox stream (one durable consumer per agent, each filtered to its agent's subject).
+ * The stream holds NATS_EXPIRY_MESSAGES 1 KB messages (default 20,000) spread over the consumers; its
+ * max_age is then lowered so that all of them are due. nats-server 2.9 expires them inside the update
+ * request, one message at a time, telling every consumer of the stream about each removal: the
+ * update's answer time is the expiry's length. Meanwhile one publisher sends a message every 5 ms:
+ * the longest it waited is how long the stream took no new message. Each consumer count in
+ * NATS_EXPIRY_CONSUMERS (default 1,10,100,1000) gets its own nats-server.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { AckPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { connect, nanos } from "@nats-io/transport-node";
+import { findNatsServer, startNatsServer, stopChild } from "../gateway/processes.js";
+
+const MESSAGES = Number(process.env.NATS_EXPIRY_MESSAGES ?? 20_000);
+const CONSUMERS = (process.env.NATS_EXPIRY_CONSUMERS ?? "1,10,100,1000").split(",").map(Number);
+const DAY_MS = 24 * 3_600_000;
+/** The answer to the update comes after the expiry: far longer than a request's usual 5 s. */
+const TIMEOUT_MS = 30 * 60_000;
+
+interface Expiry {
+  consumers: number;
+  expiryMs: number;
+  longestPublishMs: number;
+  left: number;
+}
+
+async function expire(binary: string, consumers: number): Promise<Expiry> {
+  const dir = mkdtempSync(join(tmpdir(), "acp-bench-nats-expiry-"));
+  const nats = await startNatsServer(binary, dir);
+  const nc = await connect({ servers: nats.url });
+  try {
+    const jsm = await jetstreamManager(nc, { timeout: TIMEOUT_MS });
+    const js = jetstream(nc, { timeout: TIMEOUT_MS });
+    await jsm.streams.add({
+      name: "INBOX",
+      subjects: ["agent.*.inbox"],
+      max_age: nanos(7 * DAY_MS),
+      duplicate_window: nanos(10 * 60_000),
+    });
+    for (let c = 0; c < consumers; c++)
+      await jsm.consumers.add("INBOX", {
+        durable_name: `agent-${c}`,
+        filter_subject: `agent.${c}.inbox`,
+        ack_policy: AckPolicy.Explicit,
+      });
+    const body = new Uint8Array(1024);
+    for (let sent = 0; sent < MESSAGES; sent += 500) {
+      const batch = [];
+      for (let i = sent; i < Math.min(MESSAGES, sent + 500); i++)
+        batch.push(js.publish(`agent.${i % consumers}.inbox`, body));
+      await Promise.all(batch);
+    }
+    // Old enough to be due at a max_age of one second.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    let longestPublishMs = 0;
+    let publishing = true;
+    const publisher = (async () => {
+      while (publishing) {
+        const started = performance.now();
+        await js.publish("agent.0.inbox", body);
+        longestPublishMs = Math.max(longestPublishMs, performance.now() - started);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    })();
+    const { config } = await jsm.streams.info("INBOX");
+    const started = performance.now();
+    await jsm.streams.update("INBOX", { ...config, max_age: nanos(1_000), duplicate_window: nanos(1_000) });
+    const expiryMs = performance.now() - started;
+    publishing = false;
+    await publisher;
+    const left = (await jsm.streams.info("INBOX")).state.messages;
+    return { consumers, expiryMs, longestPublishMs, left };
+  } finally {
+    await nc.close();
+    await stopChild(nats.child, 30_000);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function main(): Promise<void> {
+  const binary = findNatsServer();
+  if (!binary) throw new Error("nats-server is not installed");
+  console.log(
+    `expiring ${MESSAGES.toLocaleString("en-US")} messages of 1 KB by lowering max_age (load average ${loadavg()[0]?.toFixed(1)})`,
+  );
+  console.log("| consumers | expiry (inside the update) | per message | longest publish meanwhile |");
+  console.log("| ---: | ---: | ---: | ---: |");
+  for (const consumers of CONSUMERS) {
+    const { expiryMs, longestPublishMs, left } = await expire(binary, consumers);
+    if (left > MESSAGES / 10) throw new Error(`${left} messages left after the expiry`);
+    console.log(
+      `| ${consumers.toLocaleString("en-US")} | ${(expiryMs / 1000).toFixed(2)} s | ${((1000 * expiryMs) / MESSAGES).toFixed(0)} µs | ${(longestPublishMs / 1000).toFixed(2)} s |`,
+    );
+  }
+  console.log(
+    `load average at the end ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(" ")}`,
+  );
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);
