@@ -49,7 +49,7 @@ export const mutationModules = {
     tests: [
       "test/broker/nats.test.ts",
       "test/broker/nats-operations.test.ts",
-      "test/broker/nats-dedupe.test.ts",
+      "test/broker/nats-exactly-once.test.ts",
     ],
     testNames: [
       "persists the message as queued",
@@ -71,11 +71,13 @@ export const mutationModules = {
       "routes an answer to its request's reply route",
       "refuses past a recipient's pending messages",
       "a routed delivery given back goes to the queue",
-      // nats-dedupe.test.ts: what JetStream's dedupe leaves to the submit.
+      // nats-exactly-once.test.ts: what JetStream's dedupe leaves to the submit…
       "inside the window is stored once",
       "stopped before its status record",
       "wrote its record before the submit",
       "payload limit from the server",
+      // …and settling through the ack subject of another gateway's delivery.
+      "holding gateway's",
     ].join("|"),
   },
   // Its own tests drive it through a gateway the test plays at the socket (milliseconds each): the

@@ -142,9 +142,24 @@ export class StatusStore {
   ): Promise<R> {
     const key = refKey(message);
     let current: Versioned<StatusDoc> | null | undefined = this.recent.get(key);
+    let cached = current !== undefined;
     for (let attempt = 0; attempt < MAX_CAS_ATTEMPTS; attempt++) {
-      if (current === undefined) current = await this.read(message);
-      const { next, result } = decide(current);
+      if (current === undefined) {
+        current = await this.read(message);
+        cached = false;
+      }
+      let decision: Decision<R>;
+      try {
+        decision = decide(current);
+      } catch (error) {
+        // Refused on the copy this process wrote last: another instance may have moved the record
+        // on since (delivered it, say), so decide again on what is stored.
+        if (!cached) throw error;
+        this.recent.delete(key);
+        current = undefined;
+        continue;
+      }
+      const { next, result } = decision;
       if (!next) return result;
       try {
         this.remember(next, await this.write(next, current?.revision ?? 0));

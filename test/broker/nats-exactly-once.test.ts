@@ -2,23 +2,20 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterEach, expect, it } from "vitest";
-import { type Broker, openBroker, type SubmitInput } from "../../src/broker/index.js";
-import {
-  Header,
-  INBOX_STREAM,
-  INDEX_STREAM,
-  inboxSubject,
-  STATUS_BUCKET,
-} from "../../src/broker/nats/layout.js";
+import { type Broker, openBroker } from "../../src/broker/index.js";
+import { consumerName, INBOX_STREAM, INDEX_STREAM, STATUS_BUCKET } from "../../src/broker/nats/layout.js";
 import { maxEnvelopeBytes } from "../../src/broker/nats/submission.js";
 import { messageKey } from "../../src/broker/validation.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
-import { deliveredBefore, message, reader } from "./support.js";
+import { deliveredBefore, eventually, message, reader, sleep } from "./support.js";
 
 /**
- * Exactly once on NATS where JetStream's own dedupe does not decide alone: a submit that stopped
+ * Exactly once on NATS where JetStream's own dedupe does not decide alone (a submit that stopped
  * between its publish and its status record, a record the recipient's inbox wrote first, the index
- * entry's dedupe, and the payload limit the server announces.
+ * entry's dedupe, the payload limit the server announces), and settling at another gateway than
+ * the one whose consumer holds the delivery: the status record decides, and JetStream hears of it
+ * through the ack subject recorded at delivery (`+WPI` restarts its ack wait, `+TERM` ends it), as
+ * operators watching its advisories see it.
  */
 const startNats = useNatsServer();
 const opened: Broker[] = [];
@@ -28,8 +25,8 @@ afterEach(async () => {
   await Promise.all(connections.splice(0).map((nc) => nc.close().catch(() => undefined)));
 });
 
-async function open(servers: string): Promise<Broker> {
-  const broker = await openBroker({ nats: { servers }, delivery: { ackWaitMs: 5_000 } });
+async function open(servers: string, ackWaitMs = 5_000): Promise<Broker> {
+  const broker = await openBroker({ nats: { servers }, delivery: { ackWaitMs } });
   opened.push(broker);
   return broker;
 }
@@ -43,6 +40,19 @@ async function client(servers: string): Promise<NatsConnection> {
 
 async function streamMessages(nc: NatsConnection, stream: string): Promise<number> {
   return (await (await jetstreamManager(nc)).streams.info(stream)).state.messages;
+}
+
+/** JetStream's advisories of `kind` (e.g. MSG_TERMINATED) on bob's consumer: their stream sequences. */
+async function advisories(servers: string, kind: string): Promise<number[]> {
+  const nc = await client(servers);
+  const seen: number[] = [];
+  nc.subscribe(`$JS.EVENT.ADVISORY.CONSUMER.${kind}.${INBOX_STREAM}.${consumerName("bob")}`, {
+    callback: (_error, msg) => {
+      seen.push(msg.json<{ stream_seq: number }>().stream_seq);
+    },
+  });
+  await nc.flush();
+  return seen;
 }
 
 describeWithNats("NATS broker: duplicates and records", () => {
@@ -104,5 +114,40 @@ describeWithNats("NATS broker: duplicates and records", () => {
     const broker = await open(server.url);
     expect(broker.maxEnvelopeBytes).toBe(262_144 - 1_024);
     expect(maxEnvelopeBytes(undefined)).toBe(1_048_576 - 1_024);
+  });
+});
+
+describeWithNats("NATS broker: settling at another gateway", () => {
+  it("restarts the holding gateway's ack wait from another gateway, and only while it is asked to", async () => {
+    const server = await startNats();
+    const holder = await open(server.url, 500);
+    const other = await open(server.url, 500);
+    const inbox = reader(await holder.openInbox("bob"));
+    const input = message("alice", "bob");
+    await other.submit(input);
+    expect(await inbox.next()).toMatchObject({ id: input.id, attempt: 1 });
+    // Three ack waits long, the recipient says it is working, through the other gateway.
+    for (let i = 0; i < 6; i++) {
+      await other.working("bob", input);
+      await sleep(250);
+    }
+    expect(await other.status(input)).toMatchObject({ status: "delivered", retryCount: 0 });
+    // Then it stops: JetStream's ack wait runs out and the holder delivers it again.
+    expect(await inbox.next(5_000)).toMatchObject({ id: input.id, attempt: 2 });
+  });
+
+  it("terminates the holding gateway's JetStream delivery when another gateway rejects it", async () => {
+    const server = await startNats();
+    const holder = await open(server.url, 30_000);
+    const other = await open(server.url, 30_000);
+    const terminated = await advisories(server.url, "MSG_TERMINATED");
+    const inbox = reader(await holder.openInbox("bob"));
+    const input = message("alice", "bob");
+    await other.submit(input);
+    await inbox.next();
+    await other.reject("bob", input, "cannot do that");
+    expect(await holder.status(input)).toMatchObject({ status: "failed" });
+    // Well within the 30 s ack wait: told through the ack subject, not by a redelivery found settled.
+    await eventually(async () => expect(terminated).toEqual([1]), 5_000);
   });
 });
