@@ -19,13 +19,20 @@ import {
   buildResponse,
   signMessage,
 } from "../../src/protocol/index.js";
+import { peerInbox } from "../../src/extensions/federation/directory.js";
 import { MAX_JSON_DEPTH } from "../../src/http/server.js";
-import { organization, removeOrganization, startFederatedGateway } from "../helpers/federation.js";
+import {
+  organization,
+  removeOrganization,
+  startFederatedGateway,
+  useOrganizations,
+} from "../helpers/federation.js";
 import { api, FrameClient, type TestAgent, type TestGateway, startTestGateway } from "../helpers/gateway.js";
 import { scrapeMetrics } from "../helpers/metrics.js";
 import { handshake, receive, submit } from "../helpers/messaging.js";
 
 const gateways: TestGateway[] = [];
+const organizations = useOrganizations();
 afterEach(async () => {
   for (const gw of gateways.splice(0)) await gw.close();
 });
@@ -272,6 +279,11 @@ describe("the relay", () => {
     expect(await gw.gateway.broker.get({ from: "agent-alpha", id: result.id })).toMatchObject({
       to: "agent-beta",
     });
+    // A local id is still the local agent, named by its own id.
+    const local = await send(buildAnnounce(alpha.sender, "agent-beta", announceBody));
+    expect(await gw.gateway.broker.get({ from: "agent-alpha", id: local.id })).toMatchObject({
+      to: "agent-beta",
+    });
     // Named by its address, the recipient is told who wrote in the same terms.
     await expect(
       send(buildAnnounce(alpha.sender, "agent-beta@here.test", announceBody)),
@@ -303,6 +315,25 @@ describe("the relay", () => {
     });
   });
 
+  it("queues a message for an agent of a peer domain in that domain's outbound queue, checked against its home directory", async () => {
+    const { a, b } = await organizations.linkedPair();
+    const alpha = await a.register("agent-alpha");
+    await b.register("agent-beta");
+    const sender = (await a.gateway.context.registry.resolve("agent-alpha")) as ResolvedAgent;
+    const qualified = {
+      ...alpha.sender,
+      agentId: "agent-alpha@a.test",
+      principalId: "principal-of-agent-alpha@a.test",
+    };
+    const text = JSON.stringify(
+      signMessage(buildAnnounce(qualified, "agent-beta@b.test", announceBody), alpha.signer),
+    );
+    const result = await a.gateway.context.relay.submit(sender, text, text.length);
+    expect(await a.gateway.broker.get({ from: "agent-alpha", id: result.id })).toMatchObject({
+      to: peerInbox("b.test"),
+    });
+  });
+
   it("asks for the same again when the broker knows a resubmitted id but cannot read its envelope back", async () => {
     const { gw, alpha, beta, send } = await open();
     await handshake(gw, alpha, beta);
@@ -318,6 +349,12 @@ describe("the relay", () => {
     await expect(send(message)).rejects.toMatchObject({
       kind: "StorageUnavailable",
       message: `message-id ${first.id} is stored, but its envelope could not be read back to compare; resubmit`,
+      data: { messageId: first.id },
+    });
+    // Nor when it has not even the record yet.
+    lagging.mockImplementationOnce(async () => null);
+    await expect(send(message)).rejects.toMatchObject({
+      kind: "StorageUnavailable",
       data: { messageId: first.id },
     });
     lagging.mockRestore();
@@ -397,9 +434,9 @@ describe("the relay", () => {
     });
     const verified = text(buildNotification(alpha.sender, "agent-beta", { n: 2 }));
     await relay.submit(sender, verified, verified.length);
-    expect(accepted.map((a) => [bodyOf(a.message), a.verifiedKid, a.to])).toEqual([
-      [{ n: 1 }, undefined, "agent-beta"],
-      [{ n: 2 }, sender.kid, "agent-beta"],
+    expect(accepted.map((a) => [a.id, bodyOf(a.message), a.verifiedKid, a.to])).toEqual([
+      [JSON.parse(here).params.headers["message-id"], { n: 1 }, undefined, "agent-beta"],
+      [JSON.parse(verified).params.headers["message-id"], { n: 2 }, sender.kid, "agent-beta"],
     ]);
     expect(await accepted[0]?.stored).toMatchObject({ duplicate: false });
 
@@ -426,6 +463,36 @@ describe("the relay", () => {
       message: "agent agent-alpha was revoked (or its signing key replaced) after this connection signed in",
       data: {
         problems: [{ path: "/params/headers/agent-id", message: "no longer a live registered agent" }],
+      },
+    });
+  });
+
+  it("judges freshness by the gateway's configured clock skew", async () => {
+    const { gw, alpha, beta, send } = await open({ skewMs: 60_000 });
+    await handshake(gw, alpha, beta);
+    const twoMinutesAgo = new Date(Date.now() - 2 * 60_000);
+    await expect(
+      send(buildNotification(alpha.sender, "agent-beta", {}, { now: twoMinutesAgo })),
+    ).rejects.toMatchObject({ kind: "StaleTimestamp" });
+    await expect(send(buildNotification(alpha.sender, "agent-beta", {}))).resolves.toMatchObject({
+      duplicate: false,
+    });
+  });
+
+  it("validates what a relayed envelope needs: a signature and its routing headers", async () => {
+    const { gw, alpha, beta, relay, sender, send } = await open();
+    await handshake(gw, alpha, beta);
+    const unsigned = JSON.stringify(buildNotification(alpha.sender, "agent-beta", {}));
+    await expect(relay.submit(sender, unsigned, unsigned.length)).rejects.toMatchObject({
+      kind: "SignatureMissing",
+      data: { problems: [{ path: "/signature", message: "every relayed message must be signed" }] },
+    });
+    const unnamed = buildNotification(alpha.sender, "agent-beta", {});
+    delete (unnamed.params.headers as Record<string, unknown>)["message-id"];
+    await expect(send(unnamed)).rejects.toMatchObject({
+      kind: "InvalidParams",
+      data: {
+        problems: [{ path: "/params/headers/message-id", message: "is required on a relayed envelope" }],
       },
     });
   });

@@ -3,6 +3,7 @@ import type { ServerFrame } from "../../src/gateway/index.js";
 import {
   buildAnnounce,
   buildCapabilities,
+  buildErrorResponse,
   buildHandoff,
   buildNotification,
   buildRequest,
@@ -141,6 +142,11 @@ export function severalSocketsSuite(makePair: () => Promise<GatewayPair>): void 
     });
     expect((await submit(pair.a, alpha, progress)).status).toBe(202);
     expect((await oneShot.next("new_message")).id).toBe(progress.params.headers["message-id"]);
+    // A refusal answers as a response does.
+    const refused = buildErrorResponse(alpha.sender, request, { code: -32021, message: "not allowed" });
+    const sent = await submit(pair.a, alpha, refused);
+    expect(sent.status).toBe(202);
+    expect((await oneShot.next("new_message")).id).toBe(sent.json.id);
     expect(await deliveredBefore(receiving, pair.a, alpha, "agent-beta")).toEqual([]);
   });
 
@@ -178,6 +184,11 @@ export function severalSocketsSuite(makePair: () => Promise<GatewayPair>): void 
     expect(got.map((f) => f.method)).toEqual(["agent.announce", "agent.capabilities"]);
     await receive(receiving, 2); // alpha's handshake from before, and nothing of carol's
     expect(receiving.pending().filter((f) => f.type === "new_message")).toEqual([]);
+    // carol announcing afresh starts a handshake of her own: it goes to beta's queue.
+    const fresh = buildAnnounce(carol.sender, "agent-beta", { capabilities: [], purpose: "again" });
+    await submitVia(carolSocket, carol, fresh, 4);
+    expect((await receiving.next("new_message")).id).toBe(fresh.params.headers["message-id"]);
+    expect(oneShot.pending().filter((f) => f.type === "new_message")).toEqual([]);
   });
 
   it("nothing waits for no one: with only a replies-only socket the queue stays, for the first receiving one", async () => {
