@@ -44,7 +44,7 @@ export interface RelayOptions {
    */
   handshakeBytes: number;
   /** Refuses new submissions while storage is below its floor. */
-  storage?: StorageFloor;
+  storage: StorageFloor;
 }
 
 /**
@@ -264,7 +264,7 @@ export class Relay {
       );
     }
     this.limiter.take(sender.record.agentId);
-    this.options.storage?.check();
+    this.options.storage.check();
     const parsed = typeof input === "string" ? parseMessageText(input) : input;
     refuseDeepNesting(parsed, "message");
     const message = validateMessage(parsed, { envelope: true });
