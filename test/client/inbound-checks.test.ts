@@ -63,11 +63,14 @@ describe("an agent refuses a delivery that fails its end-to-end checks", () => {
   }
 
   it("refuses a message signed for another agent", async () => {
+    const trust = t.bob.trust("alice-assistant");
     const frame = t.gw.deliver("bob-assistant", notification(t.a, "carol-assistant"));
     expect(await rejected(frame.id)).toBe(
       `${ErrorCode.Misrouted} addressed to carol-assistant, not bob-assistant`,
     );
     expect(kinds(t.errors)).toEqual(["Misrouted"]);
+    // Only a bad signature counts against the sender's trust.
+    expect(t.bob.trust("alice-assistant")?.observations).toEqual(trust?.observations);
     await stillHealthy();
     // Only a failed signature or handshake step is a verify step of the audit log.
     expect(await refusalsAudited()).toEqual([]);
@@ -145,6 +148,35 @@ describe("an agent refuses a delivery that fails its end-to-end checks", () => {
     expect(await rejected(frame.id, via)).toMatch(new RegExp(`^${ErrorCode.SignatureInvalid} `));
     expect(t.errors[0]?.message).toMatch(new RegExp(`^refused ${frame.id} from alice-assistant: `));
     expect(t.bob.trust("alice-assistant")?.score).toBeLessThan(before);
+  });
+
+  it("blames the sender the gateway names for a message that does not verify", async () => {
+    const before = t.bob.trust("alice-assistant");
+    const frame = t.gw.deliver("bob-assistant", tampered(notification(t.a, "bob-assistant")), {
+      from: "carol-assistant",
+    });
+    expect(await rejected(frame.id, "carol-assistant")).toMatch(
+      new RegExp(`^${ErrorCode.SignatureInvalid} `),
+    );
+    expect(t.errors[0]?.message).toMatch(new RegExp(`^refused ${frame.id} from carol-assistant: `));
+    expect(t.bob.trust("alice-assistant")).toEqual(before);
+  });
+
+  it("names the gateway's sender when a message of another domain carries no headers", async () => {
+    const via = `_at_${"cd".repeat(20)}`;
+    const envelope = { jsonrpc: "2.0", id: 1, error: { code: -32600, message: "no headers" } };
+    const frame = t.gw.deliver("bob-assistant", envelope, { id: newMessageId(), from: via });
+    expect(await rejected(frame.id, via)).toMatch(/^-32\d+ /);
+    expect(t.errors[0]?.message).toMatch(new RegExp(`^refused ${frame.id} from ${via}: `));
+  });
+
+  it("refuses, as an internal error, a message the registry lookup failed for with no status", async () => {
+    const carol = t.gw.register("carol-assistant", "carol");
+    t.gw.directory.failing = new Error("directory bug");
+    const frame = t.gw.deliver("bob-assistant", notification(carol, "bob-assistant"));
+    expect(await rejected(frame.id, "carol-assistant")).toBe(`${ErrorCode.InternalError} directory bug`);
+    expect(kinds(t.errors)).toEqual(["InternalError"]);
+    expect(t.degraded).toEqual([]);
   });
 
   it("refuses a message from an agent the registry does not know", async () => {

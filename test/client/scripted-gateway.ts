@@ -69,6 +69,8 @@ export interface ScriptedGateway {
   sentBy(agentId: string): ClientFrame[];
   /** Resolves with `agentId`'s `acknowledge` or `reject` of delivery `id`. */
   settled(agentId: string, id: string): Promise<ClientFrame>;
+  /** Resolves when `agentId`'s current socket closes. */
+  closedSocket(agentId: string): Promise<void>;
   /** Ends `agentId`'s socket, as a gateway that restarts does; the agent reconnects. */
   disconnect(agentId: string): void;
   /** The envelopes `agentId` submitted, in order. */
@@ -232,6 +234,12 @@ export async function startScriptedGateway(options: { ackWaitMs?: number } = {})
         };
         listeners.add(check);
         check();
+      }),
+    closedSocket: (agentId) =>
+      new Promise((resolve) => {
+        const socket = sockets.get(agentId);
+        if (!socket) resolve();
+        else socket.once("close", () => resolve());
       }),
     disconnect(agentId) {
       sockets.get(agentId)?.terminate();
