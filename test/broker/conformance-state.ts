@@ -28,6 +28,7 @@ export function stateConformance(ctx: SuiteContext): void {
       expect(await ids({ participant: "alice", from: "alice" })).toEqual([ab1.id, ab2.id, aa.id]);
       expect(await ids({ participant: "alice", to: "alice" })).toEqual([ba.id, aa.id]);
       expect(await ids({ participant: "bob", from: "alice", to: "bob" })).toEqual([ab1.id, ab2.id]);
+      expect(await ids({ participant: "alice", from: "alice", to: "bob" })).toEqual([ab1.id, ab2.id]);
       expect(await ids({ participant: "alice", kind: "request" })).toEqual([ab1.id]);
       expect(await ids({ participant: "alice", method: "agent.response" })).toEqual([ba.id]);
       expect(await ids({ participant: "bob", status: "acknowledged" })).toEqual([ab2.id]);
