@@ -76,6 +76,8 @@ export const mutationModules = {
       "stopped before its status record",
       "wrote its record before the submit",
       "payload limit from the server",
+      "not an ACP message on an agent's subject",
+      "ends a dead-lettered message at JetStream",
       // …and settling through the ack subject of another gateway's delivery.
       "holding gateway's",
     ].join("|"),

@@ -1,9 +1,15 @@
-import { jetstreamManager } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterEach, expect, it } from "vitest";
 import { type Broker, openBroker } from "../../src/broker/index.js";
-import { consumerName, INBOX_STREAM, INDEX_STREAM, STATUS_BUCKET } from "../../src/broker/nats/layout.js";
+import {
+  consumerName,
+  INBOX_STREAM,
+  INDEX_STREAM,
+  inboxSubject,
+  STATUS_BUCKET,
+} from "../../src/broker/nats/layout.js";
 import { maxEnvelopeBytes } from "../../src/broker/nats/submission.js";
 import { messageKey } from "../../src/broker/validation.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
@@ -55,7 +61,7 @@ async function advisories(servers: string, kind: string): Promise<number[]> {
   return seen;
 }
 
-describeWithNats("NATS broker: duplicates and records", () => {
+describeWithNats("NATS broker: exactly once", () => {
   it("a resubmission inside the window is stored once: one stream message, one index entry", async () => {
     const server = await startNats();
     const broker = await open(server.url);
@@ -107,6 +113,40 @@ describeWithNats("NATS broker: duplicates and records", () => {
     );
     expect(await broker.submit(input)).toEqual({ id: input.id, status: "queued", duplicate: false });
     expect(await broker.submit(input)).toEqual({ id: input.id, status: "queued", duplicate: true });
+  });
+
+  it("settles what is not an ACP message on an agent's subject, and delivers what follows it", async () => {
+    const server = await startNats();
+    const broker = await open(server.url);
+    const nc = await client(server.url);
+    await broker.submit(message("alice", "carol")); // the streams exist
+    await jetstream(nc).publish(inboxSubject("bob"), "no headers");
+    const inbox = reader(await broker.openInbox("bob"));
+    expect(await deliveredBefore(broker, inbox, "bob")).toEqual([]);
+    // Ended at JetStream, not left to come back after the ack wait.
+    const jsm = await jetstreamManager(nc);
+    await eventually(async () => {
+      const info = await jsm.consumers.info(INBOX_STREAM, consumerName("bob"));
+      expect([info.num_ack_pending, info.num_pending]).toEqual([0, 0]);
+    }, 3_000);
+  });
+
+  it("ends a dead-lettered message at JetStream: the inbox's only slot goes to the next message", async () => {
+    const server = await startNats();
+    const broker = await openBroker({
+      nats: { servers: server.url },
+      delivery: { ackWaitMs: 300, maxDeliver: 1 },
+    });
+    opened.push(broker);
+    const doomed = message("alice", "bob");
+    const next = message("alice", "bob");
+    await broker.submit(doomed);
+    await broker.submit(next);
+    const inbox = reader(await broker.openInbox("bob", { maxInFlight: 1 }));
+    expect(await inbox.next()).toMatchObject({ id: doomed.id, attempt: 1 });
+    // Not acknowledged: its one delivery's ack wait ends, JetStream sends it again, and it is dead.
+    expect(await inbox.next()).toMatchObject({ id: next.id, attempt: 1 });
+    expect(await broker.status(doomed)).toMatchObject({ status: "failed" });
   });
 
   it("takes the payload limit from the server's INFO, and nats-server's default before it", async () => {

@@ -234,14 +234,16 @@ export class NatsInbox implements Inbox {
 
   private async prepare(msg: JsMsg): Promise<Delivery | null> {
     const headers = readHeaders(msg);
+    // `term()` without a reason: nats-server before 2.10 ignores a `+TERM` that carries one, and
+    // the message would stay pending (holding one of maxInFlight's slots) and come back forever.
     if (!headers) {
-      msg.term("not an ACP message");
+      msg.term(); // not an ACP message
       return null;
     }
     const now = Date.now();
     const { policy } = this.host;
     if (now >= expiresAtMs(policy, headers.queuedAt)) {
-      msg.term("expired");
+      msg.term(); // expired
       return null;
     }
     // JetStream sent it again: any earlier hand-out of it here is over.
@@ -315,7 +317,7 @@ export class NatsInbox implements Inbox {
     }
     if (outcome === "dead" && deadLettered) this.host.pendingSettled(deadLettered);
     if (outcome === "term" || outcome === "dead") {
-      msg.term(outcome === "dead" ? "max deliveries" : "already settled");
+      msg.term(); // max deliveries, or already settled
       return null;
     }
     const wait = ackWaitFor(policy, attempt);
