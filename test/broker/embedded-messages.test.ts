@@ -5,7 +5,7 @@
  */
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import type { MessageRow } from "../../src/broker/embedded/messages.js";
 import { DATABASE_FILE, type EmbeddedBroker, openBroker, type SubmitInput } from "../../src/broker/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
@@ -142,5 +142,18 @@ describe("embedded message table", () => {
     const again = await open(data, 3_600_000);
     expect(await again.get(old)).toMatchObject({ id: old.id, status: "expired", envelope: null });
     expect(again.table.envelope(again.table.byRef(old)!.seq)).not.toBeNull(); // not swept yet
+    // Its envelope goes at the millisecond its retention ends, not one later (the clock faked).
+    const fresh = message("alice", "bob");
+    await again.submit(fresh);
+    const endsAt = again.table.byRef(fresh)!.queued_at + 3_600_000;
+    const clock = vi.spyOn(Date, "now");
+    try {
+      clock.mockReturnValue(endsAt - 1);
+      expect((await again.get(fresh))?.envelope).toBe(fresh.envelope);
+      clock.mockReturnValue(endsAt);
+      expect((await again.get(fresh))?.envelope).toBeNull();
+    } finally {
+      clock.mockRestore();
+    }
   });
 });
