@@ -12,7 +12,7 @@ import { buildNotification, signMessage } from "../../src/protocol/index.js";
 import {
   type FederatedGateway,
   handshakenAgents,
-  signedPeerRequest,
+  transferFrom,
   useOrganizations,
 } from "../helpers/federation.js";
 import { ADMIN_TOKEN, api, type TestAgent } from "../helpers/gateway.js";
@@ -80,13 +80,7 @@ describe("federation: a handoff's escrow stays on the delegator's gateway", () =
       ),
       bobReg.signer,
     );
-    const answer = await signedPeerRequest(
-      orgA,
-      orgB,
-      "POST",
-      "/transfers",
-      JSON.stringify({ messages: [JSON.stringify(intruder)] }),
-    );
+    const answer = await transferFrom(orgB, orgA, [JSON.stringify(intruder)]);
     expect(answer.json.results).toMatchObject([{ outcome: "refused", error: { code: -32016 } }]);
     expect(await alpha.handoffs.get(offered.handoffId)).toMatchObject({
       status: "offered",

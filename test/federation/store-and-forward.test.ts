@@ -8,12 +8,7 @@ import {
   signHandover,
   signMessage,
 } from "../../src/protocol/index.js";
-import {
-  handshakenAgents,
-  peerQueueDrained,
-  signedPeerRequest,
-  useOrganizations,
-} from "../helpers/federation.js";
+import { handshakenAgents, peerQueueDrained, transferFrom, useOrganizations } from "../helpers/federation.js";
 import { ADMIN_TOKEN, api, type BrokerKind } from "../helpers/gateway.js";
 import { describeWithNats } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";
@@ -186,13 +181,7 @@ describe("federation: identity lifecycle across the link", () => {
         alphaReg.signer,
       ),
     );
-    const answer = await signedPeerRequest(
-      orgB,
-      orgA,
-      "POST",
-      "/transfers",
-      JSON.stringify({ messages: [envelope] }),
-    );
+    const answer = await transferFrom(orgA, orgB, [envelope]);
     expect(answer.status).toBe(200);
     const [result] = answer.json.results as { outcome: string; error: { code: number; message: string } }[];
     expect(result?.outcome).toBe("refused");
@@ -251,13 +240,7 @@ describe("federation: identity lifecycle across the link", () => {
           alphaReg.signer,
         ),
       );
-    const answer = await signedPeerRequest(
-      orgB,
-      orgA,
-      "POST",
-      "/transfers",
-      JSON.stringify({ messages: [byOldKey(3, beforeRotation), byOldKey(4, new Date())] }),
-    );
+    const answer = await transferFrom(orgA, orgB, [byOldKey(3, beforeRotation), byOldKey(4, new Date())]);
     const [inTransit, late] = answer.json.results as { outcome: string; error?: { code: number } }[];
     expect(inTransit?.outcome).toBe("accepted");
     expect(late?.outcome).toBe("refused");

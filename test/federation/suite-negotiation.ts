@@ -14,7 +14,7 @@ import { buildNotification, createSigner, generateIdentity, signMessage } from "
 import {
   type FederatedGateway,
   type Organization,
-  signedPeerRequest,
+  transferFrom,
   useFederatedPair,
 } from "../helpers/federation.js";
 import { api, type TestAgent } from "../helpers/gateway.js";
@@ -162,13 +162,7 @@ export function negotiationAcrossTheLink(broker: "embedded" | "nats"): void {
       agreementSignature: signAgreement(agreementDocument(held, { ...entry, hash }), forger),
     };
     const envelope = JSON.stringify(signMessage(message, betaReg.signer));
-    const answer = await signedPeerRequest(
-      orgA,
-      orgB,
-      "POST",
-      "/transfers",
-      JSON.stringify({ messages: [envelope] }),
-    );
+    const answer = await transferFrom(orgB, orgA, [envelope]);
     expect(answer.status).toBe(200);
     const [result] = answer.json.results as { outcome: string; error: { message: string; data: unknown } }[];
     expect(result?.outcome, JSON.stringify(result)).toBe("refused");

@@ -294,6 +294,18 @@ export async function signedPeerRequest(
   return { status: answer.status, json: JSON.parse(answer.text) as Record<string, unknown> };
 }
 
+/**
+ * A transfer of `messages` (serialized envelopes) from `origin` to `target`'s federation listener,
+ * signed with `origin`'s gateway key: the batch a peer's forwarder posts, for tests that replay one.
+ */
+export function transferFrom(
+  origin: Organization,
+  target: Organization,
+  messages: string[],
+): Promise<{ status: number; json: Record<string, unknown> }> {
+  return signedPeerRequest(target, origin, "POST", "/transfers", JSON.stringify({ messages }));
+}
+
 export interface FederatedPair {
   orgA: Organization;
   orgB: Organization;

@@ -11,8 +11,8 @@ import { describe, expect, it } from "vitest";
 import { buildNotification, signMessage } from "../../src/protocol/index.js";
 import {
   type FederatedGateway,
-  signedPeerRequest,
   startFederatedGateway,
+  transferFrom,
   useOrganizations,
 } from "../helpers/federation.js";
 import { ADMIN_TOKEN, api, type TestAgent } from "../helpers/gateway.js";
@@ -68,13 +68,7 @@ async function floodFromOnePeer(natsUrls?: [string, string]): Promise<void> {
 
   // The flood, as a.test's key signs it: stored up to the bound, refused past it, for now.
   const flood = Array.from({ length: BOUND + 2 }, (_, i) => alphaNote(alphaReg, `flood-${i}`));
-  const answer = await signedPeerRequest(
-    orgB,
-    orgA,
-    "POST",
-    "/transfers",
-    JSON.stringify({ messages: flood }),
-  );
+  const answer = await transferFrom(orgA, orgB, flood);
   expect(answer.status).toBe(200);
   const results = answer.json.results as {
     outcome: string;

@@ -19,6 +19,7 @@ import {
   type Organization,
   signedPeerRequest,
   startFederatedGateway,
+  transferFrom,
   useOrganizations,
 } from "../helpers/federation.js";
 import { ADMIN_TOKEN, api, type TestAgent } from "../helpers/gateway.js";
@@ -161,13 +162,7 @@ describe("federation: the open policy", () => {
       200,
     );
     const blocked = carolNote(carol, "blocked");
-    const transfer = await signedPeerRequest(
-      o.orgA,
-      o.orgC,
-      "POST",
-      "/transfers",
-      JSON.stringify({ messages: [blocked.envelope] }),
-    );
+    const transfer = await transferFrom(o.orgC, o.orgA, [blocked.envelope]);
     expect(transfer.status).toBe(403);
     expect(transfer.json.error).toMatchObject({ code: -32011 });
     expect((transfer.json.error as { message: string }).message).toContain("c.test is blocked");

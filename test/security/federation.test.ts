@@ -90,6 +90,11 @@ function toB(
   });
 }
 
+/** A transfer of `messages` (serialized envelopes) to b.test, signed as `s` says. */
+function transferToB(messages: string[], s: Signed): Promise<RawResponse> {
+  return toB("POST", "/transfers", JSON.stringify({ messages }), s);
+}
+
 /** A notification signed by `signer` as `from` (with principal `principal`) to `to`. */
 function note(signer: Signer, from: string, principal: string, to: string, body: Record<string, unknown>) {
   return JSON.stringify(
@@ -176,7 +181,7 @@ function attacks(nats?: () => Promise<string>): void {
 
   it("accepts a transfer a.test signs for its own agent (the baseline every attack differs from)", async () => {
     const envelope = alphaNote({ n: "baseline" });
-    const answer = await toB("POST", "/transfers", JSON.stringify({ messages: [envelope] }), {
+    const answer = await transferToB([envelope], {
       origin: "a.test",
       signer: await keyOf(orgA),
     });
@@ -187,7 +192,7 @@ function attacks(nats?: () => Promise<string>): void {
       "beta got the baseline",
     );
     // The same transfer again: stored once, delivered once.
-    const again = await toB("POST", "/transfers", JSON.stringify({ messages: [envelope] }), {
+    const again = await transferToB([envelope], {
       origin: "a.test",
       signer: await keyOf(orgA),
     });
@@ -199,7 +204,7 @@ function attacks(nats?: () => Promise<string>): void {
     const envelope = note(carol.signer, "carol@c.test", "principal-carol@c.test", "beta@b.test", {
       n: "from-c",
     });
-    const answer = await toB("POST", "/transfers", JSON.stringify({ messages: [envelope] }), {
+    const answer = await transferToB([envelope], {
       origin: "c.test",
       signer: await keyOf(orgC),
     });
@@ -218,7 +223,7 @@ function attacks(nats?: () => Promise<string>): void {
 
   it("refuses c.test signing as a.test with its own key (a forged gateway key)", async () => {
     const envelope = alphaNote({ n: "forged-gateway" });
-    const answer = await toB("POST", "/transfers", JSON.stringify({ messages: [envelope] }), {
+    const answer = await transferToB([envelope], {
       origin: "a.test",
       signer: await GatewaySigner.open(tmp(), "a.test"),
     });
@@ -233,7 +238,7 @@ function attacks(nats?: () => Promise<string>): void {
       n: "as-c",
     });
     const asLocal = note(carol.signer, "beta", "principal-beta", "beta@b.test", { n: "as-local" });
-    const answer = await toB("POST", "/transfers", JSON.stringify({ messages: [asCarol, asLocal] }), {
+    const answer = await transferToB([asCarol, asLocal], {
       origin: "a.test",
       signer: await keyOf(orgA),
     });
@@ -248,7 +253,7 @@ function attacks(nats?: () => Promise<string>): void {
 
   it("refuses to relay to a third domain (no open relay)", async () => {
     const envelope = alphaNote({ n: "relay" }, "carol@c.test");
-    const answer = await toB("POST", "/transfers", JSON.stringify({ messages: [envelope] }), {
+    const answer = await transferToB([envelope], {
       origin: "a.test",
       signer: await keyOf(orgA),
     });
@@ -267,7 +272,7 @@ function attacks(nats?: () => Promise<string>): void {
       n: "forged",
     });
     const tampered = alphaNote({ n: "original" }).replace('"original"', '"tampered"');
-    const answer = await toB("POST", "/transfers", JSON.stringify({ messages: [forged, tampered] }), {
+    const answer = await transferToB([forged, tampered], {
       origin: "a.test",
       signer: await keyOf(orgA),
     });
@@ -316,7 +321,7 @@ function attacks(nats?: () => Promise<string>): void {
   it("bounds a transfer: too many messages, too many bytes", async () => {
     const signer = await keyOf(orgA);
     const many = Array.from({ length: 101 }, (_, i) => alphaNote({ n: `many-${i}` }));
-    const tooMany = await toB("POST", "/transfers", JSON.stringify({ messages: many }), {
+    const tooMany = await transferToB(many, {
       origin: "a.test",
       signer,
     });
@@ -366,9 +371,7 @@ function attacks(nats?: () => Promise<string>): void {
   it("limits the messages a peer delivers per second (-32013, quota peer-rate)", async () => {
     const signer = await keyOf(orgA);
     const burst = Array.from({ length: 3 * PEER_RATE }, (_, i) => alphaNote({ n: `rate-${i}` }));
-    const results = outcomes(
-      await toB("POST", "/transfers", JSON.stringify({ messages: burst }), { origin: "a.test", signer }),
-    );
+    const results = outcomes(await transferToB(burst, { origin: "a.test", signer }));
     const limited = results.filter((r) => r.outcome === "refused");
     expect(limited.length).toBeGreaterThanOrEqual(PEER_RATE - 5);
     for (const r of limited) {
