@@ -5,7 +5,7 @@
  * acknowledged when the gateway hands it over again. Milliseconds per test; the same lies against a
  * real gateway are test/security/lying-gateway.test.ts.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { readAudit } from "../../src/audit/index.js";
 import { GatewayConnection } from "../../src/client/connection.js";
 import { GatewayUnreachableError } from "../../src/client/index.js";
@@ -24,6 +24,9 @@ import { deferred, SCHEDULING_ANNOUNCE } from "./fixtures.js";
 import { notification, useScriptedPair } from "./scripted-gateway.js";
 
 const tmp = useTmpDir("acp-inbound-");
+// Each test takes milliseconds: one that waits for a settle that never comes fails in seconds,
+// not at the default 30 s (a mutation run waits that long for every mutant that breaks one).
+vi.setConfig({ testTimeout: 5_000 });
 /** `signed` with its body changed after it was signed. */
 function tampered<M extends { params: { body: Record<string, unknown> } }>(signed: M): M {
   return { ...signed, params: { ...signed.params, body: { ...signed.params.body, amount: 1000 } } };

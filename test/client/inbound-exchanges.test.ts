@@ -5,7 +5,7 @@
  * anything else with a reject); a message from a peer this agent lost its handshake with waits,
  * in order, for a new one; a response the gateway refuses or may not have taken is dealt with.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import {
   AcpError,
   type AcpMessage,
@@ -26,6 +26,9 @@ import {
 } from "./scripted-gateway.js";
 
 const tmp = useTmpDir("acp-inbound-");
+// Each test takes milliseconds: one that waits for a settle that never comes fails in seconds,
+// not at the default 30 s (a mutation run waits that long for every mutant that breaks one).
+vi.setConfig({ testTimeout: 5_000 });
 /** A body that claims to be end-to-end encrypted and decrypts to nothing. */
 const UNDECRYPTABLE = { jwe: "eyJhbGciOiJFQ0RILUVTIn0.AAAA.AAAAAAAAAAAAAAAA.AAAA.AAAAAAAAAAAAAAAAAAAAAA" };
 
