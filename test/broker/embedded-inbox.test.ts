@@ -6,9 +6,15 @@
 import { copyFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import type { EmbeddedInbox } from "../../src/broker/embedded/inbox.js";
-import { type Broker, DATABASE_FILE, type Delivery, openBroker } from "../../src/broker/index.js";
+import {
+  type Broker,
+  DATABASE_FILE,
+  type Delivery,
+  openBroker,
+  type SubmitInput,
+} from "../../src/broker/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { deliveredBefore, eventually, message, reader, sleep } from "./support.js";
 
@@ -119,26 +125,68 @@ describe("embedded inbox", () => {
     expect(await broker.status(fromAlice)).toMatchObject({ status: "acknowledged", retryCount: 0 });
   });
 
-  it("counts each delivery a dead process held whose ack wait ran out meanwhile", async () => {
+  /** m1 and m2 handed out by a process, and a copy of its store as it would leave it if killed now. */
+  async function heldByDeadProcess() {
     const data = tmp();
     const broker = await open(data);
-    const [m1, m2] = [message("alice", "bob"), message("alice", "bob")];
+    const [m1, m2] = [message("alice", "bob"), message("alice", "bob")] as const;
     for (const input of [m1, m2]) await broker.submit(input);
     const inbox = reader(await broker.openInbox("bob", { maxInFlight: 2 }));
-    for (const input of [m1, m2]) expect((await inbox.next()).id).toBe(input!.id);
-    await broker.status(m2!);
+    for (const input of [m1, m2]) expect((await inbox.next()).id).toBe(input.id);
+    await broker.status(m2);
     const dead = tmp();
     for (const file of readdirSync(data)) copyFileSync(join(data, file), join(dead, file));
-    // Both ack waits ran out while no process ran.
-    const db = new Database(join(dead, DATABASE_FILE));
-    db.prepare("UPDATE messages SET next_attempt_at = ? WHERE status = 'delivered'").run(Date.now() - 1_000);
-    db.close();
+    const setDue = (input: SubmitInput, at: number) => {
+      const db = new Database(join(dead, DATABASE_FILE));
+      db.prepare("UPDATE messages SET next_attempt_at = ? WHERE id = ?").run(at, input.id);
+      db.close();
+    };
+    return { dead, m1, m2, setDue };
+  }
 
+  it("counts each delivery a dead process held whose ack wait ran out meanwhile", async () => {
+    const { dead, m1, m2, setDue } = await heldByDeadProcess();
+    // Both ack waits ran out while no process ran.
+    for (const input of [m1, m2]) setDue(input, Date.now() - 1_000);
     const again = reader(await (await open(dead)).openInbox("bob"));
     expect(summary([await again.next(), await again.next()])).toEqual([
-      [m1!.id, 2],
-      [m2!.id, 2],
+      [m1.id, 2],
+      [m2.id, 2],
     ]);
+  });
+
+  it("takes a delivery whose ack wait ends at this millisecond as due, not as a dead process's", async () => {
+    const { dead, m1, m2, setDue } = await heldByDeadProcess();
+    const now = Date.now() + 5_000; // the clock faked: m1's wait ends now, m2's runs on
+    setDue(m1, now);
+    setDue(m2, now + 30_000);
+    const clock = vi.spyOn(Date, "now").mockReturnValue(now);
+    try {
+      const again = reader(await (await open(dead)).openInbox("bob"));
+      // m1 counted as its ack wait ran out; m2 the dead process's oldest, counted too.
+      expect(summary([await again.next(), await again.next()])).toEqual([
+        [m1.id, 2],
+        [m2.id, 2],
+      ]);
+    } finally {
+      clock.mockRestore();
+    }
+  });
+
+  it("does not hand out a message at the millisecond it expires", async () => {
+    const retentionMs = 3_600_000;
+    const broker = await openBroker({ data: tmp(), delivery: LONG_ACK_WAIT, retentionMs });
+    opened.push(broker);
+    const old = message("alice", "bob");
+    await broker.submit(old);
+    const expiresAt = Date.parse((await broker.status(old))!.queuedAt) + retentionMs;
+    const clock = vi.spyOn(Date, "now").mockReturnValue(expiresAt); // the clock faked
+    try {
+      const inbox = reader(await broker.openInbox("bob"));
+      expect(await deliveredBefore(broker, inbox, "bob")).toEqual([]);
+    } finally {
+      clock.mockRestore();
+    }
   });
 
   /** m1 and m2 submitted and both handed out by an inbox of bob with room for two. */
