@@ -80,6 +80,18 @@ export const mutationModules = {
       "ends a dead-lettered message at JetStream",
       // …and settling through the ack subject of another gateway's delivery.
       "holding gateway's",
+      "at either gateway",
+      "refuses working\\(\\) from another agent",
+      // Of the inbox's paths: ack wait from the take, after a close, expiry, dead letters, a close
+      // under way, give-back while open, routes.
+      "starts a delivery's ack wait when it is taken",
+      "keeps the ack-wait schedule after a close",
+      "expires messages after the retention period",
+      "dead-letters after maxDeliver deliveries",
+      "opens again while the previous inbox is still closing",
+      "gives one consumer's hand-outs back while the inbox stays open",
+      "routes notifications about a request there too",
+      "delivers an answer like any other when its route has no receiver here",
     ].join("|"),
   },
   // Its own tests drive it through a gateway the test plays at the socket (milliseconds each): the

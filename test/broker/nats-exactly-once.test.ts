@@ -13,7 +13,7 @@ import {
 import { maxEnvelopeBytes } from "../../src/broker/nats/submission.js";
 import { messageKey } from "../../src/broker/validation.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
-import { deliveredBefore, eventually, message, reader, sleep } from "./support.js";
+import { deliveredBefore, eventually, expectBrokerError, message, reader, sleep } from "./support.js";
 
 /**
  * Exactly once on NATS where JetStream's own dedupe does not decide alone (a submit that stopped
@@ -176,18 +176,35 @@ describeWithNats("NATS broker: settling at another gateway", () => {
     expect(await inbox.next(5_000)).toMatchObject({ id: input.id, attempt: 2 });
   });
 
-  it("terminates the holding gateway's JetStream delivery when another gateway rejects it", async () => {
+  it("terminates a rejected delivery at JetStream and acknowledges an acknowledged one, at either gateway", async () => {
     const server = await startNats();
     const holder = await open(server.url, 30_000);
     const other = await open(server.url, 30_000);
     const terminated = await advisories(server.url, "MSG_TERMINATED");
     const inbox = reader(await holder.openInbox("bob"));
-    const input = message("alice", "bob");
-    await other.submit(input);
-    await inbox.next();
-    await other.reject("bob", input, "cannot do that");
-    expect(await holder.status(input)).toMatchObject({ status: "failed" });
+    // Stream sequences 1 to 4, in this order.
+    const [rejectedThere, rejectedHere, ackedThere, ackedHere] = [1, 2, 3, 4].map(() =>
+      message("alice", "bob"),
+    );
+    for (const input of [rejectedThere, rejectedHere, ackedThere, ackedHere]) {
+      await other.submit(input!);
+      await inbox.next();
+    }
+    await other.reject("bob", rejectedThere!, "cannot do that");
+    expect(await holder.status(rejectedThere!)).toMatchObject({ status: "failed" });
+    await holder.reject("bob", rejectedHere!, "nor that");
+    await other.ack("bob", ackedThere!);
+    await holder.ack("bob", ackedHere!);
     // Well within the 30 s ack wait: told through the ack subject, not by a redelivery found settled.
-    await eventually(async () => expect(terminated).toEqual([1]), 5_000);
+    await eventually(async () => expect(terminated).toEqual([1, 2]), 5_000);
+    const jsm = await jetstreamManager(await client(server.url));
+    await eventually(async () => {
+      expect((await jsm.consumers.info(INBOX_STREAM, consumerName("bob"))).num_ack_pending).toBe(0);
+    }, 5_000);
+    expect(terminated).toEqual([1, 2]);
+    // Settled is settled: the other action is refused, naming the state.
+    const refused = await expectBrokerError(holder.reject("bob", ackedHere!, "too late"), "invalid_state");
+    expect(refused.message).toBe(`message ${ackedHere!.id} is acknowledged; it can no longer be rejected`);
+    await expectBrokerError(other.ack("bob", rejectedHere!), "invalid_state");
   });
 });
