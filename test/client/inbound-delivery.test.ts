@@ -14,9 +14,9 @@ import { deferred } from "./fixtures.js";
 import { notification, request, type ScriptedPair, useScriptedPair } from "./scripted-gateway.js";
 
 const tmp = useTmpDir("acp-inbound-");
-// Each test takes milliseconds: one that waits for a settle that never comes fails in seconds,
-// not at the default 30 s (a mutation run waits that long for every mutant that breaks one).
-vi.setConfig({ testTimeout: 5_000 });
+// Each test and its set-up take milliseconds: one that waits for a settle that never comes fails in
+// seconds, not at the default 30 s (a mutation run would wait that long for each mutant breaking one).
+vi.setConfig({ testTimeout: 5_000, hookTimeout: 5_000 });
 
 /** Bob's settle frames (acknowledge, reject) for delivery `id`, in order. */
 const settles = (t: ScriptedPair, id: string) =>

@@ -337,7 +337,7 @@ export function useScriptedPair(
     Object.assign(pair, { gw, a, b, alice, bob, dir, errors, degraded, handled, connect });
   });
   afterEach(async () => {
-    for (const agent of agents.splice(0)) await agent.close();
+    await Promise.all(agents.splice(0).map((agent) => agent.close()));
     await pair.gw.close();
   });
   return pair;
