@@ -92,3 +92,29 @@ describe("CommitQueue: deferred writes", () => {
     expect(written()).toEqual(["after the failure"]);
   });
 });
+
+describe("CommitQueue: a write alone", () => {
+  it("commits in a transaction of its own, so its failure does not undo the writes of its turn", async () => {
+    const alone = queue.runAlone(() => {
+      write("swept")();
+      throw new Error("disk I/O error");
+    });
+    const submitted = queue.run(write("submitted"));
+    vi.advanceTimersByTime(0);
+    await submitted;
+    await expect(alone).rejects.toMatchObject({ kind: "unavailable" });
+    expect(written()).toEqual(["submitted"]);
+  });
+
+  it("runs its after-commit step once committed, and is refused once the queue is closed", async () => {
+    const after: string[] = [];
+    const alone = queue.runAlone(write("swept"), () => after.push(written().join()));
+    expect(written()).toEqual([]);
+    vi.advanceTimersByTime(0);
+    await alone;
+    expect(after).toEqual(["swept"]);
+    queue.close();
+    await expect(queue.runAlone(write("late"))).rejects.toMatchObject({ kind: "closed" });
+    expect(written()).toEqual(["swept"]);
+  });
+});

@@ -63,6 +63,32 @@ export class CommitQueue {
   }
 
   /**
+   * Runs `op` in a transaction of its own, on a timer of its own (so the event loop handles I/O
+   * between it and the writes of the turn it was asked in): for background work that goes on batch
+   * after batch (the retention sweep), whose hold of the event loop is then its own and does not
+   * lengthen the commit the relay's writes wait for. Refused once closed, as `run` is.
+   */
+  runAlone<T>(op: () => T, afterCommit?: (result: T) => void): Promise<T> {
+    if (this.closed) return Promise.reject(new BrokerError("closed", "the broker is closed"));
+    return new Promise<T>((resolve, reject) => {
+      setTimeout(() => {
+        if (this.closed) {
+          reject(new BrokerError("closed", "the broker is closed"));
+          return;
+        }
+        this.commitBatch([
+          {
+            op,
+            afterCommit: afterCommit as ((result: unknown) => void) | undefined,
+            resolve: resolve as (result: unknown) => void,
+            reject,
+          },
+        ]);
+      }, 0);
+    });
+  }
+
+  /**
    * A write nobody waits for (delivery bookkeeping), committed within `DEFERRED_WRITE_DELAY_MS` or at
    * the next `flush`; `op` runs then, so it writes the state as it is then. A failure is a warning.
    */
@@ -98,7 +124,11 @@ export class CommitQueue {
       clearImmediate(this.scheduled);
       this.scheduled = null;
     }
-    while (this.queue.length > 0) this.commitBatch();
+    while (this.queue.length > 0) {
+      const batch = this.queue;
+      this.queue = [];
+      this.commitBatch(batch);
+    }
   }
 
   /** Flushes and refuses further writes. */
@@ -119,9 +149,7 @@ export class CommitQueue {
     });
   }
 
-  private commitBatch(): void {
-    const batch = this.queue;
-    this.queue = [];
+  private commitBatch(batch: QueuedWrite[]): void {
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: BrokerError }> = [];
     // Only while failing: a batch that changed nothing never reached the disk, so proves nothing.
     const changesBefore = this.failures.current() ? this.changes() : undefined;
