@@ -67,6 +67,30 @@ describe("an agent settles a request only with its peer's answer to it", () => {
     });
   });
 
+  it("shows an encrypted answer decrypted, and an error answer as not encrypted, on its message event", async () => {
+    let fail = false;
+    t.alice.onRequest(() => {
+      if (fail) throw new AcpError("InvalidParams", "no");
+      return { secret: "answer" };
+    });
+    const responses: { encrypted: boolean; body: unknown }[] = [];
+    t.bob.on("message", (m) => {
+      if (m.kind === "response" || m.kind === "error")
+        responses.push({ encrypted: m.encrypted, body: m.body });
+    });
+    await expect(t.bob.request("alice-assistant", { q: 1 }, { encrypt: true })).resolves.toEqual({
+      secret: "answer",
+    });
+    fail = true;
+    await expect(t.bob.request("alice-assistant", { q: 2 }, { encrypt: true })).rejects.toMatchObject({
+      kind: "InvalidParams",
+    });
+    expect(responses).toEqual([
+      { encrypted: true, body: { secret: "answer" } },
+      { encrypted: false, body: undefined },
+    ]);
+  });
+
   it("takes, and does not settle with, an answer from another agent or one without an id", async () => {
     const carol = t.gw.register("carol-assistant", "carol");
     let held: AcpMessage | undefined;
