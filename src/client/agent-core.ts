@@ -3,9 +3,7 @@ import type { TrustLedger } from "../identity/index.js";
 import {
   AcpError,
   type AcpMessage,
-  type AnnounceBody,
   agentOfKeyId,
-  type CapabilitiesBody,
   createSigner,
   domainOf,
   type EncryptedBody,
@@ -22,61 +20,16 @@ import {
   verifyEnvelope,
 } from "../protocol/index.js";
 import { headerPointer } from "../protocol/validate.js";
+import type { AgentCoreDeps, AgentCoreSettings, Emit, Handlers } from "./agent-core-deps.js";
 import type { AgentAudit, AuditNote } from "./audit.js";
 import type { AgentConnection } from "./connection.js";
 import type { HandshakeStore, PeerProof } from "./handshake-store.js";
+import { HandshakeWaits } from "./handshake-waits.js";
 import type { GatewayHealth } from "./health.js";
 import type { DeliveryLedger } from "./ledger.js";
 import { PeerDirectory } from "./peers.js";
 import { PendingRequests } from "./pending.js";
-import type {
-  AgentDirectory,
-  AgentEvents,
-  HandoffHandler,
-  NotificationHandler,
-  RequestHandler,
-} from "./types.js";
-
-export type Emit = <K extends keyof AgentEvents>(event: K, ...args: Parameters<AgentEvents[K]>) => void;
-
-export interface Handlers {
-  byMethod: Map<string, RequestHandler>;
-  anyRequest: RequestHandler | undefined;
-  handoff: HandoffHandler | undefined;
-  notifications: NotificationHandler[];
-}
-
-export interface AgentCoreSettings {
-  layers: number[];
-  announce: AnnounceBody;
-  capabilities: CapabilitiesBody;
-  replayWindowMs: number;
-  undeclaredLayers: "decline" | "maximum-caution";
-  consume: "all" | "replies";
-  /** Handlers running at once (`flow.concurrency`). */
-  concurrency: number;
-  /** How long a message from a peer this agent lost its handshake with waits for a new one. */
-  handshakeWaitMs: number;
-}
-
-/** What an AgentCore is built from: its identity and settings, and the services it uses. */
-export interface AgentCoreDeps {
-  identity: PrivateIdentity;
-  settings: AgentCoreSettings;
-  /** The gateway's REST API: peers' keys, presence. */
-  http: AgentDirectory;
-  connection: AgentConnection;
-  trust: TrustLedger;
-  /** Omitted when the agent keeps no audit log. */
-  audit: AgentAudit | undefined;
-  /** Where completed handshakes are kept across restarts; omitted with `state: false`. */
-  handshakeStore: HandshakeStore | undefined;
-  ledger: DeliveryLedger;
-  handlers: Handlers;
-  emit: Emit;
-  /** Where failures at the gateway that the SDK works around go, instead of `error`. */
-  health: GatewayHealth;
-}
+import type { AgentDirectory } from "./types.js";
 
 /**
  * The state of a connected agent, shared by the public AcpAgent (outbound) and the Inbound
@@ -95,7 +48,7 @@ export class AgentCore {
   private readonly proofs = new Map<string, Partial<PeerProof>>();
   private restoring = false;
   private readonly handshaking = new Map<string, Promise<PeerHandshake>>();
-  private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly waits: HandshakeWaits;
 
   readonly identity: PrivateIdentity;
   readonly settings: AgentCoreSettings;
@@ -140,6 +93,7 @@ export class AgentCore {
         if (!this.restoring) this.emit("handshake", event);
       },
     );
+    this.waits = new HandshakeWaits(this.handshakes, this.trust);
   }
 
   /**
@@ -387,16 +341,14 @@ export class AgentCore {
 
   /** Called by the inbound pipeline after every handshake message: wakes whoever waits for `peer`. */
   handshakeProgressed(peer: string): void {
-    if (!this.handshakes.isEstablished(peer)) return;
-    for (const wake of this.waiters.get(peer) ?? []) wake();
-    this.waiters.delete(peer);
+    this.waits.progressed(peer);
   }
 
   private async runHandshake(
     peer: string,
     options: { timeoutMs: number; signal?: AbortSignal },
   ): Promise<PeerHandshake> {
-    const established = this.waitEstablished(peer, options);
+    const established = this.waits.established(peer, options);
     // It may fail (cancelled, timed out) while the announce is still being sent, before the caller
     // awaits it: that is not an unhandled rejection, the caller still gets it below.
     established.catch(() => undefined);
@@ -410,48 +362,6 @@ export class AgentCore {
       }
     }
     return established;
-  }
-
-  private waitEstablished(
-    peer: string,
-    options: { timeoutMs: number; signal?: AbortSignal },
-  ): Promise<PeerHandshake> {
-    return new Promise((resolve, reject) => {
-      const waiters = this.waiters.get(peer) ?? new Set();
-      this.waiters.set(peer, waiters);
-      const fail = (err: AcpError) => {
-        waiters.delete(wake);
-        clearTimeout(timer);
-        options.signal?.removeEventListener("abort", onAbort);
-        // The handshake stays where it is: our announce is queued at the gateway and the peer answers
-        // it when it comes online. Forgetting it here would make us answer the peer's reply with a
-        // second announce, which the peer (still holding our first) takes for a new handshake.
-        reject(err);
-      };
-      const wake = () => {
-        clearTimeout(timer);
-        options.signal?.removeEventListener("abort", onAbort);
-        resolve(this.handshakes.get(peer));
-      };
-      const onAbort = () => fail(new AcpError("Cancelled", `the handshake with ${peer} was cancelled`));
-      const timer = setTimeout(() => {
-        const state = this.handshakes.get(peer).state;
-        this.trust.observe(peer, "timeout");
-        fail(
-          new AcpError(
-            "Timeout",
-            `the handshake with ${peer} did not complete within ${options.timeoutMs} ms`,
-            {
-              peer,
-              state,
-            },
-          ),
-        );
-      }, options.timeoutMs);
-      waiters.add(wake);
-      if (options.signal?.aborted) onAbort();
-      else options.signal?.addEventListener("abort", onAbort, { once: true });
-    });
   }
 }
 

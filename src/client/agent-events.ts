@@ -5,7 +5,7 @@
  */
 import { EventEmitter } from "node:events";
 import type { VersionDeprecation } from "../wire/versions.js";
-import type { Emit } from "./agent-core.js";
+import type { Emit } from "./agent-core-deps.js";
 import type { AgentEvents, AgentWarning } from "./types.js";
 
 export class AgentEventEmitter {

@@ -4,8 +4,10 @@
  * delivery ledger it keeps under the agent's state directory.
  */
 import type { PrivateIdentity } from "../protocol/index.js";
-import { AgentCore, type AgentCoreDeps } from "./agent-core.js";
-import { type AgentConnection, type ConnectionEvents, GatewayConnection } from "./connection.js";
+import { AgentCore } from "./agent-core.js";
+import type { AgentCoreDeps } from "./agent-core-deps.js";
+import type { AgentConnection, ConnectionEvents } from "./connection.js";
+import { GatewayConnection } from "./gateway-connection.js";
 import { HandshakeStore } from "./handshake-store.js";
 import { DeliveryLedger } from "./ledger.js";
 import { agentCoreSettings, maxAckPendingOf } from "./options.js";

@@ -1,6 +1,6 @@
 import type { PrivateIdentity } from "../protocol/index.js";
 import { AcpError, AgentRef } from "../protocol/index.js";
-import type { AgentCoreSettings } from "./agent-core.js";
+import type { AgentCoreSettings } from "./agent-core-deps.js";
 import type { AcpAgentOptions } from "./types.js";
 
 /** The most unacknowledged deliveries a gateway sends one agent (its `maxInFlight`). */

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it, vi } from "vitest";
 import { readAudit } from "../../src/audit/index.js";
-import { GatewayConnection } from "../../src/client/connection.js";
+import { GatewayConnection } from "../../src/client/gateway-connection.js";
 import { GatewayUnreachableError } from "../../src/client/index.js";
 import {
   AcpError,

@@ -5,7 +5,7 @@
  * reason, never his handler, an `error` event), and takes the next honest delivery as usual.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { GatewayConnection } from "../../src/client/connection.js";
+import { GatewayConnection } from "../../src/client/gateway-connection.js";
 import type { AcpAgent } from "../../src/client/index.js";
 import { importPublicKey, newMessageId, verifyEnvelope } from "../../src/protocol/index.js";
 import { agentFor, eventually } from "../client/fixtures.js";
