@@ -220,6 +220,22 @@ describe("embedded inbox", () => {
     ]);
   });
 
+  it("puts a hand-out given back ahead of a later message waiting in memory", async () => {
+    const broker = await open(tmp());
+    const [m1, m2] = [message("alice", "bob"), message("alice", "bob")];
+    for (const input of [m1, m2]) await broker.submit(input);
+    const opened = await broker.openInbox("bob", { maxInFlight: 1 });
+    const inbox = reader(opened);
+    expect((await inbox.next()).id).toBe(m1.id); // m2 waits behind it, in memory
+    await opened.giveBack([m1]);
+    const again = await inbox.next();
+    await broker.ack("bob", again);
+    expect(summary([again, await inbox.next()])).toEqual([
+      [m1.id, 2],
+      [m2.id, 1],
+    ]);
+  });
+
   it("keeps at most a page in memory: what is offered behind a full page is left to the pager", async () => {
     const broker = await open(tmp());
     const first = message("alice", "bob");
