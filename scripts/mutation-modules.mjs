@@ -81,6 +81,7 @@ export const mutationModules = {
       // …and settling through the ack subject of another gateway's delivery.
       "holding gateway's",
       "at either gateway",
+      "last allowed delivery's end",
       "refuses working\\(\\) from another agent",
       // Of the inbox's paths: ack wait from the take, after a close, expiry, dead letters, a close
       // under way, give-back while open, routes.

@@ -149,6 +149,24 @@ describeWithNats("NATS broker: exactly once", () => {
     expect(await broker.status(doomed)).toMatchObject({ status: "failed" });
   });
 
+  it("moves the last allowed delivery's end on working(): it reads delivered, not dead-lettered", async () => {
+    const server = await startNats();
+    const broker = await openBroker({
+      nats: { servers: server.url },
+      delivery: { ackWaitMs: 5_000, maxDeliver: 1 },
+    });
+    opened.push(broker);
+    const input = message("alice", "bob");
+    await broker.submit(input);
+    const inbox = reader(await broker.openInbox("bob"));
+    expect(await inbox.next()).toMatchObject({ id: input.id, attempt: 1 });
+    await broker.working("bob", input);
+    expect(await broker.status(input)).toMatchObject({ status: "delivered", retryCount: 0 });
+    await broker.ack("bob", input);
+    const refused = await expectBrokerError(broker.working("bob", input), "invalid_state");
+    expect(refused.message).toBe(`message ${input.id} is acknowledged, not out for delivery`);
+  });
+
   it("takes the payload limit from the server's INFO, and nats-server's default before it", async () => {
     const server = await startNats({ config: "max_payload: 262144\n" });
     const broker = await open(server.url);
