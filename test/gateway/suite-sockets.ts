@@ -150,6 +150,19 @@ export function severalSocketsSuite(makePair: () => Promise<GatewayPair>): void 
     expect(await deliveredBefore(receiving, pair.a, alpha, "agent-beta")).toEqual([]);
   });
 
+  it("a request naming the id of a request the socket made, as its JSON-RPC id or in body.messageId, is not an answer: it goes to the queue", async () => {
+    const receiving = await open(pair.a, beta);
+    await receive(receiving, 2);
+    const oneShot = await open(pair.b, beta, "?consume=replies");
+    const request = buildRequest(beta.sender, "agent-alpha", { q: "one-shot" });
+    await submitVia(oneShot, beta, request, 1);
+    const asked = request.params.headers["message-id"] as string;
+    const lookalike = buildRequest(alpha.sender, "agent-beta", { messageId: asked }, { id: asked });
+    expect((await submit(pair.a, alpha, lookalike)).status).toBe(202);
+    expect((await receiving.next("new_message")).id).toBe(lookalike.params.headers["message-id"]);
+    expect(oneShot.pending().filter((f) => f.type === "new_message")).toEqual([]);
+  });
+
   it("the answer to a socket that left goes to the agent's receiving socket", async () => {
     const receiving = await open(pair.a, beta);
     await receive(receiving, 2);
