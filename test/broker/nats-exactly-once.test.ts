@@ -160,6 +160,7 @@ describeWithNats("NATS broker: exactly once", () => {
     await broker.submit(input);
     const inbox = reader(await broker.openInbox("bob"));
     expect(await inbox.next()).toMatchObject({ id: input.id, attempt: 1 });
+    expect(await broker.status(input)).toMatchObject({ status: "delivered" });
     await broker.working("bob", input);
     expect(await broker.status(input)).toMatchObject({ status: "delivered", retryCount: 0 });
     await broker.ack("bob", input);
