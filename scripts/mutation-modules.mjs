@@ -107,6 +107,9 @@ export const mutationModules = {
       "test/client/inbound-exchanges.test.ts",
     ],
     timeoutMS: 5_000,
+    // Each of these tests takes milliseconds: a mutant that loses a settle fails its test (and the
+    // pair's closing hook) in 5 s instead of the suite's 30 s and 60 s.
+    testTimeoutMs: 5_000,
   },
   "sdk-ledger": {
     mutate: ["src/client/ledger.ts", "src/client/handled-log.ts"],

@@ -24,9 +24,6 @@ import { deferred, SCHEDULING_ANNOUNCE } from "./fixtures.js";
 import { notification, useScriptedPair } from "./scripted-gateway.js";
 
 const tmp = useTmpDir("acp-inbound-");
-// Each test and its set-up take milliseconds: one that waits for a settle that never comes fails in
-// seconds, not at the default 30 s (a mutation run would wait that long for each mutant breaking one).
-vi.setConfig({ testTimeout: 5_000, hookTimeout: 5_000 });
 /** `signed` with its body changed after it was signed. */
 function tampered<M extends { params: { body: Record<string, unknown> } }>(signed: M): M {
   return { ...signed, params: { ...signed.params, body: { ...signed.params.body, amount: 1000 } } };

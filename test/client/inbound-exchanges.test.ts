@@ -26,9 +26,6 @@ import {
 } from "./scripted-gateway.js";
 
 const tmp = useTmpDir("acp-inbound-");
-// Each test and its set-up take milliseconds: one that waits for a settle that never comes fails in
-// seconds, not at the default 30 s (a mutation run would wait that long for each mutant breaking one).
-vi.setConfig({ testTimeout: 5_000, hookTimeout: 5_000 });
 /** A body that claims to be end-to-end encrypted and decrypts to nothing. */
 const UNDECRYPTABLE = { jwe: "eyJhbGciOiJFQ0RILUVTIn0.AAAA.AAAAAAAAAAAAAAAA.AAAA.AAAAAAAAAAAAAAAAAAAAAA" };
 
