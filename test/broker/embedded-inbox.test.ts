@@ -94,15 +94,22 @@ describe("embedded inbox", () => {
 
   it("drops a message settled while it waits in memory behind the in-flight limit", async () => {
     const broker = await open(tmp());
-    const [m1, m2, m3] = [message("alice", "bob"), message("alice", "bob"), message("alice", "bob")];
-    for (const input of [m1, m2, m3]) await broker.submit(input);
-    // Behind m1: m2 and m3, then two senders' messages under one id.
+    const [m1, first, m2, m3] = [
+      message("alice", "bob"),
+      message("dave", "bob"),
+      message("alice", "bob"),
+      message("alice", "bob"),
+    ];
+    for (const input of [m1, first, m2, m3]) await broker.submit(input);
+    // Behind m1: dave's, m2 and m3, then two senders' messages under one id.
     const fromAlice = message("alice", "bob");
     const fromCarol = { ...message("carol", "bob"), id: fromAlice.id };
     for (const input of [fromAlice, fromCarol]) await broker.submit(input);
     const inbox = reader(await broker.openInbox("bob", { maxInFlight: 1 }));
     expect((await inbox.next()).id).toBe(m1!.id);
-    // Still queued, read into the inbox's page: m3 behind another of alice's, fromCarol behind fromAlice.
+    // Still queued, read into the inbox's page: the first waiting, m3 behind another of alice's,
+    // fromCarol behind fromAlice.
+    await broker.reject("bob", first!, "not wanted");
     await broker.reject("bob", m3!, "not wanted");
     await broker.reject("bob", fromCarol, "not wanted either");
     await broker.ack("bob", m1!);
@@ -117,7 +124,11 @@ describe("embedded inbox", () => {
       ["alice", fromAlice.id, 1],
     ]);
     expect(await deliveredBefore(broker, inbox, "bob")).toEqual([]);
-    expect(await broker.status(m3!)).toMatchObject({ status: "failed", deadLetter: { reason: "rejected" } });
+    for (const input of [first!, m3!])
+      expect(await broker.status(input)).toMatchObject({
+        status: "failed",
+        deadLetter: { reason: "rejected" },
+      });
     expect(await broker.status(fromCarol)).toMatchObject({
       status: "failed",
       deadLetter: { reason: "rejected" },
