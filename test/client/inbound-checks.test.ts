@@ -5,7 +5,7 @@
  * acknowledged when the gateway hands it over again. Milliseconds per test; the same lies against a
  * real gateway are test/security/lying-gateway.test.ts.
  */
-import { describe, expect, it, vi } from "vitest";
+import { describe, expect, it } from "vitest";
 import { readAudit } from "../../src/audit/index.js";
 import { GatewayConnection } from "../../src/client/gateway-connection.js";
 import { GatewayUnreachableError } from "../../src/client/index.js";

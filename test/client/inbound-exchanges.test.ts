@@ -5,7 +5,7 @@
  * anything else with a reject); a message from a peer this agent lost its handshake with waits,
  * in order, for a new one; a response the gateway refuses or may not have taken is dealt with.
  */
-import { describe, expect, it, vi } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   AcpError,
   type AcpMessage,
