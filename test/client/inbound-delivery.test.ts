@@ -33,6 +33,21 @@ async function barrier(t: ScriptedPair): Promise<void> {
 
 const bodies = (t: ScriptedPair) => t.handled.map((h) => h.body).filter((body) => !body.barrier);
 
+/**
+ * Bob's notification handler holds each delivery whose body has `field` until `release` resolves;
+ * `started` resolves when the first one is being handled.
+ */
+function holdingHandler(t: ScriptedPair, field: "slow" | "n") {
+  const release = deferred();
+  const started = deferred();
+  t.bob.onNotification(async (body) => {
+    if (body[field] === undefined) return;
+    started.resolve();
+    await release.promise;
+  });
+  return { release, started };
+}
+
 describe("an agent hands each delivery to its application once", () => {
   const t = useScriptedPair(tmp);
 
@@ -66,13 +81,7 @@ describe("an agent hands each delivery to its application once", () => {
   });
 
   it("ignores a redelivery while the handler still runs, and acknowledges once it finished", async () => {
-    const release = deferred();
-    const started = deferred();
-    t.bob.onNotification(async (body) => {
-      if (!body.slow) return;
-      started.resolve();
-      await release.promise;
-    });
+    const { release, started } = holdingHandler(t, "slow");
     const frame = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { slow: true }));
     await started.promise;
     t.gw.deliver("bob-assistant", frame.envelope, { attempt: 2 });
@@ -210,13 +219,7 @@ describe("an agent tells its gateway it is still working on a delivery in hand",
   }
 
   it("sends `working` every 50 ms for a delivery until it is settled, once per period across a reconnect", async () => {
-    const release = deferred();
-    const started = deferred();
-    t.bob.onNotification(async (body) => {
-      if (body.barrier) return;
-      started.resolve();
-      await release.promise;
-    });
+    const { release, started } = holdingHandler(t, "n");
     const frame = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { n: 1 }));
     await started.promise;
     vi.advanceTimersByTime(49);
@@ -246,13 +249,7 @@ describe("an agent that closes lets the handlers under way finish", () => {
   const t = useScriptedPair(tmp);
 
   it("acknowledges the running handler's delivery before its socket closes, and takes nothing new", async () => {
-    const release = deferred();
-    const started = deferred();
-    t.bob.onNotification(async (body) => {
-      if (!body.slow) return;
-      started.resolve();
-      await release.promise;
-    });
+    const { release, started } = holdingHandler(t, "slow");
     const running = t.gw.deliver("bob-assistant", notification(t.a, "bob-assistant", { slow: true }));
     await started.promise;
     const closed = t.bob.close();
