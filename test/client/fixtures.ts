@@ -1,5 +1,9 @@
+import type { KeyObject } from "node:crypto";
+import type { AgentConnection, ConnectionEvents } from "../../src/client/connection.js";
+import { GatewayConnection } from "../../src/client/gateway-connection.js";
 import { AcpAgent, type AcpAgentOptions } from "../../src/client/index.js";
 import type { GatewayOptions } from "../../src/gateway/index.js";
+import { verifyEnvelope } from "../../src/protocol/index.js";
 import type { TestAgent, TestGateway } from "../helpers/gateway.js";
 
 /** Starts a real gateway; `dataDir` and `port` let a test restart it on the same store and address. */
@@ -65,4 +69,30 @@ export function duplicatesIn(handled: ReadonlyMap<string, number>): number {
   let extra = 0;
   for (const times of handled.values()) extra += times - 1;
   return extra;
+}
+
+/**
+ * An agent's `connection` that marks every delivery verified against `keys`, as a gateway's
+ * in-process relay does for its own agents (`verifiedByRelay`): the agent then checks the routing
+ * itself, not the signature.
+ */
+export function relayVerifiedConnection(
+  baseUrl: string,
+  apiKey: string,
+  keys: ReadonlyMap<string, KeyObject>,
+): (agentId: string, events: ConnectionEvents) => AgentConnection {
+  return (agentId, events) =>
+    new GatewayConnection({
+      baseUrl,
+      apiKey,
+      agentId,
+      events: {
+        ...events,
+        message: (frame) =>
+          events.message({
+            ...frame,
+            verifiedByRelay: verifyEnvelope(frame.envelope, { resolveKey: (id) => keys.get(id) }),
+          }),
+      },
+    });
 }

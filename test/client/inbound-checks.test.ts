@@ -7,7 +7,6 @@
  */
 import { describe, expect, it } from "vitest";
 import { readAudit } from "../../src/audit/index.js";
-import { GatewayConnection } from "../../src/client/gateway-connection.js";
 import { GatewayUnreachableError } from "../../src/client/index.js";
 import {
   AcpError,
@@ -17,10 +16,9 @@ import {
   importPublicKey,
   newMessageId,
   signMessage,
-  verifyEnvelope,
 } from "../../src/protocol/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { deferred, SCHEDULING_ANNOUNCE } from "./fixtures.js";
+import { deferred, relayVerifiedConnection, SCHEDULING_ANNOUNCE } from "./fixtures.js";
 import { notification, useScriptedPair } from "./scripted-gateway.js";
 
 const tmp = useTmpDir("acp-inbound-");
@@ -270,20 +268,7 @@ describe("an agent whose deliveries its gateway's relay verified still checks wh
     const relayed = t.gw.register("relayed-assistant", "relayed");
     const errors: Error[] = [];
     const agent = await t.connect(relayed, {
-      connection: (agentId, events) =>
-        new GatewayConnection({
-          baseUrl: t.gw.url,
-          apiKey: relayed.apiKey,
-          agentId,
-          events: {
-            ...events,
-            message: (frame) =>
-              events.message({
-                ...frame,
-                verifiedByRelay: verifyEnvelope(frame.envelope, { resolveKey: (id) => keys.get(id) }),
-              }),
-          },
-        }),
+      connection: relayVerifiedConnection(t.gw.url, relayed.apiKey, keys),
     });
     agent.on("error", (err) => errors.push(err));
     const frame = t.gw.deliver("relayed-assistant", notification(t.a, "bob-assistant"));

@@ -5,10 +5,9 @@
  * reason, never his handler, an `error` event), and takes the next honest delivery as usual.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { GatewayConnection } from "../../src/client/gateway-connection.js";
 import type { AcpAgent } from "../../src/client/index.js";
-import { importPublicKey, newMessageId, verifyEnvelope } from "../../src/protocol/index.js";
-import { agentFor, eventually } from "../client/fixtures.js";
+import { importPublicKey, newMessageId } from "../../src/protocol/index.js";
+import { agentFor, eventually, relayVerifiedConnection } from "../client/fixtures.js";
 import { startTestGateway, type TestAgent, type TestGateway } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { type LyingGateway, startLyingGateway } from "./lying-gateway.js";
@@ -99,20 +98,7 @@ describe("an agent behind a gateway that lies", () => {
     const relayed = await gw.register("relayed-assistant", "relayed");
     const keys = new Map([["alice-assistant", importPublicKey(a.identity.signing)]]);
     const agent = agentFor({ url: lying.url }, relayed, tmp(), {
-      connection: (agentId, events) =>
-        new GatewayConnection({
-          baseUrl: lying.url,
-          apiKey: relayed.apiKey,
-          agentId,
-          events: {
-            ...events,
-            message: (frame) =>
-              events.message({
-                ...frame,
-                verifiedByRelay: verifyEnvelope(frame.envelope, { resolveKey: (id) => keys.get(id) }),
-              }),
-          },
-        }),
+      connection: relayVerifiedConnection(lying.url, relayed.apiKey, keys),
     });
     const errors: Error[] = [];
     const handled: unknown[] = [];
