@@ -1,19 +1,13 @@
 import { JetStreamApiError, type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
-import { afterEach, expect, it, vi } from "vitest";
-import { type Broker, openBroker } from "../../src/broker/index.js";
+import { expect, it, vi } from "vitest";
+import { openBroker } from "../../src/broker/index.js";
 import { consumerName, INBOX_STREAM } from "../../src/broker/nats/layout.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
-import { message, reader } from "./support.js";
+import { closedAfterEach, message, reader } from "./support.js";
 
 const startNats = useNatsServer();
-const opened: Broker[] = [];
-const connections: Array<{ close(): Promise<void> }> = [];
-// Declared after useNatsServer, so it runs first: brokers and connections close before the server stops.
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((broker) => broker.close().catch(() => undefined)));
-  await Promise.all(connections.splice(0).map((nc) => nc.close().catch(() => undefined)));
-});
+const { opened, connections } = closedAfterEach();
 
 /**
  * A newer nats-server (2.10+) refuses a consumer create whose config differs from the existing

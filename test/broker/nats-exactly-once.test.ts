@@ -1,7 +1,7 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { afterEach, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { type Broker, openBroker } from "../../src/broker/index.js";
 import {
   consumerName,
@@ -13,7 +13,15 @@ import {
 import { maxEnvelopeBytes } from "../../src/broker/nats/submission.js";
 import { messageKey } from "../../src/broker/validation.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
-import { deliveredBefore, eventually, expectBrokerError, message, reader, sleep } from "./support.js";
+import {
+  closedAfterEach,
+  deliveredBefore,
+  eventually,
+  expectBrokerError,
+  message,
+  reader,
+  sleep,
+} from "./support.js";
 
 /**
  * Exactly once on NATS where JetStream's own dedupe does not decide alone (a submit that stopped
@@ -24,12 +32,7 @@ import { deliveredBefore, eventually, expectBrokerError, message, reader, sleep 
  * operators watching its advisories see it.
  */
 const startNats = useNatsServer();
-const opened: Broker[] = [];
-const connections: NatsConnection[] = [];
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((broker) => broker.close().catch(() => undefined)));
-  await Promise.all(connections.splice(0).map((nc) => nc.close().catch(() => undefined)));
-});
+const { opened, connections } = closedAfterEach();
 
 async function open(servers: string, ackWaitMs = 5_000): Promise<Broker> {
   const broker = await openBroker({ nats: { servers }, delivery: { ackWaitMs } });

@@ -1,20 +1,14 @@
 import type { ConsumerInfo, JetStreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { afterEach, expect, it } from "vitest";
-import { type Broker, openBroker } from "../../src/broker/index.js";
+import { expect, it } from "vitest";
+import { openBroker } from "../../src/broker/index.js";
 import { Orphans } from "../../src/broker/nats/orphans.js";
 import type { StatusDoc, StatusStore } from "../../src/broker/nats/status-store.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
-import { eventually, message } from "./support.js";
+import { closedAfterEach, eventually, message } from "./support.js";
 
 const startNats = useNatsServer();
-const opened: Broker[] = [];
-const connections: NatsConnection[] = [];
-// Declared after useNatsServer, so it runs first: brokers and connections close before the server stops.
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((broker) => broker.close().catch(() => undefined)));
-  await Promise.all(connections.splice(0).map((nc) => nc.close().catch(() => undefined)));
-});
+const { opened, connections } = closedAfterEach();
 
 /**
  * Which deliveries a reclaim takes back: only those whose holder no longer answers. The end to end

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { expect } from "vitest";
+import { afterEach, expect } from "vitest";
 import type { Broker, Delivery, Inbox, SubmitInput } from "../../src/broker/index.js";
 import { BrokerError } from "../../src/broker/index.js";
 
@@ -167,4 +167,18 @@ export function holdUntilKilled(
         );
     });
   });
+}
+
+/**
+ * Brokers and NATS connections a test opens, each closed after it. Call it after
+ * `useNatsServer()`: this afterEach then runs first, so they close before the server stops.
+ */
+export function closedAfterEach(): { opened: Broker[]; connections: Array<{ close(): Promise<void> }> } {
+  const opened: Broker[] = [];
+  const connections: Array<{ close(): Promise<void> }> = [];
+  afterEach(async () => {
+    await Promise.all(opened.splice(0).map((broker) => broker.close().catch(() => undefined)));
+    await Promise.all(connections.splice(0).map((nc) => nc.close().catch(() => undefined)));
+  });
+  return { opened, connections };
 }
