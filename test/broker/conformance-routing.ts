@@ -102,6 +102,22 @@ export function routingConformance(ctx: SuiteContext): void {
       await receiver.close();
     });
 
+    it("routed deliveries given back together go to a consumer already waiting oldest first, in whatever order they come back", async () => {
+      const broker = await ctx.open(await ctx.harness());
+      const { got, receiver } = routedTo(broker, "alice");
+      const inbox = reader(await broker.openInbox("alice"));
+      const route = `${broker.instanceId}/socket-1`;
+      const older = (await exchange(broker, route)).answer;
+      const newer = (await exchange(broker, route)).answer;
+      await eventually(async () => expect(got).toHaveLength(2));
+      const next = inbox.next(); // asked before they come back
+      await receiver.giveBack([newer, older]);
+      expect([await next, await inbox.next()]).toMatchObject([
+        { id: older.id, attempt: 1 },
+        { id: newer.id, attempt: 1 },
+      ]);
+    });
+
     it("gives one consumer's hand-outs back while the inbox stays open: the oldest counted", async () => {
       const broker = await ctx.open(await ctx.harness());
       const inputs = [message("carol", "alice"), message("carol", "alice"), message("carol", "alice")];

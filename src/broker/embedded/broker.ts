@@ -348,8 +348,8 @@ export class EmbeddedBroker implements Broker, InboxHost, RoutedHost, Settlement
     return this.routed.get(row.recipient)?.holds(row) ?? false;
   }
 
-  requeue(row: LoadedMessage): void {
-    this.inboxes.get(row.recipient)?.requeue(row);
+  requeue(agentId: string, rows: readonly LoadedMessage[]): void {
+    this.inboxes.get(agentId)?.requeue(rows);
   }
 
   holdersOf(agentId: string): HandOutHolder[] {

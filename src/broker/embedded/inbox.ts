@@ -117,20 +117,19 @@ export class EmbeddedInbox implements Inbox {
     }
     entries.sort((a, b) => a.row.seq - b.row.seq);
     giveBackRows(entries, this.host);
-    // All back in line before the next hand-out: a consumer waiting now gets the oldest, not the last placed.
-    for (const { row } of entries) this.place(row);
-    this.pump();
+    this.requeue(entries.map((entry) => entry.row));
   }
 
   /** Nothing to do: one process owns the database, and its first inbox of an agent took over what a dead one held. */
   reclaim(): void {}
 
   /**
-   * `row` is due again (given back by its consumer or its routed receiver): it goes back in line
-   * in seq order (the next hand-out takes the highest priority waiting, see `pump`).
+   * `rows` are due again (given back by its consumer or its routed receiver): they go back in line
+   * in seq order (the next hand-out takes the highest priority waiting, see `pump`), all of them
+   * before the next hand-out, so a consumer waiting now gets the oldest, not the first placed.
    */
-  requeue(row: LoadedMessage): void {
-    this.place(row);
+  requeue(rows: readonly LoadedMessage[]): void {
+    for (const row of rows) this.place(row);
     this.pump();
   }
 

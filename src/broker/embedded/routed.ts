@@ -8,8 +8,8 @@ import { type LoadedMessage, rowKey, toDelivery } from "./messages.js";
 export interface RoutedHost extends HandOutHost {
   /** Marks a message failed after its last delivery attempt, with why. */
   deadLetter(row: LoadedMessage, detail: string): void;
-  /** Back in the agent's queue (its inbox, if open, hands it out in seq order). */
-  requeue(row: LoadedMessage): void;
+  /** Back in `agentId`'s queue, all of them before its next hand-out (its inbox, if open, hands them out in seq order). */
+  requeue(agentId: string, rows: readonly LoadedMessage[]): void;
   /** The receiver closed: the broker forgets it. */
   released(receiver: EmbeddedRouted): void;
 }
@@ -74,37 +74,51 @@ export class EmbeddedRouted implements RoutedReceiver {
   }
 
   async giveBack(messages: readonly MessageRef[]): Promise<void> {
-    for (const message of messages) this.release(refKey(message), false);
+    this.giveBackKeys(messages.map(refKey));
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
-    for (const key of [...this.out.keys()]) this.release(key, false);
+    this.giveBackKeys([...this.out.keys()]);
     this.closed = true;
     this.host.released(this);
   }
 
+  /** Uncounted, and all back in line before the next hand-out: a consumer waiting gets the oldest, whatever the order of `keys`. */
+  private giveBackKeys(keys: readonly string[]): void {
+    this.host.requeue(
+      this.agentId,
+      keys.flatMap((key) => this.release(key, false) ?? []),
+    );
+  }
+
   private ackTimer(key: string, waitMs: number): NodeJS.Timeout {
-    const timer = setTimeout(() => this.release(key, true), waitMs);
+    const timer = setTimeout(() => {
+      const row = this.release(key, true);
+      if (row) this.host.requeue(this.agentId, [row]);
+    }, waitMs);
     timer.unref();
     return timer;
   }
 
-  /** Back to the agent's queue: counted when its ack wait ran out, uncounted when given back. */
-  private release(key: string, timedOut: boolean): void {
+  /**
+   * No longer out: counted when its ack wait ran out, uncounted when given back. Returns the row if
+   * it goes back to the agent's queue (not settled, expired or dead-lettered meanwhile).
+   */
+  private release(key: string, timedOut: boolean): LoadedMessage | undefined {
     const entry = this.out.get(key);
-    if (!entry) return;
+    if (!entry) return undefined;
     clearTimeout(entry.timer);
     this.out.delete(key);
     const { row } = entry;
-    if (row.status !== "delivered") return; // settled meanwhile, its write in the batch
-    if (Date.now() >= expiresAtMs(this.host.policy, row.queued_at)) return; // the sweep marks it expired
+    if (row.status !== "delivered") return undefined; // settled meanwhile, its write in the batch
+    if (Date.now() >= expiresAtMs(this.host.policy, row.queued_at)) return undefined; // the sweep marks it expired
     if (timedOut && row.attempts >= this.host.policy.maxDeliver) {
       this.host.deadLetter(row, maxDeliveriesDetail(row.attempts));
-      return;
+      return undefined;
     }
     giveBackRows([{ row, taken: timedOut }], this.host);
-    this.host.requeue(row);
+    return row;
   }
 }
 
