@@ -50,6 +50,7 @@ export const mutationModules = {
       "test/broker/nats.test.ts",
       "test/broker/nats-operations.test.ts",
       "test/broker/nats-exactly-once.test.ts",
+      "test/broker/nats-inbox-prepare.test.ts",
     ],
     testNames: [
       "persists the message as queued",
@@ -93,6 +94,8 @@ export const mutationModules = {
       "gives one consumer's hand-outs back while the inbox stays open",
       "routes notifications about a request there too",
       "delivers an answer like any other when its route has no receiver here",
+      // nats-inbox-prepare.test.ts: what a delivery finds in its status record (all of its tests).
+      "what a delivery finds in its status record",
     ].join("|"),
   },
   // Its own tests drive it through a gateway the test plays at the socket (milliseconds each): the
