@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { BrokerEvent, MessageStatus, SubmitInput } from "../../src/broker/index.js";
 import type { SuiteContext } from "./conformance.js";
-import { deliveredBefore, eventually, expectBrokerError, message, reader } from "./support.js";
+import { deliveredBefore, eventually, expectBrokerError, message, reader, workedOnWhile } from "./support.js";
 
 /** Submit, dedup, order, offline queue, ack, redelivery, dead letters, reject. */
 export function deliveryConformance(ctx: SuiteContext): void {
@@ -254,13 +254,10 @@ export function deliveryConformance(ctx: SuiteContext): void {
       const inbox = reader(await broker.openInbox("bob"));
       const delivery = await inbox.next();
       expect(delivery).toMatchObject({ id: input.id, attempt: 1, ackWaitMs: 300 });
-      // Four ack waits long, on its last allowed delivery: only `working` keeps it alive.
-      for (let i = 0; i < 12; i++) {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        await broker.working("bob", input);
-      }
+      // Four ack waits long (four later messages come again meanwhile): only `working` keeps it alive.
+      const work = { agent: "bob", message: input, everyMs: 100 };
+      expect(await workedOnWhile(broker, work, { inbox, agent: "bob", rounds: 4 })).toEqual([]);
       expect(await broker.status(input)).toMatchObject({ status: "delivered", retryCount: 0 });
-      expect(await deliveredBefore(broker, inbox, "bob")).toEqual([]);
       await broker.ack("bob", input);
       expect(await broker.status(input)).toMatchObject({ status: "acknowledged", retryCount: 0 });
     });
@@ -288,11 +285,11 @@ export function deliveryConformance(ctx: SuiteContext): void {
       for (const input of inputs) await broker.submit(input);
       const inbox = reader(await broker.openInbox("bob"));
       const first = await inbox.next();
-      // The consumer is busy for four ack waits; the others must not use up their deliveries meanwhile.
-      for (let i = 0; i < 12; i++) {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        await broker.working("bob", first);
-      }
+      // The consumer is busy for four ack waits (four messages to carol, taken after the others
+      // reached bob's inbox, come again meanwhile); the others must not use up their deliveries.
+      const carol = reader(await broker.openInbox("carol"));
+      const work = { agent: "bob", message: first, everyMs: 100 };
+      expect(await workedOnWhile(broker, work, { inbox: carol, agent: "carol", rounds: 4 })).toEqual([]);
       await broker.ack("bob", first);
       for (const input of inputs.slice(1)) {
         expect(await inbox.next()).toMatchObject({ id: input.id, attempt: 1 });

@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterEach, expect } from "vitest";
-import type { Broker, Delivery, Inbox, SubmitInput } from "../../src/broker/index.js";
+import type { Broker, Delivery, Inbox, MessageRef, SubmitInput } from "../../src/broker/index.js";
 import { BrokerError } from "../../src/broker/index.js";
 
 let counter = 0;
@@ -79,6 +79,39 @@ export async function deliveredBefore(
       await broker.ack(to, later);
       return before;
     }
+  }
+}
+
+/**
+ * The positive barrier before "no ack wait ran out while the recipient worked": calls
+ * `working(work.agent, work.message)` every `work.everyMs` (the recipient's pace) while `rounds`
+ * later messages to `control.agent`, one after another, are read from `control.inbox` until they
+ * come again (`deliveredBefore` with `redelivered`). Each started its ack wait after what was out
+ * already: an ack wait that `working()` (or an inbox's keep-alive) failed to restart would have run
+ * out first. Returns what `control.inbox` handed out besides them.
+ */
+export async function workedOnWhile(
+  broker: Broker,
+  work: { agent: string; message: MessageRef; everyMs: number },
+  control: { inbox: Reader; agent: string; rounds: number },
+): Promise<Delivery[]> {
+  let done = false;
+  const heartbeat = (async () => {
+    while (!done) {
+      await broker.working(work.agent, work.message);
+      await sleep(work.everyMs);
+    }
+  })();
+  heartbeat.catch(() => undefined); // awaited below: a refused `working()` fails the test there
+  try {
+    const besides: Delivery[] = [];
+    for (let round = 0; round < control.rounds; round++) {
+      besides.push(...(await deliveredBefore(broker, control.inbox, control.agent, { redelivered: true })));
+    }
+    return besides;
+  } finally {
+    done = true;
+    await heartbeat;
   }
 }
 
