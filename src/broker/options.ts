@@ -39,6 +39,11 @@ export interface CommonBrokerOptions {
    * redelivery while NATS is unreachable). Default: `process.emitWarning`. Never carries bodies.
    */
   onWarning?: (message: string) => void;
+  /**
+   * What the broker does by itself that an operator may want to follow: on NATS, a stream's max_age
+   * lowered after start (its start, progress and end). Default: nothing. Never carries bodies.
+   */
+  onNotice?: (message: string) => void;
 }
 
 export interface EmbeddedBrokerOptions extends CommonBrokerOptions {

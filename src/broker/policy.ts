@@ -17,6 +17,12 @@ export function warner(options: CommonBrokerOptions, prefix: string): Warn {
   const sink = options.onWarning ?? ((message: string) => process.emitWarning(message));
   return (message) => sink(`${prefix}: ${message}`);
 }
+
+/** What the broker does by itself that an operator may want to follow (`onNotice`; default: nothing). */
+export function noticer(options: CommonBrokerOptions, prefix: string): Warn {
+  const sink = options.onNotice;
+  return (message) => sink?.(`${prefix}: ${message}`);
+}
 export const DEFAULT_LIST_LIMIT = 50;
 
 export interface BrokerPolicy {

@@ -102,6 +102,9 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     ...(options.delivery ? { delivery: options.delivery } : {}),
     ...(options.retentionMs ? { retentionMs: options.retentionMs } : {}),
     quotas: brokerQuotasOf(quotas),
+    // What the broker recovers from or does by itself (on NATS, a stream's max_age lowered after start).
+    onWarning: (message: string) => logger.warn(message),
+    onNotice: (message: string) => logger.info(message),
   };
   const broker = await openBroker(options.nats ? { nats: options.nats, ...common } : { data, ...common });
   const gatewayId = randomUUID();

@@ -9,6 +9,7 @@ import {
   DEFAULT_LIST_LIMIT,
   DEFAULT_MAX_IN_FLIGHT,
   resolvePolicy,
+  noticer,
   type Warn,
   warner,
 } from "../policy.js";
@@ -51,6 +52,7 @@ import { type InboxesHost, NatsInboxes } from "./inboxes.js";
 import { NatsBucket } from "./kv.js";
 import { bucketOptions, ensureStreams, Header, INBOX_STREAM, STATUS_BUCKET } from "./layout.js";
 import { listMessages } from "./listing.js";
+import { MaxAgeLowering } from "./max-age.js";
 import { Orphans } from "./orphans.js";
 import { RoutedDeliveries } from "./routed.js";
 import { Settlement } from "./settlement.js";
@@ -100,7 +102,7 @@ export class NatsBroker implements Broker, InboxesHost {
     const nc = await connectNats(options.nats);
     try {
       const jsm = await jetstreamManager(nc);
-      await ensureStreams(jsm, policy, replicas);
+      const lowerings = await ensureStreams(jsm, policy, replicas);
       const kvm = new Kvm(nc);
       const statusKv = await kvm.create(STATUS_BUCKET, {
         ...bucketOptions(STATUS_BUCKET, replicas),
@@ -110,6 +112,15 @@ export class NatsBroker implements Broker, InboxesHost {
       const warn = warner(options, "acp broker (nats)");
       const quotas = resolveQuotas(options.quotas);
       const ledger = quotas && (await UsageLedger.open(kvm, replicas, quotas, policy, warn));
+      // Last, once nothing else can fail; on a connection of its own, since the expiry runs inside its requests.
+      const maxAge =
+        lowerings.length > 0
+          ? new MaxAgeLowering(
+              lowerings,
+              () => connectNats({ ...options.nats, name: `${options.nats.name ?? "acp-broker"} max-age` }),
+              { notice: noticer(options, "acp broker (nats)"), warn },
+            )
+          : undefined;
       return new NatsBroker(
         nc,
         jsm,
@@ -122,6 +133,7 @@ export class NatsBroker implements Broker, InboxesHost {
         admission,
         warn,
         ledger,
+        maxAge,
       );
     } catch (error) {
       await nc.close();
@@ -144,6 +156,8 @@ export class NatsBroker implements Broker, InboxesHost {
     readonly warn: Warn,
     /** Quota usage, kept only while quotas are set. */
     readonly ledger: UsageLedger | undefined,
+    /** A stream's max_age being lowered after start (max-age.ts), if any. */
+    private readonly maxAge: MaxAgeLowering | undefined,
   ) {
     this.changes = new ChangeFeed(nc, policy, warn);
     this.healthCheck = new NatsHealth(nc, publisher.failures);
@@ -352,6 +366,7 @@ export class NatsBroker implements Broker, InboxesHost {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.maxAge?.stop();
     this.admission.close();
     await this.routes.stop();
     await this.inboxes.closeAll();

@@ -107,10 +107,7 @@ export function bucketOptions(
   };
 }
 
-function streamConfigs(
-  policy: BrokerPolicy,
-  replicas: number,
-): Array<Partial<StreamConfig> & { name: string }> {
+function streamConfigs(policy: BrokerPolicy, replicas: number): StreamSettings[] {
   const common = {
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
@@ -136,29 +133,49 @@ function streamConfigs(
   ];
 }
 
-/** Creates the streams, or brings an existing one to these settings (retention, replicas). */
+/** The settings `ensureStreams` gives a stream, max_age included. */
+export type StreamSettings = Partial<StreamConfig> & { name: string; max_age: number };
+
+/** A stream whose max_age is above the broker's: `MaxAgeLowering` (max-age.ts) brings it down after start. */
+export interface LowerMaxAge {
+  settings: StreamSettings;
+  /** The stream's max_age at start, in nanoseconds (0: none). */
+  from: number;
+}
+
+/**
+ * Creates the streams, or brings an existing one to these settings (retention, replicas), and
+ * returns the streams whose max_age is to be lowered. A lower max_age is not sent at start:
+ * nats-server expires the backlog it makes due inside the update request, one message at a time
+ * and for every consumer of the stream (minutes on a week-old inbox stream), so the stream keeps
+ * its max_age here and `MaxAgeLowering` lowers it in steps once the broker is open.
+ */
 export async function ensureStreams(
   jsm: JetStreamManager,
   policy: BrokerPolicy,
   replicas: number,
-): Promise<void> {
-  for (const config of streamConfigs(policy, replicas)) {
+): Promise<LowerMaxAge[]> {
+  const lowerings: LowerMaxAge[] = [];
+  for (const settings of streamConfigs(policy, replicas)) {
     try {
-      const info = await jsm.streams.info(config.name);
-      const current = info.config;
+      const current = (await jsm.streams.info(settings.name)).config;
+      const lower = current.max_age === 0 || current.max_age > settings.max_age;
+      if (lower) lowerings.push({ settings, from: current.max_age });
+      const now = lower ? { ...settings, max_age: current.max_age } : settings;
       if (
-        current.max_age !== config.max_age ||
-        current.duplicate_window !== config.duplicate_window ||
-        current.num_replicas !== config.num_replicas ||
+        current.max_age !== now.max_age ||
+        current.duplicate_window !== now.duplicate_window ||
+        current.num_replicas !== now.num_replicas ||
         current.allow_direct !== true
       ) {
-        await jsm.streams.update(config.name, config);
+        await jsm.streams.update(now.name, now);
       }
     } catch (error) {
       if (!(error instanceof JetStreamApiError) || error.code !== 10059) throw error;
-      await jsm.streams.add(config);
+      await jsm.streams.add(settings);
     }
   }
+  return lowerings;
 }
 
 /**
