@@ -51,6 +51,7 @@ export const mutationModules = {
       "test/broker/nats-operations.test.ts",
       "test/broker/nats-exactly-once.test.ts",
       "test/broker/nats-inbox-prepare.test.ts",
+      "test/broker/nats-routed-hold.test.ts",
     ],
     testNames: [
       "persists the message as queued",
@@ -96,6 +97,8 @@ export const mutationModules = {
       "delivers an answer like any other when its route has no receiver here",
       // nats-inbox-prepare.test.ts: what a delivery finds in its status record (all of its tests).
       "what a delivery finds in its status record",
+      // nats-routed-hold.test.ts: a routed message held in the queue, working() and ack on it.
+      "a message its route holds",
     ].join("|"),
   },
   // Its own tests drive it through a gateway the test plays at the socket (milliseconds each): the

@@ -257,6 +257,7 @@ export class NatsInbox implements Inbox {
     const routeAlive = headers.route ? await this.host.instanceAlive(instanceOfRoute(headers.route)) : false;
     let deadLettered: StatusDoc | undefined;
     const decide = (current: Versioned<StatusDoc> | null): Decision<Outcome> => {
+      deadLettered = undefined; // a decision taken again after a lost compare-and-set starts over
       // The submitting gateway writes the record right after its publish. If this delivery is
       // faster, write the record as the submit would have (queued) first, then go on as usual.
       if (!current) {
@@ -315,7 +316,7 @@ export class NatsInbox implements Inbox {
       this.defer(msg, headers, deferMs);
       return null;
     }
-    if (outcome === "dead" && deadLettered) this.host.pendingSettled(deadLettered);
+    if (deadLettered) this.host.pendingSettled(deadLettered); // the decision written was "dead"
     if (outcome === "term" || outcome === "dead") {
       msg.term(); // max deliveries, or already settled
       return null;

@@ -15,8 +15,8 @@ import type { StatusDoc, StatusStore } from "./status-store.js";
  * broker accepts, the times and the header names take under 600 bytes.
  */
 export const HEADER_ROOM = 1024;
-/** nats-server's default `max_payload`, for the moment before the server's INFO arrived. */
-const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+/** nats-server's default `max_payload` (1 MiB), for the moment before the server's INFO arrived. */
+const DEFAULT_MAX_PAYLOAD = 1_048_576;
 
 /** The largest envelope a server with this `max_payload` takes, headers included. */
 export function maxEnvelopeBytes(maxPayload: number | undefined): number {
