@@ -79,7 +79,9 @@ export class NatsInboxes {
     try {
       const info = await this.consumer(agentId, maxInFlight);
       const consumer = this.js.consumers.getConsumerFromInfo(info);
-      const messages = await consumer.consume({ max_messages: maxInFlight });
+      // A consumer deleted on the server ends the pull (the inbox then ends its iteration) rather than
+      // leaving it waiting, silently, for a consumer only a new open would create again.
+      const messages = await consumer.consume({ max_messages: maxInFlight, abort_on_missing_resource: true });
       const inbox = new NatsInbox(agentId, messages, this.inboxHost, Math.min(info.num_pending, maxInFlight));
       this.inboxes.set(agentId, inbox);
       // What a dead gateway handed out to this agent goes to the pull just opened (orphans.ts).
