@@ -52,6 +52,7 @@ export const mutationModules = {
       "test/broker/nats-exactly-once.test.ts",
       "test/broker/nats-inbox-prepare.test.ts",
       "test/broker/nats-routed-hold.test.ts",
+      "test/broker/nats-routed.test.ts",
     ],
     testNames: [
       "persists the message as queued",
@@ -99,6 +100,8 @@ export const mutationModules = {
       "what a delivery finds in its status record",
       // nats-routed-hold.test.ts: a routed message held in the queue, working() and ack on it.
       "a message its route holds",
+      // nats-routed.test.ts and the conformance suite: what a route gives back together, oldest first.
+      "routed deliveries given back",
     ].join("|"),
   },
   // Its own tests drive it through a gateway the test plays at the socket (milliseconds each): the

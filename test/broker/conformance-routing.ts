@@ -1,23 +1,14 @@
 import { describe, expect, it } from "vitest";
-import type { Broker, Delivery } from "../../src/broker/index.js";
 import type { SuiteContext } from "./conformance.js";
-import { deliveredBefore, eventually, expectBrokerError, message, reader } from "./support.js";
-
-/** A receiver of `agent`'s routed deliveries that keeps what it is handed. */
-function routedTo(broker: Broker, agent: string) {
-  const got: Delivery[] = [];
-  const receiver = broker.receiveRouted(agent, (delivery) => got.push(delivery));
-  return { got, receiver };
-}
-
-/** alice asks bob with a reply route; returns the request and bob's answer to it. */
-async function exchange(broker: Broker, replyTo: string | undefined) {
-  const request = message("alice", "bob", { kind: "request", method: "agent.request" });
-  await broker.submit({ ...request, ...(replyTo ? { replyTo } : {}) });
-  const answer = message("bob", "alice", { kind: "response", method: "response", inReplyTo: request.id });
-  await broker.submit(answer);
-  return { request, answer };
-}
+import {
+  deliveredBefore,
+  eventually,
+  exchange,
+  expectBrokerError,
+  message,
+  reader,
+  routedTo,
+} from "./support.js";
 
 /** Several consumers of one agent: give back one consumer's hand-outs; answers routed to a socket. */
 export function routingConformance(ctx: SuiteContext): void {

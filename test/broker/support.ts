@@ -115,6 +115,22 @@ export async function workedOnWhile(
   }
 }
 
+/** A receiver of `agent`'s routed deliveries that keeps what it is handed. */
+export function routedTo(broker: Broker, agent: string) {
+  const got: Delivery[] = [];
+  const receiver = broker.receiveRouted(agent, (delivery) => got.push(delivery));
+  return { got, receiver };
+}
+
+/** alice asks bob with a reply route; returns the request and bob's answer to it. */
+export async function exchange(broker: Broker, replyTo: string | undefined) {
+  const request = message("alice", "bob", { kind: "request", method: "agent.request" });
+  await broker.submit({ ...request, ...(replyTo ? { replyTo } : {}) });
+  const answer = message("bob", "alice", { kind: "response", method: "response", inReplyTo: request.id });
+  await broker.submit(answer);
+  return { request, answer };
+}
+
 /** Polls `check` until it stops throwing (or returns true), for state that changes asynchronously. */
 export async function eventually<T>(check: () => Promise<T>, timeoutMs = 10_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;

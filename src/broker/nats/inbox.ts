@@ -363,17 +363,38 @@ export class NatsInbox implements Inbox {
           this.unprepared.push(msg);
           return;
         }
-        msg.working();
-        const prepared = this.prepare(msg).catch(() => null);
+        const prepared = this.lookAgain(msg);
         this.handOut = this.handOut.then(async () => {
           const delivery = await prepared;
-          if (delivery && !this.closing) this.queue.push(delivery);
+          // Given up by its route: what it held from the same sender before it may have been given
+          // up with it (one give-back) since this inbox looked at it; that goes out first.
+          const before = delivery ? this.deferredBefore(msg, delivery.from) : [];
+          const earlier = await Promise.all(before.map((held) => this.lookAgain(held)));
+          for (const next of [...earlier, delivery]) if (next && !this.closing) this.queue.push(next);
         });
       },
       Math.min(deferMs + ROUTE_DEFER_MARGIN_MS, ROUTE_RECHECK_MS),
     );
     timer.unref();
     this.deferred.set(msg, timer);
+  }
+
+  /** A held message looked at again: its delivery if its route gave it up, else null (held again, settled). */
+  private lookAgain(msg: JsMsg): Promise<Delivery | null> {
+    msg.working();
+    return this.prepare(msg).catch(() => null);
+  }
+
+  /** Takes the messages held here from `from` that came before `msg` off their timers, in stream order. */
+  private deferredBefore(msg: JsMsg, from: string): JsMsg[] {
+    const before = [...this.deferred].filter(
+      ([held]) => held.seq < msg.seq && readHeaders(held)?.from === from,
+    );
+    for (const [held, timer] of before) {
+      clearTimeout(timer);
+      this.deferred.delete(held);
+    }
+    return before.map(([held]) => held).sort((a, b) => a.seq - b.seq);
   }
 
   /**
