@@ -16,7 +16,7 @@ import {
   type SubmitInput,
 } from "../../src/broker/index.js";
 import { useTmpDir } from "../helpers/tmp.js";
-import { deliveredBefore, eventually, message, reader, sleep } from "./support.js";
+import { deliveredBefore, eventually, exchange, message, reader, routedTo, sleep } from "./support.js";
 
 const tmp = useTmpDir("acp-inbox-");
 const LONG_ACK_WAIT = { ackWaitMs: 30_000 };
@@ -79,12 +79,8 @@ describe("embedded inbox", () => {
 
   it("leaves an answer out through the agent's routed receiver to it: an inbox opened meanwhile does not hand it out", async () => {
     const broker = await open(tmp());
-    const routed: Delivery[] = [];
-    broker.receiveRouted("alice", (delivery) => routed.push(delivery));
-    const request = message("alice", "bob", { kind: "request", method: "agent.request" });
-    await broker.submit({ ...request, replyTo: `${broker.instanceId}/socket-1` });
-    const answer = message("bob", "alice", { kind: "response", method: "response", inReplyTo: request.id });
-    await broker.submit(answer);
+    const { got: routed } = routedTo(broker, "alice");
+    const { answer } = await exchange(broker, `${broker.instanceId}/socket-1`);
     await eventually(async () => expect(routed.map((delivery) => delivery.id)).toEqual([answer.id]));
     const inbox = reader(await broker.openInbox("alice"));
     expect(await deliveredBefore(broker, inbox, "alice")).toEqual([]);
@@ -261,16 +257,12 @@ describe("embedded inbox", () => {
 
   it("puts a routed answer given back in line by its place in the queue", async () => {
     const broker = await open(tmp());
-    const got: Delivery[] = [];
-    const receiver = broker.receiveRouted("alice", (delivery) => got.push(delivery));
+    const { got, receiver } = routedTo(broker, "alice");
     const [first, older] = [message("carol", "alice"), message("carol", "alice")];
     for (const input of [first, older]) await broker.submit(input);
     const inbox = reader(await broker.openInbox("alice", { maxInFlight: 1 }));
     expect((await inbox.next()).id).toBe(first.id); // `older` waits behind it
-    const request = message("alice", "bob", { kind: "request", method: "agent.request" });
-    await broker.submit({ ...request, replyTo: `${broker.instanceId}/socket-1` });
-    const answer = message("bob", "alice", { kind: "response", method: "response", inReplyTo: request.id });
-    await broker.submit(answer);
+    const { answer } = await exchange(broker, `${broker.instanceId}/socket-1`);
     await eventually(async () => expect(got.map((delivery) => delivery.id)).toEqual([answer.id]));
     await receiver.giveBack([answer]);
     await broker.ack("alice", first);
