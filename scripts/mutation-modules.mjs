@@ -53,6 +53,7 @@ export const mutationModules = {
       "test/broker/nats-inbox-prepare.test.ts",
       "test/broker/nats-routed-hold.test.ts",
       "test/broker/nats-routed.test.ts",
+      "test/broker/nats-inbox-lifecycle.test.ts",
     ],
     testNames: [
       "persists the message as queued",
@@ -102,6 +103,11 @@ export const mutationModules = {
       "a message its route holds",
       // nats-routed.test.ts and the conformance suite: what a route gives back together, oldest first.
       "routed deliveries given back",
+      // One open inbox per agent and broker (a second open while the first is not closing is refused).
+      "allows one open inbox per agent per broker",
+      // nats-inbox-lifecycle.test.ts, all of it: the backlog at open, leaving the loop, a consumer
+      // deleted under the inbox, the drain at close, working() after a close and at another gateway.
+      "NATS inbox lifecycle",
     ].join("|"),
   },
   // Its own tests drive it through a gateway the test plays at the socket (milliseconds each): the
