@@ -53,6 +53,23 @@ describeWithNats("NATS inbox: a message its route holds", () => {
     expect(await broker.ack("alice", input)).toMatchObject({ status: "acknowledged", retryCount: 0 });
   });
 
+  it("moves a routed delivery's ack wait on working(): the queue hands it out only after the new end", async () => {
+    const server = await startNats();
+    const ackWaitMs = 3_000;
+    const broker = await open(server.url, { delivery: { ackWaitMs } });
+    const { input } = await routedVia(broker, broker);
+    const queue = reader(await broker.openInbox("alice"));
+    // Halfway through its ack wait the agent says it is working, then never answers.
+    await sleep(ackWaitMs / 2);
+    const workingAt = Date.now();
+    await broker.working("alice", input);
+    // The route gives it up when the new ack wait ends, and the queue hands it out 100 ms after
+    // that (time for the route's own release to land first). A lower bound only: load makes a
+    // delivery late, never early.
+    expect(await queue.next(15_000)).toMatchObject({ id: input.id, attempt: 2 });
+    expect(Date.now()).toBeGreaterThanOrEqual(workingAt + ackWaitMs + 90);
+  });
+
   it("takes working() and the ack for a routed delivery at another gateway than the one holding it", async () => {
     const server = await startNats();
     const holder = await open(server.url);
