@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, nanos } from "@nats-io/transport-node";
 import { INBOX_STREAM } from "../../src/broker/nats/layout.js";
+import { MaxAgeLowering } from "../../src/broker/nats/max-age.js";
 import { findNatsServer, startNatsServer, stopChild } from "../gateway/processes.js";
 import type { Manifest } from "./fill.js";
 import { BenchGateway, rssOfPid } from "./gateway.js";
@@ -95,19 +96,20 @@ export async function measureNats(
 /**
  * When the relay's timed window starts, the inbox stream's max_age becomes the age of the first
  * message of the week's second day (the replay wrote the week in order, a seventh of it per day):
- * nats-server expires the first day. The window ends once the stream's first message is past it.
- * nats-server 2.9 expires what a lower max_age makes due inside the update request, one message at
- * a time, each removal told to every consumer of the stream: how long the update took to be
- * answered is that expiry's length (reported even when the relay failed meanwhile).
+ * nats-server expires the first day. It is lowered the way the broker lowers a stream's max_age
+ * after a start with a shorter retention (MaxAgeLowering: steps of at most 1,000 messages expired,
+ * on a connection of its own), since nats-server expires what each update makes due inside it, one
+ * message at a time, each removal told to every consumer of the stream. The window ends once the
+ * stream's first message is past the first day; how long the lowering took is reported (even when
+ * the relay failed meanwhile).
  */
 async function measurePurge(url: string, data: string, week: Manifest): Promise<PurgeFigures> {
   const nc = await connect({ servers: url });
   const gateway = await BenchGateway.start({ data, nats: { servers: url } });
-  let updateMs: number | undefined;
-  let update: Promise<unknown> | undefined;
+  let loweringMs: number | undefined;
+  let lowering: MaxAgeLowering | undefined;
   try {
-    // The update is answered only once the expiry is done: far longer than a request's usual 5 s.
-    const jsm = await jetstreamManager(nc, { timeout: 30 * 60_000 });
+    const jsm = await jetstreamManager(nc);
     const before = (await jsm.streams.info(INBOX_STREAM)).state.first_seq;
     const secondDay = before + Math.floor(week.messages / 7);
     const pair = await relayPair(gateway, week);
@@ -123,17 +125,21 @@ async function measurePurge(url: string, data: string, week: Manifest): Promise<
           const kept = await jsm.streams.getMessage(INBOX_STREAM, { seq: secondDay });
           if (!kept) throw new Error(`the inbox stream has no message ${secondDay}`);
           const maxAge = nanos(Date.now() - kept.time.getTime());
-          const updating = performance.now();
-          update = jsm.streams
-            .update(INBOX_STREAM, {
-              ...config,
-              max_age: maxAge,
-              duplicate_window: Math.min(config.duplicate_window, maxAge),
-            })
-            .finally(() => {
-              updateMs = performance.now() - updating;
-            });
-          await update;
+          const settings = {
+            ...config,
+            max_age: maxAge,
+            duplicate_window: Math.min(config.duplicate_window, maxAge),
+          };
+          lowering = new MaxAgeLowering(
+            [{ settings, from: config.max_age }],
+            () => connect({ servers: url }),
+            {
+              notice: () => undefined,
+              warn: (line) => console.error(line),
+            },
+          );
+          await lowering.done;
+          loweringMs = performance.now() - started;
         }
         if ((await jsm.streams.info(INBOX_STREAM)).state.first_seq < secondDay) return false;
         seconds = (performance.now() - started) / 1000;
@@ -148,16 +154,14 @@ async function measurePurge(url: string, data: string, week: Manifest): Promise<
       relay,
       loopDelayMaxMs: loop.maxMs,
       readyMs: gateway.readyMs,
-      ...(updateMs === undefined ? {} : { expiryUpdateMs: updateMs }),
+      ...(loweringMs === undefined ? {} : { maxAgeLoweringMs: loweringMs }),
     };
   } catch (error) {
-    // The relay failed (JetStream stalled): how long the expiry held it is the figure that says why.
-    await update?.catch(() => undefined);
-    const answered =
-      updateMs === undefined
-        ? ""
-        : ` (nats-server answered the max_age update after ${(updateMs / 1000).toFixed(1)} s)`;
-    throw new Error(`${String(error)}${answered}`);
+    // The relay failed (JetStream stalled): how long the lowering had taken is the figure that says why.
+    await lowering?.stop();
+    const took =
+      loweringMs === undefined ? "" : ` (the max_age lowering took ${(loweringMs / 1000).toFixed(1)} s)`;
+    throw new Error(`${String(error)}${took}`);
   } finally {
     await gateway.stop();
     await nc.close();

@@ -43,8 +43,8 @@ export interface PurgeFigures {
   sweepBatches?: { count: number; maxMs: number; p99Ms: number; statementsMaxMs?: number };
   /** Start → ready with the purge due. */
   readyMs: number;
-  /** NATS: how long nats-server took to answer the max_age update, the day's expiry running inside it (ms). */
-  expiryUpdateMs?: number;
+  /** NATS: how long the broker's lowering of max_age took (steps on a connection of its own, each expiring inside its update; ms). */
+  maxAgeLoweringMs?: number;
 }
 
 export interface BrokerFigures {
@@ -179,9 +179,9 @@ export function printBroker(name: string, messages: number, figures: BrokerFigur
               ? ""
               : `, their own statements at most ${fixed(batches.statementsMaxMs)} ms`)
           : "") +
-        (purge.expiryUpdateMs === undefined
+        (purge.maxAgeLoweringMs === undefined
           ? ""
-          : `; nats-server answered the max_age update (the expiry inside it) after ${fixed(purge.expiryUpdateMs / 1000)} s`) +
+          : `; the broker's max_age lowering (in steps, on a connection of its own) took ${fixed(purge.maxAgeLoweringMs / 1000)} s`) +
         `; ready in ${count(purge.readyMs)} ms`,
     );
   }

@@ -6,32 +6,43 @@
  * request, one message at a time, telling every consumer of the stream about each removal: the
  * update's answer time is the expiry's length. Meanwhile two publishers send a message every 5 ms,
  * one on the connection that sent the update and one on a connection of its own: the longest each
- * waited says whom the expiry holds up. Each consumer count in NATS_EXPIRY_CONSUMERS (default
- * 1,10,100,1000) gets its own nats-server.
+ * waited says whom the expiry holds up. Then the same again, lowered the way the broker lowers a
+ * stream's max_age after start (max-age.ts: steps of at most 1,000 messages expired, on a connection
+ * of its own): the relay's connection is then one that sends no update. Each consumer count in
+ * NATS_EXPIRY_CONSUMERS (default 1,10,100,1000) and each way gets its own nats-server.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { AckPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, nanos } from "@nats-io/transport-node";
+import { MaxAgeLowering, STEP_MESSAGES as STEP_MESSAGES_DEFAULT } from "../../src/broker/nats/max-age.js";
 import { findNatsServer, startNatsServer, stopChild } from "../gateway/processes.js";
 
 const MESSAGES = Number(process.env.NATS_EXPIRY_MESSAGES ?? 20_000);
 const CONSUMERS = (process.env.NATS_EXPIRY_CONSUMERS ?? "1,10,100,1000").split(",").map(Number);
+/** NATS_EXPIRY_STEP_MESSAGES: how many messages each step expires at most (default the broker's). */
+const STEP_MESSAGES = Number(process.env.NATS_EXPIRY_STEP_MESSAGES ?? STEP_MESSAGES_DEFAULT);
+/** NATS_EXPIRY_WAYS: `update`, `steps` or both (default). */
+const WAYS = (process.env.NATS_EXPIRY_WAYS ?? "update,steps").split(",") as Way[];
 const DAY_MS = 24 * 3_600_000;
 /** The answer to the update comes after the expiry: far longer than a request's usual 5 s. */
 const TIMEOUT_MS = 30 * 60_000;
 
+/** One update of the whole backlog on the bench's connection, or the broker's steps on a connection of their own. */
+type Way = "update" | "steps";
+
 interface Expiry {
   consumers: number;
+  way: Way;
   expiryMs: number;
-  /** Longest publish meanwhile on the connection that sent the update, and on another one. */
+  /** Longest publish meanwhile on the bench's connection (which sends the single update), and on another one. */
   sameConnectionMs: number;
   otherConnectionMs: number;
   left: number;
 }
 
-async function expire(binary: string, consumers: number): Promise<Expiry> {
+async function expire(binary: string, consumers: number, way: Way): Promise<Expiry> {
   const dir = mkdtempSync(join(tmpdir(), "acp-bench-nats-expiry-"));
   const nats = await startNatsServer(binary, dir);
   const nc = await connect({ servers: nats.url });
@@ -44,6 +55,8 @@ async function expire(binary: string, consumers: number): Promise<Expiry> {
       subjects: ["agent.*.inbox"],
       max_age: nanos(7 * DAY_MS),
       duplicate_window: nanos(10 * 60_000),
+      // As the inbox stream: the broker's lowering reads the step's message with a direct get.
+      allow_direct: true,
     });
     for (let c = 0; c < consumers; c++)
       await jsm.consumers.add("INBOX", {
@@ -73,13 +86,23 @@ async function expire(binary: string, consumers: number): Promise<Expiry> {
     };
     const publishers = [publisher(js), publisher(jetstream(other, { timeout: TIMEOUT_MS }))];
     const { config } = await jsm.streams.info("INBOX");
+    const settings = { ...config, max_age: nanos(1_000), duplicate_window: nanos(1_000) };
     const started = performance.now();
-    await jsm.streams.update("INBOX", { ...config, max_age: nanos(1_000), duplicate_window: nanos(1_000) });
+    if (way === "update") await jsm.streams.update("INBOX", settings);
+    else {
+      const lowering = new MaxAgeLowering(
+        [{ settings, from: config.max_age }],
+        () => connect({ servers: nats.url }),
+        { notice: () => undefined, warn: (line) => console.error(line) },
+        STEP_MESSAGES,
+      );
+      await lowering.done;
+    }
     const expiryMs = performance.now() - started;
     publishing = false;
     const [sameConnectionMs, otherConnectionMs] = (await Promise.all(publishers)) as [number, number];
     const left = (await jsm.streams.info("INBOX")).state.messages;
-    return { consumers, expiryMs, sameConnectionMs, otherConnectionMs, left };
+    return { consumers, way, expiryMs, sameConnectionMs, otherConnectionMs, left };
   } finally {
     await other.close();
     await nc.close();
@@ -95,15 +118,21 @@ async function main(): Promise<void> {
     `expiring ${MESSAGES.toLocaleString("en-US")} messages of 1 KB by lowering max_age (load average ${loadavg()[0]?.toFixed(1)})`,
   );
   console.log(
-    "| consumers | expiry (inside the update) | per message | longest publish meanwhile: the update's connection | another connection |",
+    "| consumers | lowered by | expiry | per message | longest publish meanwhile: the bench's connection | another connection |",
   );
-  console.log("| ---: | ---: | ---: | ---: | ---: |");
+  console.log("| ---: | --- | ---: | ---: | ---: | ---: |");
   for (const consumers of CONSUMERS) {
-    const { expiryMs, sameConnectionMs, otherConnectionMs, left } = await expire(binary, consumers);
-    if (left > MESSAGES / 10) throw new Error(`${left} messages left after the expiry`);
-    console.log(
-      `| ${consumers.toLocaleString("en-US")} | ${(expiryMs / 1000).toFixed(2)} s | ${((1000 * expiryMs) / MESSAGES).toFixed(0)} µs | ${(sameConnectionMs / 1000).toFixed(2)} s | ${(otherConnectionMs / 1000).toFixed(3)} s |`,
-    );
+    for (const way of WAYS) {
+      const { expiryMs, sameConnectionMs, otherConnectionMs, left } = await expire(binary, consumers, way);
+      if (left > MESSAGES / 10) throw new Error(`${left} messages left after the expiry`);
+      const by =
+        way === "update"
+          ? "one update on the bench's connection"
+          : `steps of ${STEP_MESSAGES.toLocaleString("en-US")} on a connection of their own`;
+      console.log(
+        `| ${consumers.toLocaleString("en-US")} | ${by} | ${(expiryMs / 1000).toFixed(2)} s | ${((1000 * expiryMs) / MESSAGES).toFixed(0)} µs | ${(sameConnectionMs / 1000).toFixed(3)} s | ${(otherConnectionMs / 1000).toFixed(3)} s |`,
+      );
+    }
   }
   console.log(
     `load average at the end ${loadavg()
