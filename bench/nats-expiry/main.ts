@@ -55,7 +55,6 @@ async function expire(binary: string, consumers: number, way: Way): Promise<Expi
       subjects: ["agent.*.inbox"],
       max_age: nanos(7 * DAY_MS),
       duplicate_window: nanos(10 * 60_000),
-      // As the inbox stream: the broker's lowering reads the step's message with a direct get.
       allow_direct: true,
     });
     for (let c = 0; c < consumers; c++)

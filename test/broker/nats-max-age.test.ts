@@ -2,7 +2,13 @@ import { AckPolicy, jetstream, jetstreamManager, type JetStreamManager } from "@
 import { connect, nanos } from "@nats-io/transport-node";
 import { expect, it } from "vitest";
 import { type NatsBrokerOptions, openBroker } from "../../src/broker/index.js";
-import { consumerName, INBOX_STREAM, INDEX_STREAM, inboxSubject } from "../../src/broker/nats/layout.js";
+import {
+  consumerName,
+  INBOX_STREAM,
+  INDEX_STREAM,
+  inboxSubject,
+  STATUS_BUCKET,
+} from "../../src/broker/nats/layout.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { closedAfterEach, eventually, message, reader, sleep } from "./support.js";
 
@@ -10,6 +16,7 @@ const startNats = useNatsServer();
 const { opened, connections } = closedAfterEach();
 
 const DAY_MS = 24 * 3_600_000;
+const STATUS_STREAM = `KV_${STATUS_BUCKET}`;
 /** Enough consumers that nats-server's expiry of the backlog takes a while (each removal is told to every one). */
 const CONSUMERS = 500;
 /** Ten steps of the lowering. */
@@ -92,7 +99,7 @@ describeWithNats("NATS broker started with a shorter retention than its streams'
     expect((await broker.ack("bob", sent)).status).toBe("acknowledged");
 
     await eventually(async () => {
-      expect(notices.filter((line) => line.includes("max_age lowered"))).toHaveLength(2);
+      expect(notices.filter((line) => line.includes("max_age lowered"))).toHaveLength(3);
     }, 120_000);
     const inbox = await jsm.streams.info(INBOX_STREAM);
     expect(inbox.config.max_age).toBe(nanos(RETENTION_MS));
@@ -100,6 +107,8 @@ describeWithNats("NATS broker started with a shorter retention than its streams'
     const index = await jsm.streams.info(INDEX_STREAM);
     expect(index.config.max_age).toBe(nanos(RETENTION_MS));
     expect(index.state.first_seq).toBeGreaterThan(indexBacklog);
+    // The status records' bucket: its TTL is the record retention too.
+    expect((await jsm.streams.info(STATUS_STREAM)).config.max_age).toBe(nanos(RETENTION_MS));
     expect(notices).toContainEqual(
       expect.stringMatching(
         /^acp broker \(nats\): ACP_INBOX: lowering max_age from 7 d to 6 s \(\d+ messages held\)/,
@@ -112,6 +121,24 @@ describeWithNats("NATS broker started with a shorter retention than its streams'
     expect(warnings).toEqual([]);
     for (const line of [...notices, ...warnings]) expect(line).not.toContain("s3cret");
   }, 180_000);
+
+  it("a longer retention or record retention is applied at start, to the streams and the status bucket", async () => {
+    const server = await startNats({ user: "admin", pass: "admin" });
+    const nats = { servers: server.url, user: "admin", pass: "admin" };
+    await (await open({ nats })).close();
+    const notices: string[] = [];
+    await open({
+      nats,
+      retentionMs: 8 * DAY_MS,
+      recordRetentionMs: 40 * DAY_MS,
+      onNotice: (line) => notices.push(line),
+    });
+    const jsm = await manager(server.url);
+    expect((await jsm.streams.info(INBOX_STREAM)).config.max_age).toBe(nanos(8 * DAY_MS));
+    expect((await jsm.streams.info(INDEX_STREAM)).config.max_age).toBe(nanos(40 * DAY_MS));
+    expect((await jsm.streams.info(STATUS_STREAM)).config.max_age).toBe(nanos(40 * DAY_MS));
+    expect(notices).toEqual([]);
+  });
 
   it("a lowering nats-server refuses is warned about and retried, the stream left at its max_age, the broker usable", async () => {
     const server = await startNats({

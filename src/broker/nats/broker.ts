@@ -50,7 +50,14 @@ import { connectNats } from "./connection.js";
 import { NatsHealth } from "./health.js";
 import { type InboxesHost, NatsInboxes } from "./inboxes.js";
 import { NatsBucket } from "./kv.js";
-import { bucketOptions, ensureStreams, Header, INBOX_STREAM, STATUS_BUCKET } from "./layout.js";
+import {
+  bucketOptions,
+  ensureBucketTtl,
+  ensureStreams,
+  Header,
+  INBOX_STREAM,
+  STATUS_BUCKET,
+} from "./layout.js";
 import { listMessages } from "./listing.js";
 import { MaxAgeLowering } from "./max-age.js";
 import { Orphans } from "./orphans.js";
@@ -108,6 +115,7 @@ export class NatsBroker implements Broker, InboxesHost {
         ...bucketOptions(STATUS_BUCKET, replicas),
         ttl: policy.recordRetentionMs,
       });
+      lowerings.push(...(await ensureBucketTtl(jsm, STATUS_BUCKET, policy.recordRetentionMs)));
       const publisher = new StreamPublisher(nc);
       const warn = warner(options, "acp broker (nats)");
       const quotas = resolveQuotas(options.quotas);

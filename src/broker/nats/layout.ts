@@ -159,7 +159,7 @@ export async function ensureStreams(
   for (const settings of streamConfigs(policy, replicas)) {
     try {
       const current = (await jsm.streams.info(settings.name)).config;
-      const lower = current.max_age === 0 || current.max_age > settings.max_age;
+      const lower = lowers(current.max_age, settings.max_age);
       if (lower) lowerings.push({ settings, from: current.max_age });
       const now = lower ? { ...settings, max_age: current.max_age } : settings;
       if (
@@ -176,6 +176,35 @@ export async function ensureStreams(
     }
   }
   return lowerings;
+}
+
+/**
+ * A KV bucket's TTL (its stream's max_age) brought to `ttlMs`, which `kvm.create` leaves as the
+ * bucket was created: raised at once, or returned to be lowered after start, as `ensureStreams` does.
+ */
+export async function ensureBucketTtl(
+  jsm: JetStreamManager,
+  bucket: string,
+  ttlMs: number,
+): Promise<LowerMaxAge[]> {
+  const name = `KV_${bucket}`;
+  const current = (await jsm.streams.info(name)).config;
+  const maxAge = nanos(ttlMs);
+  if (current.max_age === maxAge) return [];
+  // nats-server refuses a duplicate window longer than max_age.
+  const settings = {
+    ...current,
+    max_age: maxAge,
+    duplicate_window: Math.min(current.duplicate_window, maxAge),
+  };
+  if (lowers(current.max_age, maxAge)) return [{ settings, from: current.max_age }];
+  await jsm.streams.update(name, settings);
+  return [];
+}
+
+/** Whether a stream whose max_age is `current` (0: none) is to be lowered to `wanted`. */
+function lowers(current: number, wanted: number): boolean {
+  return current === 0 || current > wanted;
 }
 
 /**

@@ -10,7 +10,7 @@
  * goes on from there). Failures are warned about and retried; the broker works meanwhile (it
  * computes `expired` from its own retention, and terminates what it pulls past it).
  */
-import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
+import { type JetStreamManager, jetstreamManager, type MsgRequest } from "@nats-io/jetstream";
 import { millis, type NatsConnection, nanos } from "@nats-io/transport-node";
 import type { Warn } from "../policy.js";
 import type { LowerMaxAge } from "./layout.js";
@@ -131,10 +131,10 @@ export class MaxAgeLowering {
     target: number,
   ): Promise<number> {
     if (info.state.messages === 0) return target;
-    const step = await jsm.direct.getMessage(name, {
-      seq: info.state.first_seq + this.stepMessages,
-      next_by_subj: ">",
-    });
+    // From the leader (a KV bucket with replicas has no direct get), the first message at or past
+    // that sequence: next_by_subj is in STREAM.MSG.GET since nats-server 2.9, not in the client's type.
+    const next = { seq: info.state.first_seq + this.stepMessages, next_by_subj: ">" };
+    const step = await jsm.streams.getMessage(name, next as MsgRequest);
     if (!step) return target;
     const stepAt = step.time.getTime();
     const age = nanos(Math.max(0, Date.now() - stepAt));
