@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import { AcpError } from "../../../../src/protocol/index.js";
 import { until } from "../../../helpers/until.js";
@@ -22,17 +21,20 @@ describe("A2A out: long tasks and oversized answers", () => {
       (s) => s.length > 0,
       "the task is reported",
     );
-    await sleep(1000); // several ack waits
+    const { broker } = bed.gw.gateway;
+    const [request] = (await broker.list({ participant: "alice", to: "slow", method: "agent.request" }))
+      .items;
+    // Several ack waits: the bridge is handed the request three times more while the task runs.
+    await until(
+      async () => (await broker.status(request!))?.retryCount ?? 0,
+      (retries) => retries >= 3,
+      "the request is redelivered three times",
+    );
     await alice.notify("slow", { taskId: first?.taskId }, { method: "agent.a2a.cancel" });
     expect(((await answer) as AcpError).kind).toBe("Cancelled");
     expect(server.received).toEqual(["long job"]);
-    const page = await bed.gw.gateway.broker.list({
-      participant: "alice",
-      to: "slow",
-      method: "agent.request",
-    });
     await until(
-      async () => (await bed.gw.gateway.broker.status(page.items[0]!))?.status,
+      async () => (await broker.status(request!))?.status,
       (status) => status === "acknowledged",
       "the request is acknowledged once answered",
     );
@@ -48,7 +50,15 @@ describe("A2A out: long tasks and oversized answers", () => {
     expect(err).toBeInstanceOf(AcpError);
     expect((err as AcpError).kind).toBe("PayloadTooLarge");
     expect((err as AcpError).message).toContain("the answer of echo exceeds the gateway's envelope limit");
-    await sleep(500);
+    // Settled once answered: nothing is left to hand the bridge again.
+    const { broker } = bed.gw.gateway;
+    const [request] = (await broker.list({ participant: "alice", to: "echo", method: "agent.request" }))
+      .items;
+    await until(
+      async () => (await broker.status(request!))?.status,
+      (status) => status === "acknowledged",
+      "the request is acknowledged once answered",
+    );
     expect(server.received).toHaveLength(1);
   });
 });
