@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { EmbeddedBroker } from "../../src/broker/embedded/broker.js";
-import type { Broker, KvBucket } from "../../src/broker/index.js";
+import type { Broker, KvBucket, KvChange } from "../../src/broker/index.js";
 import { HandshakeGate } from "../../src/gateway/handshake-gate.js";
 import type { EnvelopeHeaders } from "../../src/protocol/index.js";
 import { deferred } from "../client/fixtures.js";
@@ -15,8 +15,16 @@ import { useTmpDir } from "../helpers/tmp.js";
 const headers = (from: string, to: string) =>
   ({ "agent-id": from, "recipient-id": to, "skill-layers-loaded": [1] }) as unknown as EnvelopeHeaders;
 
-/** The broker, with `get` on the handshakes bucket held after reading until `release` resolves. */
-function withHeldRead(broker: Broker, release: Promise<void>, held: () => void): Broker {
+/**
+ * The broker, with `get` on the handshakes bucket held after reading until `release` resolves, and
+ * `told` called with each change its watch hands the gate (after the gate had it).
+ */
+function withHeldRead(
+  broker: Broker,
+  release: Promise<void>,
+  held: () => void,
+  told: (change: KvChange<unknown>) => void,
+): Broker {
   return new Proxy(broker, {
     get(target, prop, receiver) {
       if (prop !== "kv") return Reflect.get(target, prop, receiver);
@@ -25,6 +33,12 @@ function withHeldRead(broker: Broker, release: Promise<void>, held: () => void):
         let holdNext = true;
         return new Proxy(bucket, {
           get(b, p, r) {
+            if (p === "watch")
+              return (handler: (change: KvChange<unknown>) => void, options?: { prefix?: string }) =>
+                b.watch((change) => {
+                  handler(change);
+                  told(change);
+                }, options);
             if (p !== "get") return Reflect.get(b, p, r);
             return async (key: string) => {
               const entry = await b.get(key);
@@ -101,7 +115,15 @@ describe("HandshakeGate", () => {
     brokers.push(broker);
     const release = deferred();
     const readHeld = deferred();
-    const slow = new HandshakeGate(withHeldRead(broker, release.promise, () => readHeld.resolve()));
+    const toldOf: string[] = [];
+    const slow = new HandshakeGate(
+      withHeldRead(
+        broker,
+        release.promise,
+        () => readHeld.resolve(),
+        (change) => toldOf.push(change.key),
+      ),
+    );
     const other = new HandshakeGate(broker);
     await slow.start();
     await other.start();
@@ -114,7 +136,11 @@ describe("HandshakeGate", () => {
       await other.observe("agent.announce", headers("bob", "alice"), "bob#k");
       await other.observe("agent.capabilities", headers("alice", "bob"), "alice#k");
       await other.observe("agent.capabilities", headers("bob", "alice"), "bob#k");
-      await new Promise((resolve) => setTimeout(resolve, 50)); // the watch has told this gateway
+      await until(
+        () => toldOf.filter((key) => key === "alice.bob").length,
+        (changes) => changes === 4,
+        "the watch has told this gateway of the four steps",
+      );
       release.resolve();
       await expect(first).rejects.toMatchObject({ reason: "HandshakeRequired" });
       // What it read was already out of date: it must not be kept.
