@@ -121,8 +121,10 @@ export class MaxAgeLowering {
 
   /**
    * The age of the message `stepMessages` past the stream's first (gaps only make a step smaller),
-   * never above the current max_age less the time between those two messages, so every step
-   * lowers it whatever the clocks say; the target once that message is younger or there is none.
+   * never above the current max_age less the time between those two messages, so no step raises it;
+   * the target once that message is younger or there is none. The age is this host's clock against
+   * nats-server's stamp, as everything max_age does assumes synchronised clocks: with this clock
+   * behind, a step expires more than `stepMessages`; ahead, steps lower max_age by less.
    */
   private async nextMaxAge(
     jsm: JetStreamManager,
