@@ -140,6 +140,19 @@ describeWithNats("NATS broker started with a shorter retention than its streams'
     expect(notices).toEqual([]);
   });
 
+  it("a stream made without a max_age gets the retention's, after start", async () => {
+    const server = await startNats({ user: "admin", pass: "admin" });
+    const nats = { servers: server.url, user: "admin", pass: "admin" };
+    const jsm = await manager(server.url);
+    await jsm.streams.add({ name: INBOX_STREAM, subjects: ["agent.*.inbox"], allow_direct: true });
+    const notices: string[] = [];
+    await open({ nats, onNotice: (line) => notices.push(line) });
+    await eventually(async () => {
+      expect(notices).toContainEqual(expect.stringMatching(/ACP_INBOX: max_age lowered from none to 7 d/));
+    });
+    expect((await jsm.streams.info(INBOX_STREAM)).config.max_age).toBe(nanos(7 * DAY_MS));
+  });
+
   it("a lowering nats-server refuses is warned about and retried, the stream left at its max_age, the broker usable", async () => {
     const server = await startNats({
       config:
