@@ -92,10 +92,9 @@ export class MaxAgeLowering {
           );
           return true;
         }
-        await jsm.streams.update(name, {
-          ...settings,
-          max_age: await this.nextMaxAge(jsm, name, info, target),
-        });
+        const next = await this.nextMaxAge(jsm, name, info, target);
+        await jsm.streams.update(name, { ...settings, max_age: next });
+        current = next;
         steps++;
         failures = 0;
         if (performance.now() - reported >= PROGRESS_EVERY_MS) {
