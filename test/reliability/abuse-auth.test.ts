@@ -51,14 +51,14 @@ describe("abuse of identity and authority", () => {
     beta = await gw.register("agent-beta", "principal-b", extra);
     gamma = await gw.register("agent-gamma", "principal-c", extra);
   };
-  /** The new_message frames waiting for `agent` (connects, drains for `ms`, acks, closes). */
-  const inboxOf = async (agent: TestAgent, ms = 500): Promise<string[]> => {
+  /**
+   * The messages waiting for `agent`: what reaches its socket before a later notification from
+   * `peer`, a pair that completed the handshake (each acknowledged; the socket closed again).
+   */
+  const inboxOf = async (agent: TestAgent, peer: TestAgent): Promise<string[]> => {
     const ws = await FrameClient.connect(gw.gateway.wsUrl, agent.apiKey);
     await ws.next("ready");
-    await new Promise((resolve) => setTimeout(resolve, ms));
-    const frames = ws.pending().flatMap((f) => (f.type === "new_message" ? [f] : []));
-    for (const { id, from } of frames) ws.send({ type: "acknowledge", id, from });
-    const ids = frames.map((f) => f.id);
+    const ids = await deliveredBefore(ws, gw, peer, agent.sender.agentId);
     await ws.close();
     return ids;
   };
@@ -67,7 +67,7 @@ describe("abuse of identity and authority", () => {
     await start();
     await handshake(gw, alpha, gamma);
     await handshake(gw, beta, gamma);
-    await inboxOf(gamma);
+    await inboxOf(gamma, alpha);
     const attempts = new Attempts();
     const asBeta = signMessage(buildNotification(beta.sender, "agent-gamma", { forged: 1 }), beta.signer);
     attempts.add(
@@ -97,7 +97,7 @@ describe("abuse of identity and authority", () => {
       { status: 403, headers: new Headers(), json: { error: wsAnswer.error } },
       [403, ErrorCode.Forbidden],
     );
-    const delivered = await inboxOf(gamma);
+    const delivered = await inboxOf(gamma, alpha);
     attempts.report("impersonation", { deliveredToTarget: delivered.length });
     expect(delivered).toEqual([]);
   });
@@ -105,6 +105,8 @@ describe("abuse of identity and authority", () => {
   it("keeps another agent's messages out of reach", async () => {
     await start();
     await handshake(gw, beta, gamma);
+    await handshake(gw, beta, alpha);
+    await inboxOf(alpha, beta);
     const sent = await submit(
       gw,
       beta,
@@ -139,8 +141,8 @@ describe("abuse of identity and authority", () => {
       "/api/v1/messages?to_agent_id=agent-gamma&from_agent_id=agent-beta",
       asAlpha,
     );
-    const alphaInbox = await inboxOf(alpha);
-    const gammaInbox = await inboxOf(gamma);
+    const alphaInbox = await inboxOf(alpha, beta);
+    const gammaInbox = await inboxOf(gamma, beta);
     attempts.report("inbox-reading", {
       listedForAlpha: (listed.json.items as unknown[]).length,
       alphaDeliveries: alphaInbox.length,
@@ -192,7 +194,7 @@ describe("abuse of identity and authority", () => {
   it("refuses every replay of a captured envelope and delivers the original once", async () => {
     await start();
     await handshake(gw, alpha, beta);
-    await inboxOf(beta);
+    await inboxOf(beta, alpha);
     const captured = signMessage(buildNotification(alpha.sender, "agent-beta", { pay: 10 }), alpha.signer);
     const original = await api(gw.url, "/api/v1/messages", { apiKey: alpha.apiKey, body: captured });
     expect(original.status).toBe(202);
