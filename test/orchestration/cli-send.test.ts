@@ -10,9 +10,11 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AcpAgent } from "../../src/client/index.js";
 import { writeIdentityFile } from "../../src/identity/index.js";
 import { CommandError, type CommandHandler, serveCommands } from "../../src/orchestration/index.js";
+import { deferred } from "../client/fixtures.js";
 import { CLI_PATH, runAcp } from "../helpers/cli.js";
 import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { useTmpDir } from "../helpers/tmp.js";
+import { until } from "../helpers/until.js";
 import { delay } from "./helpers.js";
 
 const tmp = useTmpDir("acp-command-send-");
@@ -74,16 +76,16 @@ describe("acp command send … (the real binary against a real gateway)", { time
   });
 
   it("--no-wait hands the command over and exits before the agent is done", async () => {
-    let finished = false;
+    // The agent is done only when the test ends: a CLI that waited for it would never exit.
+    const done = deferred();
     await worker("logger", async () => {
-      await delay(4000);
-      finished = true;
+      await done.promise;
       return { data: "logged" };
     });
+    cleanups.push(async () => done.resolve());
     const result = await acp(["command", "send", "--to", "logger", "--action", "EXECUTE", "--no-wait"]);
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toMatch(/^sent EXECUTE to logger \(command [0-9a-f-]{36}\)\n$/);
-    expect(finished).toBe(false);
     const json = await acp([
       "command",
       "send",
@@ -211,7 +213,11 @@ describe("acp command send … (the real binary against a real gateway)", { time
     );
     const closed = new Promise<number | null>((resolve) => child.on("close", resolve));
     await sending;
-    await delay(500);
+    await until(
+      () => seen,
+      (commands) => commands.some((command) => command.agent === "slow"),
+      "the agent has the command",
+    );
     child.kill("SIGINT");
     expect(await closed).toBe(1);
     expect(stderr).toContain("acp: cancelled: interrupted (Ctrl-C)\n");
