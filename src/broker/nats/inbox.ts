@@ -31,6 +31,13 @@ export interface NatsInboxHost {
   warn(message: string): void;
 }
 
+/** The backlog held at open (see `NatsInbox.held`): what arrived of it, how many are still to come. */
+interface HeldBacklog {
+  deliveries: Delivery[];
+  left: number;
+  timer: NodeJS.Timeout;
+}
+
 interface InFlight extends GivenBack {
   /** The policy's ack wait for this attempt (`dueAt` is when it ends, as in the status record). */
   waitMs: number;
@@ -53,16 +60,15 @@ const BACKLOG_WAIT_MS = 250;
 
 /** Waits for `promise` to settle, at most `ms`; its outcome does not matter. */
 function settledWithin(promise: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
+  // Left to run out when the promise wins (as the broker's own close does): it keeps no process alive.
+  const timedOut = new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
   return Promise.race([
     promise.then(
       () => undefined,
       () => undefined,
     ),
-    new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
+    timedOut,
+  ]);
 }
 
 /**
@@ -91,7 +97,7 @@ export class NatsInbox implements Inbox {
    * BACKLOG_WAIT_MS passed) and then handed out highest priority first: JetStream sends in stream
    * order, and the first message would otherwise go out before a more urgent one behind it came.
    */
-  private held: { deliveries: Delivery[]; left: number; timer: NodeJS.Timeout } | null = null;
+  private held: HeldBacklog | null = null;
 
   constructor(
     readonly agentId: string,
@@ -101,9 +107,13 @@ export class NatsInbox implements Inbox {
     backlog = 0,
   ) {
     if (backlog > 1) {
-      const timer = setTimeout(() => this.releaseHeld(), BACKLOG_WAIT_MS);
-      timer.unref();
-      this.held = { deliveries: [], left: backlog, timer };
+      const held: HeldBacklog = {
+        deliveries: [],
+        left: backlog,
+        timer: setTimeout(() => this.releaseHeld(held), BACKLOG_WAIT_MS),
+      };
+      held.timer.unref();
+      this.held = held;
     }
     this.queue = new DeliveryQueue<Delivery>(
       () => this.close(),
@@ -207,7 +217,7 @@ export class NatsInbox implements Inbox {
           const delivery = await prepared;
           if (!this.closing && this.held) {
             if (delivery) this.held.deliveries.push(delivery);
-            if (--this.held.left <= 0) this.releaseHeld();
+            if (--this.held.left <= 0) this.releaseHeld(this.held);
           } else if (delivery && !this.closing) this.queue.push(delivery);
         });
       }
@@ -219,15 +229,16 @@ export class NatsInbox implements Inbox {
     if (!this.closing) void this.close();
   }
 
-  /** Hands out the backlog held at open, highest priority first (one priority in stream order). */
-  private releaseHeld(): void {
-    const held = this.held;
-    if (!held) return;
+  /**
+   * Hands out the backlog held at open, highest priority first (one priority in stream order). Runs
+   * once, before any close: the close stops its timer, and the hand-out chain calls it only while
+   * the inbox is open (a closed queue would drop what it pushes anyway).
+   */
+  private releaseHeld(held: HeldBacklog): void {
     this.held = null;
     clearTimeout(held.timer);
-    if (this.closing) return;
-    const byPriority = [...held.deliveries];
-    for (let next = takeNext(byPriority, deliveryRank); next; next = takeNext(byPriority, deliveryRank)) {
+    const { deliveries } = held;
+    for (let next = takeNext(deliveries, deliveryRank); next; next = takeNext(deliveries, deliveryRank)) {
       this.queue.push(next);
     }
   }
