@@ -10,9 +10,10 @@ import { closedAfterEach, deliveredBefore, eventually, message, reader, sleep } 
 /**
  * A NATS inbox from its open to its close: the backlog it finds waiting, the consumer leaving its
  * loop or being deleted under it, a delivery settled while it waits in the queue, keeping a
- * delivery's ack wait going while the agent works on it wherever the agent's inboxes are open, and
- * the close: what the server sent as it began and what the inbox held for a route go back at once,
- * and a server that does not answer is not waited for.
+ * delivery's ack wait going while the agent works on it wherever the agent's inboxes are open (and
+ * a warning when NATS does not answer the extension), and the close: what the server sent as it
+ * began and what the inbox held for a route go back at once, and a server that does not answer is
+ * not waited for.
  */
 const startNats = useNatsServer();
 const { opened, connections } = closedAfterEach();
@@ -116,15 +117,14 @@ describeWithNats("NATS inbox lifecycle", () => {
     }
   });
 
-  it("hands out what arrives of the backlog when less than reported comes: another consumer holds the rest", async () => {
+  it("hands out what arrives of the backlog when less than reported comes: another consumer holds one", async () => {
     const server = await startNats();
     const broker = await open(server.url);
     await (await broker.openInbox("bob", { maxInFlight: 2 })).close(); // the agent's consumer exists
-    const [held, free] = [message("alice", "bob"), message("alice", "bob")];
-    await broker.submit(held);
-    await broker.submit(free);
+    const [held, free, blocked] = [message("alice", "bob"), message("alice", "bob"), message("alice", "bob")];
+    for (const input of [held, free, blocked]) await broker.submit(input);
     // Another consumer of bob (a client of the same consumer) holds the first one: the inbox opened
-    // next is told of 2 pending messages, but its 2 in flight leave room for one.
+    // next is told of 2 pending messages, but its 2 in flight leave room for one of them.
     const js = jetstream(await client(server.url));
     const other = await (await js.consumers.get(INBOX_STREAM, consumerName("bob"))).next();
     expect(other?.seq).toBe(1);
@@ -253,5 +253,27 @@ describeWithNats("NATS inbox lifecycle", () => {
       expect(delivery.id).toBe(input.id);
     }
     await broker.ack("bob", later);
+  });
+
+  it("warns when it cannot extend a delivery waiting in its queue, as NATS does not answer", async () => {
+    const server = await startNats();
+    const broker = await open(server.url, { ackWaitMs: 1_500 });
+    const [first, waiting] = [message("alice", "bob"), message("alice", "bob")];
+    await broker.submit(first);
+    await broker.submit(waiting);
+    const inbox = reader(await broker.openInbox("bob"));
+    expect(await inbox.next()).toMatchObject({ id: first.id });
+    // The second waits in the inbox, not taken: the inbox extends its ack wait, and cannot.
+    const socket = socketOf(broker);
+    socket.pause();
+    try {
+      await eventually(async () => {
+        expect(warnings).toContainEqual(
+          expect.stringMatching(new RegExp(`inbox bob: could not extend ${waiting.id} while it waits: .+`)),
+        );
+      }, 15_000);
+    } finally {
+      socket.resume();
+    }
   });
 });
