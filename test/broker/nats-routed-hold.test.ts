@@ -70,6 +70,21 @@ describeWithNats("NATS inbox: a message its route holds", () => {
     expect(Date.now()).toBeGreaterThanOrEqual(workingAt + ackWaitMs + 90);
   });
 
+  it("moves a routed delivery's ack wait on working() at another gateway than the one holding it", async () => {
+    const server = await startNats();
+    const ackWaitMs = 3_000;
+    const holder = await open(server.url, { delivery: { ackWaitMs } });
+    const other = await open(server.url, { delivery: { ackWaitMs } });
+    const { input } = await routedVia(holder, holder);
+    const queue = reader(await other.openInbox("alice"));
+    await sleep(ackWaitMs / 2);
+    const workingAt = Date.now();
+    await other.working("alice", input);
+    // The holder's receiver keeps it until the new end, then the queue has it (a lower bound only).
+    expect(await queue.next(15_000)).toMatchObject({ id: input.id, attempt: 2 });
+    expect(Date.now()).toBeGreaterThanOrEqual(workingAt + ackWaitMs);
+  });
+
   it("takes working() and the ack for a routed delivery at another gateway than the one holding it", async () => {
     const server = await startNats();
     const holder = await open(server.url);

@@ -155,10 +155,12 @@ export class RoutedDeliveries {
   /**
    * @internal The route gives `message` up: its queue delivers it now. "timed-out": its ack wait
    * ran out (counted; the last allowed delivery is dead-lettered); "given-back": uncounted; "gone":
-   * never handed out here.
+   * never handed out here. Returns the end of the ack wait instead when "timed-out" comes before
+   * it: working() through another gateway moves only the record's `dueAt`.
    */
-  async release(message: MessageRef, why: "timed-out" | "given-back" | "gone"): Promise<void> {
-    await this.statuses.mutate(message, (current) => {
+  async release(message: MessageRef, why: "timed-out" | "given-back" | "gone"): Promise<number | undefined> {
+    const now = Date.now();
+    return this.statuses.mutate<number | undefined>(message, (current) => {
       const value = current?.value;
       if (!value?.route) return { result: undefined };
       const mine =
@@ -166,6 +168,8 @@ export class RoutedDeliveries {
           ? value.status === "queued"
           : value.status === "delivered" && value.holder === this.instanceId && !value.ackSubject;
       if (!mine) return { result: undefined };
+      if (why === "timed-out" && typeof value.dueAt === "number" && value.dueAt > now)
+        return { result: value.dueAt };
       let next: StatusDoc = { ...value, route: undefined };
       if (why === "given-back") next = { ...uncounted(value), route: undefined };
       else if (why === "timed-out" && value.attempts >= this.policy.maxDeliver) {
@@ -200,11 +204,17 @@ export class NatsRouted implements RoutedReceiver {
 
   /** @internal */
   async claim(message: MessageRef): Promise<void> {
-    if (this.closed) return this.routes.release(message, "gone");
+    if (this.closed) {
+      await this.routes.release(message, "gone");
+      return;
+    }
     const claimed = await this.routes.claim(message);
     if (!claimed) return;
     const delivery = await this.routes.delivery(claimed.doc, claimed.wait);
-    if (!delivery || this.closed) return this.routes.release(message, "given-back");
+    if (!delivery || this.closed) {
+      await this.routes.release(message, "given-back");
+      return;
+    }
     const ref = { from: message.from, id: message.id };
     this.out.set(refKey(ref), { message: ref, timer: this.ackTimer(ref, claimed.wait) });
     this.deliver(delivery);
@@ -243,7 +253,13 @@ export class NatsRouted implements RoutedReceiver {
 
   private ackTimer(message: MessageRef, waitMs: number): NodeJS.Timeout {
     const timer = setTimeout(() => {
-      if (this.take(message)) void this.routes.release(message, "timed-out");
+      if (!this.take(message)) return;
+      void this.routes.release(message, "timed-out").then((movedTo) => {
+        if (movedTo === undefined) return;
+        // working() at another gateway restarted its ack wait: it stays out until the new end.
+        if (this.closed) void this.routes.release(message, "given-back");
+        else this.out.set(refKey(message), { message, timer: this.ackTimer(message, movedTo - Date.now()) });
+      });
     }, waitMs);
     timer.unref();
     return timer;
