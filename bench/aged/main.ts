@@ -16,7 +16,7 @@
  * JSON goes to bench/results/aged.json.
  */
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -58,10 +58,26 @@ function step(text: string): void {
   console.log(`\n— ${text} (load average ${loadavg()[0]?.toFixed(1)})`);
 }
 
+/**
+ * Writes the page cache's dirty pages to disk before a measurement. A fill, a replay or an audit
+ * index has just written gigabytes, and the kernel's writeback of them would otherwise run under
+ * the measured relay (a gateway that has run for a week wrote its store over the week).
+ */
+export function flushDirtyPages(): void {
+  const dirtyKb = () => Number(/^Dirty:\s+(\d+) kB/m.exec(readFileSync("/proc/meminfo", "utf8"))?.[1] ?? 0);
+  const before = dirtyKb();
+  const started = performance.now();
+  spawnSync("sync");
+  console.log(
+    `  flushed ${(before / 1024).toFixed(0)} MB of dirty pages in ${((performance.now() - started) / 1000).toFixed(1)} s before measuring`,
+  );
+}
+
 /** Everything measured on one running gateway. */
 export async function measureStore(gateway: BenchGateway, manifest: Manifest): Promise<StoreFigures> {
   // The dashboard's queries are measured once its index has read the relay audit logs to their end.
   const indexMs = await waitForFeedIndex(gateway.data);
+  flushDirtyPages();
   const pair = await relayPair(gateway, manifest);
   await gateway.loopDelay(true);
   const relay = await measureRelay(gateway, pair);
@@ -143,6 +159,7 @@ async function measurePurge(data: string, manifest: Manifest): Promise<PurgeFigu
   let measured: Omit<PurgeFigures, "messages">;
   try {
     await waitForFeedIndex(data);
+    flushDirtyPages();
     const pair = await relayPair(gateway, manifest);
     await gateway.loopDelay(true);
     const relay = await measureRelay(gateway, pair, {

@@ -16,7 +16,7 @@ import { MaxAgeLowering } from "../../src/broker/nats/max-age.js";
 import { findNatsServer, startNatsServer, stopChild } from "../gateway/processes.js";
 import type { Manifest } from "./fill.js";
 import { BenchGateway, rssOfPid } from "./gateway.js";
-import { measureStore } from "./main.js";
+import { flushDirtyPages, measureStore } from "./main.js";
 import { measureRelay, relayPair } from "./measure.js";
 import type { BrokerFigures, PurgeFigures, StoreFigures } from "./report.js";
 import { bytesUnder, readManifest, registerAll, runFill } from "./stores.js";
@@ -112,6 +112,7 @@ async function measurePurge(url: string, data: string, week: Manifest): Promise<
     const jsm = await jetstreamManager(nc);
     const before = (await jsm.streams.info(INBOX_STREAM)).state.first_seq;
     const secondDay = before + Math.floor(week.messages / 7);
+    flushDirtyPages();
     const pair = await relayPair(gateway, week);
     await gateway.loopDelay(true);
     let started: number | undefined;
