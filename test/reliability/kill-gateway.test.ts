@@ -50,9 +50,9 @@ describe("kill -9 of the gateway mid-stream (embedded broker)", () => {
     await running;
 
     const missing = await recipient.waitFor(stream.acknowledged, 60_000);
-    // Anything the restarted gateway still redelivers would arrive now: give it a moment.
-    await sleep(2_000);
     const view = await settledGatewayView(second.url, pair.recipientAgent, faultAt);
+    // Anything the restarted gateway redelivered has reached the application by then.
+    await recipient.handledAfterSettled(second.url, pair.sender);
     const figures = deliveryFigures(stream.sent, stream.acknowledged, recipient.deliveries);
     recordFigures("kill-gateway-embedded", {
       ...figures,

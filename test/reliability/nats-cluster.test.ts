@@ -9,7 +9,7 @@ import { describeWithNats } from "../helpers/nats.js";
 import { useTmpDir } from "../helpers/tmp.js";
 import { deliveryFigures, recordFigures } from "./support/figures.js";
 import { type NatsCluster, natsGatewayOptions, startNatsCluster } from "./support/nats-cluster.js";
-import { type GatewayChild, sleep, spawnGateway } from "./support/processes.js";
+import { type GatewayChild, spawnGateway } from "./support/processes.js";
 import { type FailoverProxy, startFailoverProxy } from "./support/proxy.js";
 import { type CountingRecipient, pairAgents, settledGatewayView } from "./support/recipient.js";
 import { MessageStream } from "./support/stream.js";
@@ -64,8 +64,9 @@ describeWithNats("3-node NATS cluster, replicas 3", () => {
     const acknowledgedAfterKill = stream.acknowledged.size - acknowledgedAtKill;
     const newLeader = await cluster.streamLeader("ACP_INBOX");
     const missing = await recipient.waitFor(stream.acknowledged, 90_000);
-    await sleep(2_000);
     const view = await settledGatewayView(proxy.url, pair.recipientAgent, faultAt);
+    // Anything redelivered has reached the application by then.
+    await recipient.handledAfterSettled(proxy.url, pair.sender);
     const figures = deliveryFigures(stream.sent, stream.acknowledged, recipient.deliveries);
     recordFigures("nats-cluster-node-killed", {
       ...figures,

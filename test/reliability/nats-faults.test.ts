@@ -60,8 +60,9 @@ describeWithNats("NATS faults mid-stream", () => {
     await victim.kill();
     await running;
     const missing = await recipient.waitFor(stream.acknowledged, 60_000);
-    await sleep(2_000);
     const view = await settledGatewayView(survivor.url, pair.recipientAgent, faultAt);
+    // Anything redelivered has reached the application by then.
+    await recipient.handledAfterSettled(survivor.url, pair.sender);
     const figures = deliveryFigures(stream.sent, stream.acknowledged, recipient.deliveries);
     recordFigures("nats-gateway-killed", {
       ...figures,
@@ -109,8 +110,9 @@ describeWithNats("NATS faults mid-stream", () => {
     await nats.restart();
     await running;
     const missing = await recipient.waitFor(stream.acknowledged, 60_000);
-    await sleep(2_000);
     const view = await settledGatewayView(gateway.url, pair.recipientAgent, faultAt);
+    // Anything redelivered has reached the application by then.
+    await recipient.handledAfterSettled(gateway.url, pair.sender);
     const figures = deliveryFigures(stream.sent, stream.acknowledged, recipient.deliveries);
     recordFigures("nats-server-restarted", {
       ...figures,

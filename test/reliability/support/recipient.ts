@@ -5,7 +5,8 @@
  */
 import { resolvePolicy } from "../../../src/broker/policy.js";
 import { AcpAgent } from "../../../src/client/index.js";
-import { FrameClient, registerTestAgent, type TestAgent } from "../../helpers/gateway.js";
+import { buildNotification, signMessage } from "../../../src/protocol/index.js";
+import { api, FrameClient, registerTestAgent, type TestAgent } from "../../helpers/gateway.js";
 import { sleep } from "./processes.js";
 
 export class CountingRecipient {
@@ -17,7 +18,10 @@ export class CountingRecipient {
   gateway = "";
   readonly errors: string[] = [];
 
-  private constructor(readonly agent: AcpAgent) {}
+  private constructor(
+    readonly agent: AcpAgent,
+    private readonly agentId: string,
+  ) {}
 
   static async connect(url: string, who: TestAgent): Promise<CountingRecipient> {
     const agent = new AcpAgent({
@@ -29,7 +33,7 @@ export class CountingRecipient {
       state: false,
       reconnect: { initialDelayMs: 100, maxDelayMs: 1_000 },
     });
-    const recipient = new CountingRecipient(agent);
+    const recipient = new CountingRecipient(agent, who.sender.agentId);
     agent.onNotification((_body, ctx) => {
       recipient.deliveries.set(ctx.messageId, (recipient.deliveries.get(ctx.messageId) ?? 0) + 1);
     });
@@ -53,6 +57,24 @@ export class CountingRecipient {
       if (missing === 0 || Date.now() >= until) return missing;
       await sleep(100);
     }
+  }
+
+  /**
+   * The positive barrier before "no duplicate reached the application", once the gateway's view is
+   * settled (nothing left to redeliver): `from` sends a later notification through `url`, and this
+   * waits until the application has it. What the gateway handed out before reaches the socket
+   * first, so a duplicate the SDK let through has been counted by then. The later message is not
+   * kept among `deliveries`.
+   */
+  async handledAfterSettled(url: string, from: TestAgent): Promise<void> {
+    const later = signMessage(buildNotification(from.sender, this.agentId, { barrier: true }), from.signer);
+    const id = later.params.headers["message-id"] as string;
+    const accepted = await api(url, "/api/v1/messages", { apiKey: from.apiKey, body: later });
+    if (accepted.status !== 202)
+      throw new Error(`the later message was refused: ${JSON.stringify(accepted.json)}`);
+    if ((await this.waitFor([id], 30_000)) > 0)
+      throw new Error("the later message did not arrive within 30 s");
+    this.deliveries.delete(id);
   }
 
   close(): Promise<void> {
