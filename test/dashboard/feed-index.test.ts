@@ -28,6 +28,8 @@ const HOUR = 3_600_000;
 const START = Date.parse("2026-03-30T00:00:00Z");
 const AGENTS = ["a0", "a1", "a2", "b0", "b1", "c0"];
 const principalOf = (agent: string) => `p-${agent[0]}`;
+/** More agents of one principal than its walks take one by one. */
+const MANY = Array.from({ length: 40 }, (_, i) => `m${i}`);
 const TYPES: FeedType[] = ["request", "response", "notification", "handoff"];
 
 interface Written {
@@ -35,16 +37,16 @@ interface Written {
   entries: AuditEntry[];
 }
 
-/** 400 relayed messages between the agents, 11 minutes apart, through AuditLog (the relay's writer). */
-async function writeLogs(): Promise<Written> {
+/** Relayed messages between the agents (by default 400, 11 minutes apart), through AuditLog (the relay's writer). */
+async function writeLogs(agents = AGENTS, messages = 400, apartMs = 11 * 60_000): Promise<Written> {
   const root = join(tmp(), "relay-audit");
   let now = START;
   const logs = new Map<string, AuditLog>();
   const entries: AuditEntry[] = [];
-  for (let i = 0; i < 400; i++) {
-    now += 11 * 60_000 + (i % 7) * 1000;
-    const from = AGENTS[i % AGENTS.length] as string;
-    const to = AGENTS[(i * 7 + 1) % AGENTS.length] as string;
+  for (let i = 0; i < messages; i++) {
+    now += apartMs + (i % 7) * 1000;
+    const from = agents[i % agents.length] as string;
+    const to = agents[(i * 7 + 1) % agents.length] as string;
     let log = logs.get(from);
     if (!log) {
       log = await AuditLog.open({ root, agent: from, clock: () => new Date(now) });
@@ -103,7 +105,7 @@ function expected(entries: AuditEntry[], visibility: Visibility, query: EntryQue
 const everything = { since: 0, until: Number.MAX_SAFE_INTEGER };
 const principal = (p: string): Visibility => ({
   principal: p,
-  agents: new Set(AGENTS.filter((a) => principalOf(a) === p)),
+  agents: new Set([...AGENTS, ...MANY].filter((a) => principalOf(a) === p)),
 });
 
 describe("the relay audit index", () => {
@@ -161,6 +163,57 @@ describe("the relay audit index", () => {
       expect(countByBucket(index, visibility, query, first, HOUR, buckets), JSON.stringify(query)).toEqual(
         want,
       );
+    }
+  });
+
+  it("counts the window's partial ends as reading every entry does, each entry once, over every kind of walk", async () => {
+    // Dense traffic (a message every ~20 s) so both ends of every window hold entries, and a
+    // principal with more agents than it walks one by one (the time walk, filtered by its agents).
+    const { root, entries } = await writeLogs([...AGENTS, ...MANY], 600, 17_000);
+    const index = await indexOf(root);
+    await eventually(async () => expect(indexed(index)).toBe(entries.length));
+    const between = (since: number, until: number) =>
+      entries.filter((e) => Date.parse(e.ts) >= since && Date.parse(e.ts) <= until);
+    // An exchange between two of one principal's agents, which its walks meet twice.
+    expect(entries.some((e) => e.from.agent === "a0" && e.to.agent === "a1")).toBe(true);
+    expect(entries.some((e) => e.from.principal === "p-m" && e.to.principal === "p-m")).toBe(true);
+
+    const since = START + 7 * 60_000 + 3_000;
+    const until = START + 2 * HOUR + 41 * 60_000 + 5_000;
+    const slotEdges = [since, START + HOUR - 1, START + 2 * HOUR, until];
+    expect(between(slotEdges[0]!, slotEdges[1]!).length).toBeGreaterThan(0);
+    expect(between(slotEdges[2]!, slotEdges[3]!).length).toBeGreaterThan(0);
+    expect(between(since, START + 10 * 60_000 - 1).length).toBeGreaterThan(0);
+    expect(between(START + 2 * HOUR + 40 * 60_000, until).length).toBeGreaterThan(0);
+    // Hour buckets, 5-minute buckets, and buckets starting after the window does (what precedes them is not counted).
+    for (const [bucketMs, first] of [
+      [HOUR, START],
+      [5 * 60_000, START + 5 * 60_000],
+      [HOUR, START + HOUR],
+    ] as const) {
+      const buckets = Math.floor((until - first) / bucketMs) + 1;
+      for (const [visibility, query] of [
+        [{}, { since, until }],
+        [{}, { since, until, type: "handoff" }],
+        [principal("p-a"), { since, until }],
+        [principal("p-m"), { since, until }],
+        [principal("p-m"), { since, until, type: "request" }],
+        [principal("p-b"), { since, until, agent: "b1" }],
+        [principal("p-b"), { since, until, agent: "a0" }],
+        [{}, { since, until, agent: "m3" }],
+        [{}, { since, until, agent: "a1", peer: "a2" }],
+        [principal("p-m"), { since, until, agent: "m1", peer: "m2" }],
+      ] as [Visibility, EntryQuery][]) {
+        const want = Array.from({ length: buckets }, () => FEED_TYPES.map(() => 0));
+        for (const e of expected(entries, visibility, query)) {
+          const row = want[Math.floor((Date.parse(e.ts) - first) / bucketMs)];
+          if (row) row[FEED_TYPES.indexOf(e.type as FeedType)]!++;
+        }
+        expect(
+          countByBucket(index, visibility, query, first, bucketMs, buckets),
+          `${bucketMs} ${visibility.principal} ${JSON.stringify(query)}`,
+        ).toEqual(want);
+      }
     }
   });
 

@@ -85,17 +85,20 @@ function walksFor(index: FeedIndex, visibility: Visibility, query: EntryQuery): 
   ]);
 }
 
+/** What reading an entry needs. */
 const COLUMNS = "rowid, message_id AS id, at, type, log, offset, length, line";
+/** What counting an entry needs: the rowid (by which the UNION of walks counts it once), its time and type. */
+const COUNT_COLUMNS = "rowid, at, type";
 
 function walkSql(
   walk: Walk,
   params: unknown[],
-  since: number,
-  until: number,
+  query: EntryQuery,
+  columns: string,
   limit: number | undefined,
 ): string {
   const where = [`${walk.index} = ?`, "at >= ?", "at <= ?"];
-  params.push(walk.key, since, until);
+  params.push(walk.key, query.since, query.until);
   if (walk.others) {
     where.push(
       `${walk.index === "sender" ? "recipient" : "sender"} IN (${walk.others.map(() => "?").join(", ")})`,
@@ -108,12 +111,12 @@ function walkSql(
   }
   const order = limit === undefined ? "" : " ORDER BY at DESC, rowid DESC LIMIT ?";
   if (limit !== undefined) params.push(limit);
-  return `SELECT * FROM (SELECT ${COLUMNS} FROM entries INDEXED BY entries_by_${walk.index} WHERE ${where.join(" AND ")}${order})`;
+  return `SELECT * FROM (SELECT ${columns} FROM entries INDEXED BY entries_by_${walk.index} WHERE ${where.join(" AND ")}${order})`;
 }
 
-const statements = new WeakMap<FeedIndex, Map<string, SqliteStatement<unknown[], IndexedEntry>>>();
+const statements = new WeakMap<FeedIndex, Map<string, SqliteStatement<unknown[], unknown>>>();
 
-function run(index: FeedIndex, sql: string, params: unknown[]): IndexedEntry[] {
+function run<Row>(index: FeedIndex, sql: string, params: unknown[]): Row[] {
   let cache = statements.get(index);
   if (!cache) {
     cache = new Map();
@@ -121,12 +124,12 @@ function run(index: FeedIndex, sql: string, params: unknown[]): IndexedEntry[] {
   }
   let statement = cache.get(sql);
   if (!statement) {
-    statement = index.db.prepare<unknown[], IndexedEntry>(sql);
+    statement = index.db.prepare<unknown[], unknown>(sql);
     // Statements differ only by the number of walks and agents; keep the cache small anyway.
     if (cache.size > 256) cache.clear();
     cache.set(sql, statement);
   }
-  return statement.all(...params);
+  return statement.all(...params) as Row[];
 }
 
 /** Entries of a principal with many agents: the time walk, filtered by its agents (ids bound as a list). */
@@ -135,7 +138,8 @@ function scanSql(
   visibility: Visibility,
   query: EntryQuery,
   params: unknown[],
-  limit?: number,
+  columns: string,
+  limit: number | undefined,
 ): string {
   const ids = [...(visibility.agents ?? [])]
     .map((agent) => index.nameId(`a:${agent}`))
@@ -148,9 +152,32 @@ function scanSql(
       params.push(type, query.since, query.until, ...ids, ...ids);
       const order = limit === undefined ? "" : " ORDER BY at DESC, rowid DESC LIMIT ?";
       if (limit !== undefined) params.push(limit);
-      return `SELECT * FROM (SELECT ${COLUMNS} FROM entries INDEXED BY entries_by_type WHERE type = ? AND at >= ? AND at <= ? AND (sender IN (${list}) OR recipient IN (${list}))${order})`;
+      return `SELECT * FROM (SELECT ${columns} FROM entries INDEXED BY entries_by_type WHERE type = ? AND at >= ? AND at <= ? AND (sender IN (${list}) OR recipient IN (${list}))${order})`;
     })
-    .join(" UNION ");
+    .join(" UNION ALL ");
+}
+
+/**
+ * The visible entries matching `query` as one SELECT of `columns`, each entry at most once (walks
+ * by type never meet, an entry has one type; the UNION of other walks drops an entry two of them
+ * meet), the newest `limit` of each walk when limited; undefined when nothing can match.
+ */
+function visibleSql(
+  index: FeedIndex,
+  visibility: Visibility,
+  query: EntryQuery,
+  params: unknown[],
+  columns: string,
+  limit?: number,
+): string | undefined {
+  if (query.since > query.until) return undefined;
+  const walks = walksFor(index, visibility, query);
+  if (walks.length === 0) return undefined;
+  return walks === "scan"
+    ? scanSql(index, visibility, query, params, columns, limit)
+    : walks
+        .map((walk) => walkSql(walk, params, query, columns, limit))
+        .join(walks.every((walk) => walk.index === "type") ? " UNION ALL " : " UNION ");
 }
 
 /** The newest `limit` visible entries matching `query`, newest first (ties: the later indexed first). */
@@ -160,28 +187,11 @@ export function newestEntries(
   query: EntryQuery,
   limit: number,
 ): IndexedEntry[] {
-  const walks = walksFor(index, visibility, query);
-  if (walks.length === 0) return [];
   const params: unknown[] = [];
-  const union =
-    walks === "scan"
-      ? scanSql(index, visibility, query, params, limit)
-      : walks.map((walk) => walkSql(walk, params, query.since, query.until, limit)).join(" UNION ");
+  const union = visibleSql(index, visibility, query, params, COLUMNS, limit);
+  if (union === undefined) return [];
   params.push(limit);
   return run(index, `${union} ORDER BY at DESC, rowid DESC LIMIT ?`, params);
-}
-
-/** Every visible entry matching `query` (for counting): at most one row per entry. */
-function allEntries(index: FeedIndex, visibility: Visibility, query: EntryQuery): IndexedEntry[] {
-  if (query.since > query.until) return [];
-  const walks = walksFor(index, visibility, query);
-  if (walks.length === 0) return [];
-  const params: unknown[] = [];
-  const union =
-    walks === "scan"
-      ? scanSql(index, visibility, query, params)
-      : walks.map((walk) => walkSql(walk, params, query.since, query.until, undefined)).join(" UNION ");
-  return run(index, union, params);
 }
 
 /** Counts per bucket: `counts[bucket][type]`. */
@@ -190,7 +200,8 @@ export type BucketCounts = number[][];
 /**
  * Visible entries matching `query` per bucket of `bucketMs` starting at `first`, by type. Whole
  * rollup slots come from the rollups when the question is one they answer (everything, one
- * principal's agents, one agent) and the buckets are whole slots; the rest is counted entry by entry.
+ * principal's agents, one agent) and the buckets are whole slots; the rest is counted by SQLite
+ * over the same walks as the feed's, without reading the entries.
  */
 export function countByBucket(
   index: FeedIndex,
@@ -201,31 +212,46 @@ export function countByBucket(
   buckets: number,
 ): BucketCounts {
   const counts: BucketCounts = Array.from({ length: buckets }, () => FEED_TYPES.map(() => 0));
-  const add = (at: number, type: number, n: number) => {
-    const row = counts[Math.floor((at - first) / bucketMs)];
+  const add = (bucket: number, type: number, n: number) => {
+    const row = counts[bucket];
     if (row) row[type] = (row[type] ?? 0) + n;
   };
-  const rollup = rollupFor(index, visibility, query);
+  // Only entries inside the buckets count (and SQLite's bucket number is then a floor).
+  const within = {
+    ...query,
+    since: Math.max(query.since, first),
+    until: Math.min(query.until, first + buckets * bucketMs - 1),
+  };
+  const countEntries = (part: EntryQuery) => {
+    const params: unknown[] = [first, bucketMs];
+    const union = visibleSql(index, visibility, part, params, COUNT_COLUMNS);
+    if (union === undefined) return;
+    const rows = run<{ bucket: number; type: number; n: number }>(
+      index,
+      `SELECT CAST((at - ?) / ? AS INTEGER) AS bucket, type, COUNT(*) AS n FROM (${union}) GROUP BY bucket, type`,
+      params,
+    );
+    for (const row of rows) add(row.bucket, row.type, row.n);
+  };
+  const rollup = rollupFor(index, visibility, within);
   const slotMs = rollup?.slotMs ?? bucketMs;
-  const firstSlot = Math.ceil(query.since / slotMs);
-  const endSlot = Math.floor((query.until + 1) / slotMs);
+  const firstSlot = Math.ceil(within.since / slotMs);
+  const endSlot = Math.floor((within.until + 1) / slotMs);
   if (!rollup || bucketMs % slotMs !== 0 || endSlot <= firstSlot) {
-    for (const entry of allEntries(index, visibility, query)) add(entry.at, entry.type, 1);
+    countEntries(within);
     return counts;
   }
-  const rows = index.db
-    .prepare("SELECT slot, type, count FROM volume WHERE scope = ? AND slot >= ? AND slot < ?")
-    .all(rollup.scope, firstSlot, endSlot) as { slot: number; type: number; count: number }[];
+  const rows = run<{ slot: number; type: number; count: number }>(
+    index,
+    "SELECT slot, type, count FROM volume WHERE scope = ? AND slot >= ? AND slot < ?",
+    [rollup.scope, firstSlot, endSlot],
+  );
   for (const row of rows)
-    if (query.type === undefined || FEED_TYPES[row.type] === query.type)
-      add(row.slot * slotMs, row.type, row.count);
-  // The window's partial slots at either end, entry by entry.
-  for (const edge of [
-    { ...query, until: firstSlot * slotMs - 1 },
-    { ...query, since: endSlot * slotMs },
-  ]) {
-    for (const entry of allEntries(index, visibility, edge)) add(entry.at, entry.type, 1);
-  }
+    if (within.type === undefined || FEED_TYPES[row.type] === within.type)
+      add(Math.floor((row.slot * slotMs - first) / bucketMs), row.type, row.count);
+  // The window's partial slots at either end.
+  countEntries({ ...within, until: firstSlot * slotMs - 1 });
+  countEntries({ ...within, since: endSlot * slotMs });
   return counts;
 }
 
