@@ -99,6 +99,8 @@ export const mutationModules = {
       "delivers an answer like any other when its route has no receiver here",
       // nats-inbox-prepare.test.ts: what a delivery finds in its status record (all of its tests).
       "what a delivery finds in its status record",
+      // …and a give-back after working(): uncounted unless the oldest.
+      "working\\(\\) then a close",
       // nats-routed-hold.test.ts: a routed message held in the queue, working() and ack on it.
       "a message its route holds",
       // nats-routed.test.ts and the conformance suite: what a route gives back together, oldest first.

@@ -164,3 +164,23 @@ describeWithNats("NATS inbox: what a delivery finds in its status record", () =>
     await expectBrokerError(broker.ack("bob", old), "invalid_state");
   });
 });
+
+describeWithNats("NATS inbox: working() then a close", () => {
+  it("gives a delivery the agent said it works on back uncounted, unless it is the oldest", async () => {
+    const server = await startNats();
+    const broker = await open(server.url, { delivery: { ackWaitMs: 30_000 } });
+    const [head, behind] = [message("alice", "bob"), message("alice", "bob")];
+    await broker.submit(head);
+    await broker.submit(behind);
+    const first = await broker.openInbox("bob");
+    const firstReader = reader(first);
+    await firstReader.next();
+    await firstReader.next();
+    // Its ack wait starts again; the close a moment later is well within it.
+    await broker.working("bob", behind);
+    await first.close();
+    const again = reader(await broker.openInbox("bob"));
+    expect(await again.next()).toMatchObject({ id: head.id, attempt: 2 });
+    expect(await again.next()).toMatchObject({ id: behind.id, attempt: 1 });
+  });
+});
