@@ -3,7 +3,15 @@ import { expect, it } from "vitest";
 import { openBroker } from "../../src/broker/index.js";
 import { consumerName } from "../../src/broker/nats/layout.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
-import { closedAfterEach, eventually, exchange, reader, routedTo, sleep } from "./support.js";
+import {
+  closedAfterEach,
+  deliveredBefore,
+  eventually,
+  exchange,
+  reader,
+  routedTo,
+  sleep,
+} from "./support.js";
 
 /**
  * Routed deliveries given back on NATS: the agent's inbox holds each routed message it is sent
@@ -49,5 +57,8 @@ describeWithNats("NATS broker: routed deliveries given back", () => {
       { id: older.id, attempt: 1 },
       { id: newer.id, attempt: 1 },
     ]);
+    // Each once: the older one's own look, due within a second, was called off when it went out.
+    await sleep(1_200);
+    expect(await deliveredBefore(broker, inbox, "alice")).toEqual([]);
   });
 });
