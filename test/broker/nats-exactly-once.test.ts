@@ -1,6 +1,6 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { expect, it } from "vitest";
 import { type Broker, openBroker } from "../../src/broker/index.js";
 import {
@@ -32,19 +32,12 @@ import {
  * operators watching its advisories see it.
  */
 const startNats = useNatsServer();
-const { opened, connections } = closedAfterEach();
+const { opened, client } = closedAfterEach();
 
 async function open(servers: string, ackWaitMs = 5_000): Promise<Broker> {
   const broker = await openBroker({ nats: { servers }, delivery: { ackWaitMs } });
   opened.push(broker);
   return broker;
-}
-
-/** A plain client of the same server, to do what a broker part would (or a crashed one did). */
-async function client(servers: string): Promise<NatsConnection> {
-  const nc = await connect({ servers });
-  connections.push(nc);
-  return nc;
 }
 
 async function streamMessages(nc: NatsConnection, stream: string): Promise<number> {

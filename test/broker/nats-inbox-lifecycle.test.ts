@@ -1,6 +1,5 @@
 import type { Socket } from "node:net";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { beforeEach, expect, it, vi } from "vitest";
 import { type Broker, type Delivery, type DeliveryOptions, openBroker } from "../../src/broker/index.js";
 import { consumerName, INBOX_STREAM } from "../../src/broker/nats/layout.js";
@@ -16,7 +15,7 @@ import { closedAfterEach, deliveredBefore, eventually, message, reader, sleep } 
  * not waited for.
  */
 const startNats = useNatsServer();
-const { opened, connections } = closedAfterEach();
+const { opened, client } = closedAfterEach();
 const warnings: string[] = [];
 beforeEach(() => {
   warnings.length = 0;
@@ -29,12 +28,6 @@ async function open(servers: string, delivery: DeliveryOptions = { ackWaitMs: LO
   const broker = await openBroker({ nats: { servers }, delivery, onWarning: (w) => warnings.push(w) });
   opened.push(broker);
   return broker;
-}
-
-async function client(servers: string): Promise<NatsConnection> {
-  const nc = await connect({ servers });
-  connections.push(nc);
-  return nc;
 }
 
 /** The broker's socket to nats-server, to stop reading from it for a while. */

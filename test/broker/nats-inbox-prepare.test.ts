@@ -1,5 +1,5 @@
 import { jetstreamManager } from "@nats-io/jetstream";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { afterEach, expect, it, vi } from "vitest";
 import { type Broker, type CommonBrokerOptions, openBroker } from "../../src/broker/index.js";
 import { consumerName, INBOX_STREAM, STATUS_BUCKET } from "../../src/broker/nats/layout.js";
@@ -23,7 +23,7 @@ import {
  * before its status record is recorded as the submit would have, then delivered as usual.
  */
 const startNats = useNatsServer();
-const { opened, connections } = closedAfterEach();
+const { opened, client } = closedAfterEach();
 afterEach(() => {
   vi.useRealTimers();
 });
@@ -32,12 +32,6 @@ async function open(servers: string, options: CommonBrokerOptions = {}): Promise
   const broker = await openBroker({ nats: { servers }, onWarning: () => undefined, ...options });
   opened.push(broker);
   return broker;
-}
-
-async function client(servers: string): Promise<NatsConnection> {
-  const nc = await connect({ servers });
-  connections.push(nc);
-  return nc;
 }
 
 /** Waits until bob's consumer holds nothing unacknowledged and nothing left to send. */

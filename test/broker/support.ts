@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterEach, expect } from "vitest";
 import type { Broker, Delivery, Inbox, MessageRef, SubmitInput } from "../../src/broker/index.js";
 import { BrokerError } from "../../src/broker/index.js";
@@ -222,12 +223,22 @@ export function holdUntilKilled(
  * Brokers and NATS connections a test opens, each closed after it. Call it after
  * `useNatsServer()`: this afterEach then runs first, so they close before the server stops.
  */
-export function closedAfterEach(): { opened: Broker[]; connections: Array<{ close(): Promise<void> }> } {
+export function closedAfterEach(): {
+  opened: Broker[];
+  connections: Array<{ close(): Promise<void> }>;
+  /** A plain NATS client of the server, closed after the test (to do what a broker part would). */
+  client(servers: string): Promise<NatsConnection>;
+} {
   const opened: Broker[] = [];
   const connections: Array<{ close(): Promise<void> }> = [];
   afterEach(async () => {
     await Promise.all(opened.splice(0).map((broker) => broker.close().catch(() => undefined)));
     await Promise.all(connections.splice(0).map((nc) => nc.close().catch(() => undefined)));
   });
-  return { opened, connections };
+  const client = async (servers: string): Promise<NatsConnection> => {
+    const nc = await connect({ servers });
+    connections.push(nc);
+    return nc;
+  };
+  return { opened, connections, client };
 }
