@@ -66,19 +66,32 @@ export async function measureRelay(
   const submitter = await SocketSubmitter.connect(gateway.wsUrl, sender);
   const recipient = await Recipient.connect(gateway.wsUrl, recipientAgent);
   const body = requestBody(sender, recipientAgent.sender.agentId, 1024);
+  // Submits accepted and deliveries, per second from the warm-up's start: when a window stalls,
+  // this shows when, and on which side.
+  const counts = { accepted: 0, delivered: 0 };
+  const perSecond = { accepted: [] as number[], delivered: [] as number[] };
+  let last = { ...counts };
+  const ticker = setInterval(() => {
+    perSecond.accepted.push(counts.accepted - last.accepted);
+    perSecond.delivered.push(counts.delivered - last.delivered);
+    last = { ...counts };
+  }, 1000);
   try {
     return await runClosedLoop(
       async () => {
         const { id, text } = signedRequest(sender, recipientAgent.sender.agentId, body);
-        const delivered = recipient.expect(id);
+        const deliveredAt = recipient.expect(id);
         // Awaited below; if the submit fails first (or the run is torn down) it is not left unhandled.
-        delivered.catch(() => undefined);
+        deliveredAt.catch(() => undefined);
         const started = performance.now();
         await submitter.submit(text).catch((error: Error) => {
           recipient.forget(id);
           throw error;
         });
-        return (await delivered) - started;
+        counts.accepted++;
+        const took = (await deliveredAt) - started;
+        counts.delivered++;
+        return took;
       },
       {
         concurrency: CONCURRENCY,
@@ -89,6 +102,11 @@ export async function measureRelay(
       },
     );
   } finally {
+    clearInterval(ticker);
+    console.log(
+      `  relay per second from the warm-up's start, submits accepted: ${perSecond.accepted.join(" ")}`,
+    );
+    console.log(`  relay per second from the warm-up's start, delivered: ${perSecond.delivered.join(" ")}`);
     submitter.close();
     recipient.close();
   }
