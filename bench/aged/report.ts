@@ -90,7 +90,10 @@ export function table(header: string[], rows: string[][]): string {
   return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
 }
 
-const latencyCells = (l: Latency | undefined) => [fixed(l?.p50Ms, 2), fixed(l?.p99Ms, 2)];
+const latencyCells = (l: Latency | undefined) => [
+  fixed(l?.p50Ms, 2),
+  `${fixed(l?.p99Ms, 2)}${l?.rows === undefined ? "" : ` (${fixed(l.rows)} rows)`}`,
+];
 
 export function printBroker(name: string, messages: number, figures: BrokerFigures): string[] {
   const { empty, aged, purge } = figures;
