@@ -20,6 +20,10 @@ export interface GroupMember {
   handedOut(): { queue: MessageRef[]; routed: MessageRef[] };
 }
 
+/** Backoff between attempts to open again an inbox that ended on its own. */
+const REOPEN_FIRST_DELAY_MS = 100;
+const REOPEN_MAX_DELAY_MS = 30_000;
+
 /**
  * One agent's sockets at this gateway, as several consumers of one agent (NATS queue subscribers,
  * AMQP consumers of one queue). While a receiving socket is connected the group holds the agent's
@@ -40,6 +44,7 @@ export class AgentSessions {
   private changes: Promise<void> = Promise.resolve();
   private wakeUp: (() => void) | undefined;
   private turn = 0;
+  private reopenAttempt = 0;
 
   constructor(
     readonly agentId: string,
@@ -65,11 +70,40 @@ export class AgentSessions {
         this.inbox.reclaim();
         return;
       }
-      const inbox = await this.deps.broker.openInbox(this.agentId, { maxInFlight: this.deps.maxInFlight });
-      this.inbox = inbox;
-      this.pump = this.dispatch(inbox);
+      await this.openInbox();
     });
     this.wake();
+  }
+
+  private async openInbox(): Promise<void> {
+    const inbox = await this.deps.broker.openInbox(this.agentId, { maxInFlight: this.deps.maxInFlight });
+    this.inbox = inbox;
+    this.reopenAttempt = 0;
+    this.pump = this.dispatch(inbox);
+  }
+
+  /**
+   * The inbox ended on its own while receiving sockets were still here (its consumer went away on
+   * the broker): open it again for them, retrying with backoff while the broker refuses.
+   */
+  private reopen(ended: Inbox | undefined): void {
+    void this.change(async () => {
+      if (this.inbox !== ended) return; // closed or opened again meanwhile
+      this.inbox = undefined;
+      await ended?.close().catch(() => undefined);
+      if (![...this.members.values()].some((m) => m.receives)) return;
+      try {
+        await this.openInbox();
+        this.deps.logger.info({ agent: this.agentId }, "inbox opened again");
+      } catch (err) {
+        const delayMs = Math.min(REOPEN_MAX_DELAY_MS, REOPEN_FIRST_DELAY_MS * 2 ** this.reopenAttempt++);
+        this.deps.logger.warn(
+          { agent: this.agentId, err: (err as Error).message, retryInMs: delayMs },
+          "inbox could not be opened again",
+        );
+        setTimeout(() => this.reopen(undefined), delayMs).unref();
+      }
+    }).then(() => this.wake());
   }
 
   /** `member` left: what it holds goes back; the inbox closes with the last receiving socket. */
@@ -134,13 +168,14 @@ export class AgentSessions {
           continue;
         }
         const next = await deliveries.next();
-        if (next.done) return;
+        if (next.done) break;
         const target = this.nextReceiver();
         if (!target || !this.handTo(target, next.value)) await inbox.giveBack([next.value]);
       }
     } catch (err) {
       this.deps.logger.warn({ agent: this.agentId, err: (err as Error).message }, "delivery stopped");
     }
+    if (this.inbox === inbox) this.reopen(inbox);
   }
 
   /** A receiving socket with room, taking turns. */

@@ -2,7 +2,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { INBOX_STREAM } from "../../src/broker/nats/layout.js";
+import { consumerName, INBOX_STREAM } from "../../src/broker/nats/layout.js";
 import { buildNotification, ErrorCode, signMessage } from "../../src/protocol/index.js";
 import { api, FrameClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { describeWithNats, startNatsServer, useNatsServer } from "../helpers/nats.js";
@@ -165,6 +165,48 @@ describeWithNats("gateway on NATS JetStream", () => {
         expect(frame.envelope).toEqual(body);
         await ws.close();
       } finally {
+        await gw.close();
+      }
+    });
+
+    it("opens the inbox again for a connected agent whose consumer was deleted on the server", async () => {
+      const server = await nats();
+      const gw = await startTestGateway({ natsUrl: server.url });
+      const nc = await connect({ servers: server.url });
+      try {
+        const alpha = await gw.register("agent-alpha");
+        const beta = await gw.register("agent-beta");
+        await handshake(gw, alpha, beta);
+        const ws = await FrameClient.connect(gw.gateway.wsUrl, beta.apiKey);
+        await receive(ws, 2); // the handshake's, acknowledged
+        // The first attempt to open the inbox again fails (the broker briefly unavailable): retried.
+        const broker = gw.gateway.broker;
+        const openInbox = broker.openInbox.bind(broker);
+        let attempts = 0;
+        broker.openInbox = async (...args) => {
+          if (attempts++ === 0) throw new Error("JetStream briefly unavailable");
+          return openInbox(...args);
+        };
+        // An operator (or a stream restored from a backup) removes the agent's consumer meanwhile.
+        const jsm = await jetstreamManager(nc);
+        const consumer = consumerName("agent-beta");
+        await expect
+          .poll(async () => (await jsm.consumers.info(INBOX_STREAM, consumer)).num_ack_pending)
+          .toBe(0);
+        // nats-server 2.9 can refuse the delete while it is still writing the consumer's state out.
+        await expect
+          .poll(() => jsm.consumers.delete(INBOX_STREAM, consumer).catch((error: Error) => error.message))
+          .toBe(true);
+        // The socket stays connected; the message sent now reaches it through a new consumer.
+        const body = signMessage(buildNotification(alpha.sender, "agent-beta", { n: 1 }), alpha.signer);
+        const sent = await api(gw.url, "/api/v1/messages", { apiKey: alpha.apiKey, body });
+        expect(sent.status).toBe(202);
+        const frame = await ws.next("new_message", (f) => f.id === sent.json.id);
+        expect(frame.envelope).toEqual(body);
+        expect(attempts).toBe(2);
+        await ws.close();
+      } finally {
+        await nc.close();
         await gw.close();
       }
     });
