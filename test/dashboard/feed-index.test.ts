@@ -37,8 +37,16 @@ interface Written {
   entries: AuditEntry[];
 }
 
-/** Relayed messages between the agents (by default 400, 11 minutes apart), through AuditLog (the relay's writer). */
-async function writeLogs(agents = AGENTS, messages = 400, apartMs = 11 * 60_000): Promise<Written> {
+/**
+ * Relayed messages between the agents (by default 400, 11 minutes apart), through AuditLog (the
+ * relay's writer); every `toSelfEvery`th an agent's message to itself.
+ */
+async function writeLogs(
+  agents = AGENTS,
+  messages = 400,
+  apartMs = 11 * 60_000,
+  toSelfEvery = Number.POSITIVE_INFINITY,
+): Promise<Written> {
   const root = join(tmp(), "relay-audit");
   let now = START;
   const logs = new Map<string, AuditLog>();
@@ -46,7 +54,7 @@ async function writeLogs(agents = AGENTS, messages = 400, apartMs = 11 * 60_000)
   for (let i = 0; i < messages; i++) {
     now += apartMs + (i % 7) * 1000;
     const from = agents[i % agents.length] as string;
-    const to = agents[(i * 7 + 1) % agents.length] as string;
+    const to = i % toSelfEvery === 0 ? from : (agents[(i * 7 + 1) % agents.length] as string);
     let log = logs.get(from);
     if (!log) {
       log = await AuditLog.open({ root, agent: from, clock: () => new Date(now) });
@@ -95,8 +103,12 @@ function expected(entries: AuditEntry[], visibility: Visibility, query: EntryQue
     .filter((e) => query.type === undefined || e.type === query.type)
     .filter((e) => {
       const parties = [e.from.agent, e.to.agent];
-      if (query.agent !== undefined && !parties.includes(query.agent)) return false;
-      return query.peer === undefined || parties.includes(query.peer);
+      if (query.agent !== undefined && query.peer !== undefined)
+        return (
+          (e.from.agent === query.agent && e.to.agent === query.peer) ||
+          (e.from.agent === query.peer && e.to.agent === query.agent)
+        );
+      return [query.agent ?? query.peer].every((party) => party === undefined || parties.includes(party));
     })
     .filter((e) => Date.parse(e.ts) >= query.since && Date.parse(e.ts) <= query.until)
     .reverse();
@@ -167,9 +179,10 @@ describe("the relay audit index", () => {
   });
 
   it("counts the window's partial ends as reading every entry does, each entry once, over every kind of walk", async () => {
-    // Dense traffic (a message every ~20 s) so both ends of every window hold entries, and a
-    // principal with more agents than it walks one by one (the time walk, filtered by its agents).
-    const { root, entries } = await writeLogs([...AGENTS, ...MANY], 600, 17_000);
+    // Dense traffic (a message every ~20 s) so both ends of every window hold entries, a principal
+    // with more agents than it walks one by one (the time walk, filtered by its agents), and
+    // messages an agent sent itself.
+    const { root, entries } = await writeLogs([...AGENTS, ...MANY], 600, 17_000, 13);
     const index = await indexOf(root);
     await eventually(async () => expect(indexed(index)).toBe(entries.length));
     const between = (since: number, until: number) =>
@@ -177,6 +190,10 @@ describe("the relay audit index", () => {
     // An exchange between two of one principal's agents, which its walks meet twice.
     expect(entries.some((e) => e.from.agent === "a0" && e.to.agent === "a1")).toBe(true);
     expect(entries.some((e) => e.from.principal === "p-m" && e.to.principal === "p-m")).toBe(true);
+    // And between one of them and another principal's agent, both ways.
+    expect(entries.some((e) => e.from.agent === "a2" && e.to.principal !== "p-a")).toBe(true);
+    expect(entries.some((e) => e.to.agent === "a2" && e.from.principal !== "p-a")).toBe(true);
+    expect(entries.some((e) => e.from.agent === "a0" && e.to.agent === "a0")).toBe(true);
 
     const since = START + 7 * 60_000 + 3_000;
     const until = START + 2 * HOUR + 41 * 60_000 + 5_000;
@@ -203,6 +220,11 @@ describe("the relay audit index", () => {
         [{}, { since, until, agent: "m3" }],
         [{}, { since, until, agent: "a1", peer: "a2" }],
         [principal("p-m"), { since, until, agent: "m1", peer: "m2" }],
+        [{}, { since, until, agent: "a0" }],
+        [principal("p-a"), { since, until, agent: "a0" }],
+        [principal("p-b"), { since, until, agent: "a0", type: "request" }],
+        [{}, { since, until, agent: "a0", peer: "a0" }],
+        [principal("p-a"), { since, until, agent: "a0", peer: "a0" }],
       ] as [Visibility, EntryQuery][]) {
         const want = Array.from({ length: buckets }, () => FEED_TYPES.map(() => 0));
         for (const e of expected(entries, visibility, query)) {

@@ -40,14 +40,26 @@ interface Walk {
   key: number;
   /** The other side (recipient for a sender walk, sender for a recipient walk) must be one of these. */
   others?: number[];
+  /** A recipient walk's sender must not be one of these (the sender walks count those entries). */
+  notFrom?: number[];
   type?: number;
 }
 
 /** Past this many agents a principal's feed walks by time and filters, instead of walking each agent. */
 const MAX_AGENT_WALKS = 32;
 
-/** The walks that together find every visible entry matching `query`; [] when nothing can match. */
-function walksFor(index: FeedIndex, visibility: Visibility, query: EntryQuery): Walk[] | "scan" {
+/**
+ * The walks that together find every visible entry matching `query`; [] when nothing can match.
+ * They may meet (an exchange between two of a principal's agents is on a sender walk and on a
+ * recipient walk), each stopping at a page; `disjoint` walks never meet (the recipient walks leave
+ * out senders the sender walks count), for counting, which walks the whole window anyway.
+ */
+function walksFor(
+  index: FeedIndex,
+  visibility: Visibility,
+  query: EntryQuery,
+  disjoint: boolean,
+): Walk[] | "scan" {
   const type = query.type === undefined ? undefined : FEED_TYPES.indexOf(query.type);
   const idOf = (agent: string) => index.nameId(`a:${agent}`);
   const sees = (agent: string | undefined) =>
@@ -61,16 +73,21 @@ function walksFor(index: FeedIndex, visibility: Visibility, query: EntryQuery): 
     if (peer !== undefined) {
       const p = idOf(peer);
       if (p === undefined || !(sees(agent) || sees(peer))) return [];
-      return [
-        { index: "sender", key: a, others: [p], type },
-        { index: "sender", key: p, others: [a], type },
-      ];
+      const fromAgent: Walk = { index: "sender", key: a, others: [p], type };
+      return p === a ? [fromAgent] : [fromAgent, { index: "sender", key: p, others: [a], type }];
     }
+    // An agent the viewer does not own: its exchanges with the viewer's agents (which never
+    // include one with itself, so the two walks cannot meet).
     const others = sees(agent) ? undefined : mine();
     if (others?.length === 0) return [];
     return [
       { index: "sender", key: a, ...(others ? { others } : {}), type },
-      { index: "recipient", key: a, ...(others ? { others } : {}), type },
+      {
+        index: "recipient",
+        key: a,
+        ...(others ? { others } : disjoint ? { notFrom: [a] } : {}),
+        type,
+      },
     ];
   }
   if (!visibility.agents) {
@@ -79,16 +96,18 @@ function walksFor(index: FeedIndex, visibility: Visibility, query: EntryQuery): 
   }
   const agents = mine();
   if (agents.length > MAX_AGENT_WALKS) return "scan";
-  return agents.flatMap((id): Walk[] => [
-    { index: "sender", key: id, type },
-    { index: "recipient", key: id, type },
-  ]);
+  return [
+    ...agents.map((id): Walk => ({ index: "sender", key: id, type })),
+    ...agents.map(
+      (id): Walk => ({ index: "recipient", key: id, ...(disjoint ? { notFrom: agents } : {}), type }),
+    ),
+  ];
 }
 
 /** What reading an entry needs. */
 const COLUMNS = "rowid, message_id AS id, at, type, log, offset, length, line";
-/** What counting an entry needs: the rowid (by which the UNION of walks counts it once), its time and type. */
-const COUNT_COLUMNS = "rowid, at, type";
+/** What counting an entry needs: its time and type (the walks are disjoint: no rowid to tell entries apart). */
+const COUNT_COLUMNS = "at, type";
 
 function walkSql(
   walk: Walk,
@@ -104,6 +123,10 @@ function walkSql(
       `${walk.index === "sender" ? "recipient" : "sender"} IN (${walk.others.map(() => "?").join(", ")})`,
     );
     params.push(...walk.others);
+  }
+  if (walk.notFrom) {
+    where.push(`sender NOT IN (${walk.notFrom.map(() => "?").join(", ")})`);
+    params.push(...walk.notFrom);
   }
   if (walk.type !== undefined && walk.index !== "type") {
     where.push("type = ?");
@@ -158,9 +181,10 @@ function scanSql(
 }
 
 /**
- * The visible entries matching `query` as one SELECT of `columns`, each entry at most once (walks
- * by type never meet, an entry has one type; the UNION of other walks drops an entry two of them
- * meet), the newest `limit` of each walk when limited; undefined when nothing can match.
+ * The visible entries matching `query` as one SELECT of `columns`, each entry at most once, the
+ * newest `limit` of each walk when limited (a page: the UNION of the walks drops an entry two of
+ * them meet); without a limit (counting every entry) the walks are disjoint and simply added up
+ * (walks by type never meet either: an entry has one type). Undefined when nothing can match.
  */
 function visibleSql(
   index: FeedIndex,
@@ -171,13 +195,12 @@ function visibleSql(
   limit?: number,
 ): string | undefined {
   if (query.since > query.until) return undefined;
-  const walks = walksFor(index, visibility, query);
+  const disjoint = limit === undefined;
+  const walks = walksFor(index, visibility, query, disjoint);
   if (walks.length === 0) return undefined;
-  return walks === "scan"
-    ? scanSql(index, visibility, query, params, columns, limit)
-    : walks
-        .map((walk) => walkSql(walk, params, query, columns, limit))
-        .join(walks.every((walk) => walk.index === "type") ? " UNION ALL " : " UNION ");
+  if (walks === "scan") return scanSql(index, visibility, query, params, columns, limit);
+  const union = disjoint || walks.every((walk) => walk.index === "type") ? " UNION ALL " : " UNION ";
+  return walks.map((walk) => walkSql(walk, params, query, columns, limit)).join(union);
 }
 
 /** The newest `limit` visible entries matching `query`, newest first (ties: the later indexed first). */
