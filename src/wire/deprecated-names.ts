@@ -9,15 +9,34 @@
  */
 import { z } from "zod";
 
-/** `retry_count` → `retryCount`. */
-export function camelName(name: string): string {
-  return name.replace(/_([a-z0-9])/g, (_, letter: string) => letter.toUpperCase());
+/**
+ * Each name converted once: every field of every record of an answer is renamed (a feed page of 100
+ * items, a messages page of 50, each field twice), and the API's names are few. Bounded, since a
+ * request body's names are the caller's: past NAME_CACHE names the cache starts again.
+ */
+const NAME_CACHE = 1024;
+function convertedOnce(convert: (name: string) => string): (name: string) => string {
+  const cache = new Map<string, string>();
+  return (name) => {
+    let converted = cache.get(name);
+    if (converted === undefined) {
+      converted = convert(name);
+      if (cache.size >= NAME_CACHE) cache.clear();
+      cache.set(name, converted);
+    }
+    return converted;
+  };
 }
 
+/** `retry_count` → `retryCount`. */
+export const camelName = convertedOnce((name) =>
+  name.replace(/_([a-z0-9])/g, (_, letter: string) => letter.toUpperCase()),
+);
+
 /** `retryCount` → `retry_count`. */
-export function snakeName(name: string): string {
-  return name.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
-}
+export const snakeName = convertedOnce((name) =>
+  name.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`),
+);
 
 /** The camelCase of a snake_case name, as a type. */
 export type CamelName<S extends string> = S extends `${infer Head}_${infer Tail}`

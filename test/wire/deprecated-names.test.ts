@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { AgentView } from "../../src/wire/agents.js";
 import {
+  camelName,
   readingDeprecatedNames,
+  snakeName,
   withCurrentNames,
   withDeprecatedNames,
 } from "../../src/wire/deprecated-names.js";
@@ -42,6 +44,17 @@ describe("the REST API's casing and its deprecated names", () => {
       next_cursor: null,
       nextCursor: null,
     });
+  });
+
+  it("renames the same way after more distinct names than it keeps converted (a caller's own names)", () => {
+    for (let i = 0; i < 3000; i++) {
+      expect(camelName(`field_${i}`)).toBe(`field${i}`);
+      expect(snakeName(`fieldNo${i}`)).toBe(`field_no${i}`);
+    }
+    expect(camelName("field_0")).toBe("field0");
+    expect(camelName("retry_count")).toBe("retryCount");
+    expect(snakeName("retryCount")).toBe("retry_count");
+    expect(withDeprecatedNames({ next_cursor: null })).toEqual({ next_cursor: null, nextCursor: null });
   });
 
   it("never renames inside a signed envelope or free-form content", () => {
