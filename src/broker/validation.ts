@@ -170,6 +170,17 @@ export function messageKey(message: MessageRef): string {
   return `${message.from}.${/^[A-Za-z0-9_-]+$/.test(id) ? id : `=${Buffer.from(id, "utf8").toString("base64url")}`}`;
 }
 
+/** The MessageRef of a `messageKey`; null for a key no `messageKey` makes. */
+export function refOfMessageKey(key: string): MessageRef | null {
+  const dot = key.indexOf(".");
+  if (dot <= 0 || dot === key.length - 1) return null;
+  const id = key.slice(dot + 1);
+  return {
+    from: key.slice(0, dot),
+    id: id.startsWith("=") ? Buffer.from(id.slice(1), "base64url").toString("utf8") : id,
+  };
+}
+
 /** Cursors are opaque to callers; inside they are the last listed sequence number. */
 export function encodeCursor(seq: number): string {
   return Buffer.from(`c1:${seq}`, "utf8").toString("base64url");

@@ -3,8 +3,9 @@ import { Listeners } from "../listeners.js";
 import type { BrokerPolicy, Warn } from "../policy.js";
 import { buildRecord } from "../records.js";
 import type { BrokerEvent, Unsubscribe } from "../types.js";
+import { refOfMessageKey } from "../validation.js";
 import { CHANGES_PREFIX, STATUS_BUCKET, USER_BUCKET_PREFIX } from "./layout.js";
-import type { StatusDoc } from "./status-store.js";
+import { fromStored, type StatusDoc } from "./status-store.js";
 
 const SUBJECT = /^acp\.changes\.([^.]+)\.(.+)$/;
 
@@ -57,8 +58,9 @@ export class ChangeFeed {
     const deleted = isDeleteMarker(msg);
     try {
       if (bucket === STATUS_BUCKET) {
-        if (deleted) return;
-        const doc = JSON.parse(this.decoder.decode(msg.data)) as StatusDoc;
+        const message = refOfMessageKey(key);
+        if (deleted || !message) return;
+        const doc = fromStored(JSON.parse(this.decoder.decode(msg.data)) as StatusDoc, message);
         this.listeners.emit({ type: "message.status", message: buildRecord(doc, this.policy, Date.now()) });
       } else if (bucket.startsWith(USER_BUCKET_PREFIX)) {
         this.listeners.emit({

@@ -7,7 +7,7 @@ import { encodeCursor } from "../validation.js";
 import { INDEX_STREAM, indexSubject } from "./layout.js";
 import type { StatusDoc, StatusStore } from "./status-store.js";
 
-/** The payload of an ACP_INDEX entry. */
+/** An ACP_INDEX entry: its payload, and the sender and recipient its subject names. */
 export interface IndexEntry {
   id: string;
   from: string;
@@ -16,6 +16,18 @@ export interface IndexEntry {
   method: string;
   submittedAt: string;
   queuedAt: number;
+}
+
+/** An entry's payload: the sender and recipient are in its subject (entries written before also carry them). */
+export function indexPayload(entry: IndexEntry): string {
+  const { from: _from, to: _to, ...payload } = entry;
+  return JSON.stringify(payload);
+}
+
+/** The entry stored on `acp.index.<from>.<to>`. */
+function indexEntryOf(subject: string, payload: Omit<IndexEntry, "from" | "to">): IndexEntry {
+  const [, , from = "", to = ""] = subject.split(".");
+  return { ...payload, from, to };
 }
 
 interface Scanned {
@@ -39,7 +51,7 @@ class SubjectScanner {
         seq: this.nextSeq,
         next_by_subj: this.subject,
       });
-      this.head = msg ? { seq: msg.seq, entry: msg.json<IndexEntry>() } : null;
+      this.head = msg ? { seq: msg.seq, entry: indexEntryOf(msg.subject, msg.json<IndexEntry>()) } : null;
     }
     return this.head;
   }

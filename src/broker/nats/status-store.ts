@@ -30,6 +30,27 @@ export interface StatusDoc extends StatusFields {
   route?: string;
 }
 
+/**
+ * The record as stored. Its key already says the sender and the id, and once the message is
+ * settled nothing reads what only a hand-out still out needs (its ack subject, holder and due
+ * time; the settlement takes the ack subject from the record in hand): a week of records is
+ * a third of the store, and the two a message's record replaces stay on disk beside it
+ * (docs/performance.md, "NATS disk").
+ */
+export function storedForm(doc: StatusDoc): string {
+  const { id: _id, from: _from, ...fields } = doc;
+  if (doc.status === "acknowledged" || doc.status === "failed") {
+    const { ackSubject: _ackSubject, holder: _holder, dueAt: _dueAt, ...settled } = fields;
+    return JSON.stringify(settled);
+  }
+  return JSON.stringify(fields);
+}
+
+/** A stored record read back under its key's sender and id (records written before `storedForm` also carry them). */
+export function fromStored(stored: Omit<StatusDoc, "id" | "from">, message: MessageRef): StatusDoc {
+  return { ...stored, id: message.id, from: message.from };
+}
+
 /** The record of a hand-out given back uncounted: as if that delivery had never been made. */
 export function uncounted(doc: StatusDoc): StatusDoc {
   return { ...doc, attempts: doc.attempts - 1, dueAt: undefined, ackSubject: undefined, holder: undefined };
@@ -90,7 +111,7 @@ export class StatusStore {
   async read(message: MessageRef): Promise<Versioned<StatusDoc> | null> {
     const entry = await this.kv.get(messageKey(message));
     if (entry?.operation !== "PUT") return null;
-    return { value: entry.json<StatusDoc>(), revision: entry.revision };
+    return { value: fromStored(entry.json<StatusDoc>(), message), revision: entry.revision };
   }
 
   /**
@@ -129,6 +150,18 @@ export class StatusStore {
    */
   lock<R>(message: MessageRef, work: () => Promise<R>): Promise<R> {
     return this.locks.run(refKey(message), work);
+  }
+
+  /**
+   * Names the message's index entry in a record that names none (one the recipient's inbox wrote
+   * first). Under the caller's `lock` for the message (the submit's).
+   */
+  setIndexEntry(message: MessageRef, indexSeq: number): Promise<void> {
+    return this.mutateNow(message, (current) =>
+      current && current.value.indexSeq === undefined
+        ? { next: { ...current.value, indexSeq }, result: undefined }
+        : { result: undefined },
+    );
   }
 
   /** Decides on the current record, writes with compare-and-set; on a lost race reads and decides again. */
@@ -180,11 +213,7 @@ export class StatusStore {
   private async write(doc: StatusDoc, expectedRevision: number): Promise<number> {
     const h = headers();
     h.set("Nats-Expected-Last-Subject-Sequence", String(expectedRevision));
-    const ack = await this.publisher.publish(
-      `$KV.${STATUS_BUCKET}.${messageKey(doc)}`,
-      JSON.stringify(doc),
-      h,
-    );
+    const ack = await this.publisher.publish(`$KV.${STATUS_BUCKET}.${messageKey(doc)}`, storedForm(doc), h);
     return ack.seq;
   }
 

@@ -6,7 +6,7 @@ import { currentStatus } from "../records.js";
 import type { SubmitInput, SubmitResult } from "../types.js";
 import { refKey } from "../validation.js";
 import { Header, inboxSubject, indexSubject } from "./layout.js";
-import type { IndexEntry } from "./listing.js";
+import { type IndexEntry, indexPayload } from "./listing.js";
 import type { StreamPublisher } from "./publisher.js";
 import type { StatusDoc, StatusStore } from "./status-store.js";
 
@@ -61,8 +61,6 @@ export async function storeMessage(
   if (input.priority !== undefined && input.priority !== DEFAULT_PRIORITY)
     h.set(Header.Priority, String(priorityRank(input.priority)));
   if (input.route) h.set(Header.Route, input.route);
-  const indexHeaders = headers();
-  indexHeaders.set("Nats-Msg-Id", refKey(input));
   const entry: IndexEntry = {
     id: input.id,
     from: input.from,
@@ -72,10 +70,12 @@ export async function storeMessage(
     submittedAt: input.submittedAt,
     queuedAt,
   };
-  // Both publishes start before any await, so submit order per pair is stream order.
+  // Both publishes start before any await, so submit order per pair is stream order. The index
+  // entry carries no Nats-Msg-Id: a second entry for a message (a duplicate submit) is skipped
+  // by `list`, as the record names the one entry it counts (`indexSeq`, set below).
   const [ack, indexAck] = await Promise.all([
     publisher.publish(inboxSubject(input.to), input.envelope, h),
-    publisher.publish(indexSubject(input.from, input.to), JSON.stringify(entry), indexHeaders),
+    publisher.publish(indexSubject(input.from, input.to), indexPayload(entry)),
   ]);
   const doc: StatusDoc = {
     ...entry,
@@ -100,6 +100,9 @@ export async function storeMessage(
   }
   const current = existing.value;
   const duplicate = ack.duplicate || current.seq !== ack.seq;
+  // A record the recipient's inbox wrote from the headers names no index entry, so `list` shows
+  // every entry of the message: once there are two, the resubmission's becomes the one it shows.
+  if (duplicate && current.indexSeq === undefined) await statuses.setIndexEntry(input, indexAck.seq);
   // A new message is reported as stored (queued), even if its inbox already picked it up.
   const status = duplicate ? currentStatus(current, policy, Date.now()) : "queued";
   return { id: input.id, status, duplicate };

@@ -1,0 +1,180 @@
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { headers, type NatsConnection } from "@nats-io/transport-node";
+import { expect, it } from "vitest";
+import { type Broker, type BrokerEvent, openBroker, type SubmitInput } from "../../src/broker/index.js";
+import {
+  Header,
+  INDEX_STREAM,
+  inboxSubject,
+  indexSubject,
+  STATUS_BUCKET,
+} from "../../src/broker/nats/layout.js";
+import { messageKey, refKey } from "../../src/broker/validation.js";
+import { describeWithNats, useNatsServer } from "../helpers/nats.js";
+import { closedAfterEach, deliveredBefore, eventually, message, reader } from "./support.js";
+
+/**
+ * What the NATS broker stores per message (docs/brokers.md, "Layout"): a status record without
+ * the sender and id its key names, and once settled without the hand-out's ack subject and holder;
+ * an index entry without the sender and recipient its subject names, and without a Nats-Msg-Id.
+ * And a store written before that (records and entries carrying them all) keeps working.
+ */
+const startNats = useNatsServer();
+const { opened, client } = closedAfterEach();
+
+async function open(servers: string): Promise<Broker> {
+  const broker = await openBroker({ nats: { servers }, delivery: { ackWaitMs: 5_000 } });
+  opened.push(broker);
+  return broker;
+}
+
+async function storedRecord(nc: NatsConnection, input: SubmitInput): Promise<Record<string, unknown>> {
+  const entry = await (await new Kvm(nc).open(STATUS_BUCKET)).get(messageKey(input));
+  return entry?.json<Record<string, unknown>>() ?? {};
+}
+
+/** One message as the broker wrote it before records and index entries left out what their keys say. */
+async function writePreviousLayout(
+  nc: NatsConnection,
+  input: SubmitInput,
+  settled: "queued" | "acknowledged",
+): Promise<void> {
+  const js = jetstream(nc);
+  const queuedAt = Date.now();
+  const h = headers();
+  h.set("Nats-Msg-Id", refKey(input));
+  h.set(Header.From, input.from);
+  h.set(Header.Kind, input.kind);
+  h.set(Header.Method, input.method);
+  h.set(Header.SubmittedAt, input.submittedAt);
+  h.set(Header.QueuedAt, String(queuedAt));
+  const { seq } = await js.publish(inboxSubject(input.to), input.envelope, { headers: h });
+  const entry = {
+    id: input.id,
+    from: input.from,
+    to: input.to,
+    kind: input.kind,
+    method: input.method,
+    submittedAt: input.submittedAt,
+    queuedAt,
+  };
+  const indexHeaders = headers();
+  indexHeaders.set("Nats-Msg-Id", refKey(input));
+  const index = await js.publish(indexSubject(input.from, input.to), JSON.stringify(entry), {
+    headers: indexHeaders,
+  });
+  const record = { ...entry, status: "queued", attempts: 0, seq, indexSeq: index.seq };
+  const kv = await new Kvm(nc).open(STATUS_BUCKET);
+  await kv.create(
+    messageKey(input),
+    JSON.stringify(
+      settled === "queued"
+        ? record
+        : {
+            ...record,
+            status: "acknowledged",
+            attempts: 1,
+            deliveredAt: queuedAt + 1,
+            acknowledgedAt: queuedAt + 2,
+            ackSubject: `$JS.ACK.ACP_INBOX.acp-inbox-${input.to}.1.${seq}.1.${queuedAt}000000.0`,
+            holder: "a-gateway-gone-since",
+          },
+    ),
+  );
+}
+
+describeWithNats("NATS broker: the layout of what it stores", () => {
+  it("stores records and index entries without what their keys and subjects say", async () => {
+    const server = await startNats();
+    const broker = await open(server.url);
+    const nc = await client(server.url);
+    const events: BrokerEvent[] = [];
+    await broker.events((event) => events.push(event));
+    const input = message("alice", "bob");
+    await broker.submit(input);
+    const queued = await storedRecord(nc, input);
+    expect(queued).toMatchObject({ to: "bob", kind: "notification", status: "queued", attempts: 0 });
+    expect(queued).not.toHaveProperty("id");
+    expect(queued).not.toHaveProperty("from");
+
+    const inbox = reader(await broker.openInbox("bob"));
+    expect(await inbox.next()).toMatchObject({ id: input.id, from: "alice" });
+    const delivered = await storedRecord(nc, input);
+    expect(delivered).toMatchObject({ status: "delivered", holder: broker.instanceId });
+    expect(delivered.ackSubject).toEqual(expect.stringMatching(/^\$JS\.ACK\./));
+
+    await broker.ack("bob", input);
+    const acknowledged = await storedRecord(nc, input);
+    expect(acknowledged).toMatchObject({ to: "bob", status: "acknowledged", attempts: 1 });
+    for (const gone of ["id", "from", "ackSubject", "holder", "dueAt"])
+      expect(acknowledged).not.toHaveProperty(gone);
+    // Everything the record leaves out is still there for whoever reads it.
+    expect(await broker.status(input)).toMatchObject({
+      id: input.id,
+      from: "alice",
+      to: "bob",
+      status: "acknowledged",
+    });
+    await eventually(async () =>
+      expect(events).toContainEqual({
+        type: "message.status",
+        message: expect.objectContaining({ id: input.id, from: "alice", status: "acknowledged" }),
+      }),
+    );
+
+    const entry = await (await jetstreamManager(nc)).direct.getMessage(INDEX_STREAM, {
+      last_by_subj: indexSubject("alice", "bob"),
+    });
+    expect(entry?.header?.get("Nats-Msg-Id") ?? "").toBe("");
+    expect(entry?.json()).toEqual({
+      id: input.id,
+      kind: "notification",
+      method: "agent.notify",
+      submittedAt: input.submittedAt,
+      queuedAt: expect.any(Number),
+    });
+    expect((await broker.list({ participant: "alice" })).items).toEqual([
+      expect.objectContaining({ id: input.id, from: "alice", to: "bob", status: "acknowledged" }),
+    ]);
+  });
+
+  it("keeps working on a store written before: lists, reads, delivers and settles its messages", async () => {
+    const server = await startNats();
+    await (await open(server.url)).close(); // the streams and the bucket, as any version makes them
+    const nc = await client(server.url);
+    const done = message("alice", "bob", { id: "settled-before" });
+    const waiting = message("alice", "bob", { id: "waiting-from-before" });
+    await writePreviousLayout(nc, done, "acknowledged");
+    await writePreviousLayout(nc, waiting, "queued");
+
+    const broker = await open(server.url);
+    expect((await broker.list({ participant: "bob" })).items).toEqual([
+      expect.objectContaining({ id: done.id, from: "alice", to: "bob", status: "acknowledged" }),
+      expect.objectContaining({
+        id: waiting.id,
+        from: "alice",
+        to: "bob",
+        kind: "notification",
+        status: "queued",
+      }),
+    ]);
+    expect(await broker.get(waiting)).toMatchObject({ id: waiting.id, envelope: waiting.envelope });
+    expect(await broker.sendersTo("bob", waiting.id)).toEqual(["alice"]);
+
+    // The acknowledged one is acknowledged at JetStream silently; the waiting one is delivered once.
+    const inbox = reader(await broker.openInbox("bob"));
+    expect(await inbox.next()).toMatchObject({ id: waiting.id, from: "alice", attempt: 1 });
+    expect(await broker.ack("bob", waiting)).toMatchObject({ status: "acknowledged" });
+    expect(await deliveredBefore(broker, inbox, "bob")).toEqual([]);
+    expect(await broker.status(waiting)).toMatchObject({ id: waiting.id, status: "acknowledged" });
+    expect(await storedRecord(nc, waiting)).not.toHaveProperty("ackSubject");
+
+    // A resubmission of an old message is still a duplicate, however it was stored.
+    expect(await broker.submit(done)).toEqual({ id: done.id, status: "acknowledged", duplicate: true });
+    expect((await broker.list({ participant: "alice" })).items.map((m) => m.id)).toEqual([
+      done.id,
+      waiting.id,
+    ]);
+  });
+});
