@@ -61,7 +61,12 @@ export function dashboardExtension(options: DashboardOptions = {}): GatewayExten
       const index =
         options.relayAuditRoot === undefined
           ? undefined
-          : FeedIndex.open(options.relayAuditRoot, `${options.relayAuditRoot}-index.db`, logError);
+          : FeedIndex.open(
+              options.relayAuditRoot,
+              `${options.relayAuditRoot}-index.db`,
+              logError,
+              (fields, msg) => ctx.logger.info(fields, msg),
+            );
       index?.catch(logError);
       const history = new FeedHistory(ctx.broker, live, index);
       if (index) {

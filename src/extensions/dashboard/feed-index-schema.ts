@@ -36,14 +36,60 @@ CREATE TABLE IF NOT EXISTS entries (
   sender_principal INTEGER, recipient_principal INTEGER, message_id TEXT NOT NULL,
   log INTEGER NOT NULL, offset INTEGER NOT NULL, length INTEGER NOT NULL, line INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS entries_by_type ON entries (type, at);
-CREATE INDEX IF NOT EXISTS entries_by_sender ON entries (sender, at);
-CREATE INDEX IF NOT EXISTS entries_by_recipient ON entries (recipient, at);
 CREATE INDEX IF NOT EXISTS entries_by_message ON entries (message_id);
 CREATE INDEX IF NOT EXISTS entries_by_log ON entries (log);
 CREATE TABLE IF NOT EXISTS volume (
   scope INTEGER NOT NULL, slot INTEGER NOT NULL, type INTEGER NOT NULL, count INTEGER NOT NULL,
   PRIMARY KEY (scope, slot, type)) WITHOUT ROWID;
 `;
+
+/**
+ * The sender and recipient walks' indexes: the party and the time, then the type and the other
+ * party, so that a walk filters and counts without reading a row. A file made before them (its
+ * `user_version` 0) has the walks on `(party, at)` alone until they are built (feed-index-upgrade.ts).
+ */
+export const PARTY_INDEXES = `
+CREATE INDEX IF NOT EXISTS entries_sent ON entries (sender, at, type, recipient);
+CREATE INDEX IF NOT EXISTS entries_received ON entries (recipient, at, type, sender);
+`;
+export const EARLIER_PARTY_INDEXES = `
+DROP INDEX IF EXISTS entries_by_sender;
+DROP INDEX IF EXISTS entries_by_recipient;
+`;
+/** The index file's `user_version` once it has PARTY_INDEXES. */
+export const PARTY_INDEXES_VERSION = 1;
+
+/** Which index each walk takes. */
+export interface WalkIndexes {
+  type: string;
+  sender: string;
+  recipient: string;
+}
+export const WALK_INDEXES: WalkIndexes = {
+  type: "entries_by_type",
+  sender: "entries_sent",
+  recipient: "entries_received",
+};
+export const EARLIER_WALK_INDEXES: WalkIndexes = {
+  type: "entries_by_type",
+  sender: "entries_by_sender",
+  recipient: "entries_by_recipient",
+};
+
+/**
+ * Makes the tables a file lacks (a new file with the walks' present indexes); true when the file
+ * has those indexes, false for one made before them.
+ */
+export function applySchema(db: SqliteDatabase): boolean {
+  const made = db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'entries'").get() !== undefined;
+  db.exec(SCHEMA);
+  if (!made) db.exec(`${PARTY_INDEXES}\nPRAGMA user_version = ${PARTY_INDEXES_VERSION};`);
+  const { user_version: version } = db.prepare("PRAGMA user_version").get() as { user_version: number };
+  if (version < PARTY_INDEXES_VERSION) return false;
+  // An upgrade stopped between its two transactions left the earlier indexes.
+  db.exec(EARLIER_PARTY_INDEXES);
+  return true;
+}
 
 export function prepare(db: SqliteDatabase) {
   return {

@@ -6,13 +6,17 @@ import { AuditEntrySchema, type AuditRecord } from "../../audit/index.js";
 import type { SqliteDatabase } from "../../broker/embedded/sqlite.js";
 import { ensurePrivateFile } from "../../jsonl/private-files.js";
 import {
+  applySchema,
   countInto,
+  EARLIER_WALK_INDEXES,
   entryFields,
   type IndexedEntry,
   messageIdOf,
   prepare,
-  SCHEMA,
+  WALK_INDEXES,
+  type WalkIndexes,
 } from "./feed-index-schema.js";
+import { buildPartyIndexes, type IndexLog, type PartyIndexBuild } from "./feed-index-upgrade.js";
 
 /**
  * The dashboard's index of the relay audit log: for each relayed message, where its entry is (log,
@@ -26,7 +30,8 @@ import {
  * shortly after the relay accepts a message from that agent, before each query, and in a full scan
  * at start and every minute. A log that shrank, or whose line at an indexed offset is not the entry
  * indexed there, is indexed again from its start. Catching up (the whole history, the first time a
- * gateway runs with it) goes in slices of a few milliseconds, so it never holds the event loop.
+ * gateway runs with it) goes in slices of a few milliseconds, so it never holds the event loop. A
+ * file made before the walks' present indexes gets them after start (feed-index-upgrade.ts).
  */
 
 interface LogState {
@@ -65,12 +70,19 @@ export class FeedIndex {
   private scanTimer: NodeJS.Timeout | undefined;
   private catchingUp: NodeJS.Immediate | undefined;
   private closed = false;
+  /** The indexes the walks take: the earlier ones until a file made before the present ones has them. */
+  walkIndexes: WalkIndexes;
+  /** Building the present walk indexes (nothing is written here meanwhile). */
+  private upgrading: PartyIndexBuild | undefined;
 
   private constructor(
     readonly db: SqliteDatabase,
     private readonly root: string,
     private readonly onError: (err: unknown) => void,
+    private readonly log: IndexLog,
+    hasPartyIndexes: boolean,
   ) {
+    this.walkIndexes = hasPartyIndexes ? WALK_INDEXES : EARLIER_WALK_INDEXES;
     this.statements = prepare(db);
     for (const { id, name } of db.prepare("SELECT id, name FROM names").all() as {
       id: number;
@@ -81,23 +93,44 @@ export class FeedIndex {
       this.remember(log);
   }
 
-  /** Opens (creating) the index file; `start` begins following the logs. */
-  static async open(root: string, file: string, onError: (err: unknown) => void): Promise<FeedIndex> {
+  /** Opens (creating) the index file; `start` begins following the logs (and builds missing indexes). */
+  static async open(
+    root: string,
+    file: string,
+    onError: (err: unknown) => void,
+    log: IndexLog = () => undefined,
+  ): Promise<FeedIndex> {
     ensurePrivateFile(file);
     const { default: Database } = await import("better-sqlite3");
     const db = new Database(file) as unknown as SqliteDatabase;
+    let hasPartyIndexes: boolean;
     try {
       db.pragma("journal_mode = WAL");
       db.pragma("synchronous = NORMAL");
-      db.exec(SCHEMA);
+      hasPartyIndexes = applySchema(db);
     } catch (err) {
       db.close();
       throw err;
     }
-    return new FeedIndex(db, root, onError);
+    return new FeedIndex(db, root, onError, log, hasPartyIndexes);
   }
 
+  /** Begins following the logs (after building the walks' present indexes, if the file lacks them). */
   start(): void {
+    if (this.walkIndexes === WALK_INDEXES) {
+      this.follow();
+      return;
+    }
+    this.upgrading = buildPartyIndexes(this.db, this.log, () => {
+      this.walkIndexes = WALK_INDEXES;
+    });
+    void this.upgrading.done.catch(this.onError).finally(() => {
+      this.upgrading = undefined;
+      if (!this.closed) this.follow();
+    });
+  }
+
+  private follow(): void {
     const scan = () => {
       this.scan().catch(this.onError);
       this.scanTimer = setTimeout(scan, SCAN_INTERVAL_MS);
@@ -108,6 +141,7 @@ export class FeedIndex {
 
   close(): void {
     this.closed = true;
+    this.upgrading?.stop();
     clearTimeout(this.changedTimer);
     clearTimeout(this.scanTimer);
     if (this.catchingUp) clearImmediate(this.catchingUp);
@@ -138,7 +172,7 @@ export class FeedIndex {
 
   /** Reads what the logs of agents with a recent notice gained, now (also before each query). */
   catchUpChanged(): void {
-    if (this.closed) return;
+    if (this.closed || this.upgrading) return;
     const now = performance.now();
     for (const [agent, at] of this.changedAgents) {
       if (now - at > CHANGED_WATCH_MS) this.changedAgents.delete(agent);
@@ -173,9 +207,9 @@ export class FeedIndex {
           return { agent: log.agent, file: path, line: row.line, entry: parsed.data };
         }
       } catch {
-        // unreadable: indexed again below
+        // unreadable: indexed again below (at a later read while the walks' indexes are built)
       }
-      this.reindex(log);
+      if (!this.upgrading) this.reindex(log);
       return undefined;
     });
   }

@@ -7,6 +7,7 @@ import {
   GATEWAY_SLOT_MS,
   type IndexedEntry,
   PARTY_SLOT_MS,
+  type WalkIndexes,
 } from "./feed-index-schema.js";
 
 /**
@@ -106,10 +107,15 @@ function walksFor(
 
 /** What reading an entry needs. */
 const COLUMNS = "rowid, message_id AS id, at, type, log, offset, length, line";
-/** What counting an entry needs: its time and type (the walks are disjoint: no rowid to tell entries apart). */
+/**
+ * What counting an entry needs: its time and type (the walks are disjoint: no rowid to tell entries
+ * apart), which the walks' indexes hold, so no row is read (but by the time walks of a principal
+ * with many agents, which read each row for its parties).
+ */
 const COUNT_COLUMNS = "at, type";
 
 function walkSql(
+  indexes: WalkIndexes,
   walk: Walk,
   params: unknown[],
   query: EntryQuery,
@@ -134,7 +140,7 @@ function walkSql(
   }
   const order = limit === undefined ? "" : " ORDER BY at DESC, rowid DESC LIMIT ?";
   if (limit !== undefined) params.push(limit);
-  return `SELECT * FROM (SELECT ${columns} FROM entries INDEXED BY entries_by_${walk.index} WHERE ${where.join(" AND ")}${order})`;
+  return `SELECT * FROM (SELECT ${columns} FROM entries INDEXED BY ${indexes[walk.index]} WHERE ${where.join(" AND ")}${order})`;
 }
 
 const statements = new WeakMap<FeedIndex, Map<string, SqliteStatement<unknown[], unknown>>>();
@@ -175,7 +181,7 @@ function scanSql(
       params.push(type, query.since, query.until, ...ids, ...ids);
       const order = limit === undefined ? "" : " ORDER BY at DESC, rowid DESC LIMIT ?";
       if (limit !== undefined) params.push(limit);
-      return `SELECT * FROM (SELECT ${columns} FROM entries INDEXED BY entries_by_type WHERE type = ? AND at >= ? AND at <= ? AND (sender IN (${list}) OR recipient IN (${list}))${order})`;
+      return `SELECT * FROM (SELECT ${columns} FROM entries INDEXED BY ${index.walkIndexes.type} WHERE type = ? AND at >= ? AND at <= ? AND (sender IN (${list}) OR recipient IN (${list}))${order})`;
     })
     .join(" UNION ALL ");
 }
@@ -200,7 +206,7 @@ function visibleSql(
   if (walks.length === 0) return undefined;
   if (walks === "scan") return scanSql(index, visibility, query, params, columns, limit);
   const union = disjoint || walks.every((walk) => walk.index === "type") ? " UNION ALL " : " UNION ";
-  return walks.map((walk) => walkSql(walk, params, query, columns, limit)).join(union);
+  return walks.map((walk) => walkSql(index.walkIndexes, walk, params, query, columns, limit)).join(union);
 }
 
 /** The newest `limit` visible entries matching `query`, newest first (ties: the later indexed first). */
