@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { BrokerEvent, KvChange } from "../../src/broker/index.js";
+import type { BrokerEvent, KvChange, SubmitInput } from "../../src/broker/index.js";
 import type { SuiteContext } from "./conformance.js";
 import { deliveredBefore, eventually, expectBrokerError, message, reader } from "./support.js";
 
@@ -39,6 +39,36 @@ export function stateConformance(ctx: SuiteContext): void {
       const [first] = (await broker.list({ participant: "bob", to: "bob", limit: 1 })).items;
       expect(first).toMatchObject({ id: ab1.id, from: "alice", to: "bob", status: "queued", retryCount: 0 });
       expect(first).not.toHaveProperty("envelope");
+    });
+
+    it("hands out no next cursor once the messages a filter keeps are all listed", async () => {
+      const broker = await ctx.open(await ctx.harness());
+      const toBob = [message("alice", "bob"), message("alice", "bob"), message("alice", "bob")];
+      for (const input of [
+        toBob[0],
+        message("alice", "carol"),
+        toBob[1],
+        message("carol", "alice"),
+        toBob[2],
+      ])
+        await broker.submit(input as SubmitInput);
+      await broker.submit(message("alice", "carol"));
+      const ids = toBob.map((input) => input.id);
+      const first = await broker.list({ participant: "alice", to: "bob", limit: 2 });
+      expect(first.items.map((item) => item.id)).toEqual(ids.slice(0, 2));
+      const second = await broker.list({
+        participant: "alice",
+        to: "bob",
+        limit: 2,
+        cursor: first.nextCursor as string,
+      });
+      expect(second.items.map((item) => item.id)).toEqual(ids.slice(2));
+      expect(second.nextCursor).toBeNull();
+      expect((await broker.list({ participant: "alice", to: "bob", limit: 3 })).nextCursor).toBeNull();
+      expect((await broker.list({ participant: "bob", from: "alice", limit: 3 })).nextCursor).toBeNull();
+      expect(
+        (await broker.list({ participant: "alice", kind: "notification", limit: 7 })).nextCursor,
+      ).toBeNull();
     });
 
     it("paginates with an opaque cursor and refuses a forged one", async () => {

@@ -2,7 +2,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { afterEach, expect, it } from "vitest";
 import { type Broker, type BrokerHealth, openBroker } from "../../src/broker/index.js";
-import { INDEX_STREAM } from "../../src/broker/nats/layout.js";
+import { indexStream } from "../../src/broker/nats/layout.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { needing, setLimit } from "../helpers/process-limits.js";
 import { eventually, expectBrokerError, message } from "./support.js";
@@ -15,7 +15,7 @@ afterEach(async () => {
 });
 
 const ISO_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
-const STREAMS = "streams ACP_INBOX, ACP_INDEX, KV_acp_message_status reachable";
+const STREAMS = "streams ACP_INBOX, ACP_INDEX_00 to ACP_INDEX_15, KV_acp_message_status reachable";
 
 async function open(servers: string): Promise<Broker> {
   const broker = await openBroker({ nats: { servers }, onWarning: () => undefined });
@@ -61,14 +61,14 @@ describeWithNats("NATS broker health", () => {
     const broker = await open(server.url);
     const nc = await connect({ servers: server.url });
     try {
-      await (await jetstreamManager(nc)).streams.delete(INDEX_STREAM);
+      await (await jetstreamManager(nc)).streams.delete(indexStream(7));
     } finally {
       await nc.close();
     }
     const health = await broker.health();
     expect(health.ok).toBe(false);
     expect(health.detail.nats).toMatch(/ rtt \d+ ms$/);
-    expect(health.detail.jetstream).toMatch(/^stream ACP_INDEX unreachable: stream not found/);
+    expect(health.detail.jetstream).toMatch(/^stream ACP_INDEX_07 unreachable: stream not found/);
     expect(health.detail.since).toMatch(ISO_TIME);
   });
 

@@ -5,9 +5,12 @@ import { expect, it } from "vitest";
 import { type Broker, type BrokerEvent, openBroker, type SubmitInput } from "../../src/broker/index.js";
 import {
   Header,
-  INDEX_STREAM,
   inboxSubject,
-  indexSubject,
+  indexShard,
+  indexStream,
+  LEGACY_INDEX_STREAM,
+  pairIndexSubject,
+  participantIndexSubject,
   STATUS_BUCKET,
 } from "../../src/broker/nats/layout.js";
 import { messageKey, refKey } from "../../src/broker/validation.js";
@@ -17,7 +20,7 @@ import { closedAfterEach, deliveredBefore, eventually, message, reader } from ".
 /**
  * What the NATS broker stores per message (docs/brokers.md, "Layout"): a status record without
  * the sender and id its key names, and once settled without the hand-out's ack subject and holder;
- * an index entry without the sender and recipient its subject names, and without a Nats-Msg-Id.
+ * index entries without the participant their subjects name, and without a Nats-Msg-Id.
  * And a store written before that (records and entries carrying them all) keeps working.
  */
 const startNats = useNatsServer();
@@ -61,7 +64,7 @@ async function writePreviousLayout(
   };
   const indexHeaders = headers();
   indexHeaders.set("Nats-Msg-Id", refKey(input));
-  const index = await js.publish(indexSubject(input.from, input.to), JSON.stringify(entry), {
+  const index = await js.publish(pairIndexSubject(input.from, input.to), JSON.stringify(entry), {
     headers: indexHeaders,
   });
   const record = { ...entry, status: "queued", attempts: 0, seq, indexSeq: index.seq };
@@ -123,17 +126,25 @@ describeWithNats("NATS broker: the layout of what it stores", () => {
       }),
     );
 
-    const entry = await (await jetstreamManager(nc)).direct.getMessage(INDEX_STREAM, {
-      last_by_subj: indexSubject("alice", "bob"),
-    });
-    expect(entry?.header?.get("Nats-Msg-Id") ?? "").toBe("");
-    expect(entry?.json()).toEqual({
-      id: input.id,
-      kind: "notification",
-      method: "agent.notify",
-      submittedAt: input.submittedAt,
-      queuedAt: expect.any(Number),
-    });
+    // The sender's entry names the recipient, the recipient's the sender: their subjects say the rest.
+    const jsm = await jetstreamManager(nc);
+    for (const [agent, side, counterpart] of [
+      ["alice", "sent", { to: "bob" }],
+      ["bob", "received", { from: "alice" }],
+    ] as const) {
+      const entry = await jsm.direct.getMessage(indexStream(indexShard(agent)), {
+        last_by_subj: participantIndexSubject(agent, side),
+      });
+      expect(entry?.header?.get("Nats-Msg-Id") ?? "").toBe("");
+      expect(entry?.json()).toEqual({
+        id: input.id,
+        kind: "notification",
+        method: "agent.notify",
+        submittedAt: input.submittedAt,
+        queuedAt: expect.any(Number),
+        ...counterpart,
+      });
+    }
     expect((await broker.list({ participant: "alice" })).items).toEqual([
       expect.objectContaining({ id: input.id, from: "alice", to: "bob", status: "acknowledged" }),
     ]);
@@ -143,6 +154,13 @@ describeWithNats("NATS broker: the layout of what it stores", () => {
     const server = await startNats();
     await (await open(server.url)).close(); // the streams and the bucket, as any version makes them
     const nc = await client(server.url);
+    // The index stream of the versions before the shards.
+    const { config } = await (await jetstreamManager(nc)).streams.info(indexStream(0));
+    await (await jetstreamManager(nc)).streams.add({
+      ...config,
+      name: LEGACY_INDEX_STREAM,
+      subjects: ["acp.index.*.*"],
+    });
     const done = message("alice", "bob", { id: "settled-before" });
     const waiting = message("alice", "bob", { id: "waiting-from-before" });
     await writePreviousLayout(nc, done, "acknowledged");

@@ -5,7 +5,8 @@ import { type NatsBrokerOptions, openBroker } from "../../src/broker/index.js";
 import {
   consumerName,
   INBOX_STREAM,
-  INDEX_STREAM,
+  INDEX_SHARDS,
+  indexStream,
   inboxSubject,
   STATUS_BUCKET,
 } from "../../src/broker/nats/layout.js";
@@ -70,7 +71,7 @@ describeWithNats("NATS broker started with a shorter retention than its streams'
       });
     }
     const backlog = await publish(nats, BACKLOG, (i) => inboxSubject(`old-${i % CONSUMERS}`));
-    const indexBacklog = await publish(nats, 1_500, (i) => `acp.index.old-${i % 10}.old-${i % 7}`);
+    const indexBacklog = await publish(nats, 1_500, (i) => `acp.index.03.old-${i % 10}.sent`);
     // Both backlogs older than the new retention (JetStream stamps its own times: they have to age).
     await sleep(RETENTION_MS + 200);
 
@@ -99,12 +100,13 @@ describeWithNats("NATS broker started with a shorter retention than its streams'
     expect((await broker.ack("bob", sent)).status).toBe("acknowledged");
 
     await eventually(async () => {
-      expect(notices.filter((line) => line.includes("max_age lowered"))).toHaveLength(3);
+      // The inbox stream, the index shards and the status bucket.
+      expect(notices.filter((line) => line.includes("max_age lowered"))).toHaveLength(INDEX_SHARDS + 2);
     }, 120_000);
     const inbox = await jsm.streams.info(INBOX_STREAM);
     expect(inbox.config.max_age).toBe(nanos(RETENTION_MS));
     expect(inbox.state.first_seq).toBeGreaterThan(backlog);
-    const index = await jsm.streams.info(INDEX_STREAM);
+    const index = await jsm.streams.info(indexStream(3));
     expect(index.config.max_age).toBe(nanos(RETENTION_MS));
     expect(index.state.first_seq).toBeGreaterThan(indexBacklog);
     // The status records' bucket: its TTL is the record retention too.
@@ -135,7 +137,9 @@ describeWithNats("NATS broker started with a shorter retention than its streams'
     });
     const jsm = await manager(server.url);
     expect((await jsm.streams.info(INBOX_STREAM)).config.max_age).toBe(nanos(8 * DAY_MS));
-    expect((await jsm.streams.info(INDEX_STREAM)).config.max_age).toBe(nanos(40 * DAY_MS));
+    for (let shard = 0; shard < INDEX_SHARDS; shard++) {
+      expect((await jsm.streams.info(indexStream(shard))).config.max_age).toBe(nanos(40 * DAY_MS));
+    }
     expect((await jsm.streams.info(STATUS_STREAM)).config.max_age).toBe(nanos(40 * DAY_MS));
     expect(notices).toEqual([]);
   });

@@ -11,7 +11,13 @@ import {
   type NatsConnectionOptions,
   openBroker,
 } from "../../src/broker/index.js";
-import { consumerName, INBOX_STREAM, INDEX_STREAM } from "../../src/broker/nats/layout.js";
+import {
+  consumerName,
+  INBOX_STREAM,
+  INDEX_SHARDS,
+  indexStream,
+  LEGACY_INDEX_STREAM,
+} from "../../src/broker/nats/layout.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
 import { needing } from "../helpers/process-limits.js";
 import { useTmpDir } from "../helpers/tmp.js";
@@ -55,7 +61,15 @@ describeWithNats("NATS broker operations", () => {
         max_age: 7 * 24 * 3600 * 1000 * NS,
       });
       expect(inbox.duplicate_window).toBeGreaterThanOrEqual(10 * 60 * 1000 * NS);
-      expect((await jsm.streams.info(INDEX_STREAM)).config.subjects).toEqual(["acp.index.*.*"]);
+      for (let shard = 0; shard < INDEX_SHARDS; shard++) {
+        const index = (await jsm.streams.info(indexStream(shard))).config;
+        expect(index).toMatchObject({
+          subjects: [`acp.index.${String(shard).padStart(2, "0")}.*.*`],
+          allow_direct: true,
+        });
+      }
+      // The index stream of the earlier layout is kept where it exists, never made.
+      await expect(jsm.streams.info(LEGACY_INDEX_STREAM)).rejects.toThrow(/stream not found/);
       const consumer = (await jsm.consumers.info(INBOX_STREAM, consumerName("bob"))).config;
       // The broker counts attempts itself (maxDeliver 6: 1 + 5 retries); JetStream's own limit stays out of the way.
       expect(consumer).toMatchObject({
@@ -78,7 +92,10 @@ describeWithNats("NATS broker operations", () => {
     try {
       // The 10-minute window, made short on the real streams rather than waited out.
       const jsm = await jetstreamManager(nc);
-      for (const stream of [INBOX_STREAM, INDEX_STREAM]) {
+      for (const stream of [
+        INBOX_STREAM,
+        ...Array.from({ length: INDEX_SHARDS }, (_, shard) => indexStream(shard)),
+      ]) {
         const { config } = await jsm.streams.info(stream);
         await jsm.streams.update(stream, { ...config, duplicate_window: 200 * 1_000_000 });
       }
@@ -94,6 +111,14 @@ describeWithNats("NATS broker operations", () => {
         return result;
       });
       expect(late).toEqual({ id: input.id, status: "delivered", duplicate: true });
+      // Its index entries were written again, and are not listed: each side lists the message once.
+      for (const query of [
+        { participant: "alice" },
+        { participant: "bob" },
+        { participant: "bob", from: "alice" },
+      ]) {
+        expect((await broker.list(query)).items.map((item) => item.id)).toEqual([input.id]);
+      }
       await broker.ack("bob", first);
       expect(await deliveredBefore(broker, received, "bob")).toEqual([]);
       expect(await broker.submit(input)).toMatchObject({ status: "acknowledged", duplicate: true });

@@ -42,7 +42,6 @@ import {
   checkMessageId,
   checkMessageRef,
   checkSubmit,
-  decodeCursor,
   instanceOfRoute,
 } from "../validation.js";
 import { ChangeFeed } from "./change-feed.js";
@@ -58,6 +57,7 @@ import {
   INBOX_STREAM,
   STATUS_BUCKET,
 } from "./layout.js";
+import { LegacyIndex } from "./legacy-index.js";
 import { listMessages } from "./listing.js";
 import { MaxAgeLowering } from "./max-age.js";
 import { Orphans } from "./orphans.js";
@@ -110,6 +110,7 @@ export class NatsBroker implements Broker, InboxesHost {
     try {
       const jsm = await jetstreamManager(nc);
       const lowerings = await ensureStreams(jsm, policy, replicas);
+      const legacyIndex = await LegacyIndex.open(jsm);
       const kvm = new Kvm(nc);
       const statusKv = await kvm.create(STATUS_BUCKET, {
         ...bucketOptions(STATUS_BUCKET, replicas),
@@ -136,6 +137,7 @@ export class NatsBroker implements Broker, InboxesHost {
         kvm,
         publisher,
         new StatusStore(statusKv, publisher),
+        legacyIndex,
         policy,
         replicas,
         admission,
@@ -158,6 +160,8 @@ export class NatsBroker implements Broker, InboxesHost {
     private readonly kvm: Kvm,
     private readonly publisher: StreamPublisher,
     readonly statuses: StatusStore,
+    /** The index stream of brokers made before the shards, while it holds entries (legacy-index.ts). */
+    private readonly legacyIndex: LegacyIndex,
     readonly policy: BrokerPolicy,
     private readonly replicas: number,
     private readonly admission: SubmitAdmission,
@@ -342,9 +346,9 @@ export class NatsBroker implements Broker, InboxesHost {
       return listMessages(
         this.jsm,
         this.statuses,
+        this.legacyIndex,
         this.policy,
         query,
-        decodeCursor(query.cursor),
         query.limit ?? DEFAULT_LIST_LIMIT,
       );
     });

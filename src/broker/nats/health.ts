@@ -2,13 +2,19 @@ import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { BrokerHealth } from "../types.js";
 import type { WriteFailures } from "../write-failures.js";
-import { INBOX_STREAM, INDEX_STREAM, STATUS_BUCKET } from "./layout.js";
+import { INBOX_STREAM, INDEX_SHARDS, indexStream, STATUS_BUCKET } from "./layout.js";
 
 /** A load balancer's health check must get an answer, even from a server that stopped answering. */
 const PROBE_TIMEOUT_MS = 2_000;
 
-/** Every submit writes to these three streams: if one is not reachable, nothing can be accepted. */
-const STREAMS = [INBOX_STREAM, INDEX_STREAM, `KV_${STATUS_BUCKET}`];
+/** Submits write to these streams: if one is not reachable, some or all cannot be accepted. */
+const STREAMS = [
+  INBOX_STREAM,
+  ...Array.from({ length: INDEX_SHARDS }, (_, shard) => indexStream(shard)),
+  `KV_${STATUS_BUCKET}`,
+];
+/** How the detail names them all. */
+const ALL_STREAMS = `${INBOX_STREAM}, ${indexStream(0)} to ${indexStream(INDEX_SHARDS - 1)}, KV_${STATUS_BUCKET}`;
 
 /**
  * The NATS broker's health, checked live on every call: the connection (a round trip to the
@@ -65,7 +71,7 @@ export class NatsHealth {
         : [],
     );
     if (unreachable.length > 0) return { failed: true, detail: { nats, jetstream: unreachable.join("; ") } };
-    return { failed: false, detail: { nats, jetstream: `streams ${STREAMS.join(", ")} reachable` } };
+    return { failed: false, detail: { nats, jetstream: `streams ${ALL_STREAMS} reachable` } };
   }
 }
 

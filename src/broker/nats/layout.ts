@@ -18,8 +18,19 @@ import { type BrokerPolicy, backoffSchedule } from "../policy.js";
 
 /** Every message, one subject per recipient: `agent.<recipient-id>.inbox` (the ACP core protocol). */
 export const INBOX_STREAM = "ACP_INBOX";
-/** One small entry per message on `acp.index.<from>.<to>`, so `list` can walk by sender or recipient. */
-export const INDEX_STREAM = "ACP_INDEX";
+/**
+ * Each message has two small index entries, one on its sender's subject and one on its
+ * recipient's, `acp.index.<shard>.<agent>.sent|received`, in the index stream of that agent's shard
+ * (`ACP_INDEX_00` to `ACP_INDEX_15`), so `list` walks a participant's own subjects in a stream
+ * holding a sixteenth of the entries (listing.ts says why).
+ */
+export const INDEX_SHARDS = 16;
+/**
+ * The index stream of brokers made before the shards: one entry per message on
+ * `acp.index.<from>.<to>`. Kept (not created) while it exists: `list` walks it until retention has
+ * emptied it (legacy-index.ts).
+ */
+export const LEGACY_INDEX_STREAM = "ACP_INDEX";
 /** Status record per message id (KV), kept after the envelope expires. */
 export const STATUS_BUCKET = "acp_message_status";
 /** Quota usage per agent (KV, no change feed): `usage-ledger.ts`. */
@@ -64,7 +75,26 @@ export function agentOfInboxSubject(subject: string): string | null {
   return match?.[1] ?? null;
 }
 
-export function indexSubject(from: string, to: string): string {
+/** The shard of an agent's index entries: FNV-1a of its id, modulo INDEX_SHARDS. Never changes. */
+export function indexShard(agentId: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < agentId.length; i++) hash = Math.imul(hash ^ agentId.charCodeAt(i), 0x01000193);
+  return (hash >>> 0) % INDEX_SHARDS;
+}
+
+const shardToken = (shard: number) => String(shard).padStart(2, "0");
+
+export function indexStream(shard: number): string {
+  return `ACP_INDEX_${shardToken(shard)}`;
+}
+
+/** A participant's index subject, in its shard's stream: the messages it sent, or those it received. */
+export function participantIndexSubject(agentId: string, side: "sent" | "received"): string {
+  return `acp.index.${shardToken(indexShard(agentId))}.${agentId}.${side}`;
+}
+
+/** An entry of the legacy index stream (LEGACY_INDEX_STREAM). */
+export function pairIndexSubject(from: string, to: string): string {
   return `acp.index.${from}.${to}`;
 }
 
@@ -107,13 +137,19 @@ export function bucketOptions(
   };
 }
 
-function streamConfigs(policy: BrokerPolicy, replicas: number): StreamSettings[] {
+/** The streams the broker creates, and the legacy index stream, kept only if it exists. */
+function streamConfigs(policy: BrokerPolicy, replicas: number): (StreamSettings & { keepOnly?: true })[] {
   const common = {
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     discard: DiscardPolicy.Old,
     num_replicas: replicas,
     allow_direct: true,
+  };
+  const index = {
+    ...common,
+    max_age: nanos(policy.recordRetentionMs),
+    duplicate_window: nanos(Math.min(DUPLICATE_WINDOW_MS, policy.recordRetentionMs)),
   };
   return [
     {
@@ -123,13 +159,14 @@ function streamConfigs(policy: BrokerPolicy, replicas: number): StreamSettings[]
       max_age: nanos(policy.retentionMs),
       duplicate_window: nanos(Math.min(DUPLICATE_WINDOW_MS, policy.retentionMs)),
     },
-    {
-      ...common,
-      name: INDEX_STREAM,
-      subjects: ["acp.index.*.*"],
-      max_age: nanos(policy.recordRetentionMs),
-      duplicate_window: nanos(Math.min(DUPLICATE_WINDOW_MS, policy.recordRetentionMs)),
-    },
+    ...Array.from({ length: INDEX_SHARDS }, (_, shard) => ({
+      ...index,
+      name: indexStream(shard),
+      // Five tokens: no overlap with the legacy stream's four.
+      subjects: [`acp.index.${shardToken(shard)}.*.*`],
+    })),
+    // Its entries expire with the status records they point at, as the shards' do.
+    { ...index, name: LEGACY_INDEX_STREAM, subjects: ["acp.index.*.*"], keepOnly: true },
   ];
 }
 
@@ -156,7 +193,7 @@ export async function ensureStreams(
   replicas: number,
 ): Promise<LowerMaxAge[]> {
   const lowerings: LowerMaxAge[] = [];
-  for (const settings of streamConfigs(policy, replicas)) {
+  for (const { keepOnly, ...settings } of streamConfigs(policy, replicas)) {
     try {
       const current = (await jsm.streams.info(settings.name)).config;
       const lower = lowers(current.max_age, settings.max_age);
@@ -172,7 +209,7 @@ export async function ensureStreams(
       }
     } catch (error) {
       if (!(error instanceof JetStreamApiError) || error.code !== 10059) throw error;
-      await jsm.streams.add(settings);
+      if (!keepOnly) await jsm.streams.add(settings);
     }
   }
   return lowerings;

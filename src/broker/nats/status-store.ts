@@ -13,8 +13,10 @@ import type { StreamPublisher } from "./publisher.js";
 export interface StatusDoc extends StatusFields {
   /** Sequence of the message in ACP_INBOX: a copy with another sequence is a late duplicate. */
   seq: number;
-  /** Sequence of its ACP_INDEX entry, when known. */
+  /** Sequence of its sender's ACP_INDEX entry (by pair, if written before those), when known. */
   indexSeq?: number;
+  /** Sequence of its recipient's ACP_INDEX entry, when known. */
+  receivedIndexSeq?: number;
   /** Reply subject of the hand-out now out: any gateway can ack or term through it. */
   ackSubject?: string;
   /**
@@ -153,13 +155,16 @@ export class StatusStore {
   }
 
   /**
-   * Names the message's index entry in a record that names none (one the recipient's inbox wrote
+   * Names the message's index entries in a record that names none (one the recipient's inbox wrote
    * first). Under the caller's `lock` for the message (the submit's).
    */
-  setIndexEntry(message: MessageRef, indexSeq: number): Promise<void> {
+  setIndexEntries(
+    message: MessageRef,
+    entries: Required<Pick<StatusDoc, "indexSeq" | "receivedIndexSeq">>,
+  ): Promise<void> {
     return this.mutateNow(message, (current) =>
       current && current.value.indexSeq === undefined
-        ? { next: { ...current.value, indexSeq }, result: undefined }
+        ? { next: { ...current.value, ...entries }, result: undefined }
         : { result: undefined },
     );
   }

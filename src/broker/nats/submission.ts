@@ -5,7 +5,7 @@ import type { BrokerPolicy } from "../policy.js";
 import { currentStatus } from "../records.js";
 import type { SubmitInput, SubmitResult } from "../types.js";
 import { refKey } from "../validation.js";
-import { Header, inboxSubject, indexSubject } from "./layout.js";
+import { Header, inboxSubject, participantIndexSubject } from "./layout.js";
 import { type IndexEntry, indexPayload } from "./listing.js";
 import type { StreamPublisher } from "./publisher.js";
 import type { StatusDoc, StatusStore } from "./status-store.js";
@@ -39,8 +39,8 @@ export function checkEnvelopeSize(envelope: string, maxPayload: number | undefin
 }
 
 /**
- * Publishes the envelope and its index entry, then creates the status record; sorts out
- * duplicates. Run it under the status store's lock for the id (see NatsBroker.submit).
+ * Publishes the envelope and its two index entries (the sender's and the recipient's), then creates
+ * the status record; sorts out duplicates. Run it under the status store's lock for the id (see NatsBroker.submit).
  */
 export async function storeMessage(
   publisher: StreamPublisher,
@@ -70,19 +70,21 @@ export async function storeMessage(
     submittedAt: input.submittedAt,
     queuedAt,
   };
-  // Both publishes start before any await, so submit order per pair is stream order. The index
-  // entry carries no Nats-Msg-Id: a second entry for a message (a duplicate submit) is skipped
-  // by `list`, as the record names the one entry it counts (`indexSeq`, set below).
-  const [ack, indexAck] = await Promise.all([
+  // Every publish starts before any await, so submit order per pair is stream order. The index
+  // entries carry no Nats-Msg-Id: a second entry for a message (a duplicate submit) is skipped by
+  // `list`, as the record names the entries it counts (`indexSeq`, `receivedIndexSeq`, set below).
+  const [ack, sentAck, receivedAck] = await Promise.all([
     publisher.publish(inboxSubject(input.to), input.envelope, h),
-    publisher.publish(indexSubject(input.from, input.to), indexPayload(entry)),
+    publisher.publish(participantIndexSubject(input.from, "sent"), indexPayload(entry, "sent")),
+    publisher.publish(participantIndexSubject(input.to, "received"), indexPayload(entry, "received")),
   ]);
   const doc: StatusDoc = {
     ...entry,
     status: "queued",
     attempts: 0,
     seq: ack.seq,
-    indexSeq: indexAck.seq,
+    indexSeq: sentAck.seq,
+    receivedIndexSeq: receivedAck.seq,
     ...(usageBytes !== undefined && { usageBytes }),
     ...(input.replyTo && { replyTo: input.replyTo }),
     ...(input.route && { route: input.route }),
@@ -101,8 +103,9 @@ export async function storeMessage(
   const current = existing.value;
   const duplicate = ack.duplicate || current.seq !== ack.seq;
   // A record the recipient's inbox wrote from the headers names no index entry, so `list` shows
-  // every entry of the message: once there are two, the resubmission's becomes the one it shows.
-  if (duplicate && current.indexSeq === undefined) await statuses.setIndexEntry(input, indexAck.seq);
+  // every entry of the message: once there are two, the resubmission's become the ones it shows.
+  if (duplicate && current.indexSeq === undefined)
+    await statuses.setIndexEntries(input, { indexSeq: sentAck.seq, receivedIndexSeq: receivedAck.seq });
   // A new message is reported as stored (queued), even if its inbox already picked it up.
   const status = duplicate ? currentStatus(current, policy, Date.now()) : "queued";
   return { id: input.id, status, duplicate };
