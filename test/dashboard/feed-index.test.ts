@@ -83,6 +83,17 @@ async function writeLogs(
   return { root, entries };
 }
 
+/** Puts an index file back as the earlier layout made it: the walks on (party, at) alone, user_version 0. */
+function toEarlierLayout(file: string): void {
+  const db = new Database(file);
+  db.exec(`
+    DROP INDEX entries_sent; DROP INDEX entries_received;
+    CREATE INDEX entries_by_sender ON entries (sender, at);
+    CREATE INDEX entries_by_recipient ON entries (recipient, at);
+    PRAGMA user_version = 0;`);
+  db.close();
+}
+
 const opened: FeedIndex[] = [];
 afterEach(() => {
   for (const index of opened.splice(0)) index.close();
@@ -264,13 +275,7 @@ describe("the relay audit index", () => {
     const made = await indexOf(written.root);
     await eventually(async () => expect(indexed(made)).toBe(written.entries.length));
     made.close();
-    const db = new Database(file);
-    db.exec(`
-      DROP INDEX entries_sent; DROP INDEX entries_received;
-      CREATE INDEX entries_by_sender ON entries (sender, at);
-      CREATE INDEX entries_by_recipient ON entries (recipient, at);
-      PRAGMA user_version = 0;`);
-    db.close();
+    toEarlierLayout(file);
     // The gateway ran on after the file was last written.
     const { entries } = await writeLogs(DENSE[0], 100, DENSE[2], DENSE[3], written);
 
@@ -323,6 +328,18 @@ describe("the relay audit index", () => {
       reopened.db.prepare("SELECT name FROM sqlite_master WHERE name = 'entries_by_sender'").get(),
     ).toBeUndefined();
     expectPartialEndsCounted(reopened, entries);
+
+    // A gateway stopped during the build: no error, and the next start builds them.
+    reopened.close();
+    toEarlierLayout(file);
+    const stoppedErrors: unknown[] = [];
+    const interrupted = await FeedIndex.open(written.root, file, (err) => stoppedErrors.push(err));
+    interrupted.start();
+    interrupted.close();
+    const again = await indexOf(written.root);
+    await eventually(async () => expect(again.walkIndexes.sender).toBe("entries_sent"));
+    expectPartialEndsCounted(again, entries);
+    expect(stoppedErrors).toEqual([]);
   });
 
   it("finds a message's entries by its sender and id, and no one else's", async () => {

@@ -70,21 +70,34 @@ export function buildPartyIndexes(db: SqliteDatabase, log: IndexLog, built: () =
   });
   // A gateway that stops does not wait for it.
   worker.unref();
+  let stopped = false;
   const done = new Promise<void>((resolve, reject) => {
     worker.once("message", () => {
+      if (stopped) return;
       built();
       worker.postMessage("drop");
     });
     worker.once("error", reject);
+    // Ended by stop() before it ran, a thread exits with 0 too.
     worker.once("exit", (code) =>
-      code === 0
+      code === 0 && !stopped
         ? resolve()
-        : reject(new Error(`the relay audit index's build thread exited (code ${code})`)),
+        : reject(
+            new Error(
+              `the relay audit index's build thread ${stopped ? "was stopped" : `exited (code ${code})`}`,
+            ),
+          ),
     );
   });
   void done.then(
     () => log({ ms: Math.round(performance.now() - started) }, "relay audit index: indexes built"),
     () => undefined,
   );
-  return { done, stop: () => void worker.terminate() };
+  return {
+    done,
+    stop: () => {
+      stopped = true;
+      void worker.terminate();
+    },
+  };
 }

@@ -124,10 +124,13 @@ export class FeedIndex {
     this.upgrading = buildPartyIndexes(this.db, this.log, () => {
       this.walkIndexes = WALK_INDEXES;
     });
-    void this.upgrading.done.catch(this.onError).finally(() => {
-      this.upgrading = undefined;
-      if (!this.closed) this.follow();
-    });
+    void this.upgrading.done
+      // A build ended by close() is no failure: the next start builds again.
+      .catch((err) => this.closed || this.onError(err))
+      .finally(() => {
+        this.upgrading = undefined;
+        if (!this.closed) this.follow();
+      });
   }
 
   private follow(): void {
