@@ -5,6 +5,7 @@ import { expect, it } from "vitest";
 import { type Broker, type BrokerEvent, openBroker, type SubmitInput } from "../../src/broker/index.js";
 import {
   Header,
+  INBOX_STREAM,
   inboxSubject,
   indexShard,
   indexStream,
@@ -20,7 +21,8 @@ import { closedAfterEach, deliveredBefore, eventually, message, reader } from ".
 /**
  * What the NATS broker stores per message (docs/brokers.md, "Layout"): a status record without
  * the sender and id its key names, and once settled without the hand-out's ack subject and holder;
- * index entries without the participant their subjects name, and without a Nats-Msg-Id.
+ * index entries without the participant their subjects name, and without a Nats-Msg-Id; an
+ * envelope whose headers name its sender once (in its Nats-Msg-Id).
  * And a store written before that (records and entries carrying them all) keeps working.
  */
 const startNats = useNatsServer();
@@ -128,6 +130,10 @@ describeWithNats("NATS broker: the layout of what it stores", () => {
 
     // The sender's entry names the recipient, the recipient's the sender: their subjects say the rest.
     const jsm = await jetstreamManager(nc);
+    // The envelope's headers name the sender once, in its Nats-Msg-Id.
+    const stored = await jsm.direct.getMessage(INBOX_STREAM, { last_by_subj: inboxSubject("bob") });
+    expect(stored?.header?.get("Nats-Msg-Id")).toBe(refKey(input));
+    expect(stored?.header?.get(Header.From)).toBe("");
     for (const [agent, side, counterpart] of [
       ["alice", "sent", { to: "bob" }],
       ["bob", "received", { from: "alice" }],

@@ -31,9 +31,10 @@ export function readHeaders(msg: JsMsg): MessageHeaders | null {
   const kind = h?.get(Header.Kind);
   const queuedAt = Number(h?.get(Header.QueuedAt));
   if (!h || !to || !key || !kind || !Number.isFinite(queuedAt)) return null;
-  const from = h.get(Header.From);
+  // The key is `<from>/<id>`; only messages stored before ids were per sender need `Acp-From`.
+  const { id, from } = refOfKey(key, h.get(Header.From));
   return {
-    id: refOfKey(key, from).id,
+    id,
     from,
     to,
     kind: kind as MessageType,

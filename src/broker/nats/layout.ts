@@ -55,6 +55,7 @@ export const JETSTREAM_MAX_DELIVER = 1_000_000;
 const DUPLICATE_WINDOW_MS = 10 * 60 * 1000;
 
 export const Header = {
+  /** The sender, on messages stored before `Nats-Msg-Id` was `<from>/<id>` (none is written now). */
   From: "Acp-From",
   Kind: "Acp-Kind",
   Method: "Acp-Method",

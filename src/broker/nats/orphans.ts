@@ -64,8 +64,8 @@ export class Orphans {
         if (!stored || stored.seq > last) break;
         seq = stored.seq + 1;
         const key = stored.header?.get("Nats-Msg-Id");
-        const from = stored.header?.get(Header.From) ?? "";
-        const record = key && from ? await this.statuses.read(refOfKey(key, from)) : null;
+        const message = key ? refOfKey(key, stored.header?.get(Header.From) ?? "") : null;
+        const record = message?.from ? await this.statuses.read(message) : null;
         const doc = record?.value;
         // No holder: handed out by a broker that does not record one; its ack wait decides.
         const holder = doc?.holder;

@@ -52,8 +52,8 @@ export async function storeMessage(
 ): Promise<SubmitResult> {
   const h = headers();
   // The dedup key is the sender's and the id: each sender has its own id namespace (MessageRef).
+  // It names the sender too, so no header of its own does.
   h.set("Nats-Msg-Id", refKey(input));
-  h.set(Header.From, input.from);
   h.set(Header.Kind, input.kind);
   h.set(Header.Method, input.method);
   h.set(Header.SubmittedAt, input.submittedAt);
