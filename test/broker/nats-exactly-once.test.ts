@@ -21,6 +21,7 @@ import {
   expectBrokerError,
   message,
   reader,
+  routedTo,
   workedOnWhile,
 } from "./support.js";
 
@@ -101,6 +102,29 @@ describeWithNats("NATS broker: exactly once", () => {
     await broker.ack("bob", input);
     expect(await deliveredBefore(broker, inbox, "bob")).toEqual([]);
     expect(await broker.status(input)).toMatchObject({ status: "acknowledged" });
+  });
+
+  it("keeps a request's reply route when the recipient's inbox wrote its record before the submit did", async () => {
+    const server = await startNats();
+    const broker = await open(server.url);
+    const nc = await client(server.url);
+    const { got } = routedTo(broker, "alice");
+    const request = message("alice", "bob", { kind: "request", method: "agent.request" });
+    // The recipient's inbox pulls the request before its record exists (here: the submitting
+    // gateway died before writing it; a slower record write looks the same to the inbox).
+    const submitting = await open(server.url);
+    await submitting.submit({ ...request, replyTo: `${broker.instanceId}/socket-1` });
+    await submitting.close();
+    await (await jetstreamManager(nc)).streams.purge(`KV_${STATUS_BUCKET}`, {
+      filter: `$KV.${STATUS_BUCKET}.${messageKey(request)}`,
+    });
+    const inbox = reader(await broker.openInbox("bob"));
+    expect(await inbox.next()).toMatchObject({ id: request.id });
+    await broker.ack("bob", request);
+    // The record the inbox wrote from the headers carries the reply route: the answer goes there.
+    const answer = message("bob", "alice", { kind: "response", method: "response", inReplyTo: request.id });
+    await broker.submit(answer);
+    await eventually(async () => expect(got.map((d) => d.id)).toEqual([answer.id]));
   });
 
   it("reports a new message as new when the recipient's inbox wrote its record before the submit did", async () => {

@@ -15,6 +15,7 @@ export interface MessageHeaders {
   queuedAt: number;
   priority: Priority;
   route: string | undefined;
+  replyTo: string | undefined;
 }
 
 /** The ack reply subject of a delivery. JsMsg does not type it, but every pulled message has one. */
@@ -43,5 +44,6 @@ export function readHeaders(msg: JsMsg): MessageHeaders | null {
     queuedAt,
     priority: h.has(Header.Priority) ? priorityOfRank(Number(h.get(Header.Priority))) : DEFAULT_PRIORITY,
     route: h.get(Header.Route) || undefined,
+    replyTo: h.get(Header.ReplyTo) || undefined,
   };
 }

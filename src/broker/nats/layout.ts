@@ -65,6 +65,8 @@ export const Header = {
   Priority: "Acp-Priority",
   /** `SubmitInput.route`, so an inbox that sees the message before its status record knows it. */
   Route: "Acp-Route",
+  /** `SubmitInput.replyTo`, for the same reason: the record such an inbox writes routes the answer. */
+  ReplyTo: "Acp-Reply-To",
 } as const;
 
 export function inboxSubject(agentId: string): string {

@@ -61,6 +61,7 @@ export async function storeMessage(
   if (input.priority !== undefined && input.priority !== DEFAULT_PRIORITY)
     h.set(Header.Priority, String(priorityRank(input.priority)));
   if (input.route) h.set(Header.Route, input.route);
+  if (input.replyTo) h.set(Header.ReplyTo, input.replyTo);
   const entry: IndexEntry = {
     id: input.id,
     from: input.from,
