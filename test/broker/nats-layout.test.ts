@@ -1,6 +1,6 @@
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { headers, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { expect, it } from "vitest";
 import { type Broker, type BrokerEvent, openBroker, type SubmitInput } from "../../src/broker/index.js";
 import {
@@ -10,12 +10,12 @@ import {
   indexShard,
   indexStream,
   LEGACY_INDEX_STREAM,
-  pairIndexSubject,
   participantIndexSubject,
   STATUS_BUCKET,
 } from "../../src/broker/nats/layout.js";
 import { messageKey, refKey } from "../../src/broker/validation.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
+import { writeEarlierMessage } from "./earlier-layout.js";
 import { closedAfterEach, deliveredBefore, eventually, message, reader } from "./support.js";
 
 /**
@@ -37,56 +37,6 @@ async function open(servers: string): Promise<Broker> {
 async function storedRecord(nc: NatsConnection, input: SubmitInput): Promise<Record<string, unknown>> {
   const entry = await (await new Kvm(nc).open(STATUS_BUCKET)).get(messageKey(input));
   return entry?.json<Record<string, unknown>>() ?? {};
-}
-
-/** One message as the broker wrote it before records and index entries left out what their keys say. */
-async function writePreviousLayout(
-  nc: NatsConnection,
-  input: SubmitInput,
-  settled: "queued" | "acknowledged",
-): Promise<void> {
-  const js = jetstream(nc);
-  const queuedAt = Date.now();
-  const h = headers();
-  h.set("Nats-Msg-Id", refKey(input));
-  h.set(Header.From, input.from);
-  h.set(Header.Kind, input.kind);
-  h.set(Header.Method, input.method);
-  h.set(Header.SubmittedAt, input.submittedAt);
-  h.set(Header.QueuedAt, String(queuedAt));
-  const { seq } = await js.publish(inboxSubject(input.to), input.envelope, { headers: h });
-  const entry = {
-    id: input.id,
-    from: input.from,
-    to: input.to,
-    kind: input.kind,
-    method: input.method,
-    submittedAt: input.submittedAt,
-    queuedAt,
-  };
-  const indexHeaders = headers();
-  indexHeaders.set("Nats-Msg-Id", refKey(input));
-  const index = await js.publish(pairIndexSubject(input.from, input.to), JSON.stringify(entry), {
-    headers: indexHeaders,
-  });
-  const record = { ...entry, status: "queued", attempts: 0, seq, indexSeq: index.seq };
-  const kv = await new Kvm(nc).open(STATUS_BUCKET);
-  await kv.create(
-    messageKey(input),
-    JSON.stringify(
-      settled === "queued"
-        ? record
-        : {
-            ...record,
-            status: "acknowledged",
-            attempts: 1,
-            deliveredAt: queuedAt + 1,
-            acknowledgedAt: queuedAt + 2,
-            ackSubject: `$JS.ACK.ACP_INBOX.acp-inbox-${input.to}.1.${seq}.1.${queuedAt}000000.0`,
-            holder: "a-gateway-gone-since",
-          },
-    ),
-  );
 }
 
 describeWithNats("NATS broker: the layout of what it stores", () => {
@@ -169,8 +119,8 @@ describeWithNats("NATS broker: the layout of what it stores", () => {
     });
     const done = message("alice", "bob", { id: "settled-before" });
     const waiting = message("alice", "bob", { id: "waiting-from-before" });
-    await writePreviousLayout(nc, done, "acknowledged");
-    await writePreviousLayout(nc, waiting, "queued");
+    await writeEarlierMessage(nc, done, "acknowledged");
+    await writeEarlierMessage(nc, waiting, "queued");
 
     const broker = await open(server.url);
     expect((await broker.list({ participant: "bob" })).items).toEqual([

@@ -7,21 +7,19 @@
  */
 import { DiscardPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { connect, headers } from "@nats-io/transport-node";
+import { connect } from "@nats-io/transport-node";
 import { expect, it } from "vitest";
 import { type Broker, type ListQuery, openBroker, type SubmitInput } from "../../src/broker/index.js";
-import { LegacyIndex } from "../../src/broker/nats/legacy-index.js";
 import {
   bucketOptions,
-  Header,
   INBOX_STREAM,
-  inboxSubject,
   LEGACY_INDEX_STREAM,
   pairIndexSubject,
   STATUS_BUCKET,
 } from "../../src/broker/nats/layout.js";
-import { messageKey, refKey } from "../../src/broker/validation.js";
+import { LegacyIndex } from "../../src/broker/nats/legacy-index.js";
 import { describeWithNats, useNatsServer } from "../helpers/nats.js";
+import { writeEarlierMessage } from "./earlier-layout.js";
 import { closedAfterEach, message } from "./support.js";
 
 const startNats = useNatsServer();
@@ -44,7 +42,7 @@ async function jsmOf(servers: string) {
  * index stream on `acp.index.*.*`, one entry per message by pair, status records pointing at it.
  */
 async function writeEarlierLayout(servers: string, inputs: SubmitInput[]): Promise<void> {
-  const { nc, jsm, js } = await jsmOf(servers);
+  const { nc, jsm } = await jsmOf(servers);
   const common = {
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
@@ -53,25 +51,8 @@ async function writeEarlierLayout(servers: string, inputs: SubmitInput[]): Promi
   };
   await jsm.streams.add({ ...common, name: INBOX_STREAM, subjects: ["agent.*.inbox"] });
   await jsm.streams.add({ ...common, name: LEGACY_INDEX_STREAM, subjects: ["acp.index.*.*"] });
-  const kv = await new Kvm(nc).create(STATUS_BUCKET, bucketOptions(STATUS_BUCKET, 1));
-  for (const input of inputs) {
-    const queuedAt = Date.now();
-    const h = headers();
-    h.set("Nats-Msg-Id", refKey(input));
-    h.set(Header.From, input.from);
-    h.set(Header.Kind, input.kind);
-    h.set(Header.Method, input.method);
-    h.set(Header.SubmittedAt, input.submittedAt);
-    h.set(Header.QueuedAt, String(queuedAt));
-    const stored = await js.publish(inboxSubject(input.to), input.envelope, { headers: h });
-    const { id, from, to, kind, method, submittedAt } = input;
-    const entry = { id, from, to, kind, method, submittedAt, queuedAt };
-    const indexed = await js.publish(pairIndexSubject(from, to), JSON.stringify(entry), {
-      msgID: refKey(input),
-    });
-    const doc = { ...entry, status: "queued", attempts: 0, seq: stored.seq, indexSeq: indexed.seq };
-    await kv.put(messageKey(input), JSON.stringify(doc));
-  }
+  await new Kvm(nc).create(STATUS_BUCKET, bucketOptions(STATUS_BUCKET, 1));
+  for (const input of inputs) await writeEarlierMessage(nc, input);
 }
 
 /** Every id of a listing, page by page (`limit` each). */
