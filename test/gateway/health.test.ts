@@ -104,7 +104,7 @@ async function expectDownAndBack(gw: TestGateway, server: NatsServer): Promise<v
   expect([up.status, up.json.status, up.json.broker]).toEqual([200, "ok", "nats"]);
   expect(up.json.detail).toEqual({
     nats: expect.stringMatching(/ rtt \d+ ms$/),
-    jetstream: "streams ACP_INBOX, ACP_INDEX, KV_acp_message_status reachable",
+    jetstream: "streams ACP_INBOX, ACP_INDEX_00 to ACP_INDEX_15, KV_acp_message_status reachable",
   });
 
   await server.stop();
