@@ -122,24 +122,18 @@ class SubjectScanner {
 function participantWalks(query: ListQuery): Walk[] {
   const { participant, from, to } = query;
   const stream = indexStream(indexShard(participant));
-  const sent = (keep?: Walk["keep"]): Walk => ({
+  const walk = (side: "sent" | "received", keep?: Walk["keep"]): Walk => ({
     stream,
-    subject: participantIndexSubject(participant, "sent"),
-    side: "sent",
+    subject: participantIndexSubject(participant, side),
+    side,
     ...(keep && { keep }),
   });
-  const received = (keep?: Walk["keep"]): Walk => ({
-    stream,
-    subject: participantIndexSubject(participant, "received"),
-    side: "received",
-    ...(keep && { keep }),
-  });
-  if (from === participant) return [sent(to === undefined ? undefined : (e) => e.to === to)];
-  if (to === participant) return [received(from === undefined ? undefined : (e) => e.from === from)];
-  if (from !== undefined) return to === undefined ? [received((e) => e.from === from)] : [];
-  if (to !== undefined) return [sent((e) => e.to === to)];
+  if (from === participant) return [walk("sent", to === undefined ? undefined : (e) => e.to === to)];
+  if (to === participant) return [walk("received", from === undefined ? undefined : (e) => e.from === from)];
+  if (from !== undefined) return to === undefined ? [walk("received", (e) => e.from === from)] : [];
+  if (to !== undefined) return [walk("sent", (e) => e.to === to)];
   // A message to itself is on both subjects: listed once, from the sender's.
-  return [sent(), received((e) => e.from !== participant)];
+  return [walk("sent"), walk("received", (e) => e.from !== participant)];
 }
 
 /** The legacy stream's subjects holding the participant's messages, narrowed by from/to. */
