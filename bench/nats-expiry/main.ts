@@ -16,13 +16,17 @@ import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { AckPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, nanos } from "@nats-io/transport-node";
-import { MaxAgeLowering, STEP_MESSAGES as STEP_MESSAGES_DEFAULT } from "../../src/broker/nats/max-age.js";
+import { DEFAULT_PACING, MaxAgeLowering, type StepPacing } from "../../src/broker/nats/max-age.js";
 import { findNatsServer, startNatsServer, stopChild } from "../gateway/processes.js";
 
 const MESSAGES = Number(process.env.NATS_EXPIRY_MESSAGES ?? 20_000);
 const CONSUMERS = (process.env.NATS_EXPIRY_CONSUMERS ?? "1,10,100,1000").split(",").map(Number);
-/** NATS_EXPIRY_STEP_MESSAGES: how many messages each step expires at most (default the broker's). */
-const STEP_MESSAGES = Number(process.env.NATS_EXPIRY_STEP_MESSAGES ?? STEP_MESSAGES_DEFAULT);
+/** NATS_EXPIRY_STEP_MS and NATS_EXPIRY_REST: how long each step is meant to take, and the rest after it as a multiple of that (default the broker's). */
+const PACING: StepPacing = {
+  ...DEFAULT_PACING,
+  stepMs: Number(process.env.NATS_EXPIRY_STEP_MS ?? DEFAULT_PACING.stepMs),
+  restPerStep: Number(process.env.NATS_EXPIRY_REST ?? DEFAULT_PACING.restPerStep),
+};
 /** NATS_EXPIRY_WAYS: `update`, `steps` or both (default). */
 const WAYS = (process.env.NATS_EXPIRY_WAYS ?? "update,steps").split(",") as Way[];
 const DAY_MS = 24 * 3_600_000;
@@ -93,7 +97,7 @@ async function expire(binary: string, consumers: number, way: Way): Promise<Expi
         [{ settings, from: config.max_age }],
         () => connect({ servers: nats.url }),
         { notice: () => undefined, warn: (line) => console.error(line) },
-        STEP_MESSAGES,
+        PACING,
       );
       await lowering.done;
     }
@@ -127,7 +131,7 @@ async function main(): Promise<void> {
       const by =
         way === "update"
           ? "one update on the bench's connection"
-          : `steps of ${STEP_MESSAGES.toLocaleString("en-US")} on a connection of their own`;
+          : `steps of ~${PACING.stepMs} ms, resting ${PACING.restPerStep}× each, on a connection of their own`;
       console.log(
         `| ${consumers.toLocaleString("en-US")} | ${by} | ${(expiryMs / 1000).toFixed(2)} s | ${((1000 * expiryMs) / MESSAGES).toFixed(0)} µs | ${(sameConnectionMs / 1000).toFixed(3)} s | ${(otherConnectionMs / 1000).toFixed(3)} s |`,
       );

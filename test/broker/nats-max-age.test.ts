@@ -116,10 +116,14 @@ describeWithNats("NATS broker started with a shorter retention than its streams'
         /^acp broker \(nats\): ACP_INBOX: lowering max_age from 7 d to 6 s \(\d+ messages held\)/,
       ),
     );
-    // Steps: more than one update (nats-server's own timer also expires what ages past each step's max_age).
+    // Steps: more than one update (nats-server's own timer also expires what ages past each step's
+    // max_age), with a rest after each.
     const lowered = notices.find((line) => line.includes(`${INBOX_STREAM}: max_age lowered`));
-    expect(lowered).toMatch(/from 7 d to 6 s in [\d.]+ s \((\d+) steps; (\d+) messages expired/);
+    expect(lowered).toMatch(
+      /from 7 d to 6 s in [\d.]+ s \((\d+) steps, resting ([\d.]+) s between them; (\d+) messages expired/,
+    );
     expect(Number(/\((\d+) steps/.exec(lowered ?? "")?.[1])).toBeGreaterThanOrEqual(2);
+    expect(Number(/resting ([\d.]+) s/.exec(lowered ?? "")?.[1])).toBeGreaterThan(0);
     expect(warnings).toEqual([]);
     for (const line of [...notices, ...warnings]) expect(line).not.toContain("s3cret");
   }, 180_000);
