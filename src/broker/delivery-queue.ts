@@ -59,6 +59,13 @@ export class DeliveryQueue<T extends Delivery> implements AsyncIterable<T> {
     }
   }
 
+  /** Drops the buffered items `match` picks (settled before the consumer took them); true if there were any. */
+  discard(match: (item: T) => boolean): boolean {
+    const before = this.items.length;
+    this.items = this.items.filter((item) => !match(item));
+    return this.items.length < before;
+  }
+
   close(): void {
     if (this.closed) return;
     this.closed = true;

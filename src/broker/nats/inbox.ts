@@ -1,5 +1,6 @@
 import type { ConsumerMessages, JsMsg } from "@nats-io/jetstream";
 import { DeliveryQueue, deliveryRank, takeNext } from "../delivery-queue.js";
+import { isBrokerError } from "../errors.js";
 import { ackWaitFor, type BrokerPolicy, expiresAtMs, isoTime, maxDeliveriesDetail } from "../policy.js";
 import type { Delivery, Inbox, MessageRef } from "../types.js";
 import { instanceOfRoute, refKey } from "../validation.js";
@@ -136,11 +137,15 @@ export class NatsInbox implements Inbox {
     return this.closing !== null;
   }
 
-  /** Removes and returns the live delivery of `message`, if this inbox holds it. */
+  /**
+   * Removes and returns the live delivery of `message`, if this inbox holds it, to be settled. If
+   * it still waits in the queue (a redelivery the agent settled through its earlier copy), it is
+   * not handed out.
+   */
   take(message: MessageRef): JsMsg | undefined {
     const entry = this.inFlight.get(refKey(message));
     if (!entry) return undefined;
-    this.forget(entry);
+    this.drop(entry);
     return entry.msg;
   }
 
@@ -170,6 +175,13 @@ export class NatsInbox implements Inbox {
     for (const entry of this.inFlight.values()) {
       if (entry.taken || entry.dueAt - now > (entry.waitMs * 2) / 3) continue;
       this.host.working(this.agentId, entry.message).catch((error: unknown) => {
+        // Settled elsewhere meanwhile (acknowledged through another gateway, expired, given up):
+        // not to be handed out, nor kept alive. JetStream's copy, if still pending, comes back
+        // after its ack wait and is settled by `prepare`.
+        if (isBrokerError(error, "invalid_state", "not_found")) {
+          if (this.inFlight.get(entry.key) === entry) this.drop(entry);
+          return;
+        }
         this.host.warn(
           `inbox ${this.agentId}: could not extend ${entry.message.id} while it waits: ${String(error)}`,
         );
@@ -429,6 +441,12 @@ export class NatsInbox implements Inbox {
   private forget(entry: InFlight): void {
     if (entry.timer) clearTimeout(entry.timer);
     this.inFlight.delete(entry.key);
+  }
+
+  /** Forgets a delivery settled while it waited in the queue, and takes it out of the queue. */
+  private drop(entry: InFlight): void {
+    this.forget(entry);
+    if (!entry.taken) this.queue.discard((delivery) => refKey(delivery) === entry.key);
   }
 
   /** Gives these deliveries back for immediate redelivery (see give-back.ts). */
