@@ -51,6 +51,7 @@ export {
   Ed25519PrivateJwk,
   Ed25519PublicJwk,
   generateIdentity,
+  generatePrivateJwk,
   importPrivateKey,
   importPublicKey,
   jwkThumbprint,

@@ -1,10 +1,4 @@
-import {
-  createHash,
-  createPrivateKey,
-  createPublicKey,
-  generateKeyPairSync,
-  type KeyObject,
-} from "node:crypto";
+import { createHash, createPrivateKey, createPublicKey, type KeyObject, randomBytes } from "node:crypto";
 import { z } from "zod";
 import { canonicalize } from "./canonical.js";
 import { AcpError, problemsOf } from "./errors.js";
@@ -77,12 +71,44 @@ function publicOnly<T extends { d?: string }>(jwk: T): Omit<T, "d"> {
   return rest;
 }
 
+/** PKCS#8 DER before a 32-byte private key (RFC 8410). */
+const PKCS8_PREFIX = {
+  ed25519: Buffer.from("302e020100300506032b657004220420", "hex"),
+  x25519: Buffer.from("302e020100300506032b656e04220420", "hex"),
+} as const;
+
+/**
+ * A fresh Ed25519 or X25519 private key as a JWK (with `x` and `d`), made from 32 random bytes.
+ * Not from `generateKeyPairSync`: on Node 20, exporting a generated key as a JWK deadlocks the
+ * process when a garbage collection during the export finalises the key's generation job, as
+ * both take the key's lock (seen as a hung identity fill: ExportJWK, GC, ~KeyGenJob, mutex).
+ */
+export function generatePrivateJwk(curve: "ed25519" | "x25519"): PrivateOkpJwk {
+  return privateJwkOf(curve, randomBytes(32));
+}
+
+/** An Ed25519 or X25519 private JWK. */
+export interface PrivateOkpJwk {
+  kty: string;
+  crv: string;
+  x: string;
+  d: string;
+}
+
+/** The private JWK whose 32-byte private key is `seed` (RFC 8032's seed, RFC 7748's scalar). */
+export function privateJwkOf(curve: "ed25519" | "x25519", seed: Uint8Array): PrivateOkpJwk {
+  if (seed.length !== 32) throw new RangeError(`a ${curve} private key is 32 bytes, not ${seed.length}`);
+  const der = Buffer.concat([PKCS8_PREFIX[curve], seed]);
+  const jwk = createPrivateKey({ key: der, format: "der", type: "pkcs8" }).export({ format: "jwk" });
+  return { kty: String(jwk.kty), crv: String(jwk.crv), x: String(jwk.x), d: String(jwk.d) };
+}
+
 /** Creates an identity with fresh Ed25519 (signing) and X25519 (encryption) key pairs. */
 export function generateIdentity(agentId: string, principalId: string, now = new Date()): PrivateIdentity {
   AgentId.parse(agentId);
   PrincipalId.parse(principalId);
-  const signing = generateKeyPairSync("ed25519").privateKey.export({ format: "jwk" });
-  const encryption = generateKeyPairSync("x25519").privateKey.export({ format: "jwk" });
+  const signing = generatePrivateJwk("ed25519");
+  const encryption = generatePrivateJwk("x25519");
   return PrivateIdentity.parse({
     agentId,
     principalId,

@@ -5,7 +5,7 @@
  * Its key id is `<domain>#<RFC 7638 thumbprint>`; the same detached JWS as agents' messages
  * (docs/protocol.md, section 6) signs the JCS form of a value without its `signature` member.
  */
-import { generateKeyPairSync, type KeyObject, verify as edVerify, sign as edSign } from "node:crypto";
+import { type KeyObject, verify as edVerify, sign as edSign } from "node:crypto";
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
@@ -15,6 +15,7 @@ import {
   canonicalize,
   decodeProtectedHeader,
   Ed25519PrivateJwk,
+  generatePrivateJwk,
   importPrivateKey,
   importPublicKey,
   jwkThumbprint,
@@ -51,8 +52,8 @@ export class GatewaySigner {
     }
     let signing: z.infer<typeof Ed25519PrivateJwk>;
     if (text === undefined) {
-      const jwk = generateKeyPairSync("ed25519").privateKey.export({ format: "jwk" });
-      signing = { kty: "OKP", crv: "Ed25519", x: String(jwk.x), d: String(jwk.d) };
+      const jwk = generatePrivateJwk("ed25519");
+      signing = { kty: "OKP", crv: "Ed25519", x: jwk.x, d: jwk.d };
       const body = `${JSON.stringify({ signing, createdAt: new Date().toISOString() }, null, 2)}\n`;
       await writeFile(file, body, { mode: 0o600, flag: "wx" });
     } else {

@@ -1,4 +1,3 @@
-import { generateKeyPairSync } from "node:crypto";
 import { chmod, mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
@@ -6,6 +5,7 @@ import { SealedSecretSchema, type SecretBox } from "../../../gateway/secrets.js"
 import {
   canonicalize,
   type Ed25519PublicJwk,
+  generatePrivateJwk,
   importPrivateKey,
   keyId,
   type Signer,
@@ -66,7 +66,7 @@ export async function loadBridgeSigningKey(
   if (text === undefined) {
     if (!options.create) return undefined;
     await mkdir(dir, { recursive: true, mode: 0o700 });
-    const generated = generateKeyPairSync("ed25519").privateKey.export({ format: "jwk" });
+    const generated = generatePrivateJwk("ed25519");
     const sealed = await box.seal(JSON.stringify(generated), LABEL);
     try {
       await writeFile(file, `${JSON.stringify({ acpBridgeKey: 1, sealed })}\n`, { mode: 0o600, flag: "wx" });
