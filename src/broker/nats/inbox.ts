@@ -1,13 +1,13 @@
 import type { ConsumerMessages, JsMsg } from "@nats-io/jetstream";
 import { DeliveryQueue, deliveryRank, takeNext } from "../delivery-queue.js";
 import { isBrokerError } from "../errors.js";
-import { ackWaitFor, type BrokerPolicy, expiresAtMs, isoTime, maxDeliveriesDetail } from "../policy.js";
+import { ackWaitFor, type BrokerPolicy, expiresAtMs } from "../policy.js";
 import type { Delivery, Inbox, MessageRef } from "../types.js";
 import { instanceOfRoute, refKey } from "../validation.js";
 import { type GivenBack, giveBackDeliveries } from "./give-back.js";
+import { decideHandOut, type HandOutContext, toDelivery } from "./hand-out.js";
 import { readHeaders, replySubject } from "./headers.js";
-import { routeHoldsUntil } from "./routed.js";
-import type { Decision, StatusDoc, StatusStore, Versioned } from "./status-store.js";
+import type { StatusDoc, StatusStore, Versioned } from "./status-store.js";
 import type { UsageLedger } from "./usage-ledger.js";
 
 /** What a NATS inbox needs from its broker. */
@@ -45,8 +45,6 @@ interface InFlight extends GivenBack {
   /** Redelivers at `dueAt` when JetStream would wait longer (see `catchUp`). */
   timer: NodeJS.Timeout | null;
 }
-
-type Outcome = "deliver" | "ack" | "term" | "dead" | "again" | "defer";
 
 /** JetStream's ack wait must exceed the policy's by this much before the inbox redelivers by itself. */
 const CATCH_UP_MARGIN_MS = 1_000;
@@ -274,77 +272,39 @@ export class NatsInbox implements Inbox {
     const earlier = this.inFlight.get(key);
     if (earlier) this.forget(earlier);
     const ackSubject = replySubject(msg);
-    let attempt = 0;
-    let deferMs = 0;
     // A route whose gateway is gone holds nothing (asked only about another instance, briefly cached).
     const routeAlive = headers.route ? await this.host.instanceAlive(instanceOfRoute(headers.route)) : false;
-    let deadLettered: StatusDoc | undefined;
-    const decide = (current: Versioned<StatusDoc> | null): Decision<Outcome> => {
-      deadLettered = undefined; // a decision taken again after a lost compare-and-set starts over
-      // The submitting gateway writes the record right after its publish. If this delivery is
-      // faster, write the record as the submit would have (queued) first, then go on as usual.
-      if (!current) {
-        const usage = this.host.ledger ? { usageBytes: msg.data.length } : {};
-        return {
-          next: { ...headers, status: "queued", attempts: 0, seq: msg.seq, ...usage },
-          result: "again",
-        };
-      }
-      const base = current.value;
-      // A late duplicate copy (submitted again after the dedup window) is dropped silently.
-      if (base.seq !== msg.seq || base.status === "acknowledged") return { result: "ack" };
-      if (base.status === "failed") return { result: "term" };
-      // Routed to one socket of the agent (routed.ts): not the queue's while the route holds it.
-      const held = routeAlive ? routeHoldsUntil(base, now) : null;
-      if (held !== null) {
-        deferMs = held - now;
-        return { result: "defer" };
-      }
-      if (base.attempts >= policy.maxDeliver) {
-        // The last allowed delivery's ack wait ran out (a hand-out given back is not counted).
-        const detail = maxDeliveriesDetail(base.attempts);
-        const next: StatusDoc = {
-          ...base,
-          status: "failed",
-          failedAt: Math.min(now, base.dueAt ?? now),
-          dueAt: undefined,
-          ackSubject: undefined,
-          lastError: detail,
-          deadLetter: { reason: "max-deliveries", detail },
-        };
-        deadLettered = next;
-        return { next, result: "dead" };
-      }
-      attempt = base.attempts + 1;
-      const next: StatusDoc = {
-        ...base,
-        status: "delivered",
-        deliveredAt: base.deliveredAt ?? now,
-        attempts: attempt,
-        dueAt: now + ackWaitFor(policy, attempt),
-        ackSubject,
-        holder: this.host.instanceId,
-        route: undefined,
-      };
-      return { next, result: "deliver" };
+    const context: HandOutContext = {
+      policy,
+      instanceId: this.host.instanceId,
+      msg,
+      headers,
+      ackSubject,
+      routeAlive,
+      countsUsage: this.host.ledger !== undefined,
+      now,
     };
-    let outcome = await this.host.statuses.mutate(headers, decide);
-    if (outcome === "again") outcome = await this.host.statuses.mutate(headers, decide);
-    if (outcome === "again") return null; // deleted again meanwhile: left for redelivery
-    if (outcome === "ack") {
-      msg.ack();
-      return null;
+    const decide = (current: Versioned<StatusDoc> | null) => decideHandOut(current, context);
+    let decision = await this.host.statuses.mutate(headers, decide);
+    if (decision.outcome === "again") decision = await this.host.statuses.mutate(headers, decide);
+    switch (decision.outcome) {
+      case "again":
+        return null; // deleted again meanwhile: left for redelivery
+      case "ack":
+        msg.ack();
+        return null;
+      case "defer":
+        this.defer(msg, headers, decision.untilMs - now);
+        return null;
+      case "dead":
+        this.host.pendingSettled(decision.record);
+        msg.term(); // max deliveries
+        return null;
+      case "term":
+        msg.term(); // already settled
+        return null;
     }
-    if (outcome === "defer") {
-      this.defer(msg, headers, deferMs);
-      return null;
-    }
-    if (deadLettered) this.host.pendingSettled(deadLettered); // the decision written was "dead"
-    if (outcome === "term" || outcome === "dead") {
-      msg.term(); // max deliveries, or already settled
-      return null;
-    }
-    const wait = ackWaitFor(policy, attempt);
+    const wait = ackWaitFor(policy, decision.attempt);
     this.inFlight.set(key, {
       key,
       message: { from: headers.from, id: headers.id },
@@ -355,19 +315,7 @@ export class NatsInbox implements Inbox {
       timer: this.catchUp(key, msg, wait),
       taken: false,
     });
-    return {
-      id: headers.id,
-      from: headers.from,
-      to: headers.to,
-      kind: headers.kind,
-      method: headers.method,
-      envelope: msg.string(),
-      submittedAt: headers.submittedAt,
-      queuedAt: isoTime(headers.queuedAt),
-      attempt,
-      priority: headers.priority,
-      ackWaitMs: wait,
-    };
+    return toDelivery(msg, headers, decision.attempt, wait);
   }
 
   /**
