@@ -11,7 +11,8 @@
  *
  * Env: AGED_FILL (`bulk`, the default, or `broker`: fill.ts says what each writes), AGED_MESSAGES (one size or several, comma-separated: `200000,2000000` shows how each query
  * grows with the store), AGED_BROKERS (default `embedded,nats`), AGED_QUERIES (requests per query,
- * default 200), BENCH_SECONDS / BENCH_WARMUP_SECONDS (relay windows, default 10 / 3), AGED_DIR
+ * default 200), BENCH_SECONDS / BENCH_WARMUP_SECONDS (relay windows, default 10 / 3),
+ * AGED_RELAY_WINDOWS (relay windows per store, one after another, the median reported; default 3), AGED_DIR
  * (where the stores are built; default the system's temporary directory; they are removed after).
  * JSON goes to bench/results/aged.json.
  */
@@ -24,7 +25,7 @@ import { percentile } from "../gateway/load.js";
 import { CLI_PATH } from "../gateway/processes.js";
 import type { Manifest } from "./fill.js";
 import { BenchGateway } from "./gateway.js";
-import { measureQueries, measureRelay, measureRoundTrip, relayPair } from "./measure.js";
+import { measureQueries, measureRelay, measureRelayWindows, measureRoundTrip, relayPair } from "./measure.js";
 import { measureNats } from "./nats.js";
 import {
   type BrokerFigures,
@@ -80,7 +81,7 @@ export async function measureStore(gateway: BenchGateway, manifest: Manifest): P
   flushDirtyPages();
   const pair = await relayPair(gateway, manifest);
   await gateway.loopDelay(true);
-  const relay = await measureRelay(gateway, pair);
+  const { relay, windows } = await measureRelayWindows(gateway, pair);
   const loop = await gateway.loopDelay(true);
   const roundTrip = await measureRoundTrip(gateway, pair);
   const queries = await measureQueries(gateway, manifest);
@@ -88,6 +89,7 @@ export async function measureStore(gateway: BenchGateway, manifest: Manifest): P
     readyMs: gateway.readyMs,
     indexMs,
     relay,
+    relayWindows: windows,
     roundTrip,
     queries,
     rssBytes: await gateway.rss(),

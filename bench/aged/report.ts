@@ -6,7 +6,10 @@ export interface StoreFigures {
   readyMs: number;
   /** Ready → the dashboard's relay audit index has read every log (a store whose logs it had not indexed yet). */
   indexMs: number;
+  /** The median of the relay windows (by rate). */
   relay: LoadResult;
+  /** Each relay window's msgs/s, in the order they ran. */
+  relayWindows: number[];
   roundTrip: LoadResult;
   queries: QueryFigures;
   rssBytes: number;
@@ -95,15 +98,18 @@ const latencyCells = (l: Latency | undefined) => [
   `${fixed(l?.p99Ms, 2)}${l?.rows === undefined ? "" : ` (${fixed(l.rows)} rows)`}`,
 ];
 
+const windowRates = (store: StoreFigures) => store.relayWindows.map(count).join(" / ");
+
 export function printBroker(name: string, messages: number, figures: BrokerFigures): string[] {
   const { empty, aged, purge } = figures;
   const rows: string[][] = [
     [
-      "relay msgs/s (64 in flight)",
+      "relay msgs/s (64 in flight), median window",
       count(empty.relay.perSecond),
       count(aged.relay.perSecond),
       ratio(aged.relay.perSecond, empty.relay.perSecond),
     ],
+    ["relay msgs/s, each window in turn", windowRates(empty), windowRates(aged), ""],
     [
       "relay p50 ms",
       fixed(empty.relay.p50Ms, 2),
