@@ -4,7 +4,7 @@
  * gone is stale and taken over. A long-lived writer holds it for its life (`acquireWriterLock`);
  * writers that share a log take it around each write (`acquireWriterLockWithin`), waiting their turn.
  */
-import { open, readFile, rm, stat } from "node:fs/promises";
+import { type FileHandle, open, rm, stat } from "node:fs/promises";
 import { AppendLogError } from "./errors.js";
 
 /** Lock paths this process holds, to tell our own live lock from a stale one left by a crash. */
@@ -46,7 +46,12 @@ export async function releaseWriterLock(path: string): Promise<void> {
   heldLocks.delete(path);
 }
 
-/** Takes the lock (undefined), or names the live process that holds it. A stale lock is taken over. */
+/**
+ * Takes the lock (undefined), or names the live process that holds it (0: one that is writing its
+ * pid this very moment). A stale lock is taken over: removed, and only if the file at `path` is still
+ * the one found stale, since between looking and removing its holder may have let go and another
+ * writer taken it (removing that one would let two writers in).
+ */
 async function tryLock(path: string): Promise<number | undefined> {
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
@@ -63,21 +68,32 @@ async function tryLock(path: string): Promise<number | undefined> {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
     }
     if (heldLocks.has(path)) return process.pid;
-    const pid = Number.parseInt(await readFile(path, "utf8").catch(() => ""), 10);
+    const found = await inspect(path);
+    if (!found) continue; // let go meanwhile: try again
     // No pid yet: its taker is writing it this very moment, unless it died doing so long ago.
-    if (Number.isNaN(pid) && (await ageMs(path)) < UNWRITTEN_LOCK_MS) return 0;
-    if (pid !== process.pid && pid > 0 && isAlive(pid)) return pid;
-    await rm(path, { force: true });
+    if (Number.isNaN(found.pid) && Date.now() - found.modifiedMs < UNWRITTEN_LOCK_MS) return 0;
+    if (found.pid !== process.pid && found.pid > 0 && isAlive(found.pid)) return found.pid;
+    const now = await stat(path).catch(() => undefined);
+    if (now?.ino === found.ino) await rm(path, { force: true });
   }
   throw new AppendLogError(`could not take the writer lock ${path}`);
 }
 
-async function ageMs(path: string): Promise<number> {
-  const modified = await stat(path).then(
-    (info) => info.mtimeMs,
-    () => 0,
-  );
-  return Date.now() - modified;
+/** The lock file's pid (NaN if not written yet), inode and age, read from one open file; undefined if gone. */
+async function inspect(path: string): Promise<{ pid: number; ino: number; modifiedMs: number } | undefined> {
+  let fh: FileHandle;
+  try {
+    fh = await open(path, "r");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw err;
+  }
+  try {
+    const [info, text] = await Promise.all([fh.stat(), fh.readFile("utf8")]);
+    return { pid: Number.parseInt(text, 10), ino: info.ino, modifiedMs: info.mtimeMs };
+  } finally {
+    await fh.close();
+  }
 }
 
 function isAlive(pid: number): boolean {

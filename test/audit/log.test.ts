@@ -233,6 +233,24 @@ describe("AuditLog: several processes of one agent (writers: shared)", () => {
     expect(await collect(root)).toEqual(Array.from({ length: 140 }, (_, i) => i + 1));
   });
 
+  it("keeps one chain when many processes take turns at every append", async () => {
+    // A writer that found the lock held, then gone, once took the next holder's fresh lock for a
+    // stale one and removed it: two writers built on the same line (the chain forked in most runs).
+    const root = tmp();
+    const writers = Array.from(
+      { length: 8 },
+      (_, n) =>
+        new Promise<number | null>((resolve) => {
+          const child = spawn(process.execPath, [WRITER, root, "agent-alpha", `w${n}`, "40", "1"], {
+            stdio: "inherit",
+          });
+          child.once("exit", (code) => resolve(code));
+        }),
+    );
+    expect(await Promise.all(writers)).toEqual(Array(8).fill(0));
+    expect(await verifyAudit(join(root, "agent-alpha"))).toMatchObject({ ok: true, entries: 320 });
+  }, 60_000);
+
   it("shares with another writer of this process, and waits for a single writer to let go", async () => {
     const root = tmp();
     const [a, b] = await Promise.all([
