@@ -59,11 +59,9 @@ export class DeliveryQueue<T extends Delivery> implements AsyncIterable<T> {
     }
   }
 
-  /** Drops the buffered items `match` picks (settled before the consumer took them); true if there were any. */
-  discard(match: (item: T) => boolean): boolean {
-    const before = this.items.length;
+  /** Drops the buffered items `match` picks (settled before the consumer took them). */
+  discard(match: (item: T) => boolean): void {
     this.items = this.items.filter((item) => !match(item));
-    return this.items.length < before;
   }
 
   close(): void {

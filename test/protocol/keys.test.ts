@@ -7,23 +7,27 @@ const hex = (text: string) => Buffer.from(text, "hex");
 const b64url = (text: string) => hex(text).toString("base64url");
 
 describe("fresh private keys", () => {
-  it("an Ed25519 key from its seed has RFC 8032's public key (test 1)", () => {
-    const seed = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
-    expect(privateJwkOf("ed25519", hex(seed))).toEqual({
-      kty: "OKP",
+  it.each([
+    {
+      vector: "an Ed25519 key from its seed has RFC 8032's public key (test 1)",
+      curve: "ed25519",
       crv: "Ed25519",
-      d: b64url(seed),
-      x: b64url("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"),
-    });
-  });
-
-  it("an X25519 key from its scalar has RFC 7748's public key (section 6.1, Alice)", () => {
-    const scalar = "77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a";
-    expect(privateJwkOf("x25519", hex(scalar))).toEqual({
-      kty: "OKP",
+      secret: "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
+      publicKey: "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
+    },
+    {
+      vector: "an X25519 key from its scalar has RFC 7748's public key (section 6.1, Alice)",
+      curve: "x25519",
       crv: "X25519",
-      d: b64url(scalar),
-      x: b64url("8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a"),
+      secret: "77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a",
+      publicKey: "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a",
+    },
+  ] as const)("$vector", ({ curve, crv, secret, publicKey }) => {
+    expect(privateJwkOf(curve, hex(secret))).toEqual({
+      kty: "OKP",
+      crv,
+      d: b64url(secret),
+      x: b64url(publicKey),
     });
   });
 
