@@ -67,13 +67,15 @@ async function tryLock(path: string): Promise<number | undefined> {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
     }
-    if (heldLocks.has(path)) return process.pid;
     const found = await inspect(path);
+    // Looked at after the read: another writer of this process may have taken it meanwhile.
+    if (heldLocks.has(path)) return process.pid;
     if (!found) continue; // let go meanwhile: try again
     // No pid yet: its taker is writing it this very moment, unless it died doing so long ago.
     if (Number.isNaN(found.pid) && Date.now() - found.modifiedMs < UNWRITTEN_LOCK_MS) return 0;
     if (found.pid !== process.pid && found.pid > 0 && isAlive(found.pid)) return found.pid;
     const now = await stat(path).catch(() => undefined);
+    if (heldLocks.has(path)) return process.pid;
     if (now?.ino === found.ino) await rm(path, { force: true });
   }
   throw new AppendLogError(`could not take the writer lock ${path}`);
