@@ -6,7 +6,7 @@ import pino, { type Logger } from "pino";
 import { brokerToAcp } from "../broker/errors.js";
 import { openBroker } from "../broker/open.js";
 import { OutboundPolicy } from "../http/outbound.js";
-import { createListener, Router, requestUrl, sendError } from "../http/server.js";
+import { createListener, Router, requestUrl, sendError, stopListening } from "../http/server.js";
 import { describeNarrowed, ensurePrivateDir, type ModeNarrowed } from "../jsonl/private-files.js";
 import { AcpError } from "../protocol/index.js";
 import { PHOENIX_SOCKET_PATH, WS_PATH } from "../wire/api.js";
@@ -297,7 +297,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   const close = () => {
     closing ??= (async () => {
       // Stop accepting, let in-flight requests finish, then close agents' sockets and flush the store.
-      server.close();
+      void stopListening(server);
       server.closeIdleConnections();
       for (const extension of mounted) extension.beforeDrain?.();
       const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;

@@ -6,6 +6,7 @@ import {
   type ServerResponse,
 } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
+import type { Socket } from "node:net";
 import { AcpError, toErrorObject } from "../protocol/index.js";
 
 /** Answers with `body` as JSON (no-store), with `status` and any extra headers. */
@@ -216,4 +217,15 @@ export function createListener(
   server.headersTimeout = 20_000;
   server.requestTimeout = 60_000;
   return server;
+}
+
+/**
+ * Stops `server` taking connections; resolves once every open one has ended. A connection still in
+ * its TLS handshake is not yet the HTTP server's, so `closeAllConnections` misses it; it is cut as
+ * the handshake completes, or a client that sends a request on it every few seconds (a peer's
+ * status poll) would hold it open, and the close, for good.
+ */
+export function stopListening(server: Server): Promise<void> {
+  server.on("secureConnection", (socket: Socket) => socket.destroy());
+  return new Promise((resolve) => server.close(() => resolve()));
 }

@@ -120,9 +120,14 @@ export class RemoteDirectory {
     return [...this.cache.values()].flatMap((entry) => (entry.record ? [entry.record] : []));
   }
 
-  /** Forgets a record (its gateway told of a change): the next lookup fetches it. */
+  /**
+   * Marks a record out of date (its gateway told of a change): the next lookup fetches it. The old
+   * record stays only as the stand-in while that gateway cannot be reached, as an expired one does:
+   * a notice that comes just before its gateway goes down must not leave the agent unknown here.
+   */
   invalidate(address: string): void {
-    this.cache.delete(address);
+    const cached = this.cache.get(address);
+    if (cached) cached.at = Number.NEGATIVE_INFINITY;
   }
 
   private async fetch(address: string, stale: Cached | undefined): Promise<DirectoryRecord | null> {

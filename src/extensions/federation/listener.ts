@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
-import { createListener, type Router, sendError } from "../../http/server.js";
+import { createListener, type Router, sendError, stopListening } from "../../http/server.js";
 import { AcpError } from "../../protocol/index.js";
 
 export interface ListenOptions {
@@ -58,10 +58,10 @@ export async function listen(
   logger.info({ url }, "federation listening");
   return {
     url,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
+    close: () => {
+      const closed = stopListening(server);
+      server.closeAllConnections();
+      return closed;
+    },
   };
 }
