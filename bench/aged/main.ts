@@ -13,7 +13,9 @@
  * grows with the store), AGED_BROKERS (default `embedded,nats`), AGED_QUERIES (requests per query,
  * default 200), BENCH_SECONDS / BENCH_WARMUP_SECONDS (relay windows, default 10 / 3),
  * AGED_RELAY_WINDOWS (relay windows per store, one after another, the median reported; default 3), AGED_DIR
- * (where the stores are built; default the system's temporary directory; they are removed after).
+ * (where the stores are built; default the system's temporary directory; they are removed after),
+ * AGED_NATS_PROFILE (a directory: nats-server's CPU profile over each relay window is saved there
+ * and summed by function in the output).
  * JSON goes to bench/results/aged.json.
  */
 import { spawnSync } from "node:child_process";
@@ -25,7 +27,14 @@ import { percentile } from "../gateway/load.js";
 import { CLI_PATH } from "../gateway/processes.js";
 import type { Manifest } from "./fill.js";
 import { BenchGateway } from "./gateway.js";
-import { measureQueries, measureRelay, measureRelayWindows, measureRoundTrip, relayPair } from "./measure.js";
+import {
+  measureQueries,
+  measureRelay,
+  measureRelayWindows,
+  measureRoundTrip,
+  type RelayWatch,
+  relayPair,
+} from "./measure.js";
 import { measureNats } from "./nats.js";
 import {
   type BrokerFigures,
@@ -75,13 +84,17 @@ export function flushDirtyPages(): void {
 }
 
 /** Everything measured on one running gateway. */
-export async function measureStore(gateway: BenchGateway, manifest: Manifest): Promise<StoreFigures> {
+export async function measureStore(
+  gateway: BenchGateway,
+  manifest: Manifest,
+  watch: RelayWatch = {},
+): Promise<StoreFigures> {
   // The dashboard's queries are measured once its index has read the relay audit logs to their end.
   const indexMs = await waitForFeedIndex(gateway.data);
   flushDirtyPages();
   const pair = await relayPair(gateway, manifest);
   await gateway.loopDelay(true);
-  const { relay, windows } = await measureRelayWindows(gateway, pair);
+  const { relay, windows } = await measureRelayWindows(gateway, pair, watch);
   const loop = await gateway.loopDelay(true);
   const roundTrip = await measureRoundTrip(gateway, pair);
   const queries = await measureQueries(gateway, manifest);

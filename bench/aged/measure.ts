@@ -19,7 +19,7 @@ import { adminCredential, type BenchGateway, getJson } from "./gateway.js";
 import { AGENTS_PER_PRINCIPAL, WEEK_MS } from "./plan.js";
 
 export const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
-const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
+export const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
 const QUERIES = Number(process.env.AGED_QUERIES ?? 200);
 /** Relay windows per store, one after another on the same gateway; the median one (by rate) is reported. */
 const RELAY_WINDOWS = Number(process.env.AGED_RELAY_WINDOWS ?? 3);
@@ -62,26 +62,59 @@ export async function relayPair(
  * 64 signed ~1 KB requests in flight, submit → delivered, for BENCH_SECONDS; with `until`, from the
  * warm-up's end until it resolves true (at most `maxMs`).
  */
+/** What each relay window watches beside the gateway. */
+export interface RelayWatch {
+  /** Other processes whose CPU per message each window reports, by name (nats-server). */
+  pids?: Record<string, number>;
+  /** Runs beside each window from its start (nats-server's CPU profile), awaited after it. */
+  during?: (window: number) => Promise<void>;
+}
+
+/** One relay window: its rate, and the CPU each watched process spent per message relayed. */
+export interface RelayWindow {
+  perSecond: number;
+  /** µs of CPU per message, by process: `gateway`, and the watched ones. */
+  cpuMicrosPerMessage: Record<string, number>;
+}
+
 /**
  * AGED_RELAY_WINDOWS relay windows (default 3), one after another: the median one by rate, and each
- * one's rate, so a slow first window after start shows beside the ones after it.
+ * one's rate and CPU per message, so a slow first window after start shows beside the ones after it,
+ * and which process spends more on the aged store.
  */
 export async function measureRelayWindows(
   gateway: BenchGateway,
   pair: [BenchAgent, BenchAgent],
-): Promise<{ relay: LoadResult; windows: number[] }> {
+  watch: RelayWatch = {},
+): Promise<{ relay: LoadResult; windows: RelayWindow[] }> {
   const runs: LoadResult[] = [];
-  for (let window = 0; window < RELAY_WINDOWS; window++) runs.push(await measureRelay(gateway, pair));
+  for (let window = 0; window < RELAY_WINDOWS; window++) {
+    const beside = watch.during?.(window + 1);
+    runs.push(await measureRelay(gateway, pair, undefined, watch.pids));
+    await beside;
+  }
   const byRate = [...runs].sort((a, b) => a.perSecond - b.perSecond);
   const relay = byRate[Math.floor((byRate.length - 1) / 2)];
   if (!relay) throw new Error("AGED_RELAY_WINDOWS must be at least 1");
-  return { relay, windows: runs.map((run) => run.perSecond) };
+  const windows = runs.map((run) => ({
+    perSecond: run.perSecond,
+    cpuMicrosPerMessage: Object.fromEntries(
+      Object.entries(run.cpuPercent)
+        .filter(([name]) => name !== "client")
+        .map(([name, percent]) => [
+          name === "server" ? "gateway" : name,
+          (percent / 100 / run.perSecond) * 1e6,
+        ]),
+    ),
+  }));
+  return { relay, windows };
 }
 
 export async function measureRelay(
   gateway: BenchGateway,
   [sender, recipientAgent]: [BenchAgent, BenchAgent],
   until?: { done: () => Promise<boolean>; maxMs: number },
+  pids: Record<string, number> = {},
 ): Promise<LoadResult> {
   const submitter = await SocketSubmitter.connect(gateway.wsUrl, sender);
   const recipient = await Recipient.connect(gateway.wsUrl, recipientAgent);
@@ -117,7 +150,7 @@ export async function measureRelay(
         concurrency: CONCURRENCY,
         warmupMs: WARMUP_SECONDS * 1000,
         measureMs: until?.maxMs ?? SECONDS * 1000,
-        watch: { server: gateway.child.pid ?? 0 },
+        watch: { server: gateway.child.pid ?? 0, ...pids },
         ...(until ? { until: until.done } : {}),
       },
     );

@@ -9,40 +9,75 @@
  */
 import { cpSync, existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, nanos } from "@nats-io/transport-node";
 import { INBOX_STREAM } from "../../src/broker/nats/layout.js";
 import { MaxAgeLowering } from "../../src/broker/nats/max-age.js";
-import { findNatsServer, startNatsServer, stopChild } from "../gateway/processes.js";
+import { findNatsServer, freePort, startNatsServer, stopChild } from "../gateway/processes.js";
 import type { Manifest } from "./fill.js";
 import { BenchGateway, rssOfPid } from "./gateway.js";
 import { flushDirtyPages, measureStore } from "./main.js";
-import { measureRelay, relayPair } from "./measure.js";
+import { measureRelay, type RelayWatch, relayPair, SECONDS, WARMUP_SECONDS } from "./measure.js";
+import { profileNats } from "./pprof.js";
 import type { BrokerFigures, PurgeFigures, StoreFigures } from "./report.js";
 import { bytesUnder, readManifest, registerAll, runFill } from "./stores.js";
 
-async function withNats<T>(storeDir: string, work: (url: string, pid: number) => Promise<T>): Promise<T> {
+/** AGED_NATS_PROFILE=<directory>: a CPU profile of nats-server over each relay window, saved there (pprof.ts). */
+const PROFILE_DIR = process.env.AGED_NATS_PROFILE;
+
+/** A nats-server started here: its URL, its pid, and its pprof port when profiled. */
+interface BenchNats {
+  url: string;
+  pid: number;
+  profilePort?: number;
+}
+
+async function withNats<T>(storeDir: string, work: (nats: BenchNats) => Promise<T>): Promise<T> {
   const binary = findNatsServer();
   if (!binary) throw new Error("nats-server is not installed (AGED_BROKERS=embedded skips NATS)");
   mkdirSync(storeDir, { recursive: true });
-  const nats = await startNatsServer(binary, storeDir);
+  const profilePort = PROFILE_DIR ? await freePort() : undefined;
+  const nats = await startNatsServer(
+    binary,
+    storeDir,
+    profilePort === undefined ? [] : ["--profile", String(profilePort)],
+  );
   try {
-    return await work(nats.url, nats.child.pid as number);
+    return await work({ url: nats.url, pid: nats.child.pid as number, profilePort });
   } finally {
     await stopChild(nats.child, 30_000);
   }
 }
 
 async function measureOn(
-  url: string,
-  pid: number,
+  nats: BenchNats,
   data: string,
+  store: "empty" | "aged",
   manifest: (gateway: BenchGateway) => Promise<Manifest>,
 ): Promise<StoreFigures> {
-  const gateway = await BenchGateway.start({ data, nats: { servers: url } });
+  const gateway = await BenchGateway.start({ data, nats: { servers: nats.url } });
+  const { profilePort } = nats;
+  const profileDir = PROFILE_DIR;
+  const watch: RelayWatch = {
+    pids: { "nats-server": nats.pid },
+    ...(profilePort !== undefined &&
+      profileDir !== undefined && {
+        // The measured part of the window, after its warm-up.
+        during: async (window: number) => {
+          await sleep(WARMUP_SECONDS * 1000);
+          await profileNats(
+            profilePort,
+            SECONDS,
+            join(profileDir, `nats-${store}-window${window}.pprof.gz`),
+            `${store} store, window ${window}`,
+          );
+        },
+      }),
+  };
   try {
-    const figures = await measureStore(gateway, await manifest(gateway));
-    return { ...figures, natsRssBytes: rssOfPid(pid) };
+    const figures = await measureStore(gateway, await manifest(gateway), watch);
+    return { ...figures, natsRssBytes: rssOfPid(nats.pid) };
   } finally {
     await gateway.stop();
   }
@@ -54,17 +89,17 @@ export async function measureNats(
   step: (text: string) => void,
 ): Promise<BrokerFigures> {
   step("nats, empty store: the same 1,000 agents, no messages");
-  const empty = await withNats(join(dir, "nats-empty"), (url, pid) =>
-    measureOn(url, pid, join(dir, "nats-empty-data"), (gateway) => registerAll(gateway, week)),
+  const empty = await withNats(join(dir, "nats-empty"), (nats) =>
+    measureOn(nats, join(dir, "nats-empty-data"), "empty", (gateway) => registerAll(gateway, week)),
   );
 
   step("nats, aged store: the embedded week replayed into JetStream, the same relay audit logs");
   const storeDir = join(dir, "nats");
   const data = join(dir, "nats-data");
-  const aged = await withNats(storeDir, async (url, pid) => {
+  const aged = await withNats(storeDir, async (nats) => {
     const manifestFile = join(dir, "manifest-nats.json");
     await runFill("fill-replay.js", {
-      natsUrl: url,
+      natsUrl: nats.url,
       embeddedData: join(dir, "data"),
       embeddedManifest: join(dir, "manifest.json"),
       manifest: manifestFile,
@@ -75,7 +110,7 @@ export async function measureNats(
     cpSync(join(dir, "data", "relay-audit"), join(data, "relay-audit"), { recursive: true });
     const index = join(dir, "data", "relay-audit-index.db");
     if (existsSync(index)) cpSync(index, join(data, "relay-audit-index.db"));
-    const figures = await measureOn(url, pid, data, async () => replayed);
+    const figures = await measureOn(nats, data, "aged", async () => replayed);
     figures.disk = {
       storeBytes: bytesUnder(join(storeDir, "jetstream")),
       auditBytes: bytesUnder(join(data, "relay-audit")) + bytesUnder(join(data, "relay-audit-index.db")),
@@ -84,7 +119,7 @@ export async function measureNats(
     };
     step("nats, retention of one day's worth (the inbox stream's max_age) while relaying");
     // What failed is a result too (JetStream stalled while it expired the day: reported, not thrown).
-    const purge = await measurePurge(url, data, replayed).catch((error: unknown) => String(error));
+    const purge = await measurePurge(nats.url, data, replayed).catch((error: unknown) => String(error));
     return { figures, purge, fillSeconds: replayed.fillSeconds };
   });
   console.log(`  nats fill (replay): ${aged.fillSeconds.toFixed(0)} s`);

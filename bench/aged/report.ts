@@ -1,6 +1,6 @@
 /** The aged-store benchmark's tables and goal verdicts (printed), and the figures written to JSON. */
 import type { LoadResult } from "../gateway/load.js";
-import type { Latency, QueryFigures } from "./measure.js";
+import type { Latency, QueryFigures, RelayWindow } from "./measure.js";
 
 export interface StoreFigures {
   readyMs: number;
@@ -8,8 +8,8 @@ export interface StoreFigures {
   indexMs: number;
   /** The median of the relay windows (by rate). */
   relay: LoadResult;
-  /** Each relay window's msgs/s, in the order they ran. */
-  relayWindows: number[];
+  /** Each relay window's rate and CPU per message, in the order they ran. */
+  relayWindows: RelayWindow[];
   roundTrip: LoadResult;
   queries: QueryFigures;
   rssBytes: number;
@@ -98,7 +98,11 @@ const latencyCells = (l: Latency | undefined) => [
   `${fixed(l?.p99Ms, 2)}${l?.rows === undefined ? "" : ` (${fixed(l.rows)} rows)`}`,
 ];
 
-const windowRates = (store: StoreFigures) => store.relayWindows.map(count).join(" / ");
+const windowRates = (store: StoreFigures) =>
+  store.relayWindows.map((window) => count(window.perSecond)).join(" / ");
+/** Each window's µs of CPU per message of one process. */
+const windowCpu = (store: StoreFigures, process: string) =>
+  store.relayWindows.map((window) => count(window.cpuMicrosPerMessage[process] ?? Number.NaN)).join(" / ");
 
 export function printBroker(name: string, messages: number, figures: BrokerFigures): string[] {
   const { empty, aged, purge } = figures;
@@ -110,6 +114,12 @@ export function printBroker(name: string, messages: number, figures: BrokerFigur
       ratio(aged.relay.perSecond, empty.relay.perSecond),
     ],
     ["relay msgs/s, each window in turn", windowRates(empty), windowRates(aged), ""],
+    ...Object.keys(aged.relayWindows[0]?.cpuMicrosPerMessage ?? {}).map((process) => [
+      `${process} CPU µs per message relayed, each window`,
+      windowCpu(empty, process),
+      windowCpu(aged, process),
+      "",
+    ]),
     [
       "relay p50 ms",
       fixed(empty.relay.p50Ms, 2),

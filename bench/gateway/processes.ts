@@ -168,10 +168,11 @@ export function findNatsServer(): string | undefined {
 export async function startNatsServer(
   binary: string,
   storeDir: string,
+  moreArgs: string[] = [],
 ): Promise<{ child: ChildProcess; url: string }> {
   const port = await freePort();
   const child = track(
-    spawn(binary, ["-js", "-a", "127.0.0.1", "-p", String(port), "-sd", storeDir], {
+    spawn(binary, ["-js", "-a", "127.0.0.1", "-p", String(port), "-sd", storeDir, ...moreArgs], {
       stdio: ["ignore", "pipe", "pipe"],
     }),
   );
