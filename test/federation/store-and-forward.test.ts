@@ -108,37 +108,6 @@ describe("federation: a notice just before the peer goes down", TWO_GATEWAYS, ()
   });
 });
 
-describe("federation: a notice just before the peer goes down", TWO_GATEWAYS, () => {
-  it("leaves the record a.test looked up in use, so messages for the peer's agent still queue", async () => {
-    const pair = await linkedPair();
-    const { orgA, orgB, a } = pair;
-    let { b } = pair;
-    const betaState = { state: { root: join(pair.orgB.dir, "beta-state") } };
-    const { alpha, alphaReg, betaReg } = await handshakenAgents(pair, betaState);
-
-    await b.close();
-    // b.test told of a change to beta as it went down: a.test cannot fetch beta's record again.
-    const notice = await signedPeerRequest(
-      orgA,
-      orgB,
-      "POST",
-      "/notices",
-      JSON.stringify({ agents: ["beta"] }),
-    );
-    expect(notice.status).toBe(200);
-    const { id } = await alpha.notify("beta@b.test", { n: 1 });
-    const status = (messageId: string) =>
-      api(a.url, `/api/v1/messages/${messageId}/status`, { apiKey: alphaReg.apiKey });
-    expect((await status(id)).json).toMatchObject({ status: "queued", peer: "b.test" });
-
-    b = await pair.startAgain("b");
-    const beta = await b.connect(betaReg, betaState);
-    const got = collect(beta);
-    await acknowledged([id], status);
-    expect(got).toEqual([1]);
-  });
-});
-
 /**
  * a.test's queue for b.test holds 3 messages at most: with b.test down, a fourth is refused with
  * -32013 and nothing stored; the three arrive when b.test returns, and the queue takes more.
