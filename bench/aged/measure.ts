@@ -58,10 +58,6 @@ export async function relayPair(
   return pair;
 }
 
-/**
- * 64 signed ~1 KB requests in flight, submit → delivered, for BENCH_SECONDS; with `until`, from the
- * warm-up's end until it resolves true (at most `maxMs`).
- */
 /** What each relay window watches beside the gateway. */
 export interface RelayWatch {
   /** Other processes whose CPU per message each window reports, by name (nats-server). */
@@ -110,6 +106,11 @@ export async function measureRelayWindows(
   return { relay, windows };
 }
 
+/**
+ * 64 signed ~1 KB requests in flight, submit → delivered, for BENCH_SECONDS; with `until`, from the
+ * warm-up's end until it resolves true (at most `maxMs`). `pids`: other processes whose CPU share
+ * the result reports beside the gateway's.
+ */
 export async function measureRelay(
   gateway: BenchGateway,
   [sender, recipientAgent]: [BenchAgent, BenchAgent],
