@@ -226,6 +226,46 @@ describe("federation: identity lifecycle across the link", () => {
     expect(got).toEqual([1]);
   });
 
+  it("a notice b.test cannot follow up (a.test went down) keeps b.test from taking the agent's messages on the record it had", async () => {
+    const pair = await linkedPair();
+    const { orgA, orgB, a } = pair;
+    const { alpha, alphaReg, beta } = await handshakenAgents(pair);
+    const got = collect(beta);
+    await alpha.notify("beta@b.test", { n: 1 });
+    await until(
+      () => got.length,
+      (n) => n === 1,
+      "beta got alpha's notification",
+    );
+
+    await a.close();
+    // a.test told of a change to alpha (a revocation, say) and cannot be reached to say which.
+    const notice = await signedPeerRequest(
+      orgB,
+      orgA,
+      "POST",
+      "/notices",
+      JSON.stringify({ agents: ["alpha"] }),
+    );
+    expect(notice.status).toBe(200);
+    const envelope = JSON.stringify(
+      signMessage(
+        buildNotification(
+          { agentId: "alpha@a.test", principalId: "principal-alpha@a.test", layers: [0, 1, 2] },
+          "beta@b.test",
+          { n: 2 },
+        ),
+        alphaReg.signer,
+      ),
+    );
+    const answer = await transferFrom(orgA, orgB, [envelope]);
+    expect(answer.status).toBe(200);
+    const [result] = answer.json.results as { outcome: string; error: { message: string } }[];
+    expect(result?.outcome).toBe("refused");
+    expect(result?.error.message).toContain("cannot look up alpha@a.test");
+    expect(got).toEqual([1]);
+  });
+
   it("a signing key rotated at a.test reaches b.test; what the earlier key signed before still verifies", async () => {
     const pair = await linkedPair();
     const { orgA, orgB, a, b } = pair;

@@ -85,7 +85,12 @@ export function remoteAgentOf(
 interface Cached {
   record: DirectoryRecord | null;
   at: number;
+  /** Its gateway told of a change since it was fetched. */
+  changed?: true;
 }
+
+/** A record's gateway could not be reached to fetch it (the record held may stand in). */
+class Unreachable extends AcpError {}
 
 /** Records of other domains' agents kept at once; the least recently fetched go first. */
 const MAX_CACHED = 10_000;
@@ -102,17 +107,27 @@ export class RemoteDirectory {
 
   /**
    * The record of `address` (an agent of another domain), or null when its gateway says there is no
-   * such agent. `fresh`: fetch it again even if cached (an unknown key id, a notice).
+   * such agent. `fresh`: fetch it again even if cached (an unknown key id, a notice). While its
+   * gateway cannot be reached, the record held stands in, except, with `toVerify` (checking a
+   * message that agent sent), one its gateway said had changed: that may be a revocation.
    */
-  async lookup(address: string, fresh = false): Promise<DirectoryRecord | null> {
+  async lookup(
+    address: string,
+    { fresh = false, toVerify = false }: { fresh?: boolean; toVerify?: boolean } = {},
+  ): Promise<DirectoryRecord | null> {
     const cached = this.cache.get(address);
     if (cached && !fresh && Date.now() - cached.at <= this.ttlMs) return cached.record;
     let running = this.inflight.get(address);
     if (!running) {
-      running = this.fetch(address, cached).finally(() => this.inflight.delete(address));
+      running = this.fetch(address).finally(() => this.inflight.delete(address));
       this.inflight.set(address, running);
     }
-    return running;
+    try {
+      return await running;
+    } catch (err) {
+      if (err instanceof Unreachable && cached && !(toVerify && cached.changed)) return cached.record;
+      throw err;
+    }
   }
 
   /** The records held now (agents of other domains, looked up lately), the most recently fetched last. */
@@ -122,15 +137,16 @@ export class RemoteDirectory {
 
   /**
    * Marks a record out of date (its gateway told of a change): the next lookup fetches it. The old
-   * record stays only as the stand-in while that gateway cannot be reached, as an expired one does:
-   * a notice that comes just before its gateway goes down must not leave the agent unknown here.
+   * record stays as the stand-in while that gateway cannot be reached, as an expired one does (a
+   * notice that comes just before its gateway goes down must not leave the agent unknown here), but
+   * not for checking that agent's messages (`lookup`).
    */
   invalidate(address: string): void {
     const cached = this.cache.get(address);
-    if (cached) cached.at = Number.NEGATIVE_INFINITY;
+    if (cached) Object.assign(cached, { at: Number.NEGATIVE_INFINITY, changed: true });
   }
 
-  private async fetch(address: string, stale: Cached | undefined): Promise<DirectoryRecord | null> {
+  private async fetch(address: string): Promise<DirectoryRecord | null> {
     const domain = domainOf(address) as string;
     const peer = await this.gate.admitted(domain);
     let record: DirectoryRecord | null;
@@ -145,9 +161,8 @@ export class RemoteDirectory {
       );
     } catch (err) {
       if (err instanceof PeerCallError && err.status === 404) record = null;
-      else if (stale) return stale.record;
       else {
-        throw new AcpError(
+        throw new Unreachable(
           "StorageUnavailable",
           `cannot look up ${address} at ${domain}: ${(err as Error).message}`,
           { peer: domain },

@@ -80,7 +80,7 @@ export function peerRoutes(federation: Federation): PeerRoutes {
     for (const agentId of request.agents) {
       const address = `${agentId}@${peer.domain}`;
       federation.directory.invalidate(address);
-      void federation.directory.lookup(address, true).catch(() => undefined);
+      void federation.directory.lookup(address, { fresh: true }).catch(() => undefined);
     }
     sendJson(res, 200, { ok: true });
   });

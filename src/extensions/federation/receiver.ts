@@ -129,11 +129,12 @@ export class Receiver {
     await Promise.all(
       [...senders].map(async ([sender, kids]) => {
         try {
-          let record = await this.deps.directory.lookup(sender);
+          let record = await this.deps.directory.lookup(sender, { toVerify: true });
           const known = (kid: string) =>
             record &&
             (remoteAgentOf(record, kid) !== undefined || record.keyHistory.some((k) => k.kid === kid));
-          if ([...kids].some((kid) => !known(kid))) record = await this.deps.directory.lookup(sender, true);
+          if ([...kids].some((kid) => !known(kid)))
+            record = await this.deps.directory.lookup(sender, { fresh: true, toVerify: true });
           records.set(sender, record);
         } catch (err) {
           records.set(sender, err as Error);
