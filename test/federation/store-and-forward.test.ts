@@ -1,17 +1,12 @@
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { AcpAgent } from "../../src/client/index.js";
+import { generateIdentity, publicIdentity, signHandover } from "../../src/protocol/index.js";
 import {
-  buildNotification,
-  generateIdentity,
-  publicIdentity,
-  signHandover,
-  signMessage,
-} from "../../src/protocol/index.js";
-import {
+  alphaNotification,
   handshakenAgents,
+  noticeFrom,
   peerQueueDrained,
-  signedPeerRequest,
   transferFrom,
   useOrganizations,
 } from "../helpers/federation.js";
@@ -87,13 +82,7 @@ describe("federation: a notice just before the peer goes down", TWO_GATEWAYS, ()
 
     await b.close();
     // b.test told of a change to beta as it went down: a.test cannot fetch beta's record again.
-    const notice = await signedPeerRequest(
-      orgA,
-      orgB,
-      "POST",
-      "/notices",
-      JSON.stringify({ agents: ["beta"] }),
-    );
+    const notice = await noticeFrom(orgB, orgA, ["beta"]);
     expect(notice.status).toBe(200);
     const { id } = await alpha.notify("beta@b.test", { n: 1 });
     const status = (messageId: string) =>
@@ -208,17 +197,7 @@ describe("federation: identity lifecycle across the link", () => {
       "b.test shows alpha revoked",
     );
     // A message alpha signed, carried by a.test's key (a replay, or a.test's operator), is refused.
-    const envelope = JSON.stringify(
-      signMessage(
-        buildNotification(
-          { agentId: "alpha@a.test", principalId: "principal-alpha@a.test", layers: [0, 1, 2] },
-          "beta@b.test",
-          { n: 2 },
-        ),
-        alphaReg.signer,
-      ),
-    );
-    const answer = await transferFrom(orgA, orgB, [envelope]);
+    const answer = await transferFrom(orgA, orgB, [alphaNotification(alphaReg, 2)]);
     expect(answer.status).toBe(200);
     const [result] = answer.json.results as { outcome: string; error: { code: number; message: string } }[];
     expect(result?.outcome).toBe("refused");
@@ -240,25 +219,9 @@ describe("federation: identity lifecycle across the link", () => {
 
     await a.close();
     // a.test told of a change to alpha (a revocation, say) and cannot be reached to say which.
-    const notice = await signedPeerRequest(
-      orgB,
-      orgA,
-      "POST",
-      "/notices",
-      JSON.stringify({ agents: ["alpha"] }),
-    );
+    const notice = await noticeFrom(orgA, orgB, ["alpha"]);
     expect(notice.status).toBe(200);
-    const envelope = JSON.stringify(
-      signMessage(
-        buildNotification(
-          { agentId: "alpha@a.test", principalId: "principal-alpha@a.test", layers: [0, 1, 2] },
-          "beta@b.test",
-          { n: 2 },
-        ),
-        alphaReg.signer,
-      ),
-    );
-    const answer = await transferFrom(orgA, orgB, [envelope]);
+    const answer = await transferFrom(orgA, orgB, [alphaNotification(alphaReg, 2)]);
     expect(answer.status).toBe(200);
     const [result] = answer.json.results as { outcome: string; error: { message: string } }[];
     expect(result?.outcome).toBe("refused");
@@ -305,19 +268,10 @@ describe("federation: identity lifecycle across the link", () => {
 
     // A message the earlier key signed before the rotation, still on its way, is accepted (its
     // handshake stands until the pair handshakes again); one it signs now is not.
-    const byOldKey = (n: number, now: Date) =>
-      JSON.stringify(
-        signMessage(
-          buildNotification(
-            { agentId: "alpha@a.test", principalId: "principal-alpha@a.test", layers: [0, 1, 2] },
-            "beta@b.test",
-            { n },
-            { now },
-          ),
-          alphaReg.signer,
-        ),
-      );
-    const answer = await transferFrom(orgA, orgB, [byOldKey(3, beforeRotation), byOldKey(4, new Date())]);
+    const answer = await transferFrom(orgA, orgB, [
+      alphaNotification(alphaReg, 3, beforeRotation),
+      alphaNotification(alphaReg, 4),
+    ]);
     const [inTransit, late] = answer.json.results as { outcome: string; error?: { code: number } }[];
     expect(inTransit?.outcome).toBe("accepted");
     expect(late?.outcome).toBe("refused");

@@ -13,6 +13,7 @@ import { AcpAgent, type AcpAgentOptions } from "../../src/client/index.js";
 import { peerInbox } from "../../src/extensions/federation/directory.js";
 import { GatewaySigner } from "../../src/extensions/federation/gateway-key.js";
 import { requestSignatureInput } from "../../src/extensions/federation/peer-client.js";
+import { buildNotification, signMessage } from "../../src/protocol/index.js";
 import type { DefaultGatewayOptions } from "../../src/server.js";
 import { FEDERATION_PREFIX, PeerHeader } from "../../src/wire/federation.js";
 import { rawRequest } from "../security/helpers.js";
@@ -304,6 +305,33 @@ export function transferFrom(
   messages: string[],
 ): Promise<{ status: number; json: Record<string, unknown> }> {
   return signedPeerRequest(target, origin, "POST", "/transfers", JSON.stringify({ messages }));
+}
+
+/** `target` told, as `origin`'s gateway tells it, that these agents of `origin` changed. */
+export function noticeFrom(
+  origin: Organization,
+  target: Organization,
+  agents: string[],
+): Promise<{ status: number; json: Record<string, unknown> }> {
+  return signedPeerRequest(target, origin, "POST", "/notices", JSON.stringify({ agents }));
+}
+
+/**
+ * A notification `{ n }` alpha@a.test signed (with the key `alpha` holds) for beta@b.test at `now`,
+ * serialized: what a.test's forwarder carries to b.test.
+ */
+export function alphaNotification(alpha: TestAgent, n: number | string, now = new Date()): string {
+  return JSON.stringify(
+    signMessage(
+      buildNotification(
+        { agentId: "alpha@a.test", principalId: "principal-alpha@a.test", layers: [0, 1, 2] },
+        "beta@b.test",
+        { n },
+        { now },
+      ),
+      alpha.signer,
+    ),
+  );
 }
 
 export interface FederatedPair {

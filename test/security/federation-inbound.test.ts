@@ -8,8 +8,8 @@
  */
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { buildNotification, signMessage } from "../../src/protocol/index.js";
 import {
+  alphaNotification,
   type FederatedGateway,
   startFederatedGateway,
   transferFrom,
@@ -24,19 +24,6 @@ const { org, defer, nats } = useOrganizations();
 
 /** What b.test lets one peer's agents have pending there. */
 const BOUND = 3;
-
-function alphaNote(alpha: TestAgent, n: string): string {
-  return JSON.stringify(
-    signMessage(
-      buildNotification(
-        { agentId: "alpha@a.test", principalId: "principal-alpha@a.test", layers: [0, 1, 2] },
-        "beta@b.test",
-        { n },
-      ),
-      alpha.signer,
-    ),
-  );
-}
 
 function lastErrorAt(gw: FederatedGateway) {
   return api(gw.url, "/api/v1/federation", { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }).then(
@@ -67,7 +54,7 @@ async function floodFromOnePeer(natsUrls?: [string, string]): Promise<void> {
   await away.close();
 
   // The flood, as a.test's key signs it: stored up to the bound, refused past it, for now.
-  const flood = Array.from({ length: BOUND + 2 }, (_, i) => alphaNote(alphaReg, `flood-${i}`));
+  const flood = Array.from({ length: BOUND + 2 }, (_, i) => alphaNotification(alphaReg, `flood-${i}`));
   const answer = await transferFrom(orgA, orgB, flood);
   expect(answer.status).toBe(200);
   const results = answer.json.results as {
