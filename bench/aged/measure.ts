@@ -97,10 +97,7 @@ export async function measureRelayWindows(
     cpuMicrosPerMessage: Object.fromEntries(
       Object.entries(run.cpuPercent)
         .filter(([name]) => name !== "client")
-        .map(([name, percent]) => [
-          name === "server" ? "gateway" : name,
-          (percent / 100 / run.perSecond) * 1e6,
-        ]),
+        .map(([name, percent]) => [name, (percent / 100 / run.perSecond) * 1e6]),
     ),
   }));
   return { relay, windows };
@@ -151,7 +148,7 @@ export async function measureRelay(
         concurrency: CONCURRENCY,
         warmupMs: WARMUP_SECONDS * 1000,
         measureMs: until?.maxMs ?? SECONDS * 1000,
-        watch: { server: gateway.child.pid ?? 0, ...pids },
+        watch: { gateway: gateway.child.pid ?? 0, ...pids },
         ...(until ? { until: until.done } : {}),
       },
     );
@@ -176,7 +173,7 @@ export async function measureRoundTrip(
       concurrency: 1,
       warmupMs: WARMUP_SECONDS * 1000,
       measureMs: SECONDS * 1000,
-      watch: { server: gateway.child.pid ?? 0 },
+      watch: { gateway: gateway.child.pid ?? 0 },
     });
   } finally {
     pair.close();

@@ -81,6 +81,7 @@ export interface ProfileSummary {
 /** Sums a gzipped CPU profile by function. */
 export function summarize(gzipped: Uint8Array, top = 12): ProfileSummary {
   const strings: string[] = [];
+  const utf8 = new TextDecoder();
   const functionName = new Map<bigint, bigint>();
   const locationFunctions = new Map<bigint, bigint[]>();
   const samples: { locations: bigint[]; values: bigint[] }[] = [];
@@ -118,7 +119,7 @@ export function summarize(gzipped: Uint8Array, top = 12): ProfileSummary {
       }
       functionName.set(id, name);
     } else if (field.number === 6) {
-      strings.push(new TextDecoder().decode(body));
+      strings.push(utf8.decode(body));
     }
   }
   const nameOf = (fn: bigint) => strings[Number(functionName.get(fn) ?? 0n)] ?? "?";
