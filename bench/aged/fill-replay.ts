@@ -5,6 +5,10 @@
  * order, delivered through its recipient's inbox and settled as it was settled there (acknowledged,
  * or rejected into a dead letter); messages that stayed queued there (their recipient went offline)
  * stay queued here. JetStream stamps its own times, so the NATS week is a week's rows written now.
+ * Only the week is replayed (up to the manifest's `lastSeq`), not what the embedded measurements
+ * relayed on that store after it: the relay pair's own traffic, some of it still unacknowledged
+ * when a window ended, would otherwise come back here as a backlog of tens of thousands queued for
+ * the relay's recipient, which the first relay window on NATS would drain before its own messages.
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -55,12 +59,14 @@ async function replay(config: ReplayConfig): Promise<void> {
 
   const db = new Database(join(config.embeddedData, "acp.db"), { readonly: true });
   const select = `SELECT m.id, m.sender, m.recipient, m.kind, m.method, m.submitted_at, m.priority, m.status, b.envelope
-     FROM messages m JOIN message_bodies b ON b.seq = m.seq`;
-  const total = (db.prepare("SELECT count(*) AS n FROM message_bodies").get() as { n: number }).n;
+     FROM messages m JOIN message_bodies b ON b.seq = m.seq WHERE m.seq <= ${Number(week.lastSeq)}`;
+  const total = (
+    db.prepare("SELECT count(*) AS n FROM message_bodies WHERE seq <= ?").get(week.lastSeq) as { n: number }
+  ).n;
   // How each message ended in the embedded week; the recipients that still had messages waiting were offline.
   const outcome = new Map<string, "ack" | "reject">();
   const offline = new Set<string>();
-  for (const row of db.prepare(`${select} WHERE m.status <> 'acknowledged'`).iterate() as Iterable<Row>) {
+  for (const row of db.prepare(`${select} AND m.status <> 'acknowledged'`).iterate() as Iterable<Row>) {
     if (row.status === "failed") outcome.set(refKey({ from: row.sender, id: row.id }), "reject");
     else offline.add(row.recipient);
   }

@@ -42,6 +42,7 @@ import {
 } from "../../src/protocol/index.js";
 import { AGENTS, agentId, planWeek, principalOf, WEEK_MS } from "./plan.js";
 import { Progress } from "./progress.js";
+import { lastSeqOf } from "./stores.js";
 import { type RelayedMessage, Traffic } from "./traffic.js";
 
 export interface FillConfig {
@@ -62,6 +63,11 @@ export interface Manifest {
   fillSeconds: number;
   /** Message ids the bench looks up, spread over the week, with their two agents. */
   samples: { id: string; from: string; to: string }[];
+  /**
+   * The embedded store's last message sequence number when the fill ended: the week. Later
+   * measurements on that store add their own traffic after it, which the NATS replay leaves out.
+   */
+  lastSeq: number;
 }
 
 /** Agents that go offline for good at some point of the week (their later messages stay queued). */
@@ -294,6 +300,7 @@ export async function fillEmbedded(config: FillConfig): Promise<Manifest> {
     envelopeBytes,
     fillSeconds: (performance.now() - started) / 1000,
     samples,
+    lastSeq: lastSeqOf(config.data),
   };
   writeFileSync(config.manifest, JSON.stringify(manifest));
   return manifest;

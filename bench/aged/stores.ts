@@ -120,6 +120,16 @@ export function embeddedCounts(
   }
 }
 
+/** The embedded store's last message sequence number (0 when it holds none). */
+export function lastSeqOf(data: string): number {
+  const db = new Database(join(data, "acp.db"), { readonly: true });
+  try {
+    return (db.prepare("SELECT max(seq) AS seq FROM messages").get() as { seq: number | null }).seq ?? 0;
+  } finally {
+    db.close();
+  }
+}
+
 /**
  * The last sequence number queued at or before `cutoff` (queue times never decrease with the
  * sequence, so a binary search over the primary key finds it).

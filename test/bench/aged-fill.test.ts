@@ -26,19 +26,32 @@ interface Row {
   [column: string]: unknown;
 }
 
-/** One fill of a 3,000-message week (the fill sets the clock to the week: put back after). */
+/**
+ * One fill of a 3,000-message week (the fill sets the clock to the week: put back after). Checks
+ * that its manifest names the week's last row, up to which the NATS replay replays the store.
+ */
 async function fill(path: FillConfig["path"], weekEnd: number): Promise<Row[]> {
   const dir = tmp();
   const data = join(dir, "data");
   const now = Date.now;
+  let lastSeq: number;
   try {
-    await fillEmbedded({ data, messages: 3_000, weekEnd, manifest: join(dir, "manifest.json"), path });
+    ({ lastSeq } = await fillEmbedded({
+      data,
+      messages: 3_000,
+      weekEnd,
+      manifest: join(dir, "manifest.json"),
+      path,
+    }));
   } finally {
     Date.now = now;
   }
   const db = new Database(join(data, DATABASE_FILE), { readonly: true });
   try {
-    return db.prepare("SELECT * FROM messages ORDER BY seq").all() as Row[];
+    const rows = db.prepare("SELECT * FROM messages ORDER BY seq").all() as Row[];
+    expect(rows).toHaveLength(3_000);
+    expect(lastSeq).toBe(rows.at(-1)?.seq);
+    return rows;
   } finally {
     db.close();
   }
