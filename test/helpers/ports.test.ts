@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { retryOnPortClash } from "./ports.js";
+import { createServer } from "node:net";
+import { ephemeralPortFloor, freePort, retryOnPortClash } from "./ports.js";
 
 /** A start that fails with `message` until its attempt number `succeedsAt` (never, if undefined). */
 function failingStart(message: string, succeedsAt?: number) {
@@ -29,5 +30,21 @@ describe("retryOnPortClash (test servers on ports picked free)", () => {
     const other = failingStart("nats-server did not become ready", 2);
     await expect(retryOnPortClash(other.start)).rejects.toThrow("did not become ready");
     expect(other.counter.attempts).toBe(1);
+  });
+});
+
+describe("freePort", () => {
+  it("picks ports below the ephemeral range (never an outgoing connection's source port) that bind", async () => {
+    const ports = await Promise.all(Array.from({ length: 20 }, () => freePort()));
+    for (const port of ports) {
+      expect(port).toBeGreaterThanOrEqual(10_000);
+      expect(port).toBeLessThan(ephemeralPortFloor());
+    }
+    const server = createServer();
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(ports[0], "127.0.0.1", resolve);
+    });
+    await new Promise((resolve) => server.close(resolve));
   });
 });
