@@ -15,7 +15,8 @@ import {
 import { negotiateVersion } from "../wire/versions.js";
 import type { AgentRecord, Custodian, Registry, ResolvedAgent } from "./registry.js";
 import type { SubmitResponse } from "../wire/api.js";
-import type { Relay, SubmitOptions } from "./relay.js";
+import type { Relay } from "./relay.js";
+import type { SubmitOptions } from "./relay-types.js";
 
 /** The skill layers a custodial agent declares, in its handshake and in every message signed for it. */
 export const CUSTODIAL_LAYERS = [0, 1];

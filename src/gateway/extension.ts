@@ -5,7 +5,7 @@ import type { Router } from "../http/server.js";
 
 export type { Caller, CallerKind, Credentials } from "./credentials.js";
 export type { GatewayContext } from "./context.js";
-export type { AcceptedMessage } from "./relay.js";
+export type { AcceptedMessage } from "./relay-types.js";
 
 /**
  * A server-side feature mounted on the gateway core (dashboard, collaboration, the MCP endpoint,

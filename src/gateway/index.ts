@@ -71,4 +71,4 @@ export {
 } from "./panels.js";
 export { type PrincipalRecord, PrincipalStore } from "./principals.js";
 export { type AgentRecord, Registry } from "./registry.js";
-export type { AcceptedListener, AcceptedMessage } from "./relay.js";
+export type { AcceptedListener, AcceptedMessage } from "./relay-types.js";

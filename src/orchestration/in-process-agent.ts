@@ -22,7 +22,7 @@ import type { AgentConnection, ConnectionEvents, DeliveredRef } from "../client/
 import type { AcpAgentOptions, AgentDirectory } from "../client/types.js";
 import type { GatewayContext } from "../gateway/context.js";
 import type { ResolvedAgent } from "../gateway/registry.js";
-import type { AcceptedMessage } from "../gateway/relay.js";
+import type { AcceptedMessage } from "../gateway/relay-types.js";
 import { viewOfRef } from "../gateway/routes/agents.js";
 import { AcpError, type EnvelopeHeaders, headersOf, type VerifiedEnvelope } from "../protocol/index.js";
 import { type AgentView, presenceView } from "../wire/agents.js";

@@ -8,7 +8,8 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { readAudit } from "../../src/audit/index.js";
 import type { ResolvedAgent } from "../../src/gateway/registry.js";
-import type { AcceptedMessage, Relay } from "../../src/gateway/relay.js";
+import type { Relay } from "../../src/gateway/relay.js";
+import type { AcceptedMessage } from "../../src/gateway/relay-types.js";
 import {
   AcpError,
   type AcpMessage,

@@ -71,8 +71,6 @@ import { UsageLedger } from "./usage-ledger.js";
 
 /** How long `close` lets the connection drain before closing it outright. */
 const DRAIN_TIMEOUT_MS = 2_000;
-/** JetStream: "consumer already exists" (a create whose config differs from the existing one's). */
-const _CONSUMER_EXISTS = 10148;
 
 /**
  * The broker on NATS JetStream. Every gateway process connected to the same NATS shares the

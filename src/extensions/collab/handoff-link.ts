@@ -23,7 +23,7 @@ import {
   HandoffProgressBody,
 } from "../../collab/messages.js";
 import { conflict, notFound, parseOrThrow } from "../../collab/util.js";
-import type { ArrivalCheck } from "../../gateway/relay.js";
+import type { ArrivalCheck } from "../../gateway/relay-types.js";
 import { AcpError, localPartOf } from "../../protocol/index.js";
 import { requireCapabilities, settleEscrow, trackTask } from "./handoff-effects.js";
 import type { CollabServices } from "./services.js";

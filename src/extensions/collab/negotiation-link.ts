@@ -7,7 +7,7 @@
  * once accepted, the same agreement both parties signed. Parties are named by address.
  */
 import type { KvBucket } from "../../broker/index.js";
-import type { ArrivalCheck } from "../../gateway/relay.js";
+import type { ArrivalCheck } from "../../gateway/relay-types.js";
 import type { ResolvedAgent } from "../../gateway/registry.js";
 import { type AgreementParty, partyOf } from "../../collab/agreement.js";
 import { AcceptBody, CollabMethod, OfferBody, RejectBody } from "../../collab/messages.js";

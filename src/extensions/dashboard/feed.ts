@@ -4,7 +4,7 @@ import { requestLabel } from "../../audit/summary.js";
 import type { Broker, BrokerEvent, MessageRecord, MessageStatus, Unsubscribe } from "../../broker/index.js";
 import { refKey } from "../../broker/validation.js";
 import type { Registry } from "../../gateway/registry.js";
-import type { AcceptedListener } from "../../gateway/relay.js";
+import type { AcceptedListener } from "../../gateway/relay-types.js";
 import type { MessageType } from "../../protocol/index.js";
 
 /** Accepted messages whose change event has not come yet (oldest dropped first). */
