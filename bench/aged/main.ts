@@ -19,7 +19,7 @@
  * JSON goes to bench/results/aged.json.
  */
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -35,7 +35,7 @@ import {
   type RelayWatch,
   relayPair,
 } from "./measure.js";
-import { measureNats } from "./nats.js";
+import { measureNats, natsAgedData } from "./nats.js";
 import {
   type BrokerFigures,
   type DiskFigures,
@@ -218,6 +218,9 @@ async function main(): Promise<void> {
       mkdirSync(dir, { recursive: true });
       step(`filling a week of ${messages.toLocaleString("en-US")} messages among 1,000 agents`);
       const manifest = await fillAgedStore(dir, messages);
+      // NATS gets the week's relay audit as the fill left it, before the embedded runs add theirs.
+      const weekAudit = join(dir, "data", "relay-audit");
+      if (BROKERS.has("nats")) cpSync(weekAudit, join(natsAgedData(dir), "relay-audit"), { recursive: true });
       const size: SizeFigures = { messages, fillSeconds: manifest.fillSeconds, brokers: {} };
       if (BROKERS.has("embedded")) size.brokers.embedded = await measureEmbedded(dir, manifest);
       if (BROKERS.has("nats")) size.brokers.nats = await measureNats(dir, manifest, step);
