@@ -37,7 +37,7 @@ export interface StatusDoc extends StatusFields {
  * settled nothing reads what only a hand-out still out needs (its ack subject, holder and due
  * time; the settlement takes the ack subject from the record in hand): a week of records is
  * a third of the store, and the two a message's record replaces stay on disk beside it
- * (docs/performance.md, "NATS disk").
+ * (docs/performance.md, "A week-old store", Disk).
  */
 export function storedForm(doc: StatusDoc): string {
   const { id: _id, from: _from, ...fields } = doc;
