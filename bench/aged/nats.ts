@@ -1,10 +1,10 @@
 /**
  * The aged-store measurements on NATS JetStream: a `nats-server -js` started here, empty with the
  * same agents, then holding the embedded week replayed (fill-replay.ts) and the same relay audit
- * logs as the fill wrote them. The purge is the inbox stream's `max_age` at work inside nats-server: JetStream stamps its
- * own times, so a replayed week is minutes old, and the stream's max_age is set (as a gateway
- * started with a shorter retention sets it) to the age of the first message of the week's second
- * day, while the relay runs. What does not apply: `acp audit verify` (the same logs as the
+ * logs as the fill wrote them. The purge is the inbox stream's `max_age` at work inside
+ * nats-server: JetStream stamps its own times, so a replayed week is minutes old, and the stream's
+ * max_age is set (as a gateway started with a shorter retention sets it) to the age of the first
+ * message of the week's second day, while the relay runs. What does not apply: `acp audit verify` (the same logs as the
  * embedded run).
  */
 import { mkdirSync } from "node:fs";
