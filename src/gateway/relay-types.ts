@@ -1,4 +1,7 @@
-/** What the relay takes and gives: its options and services, what a submission may say, and what it tells listeners. */
+/**
+ * What the relay takes and gives: its options and services, what a submission may say, and what it
+ * tells its listeners (relay.ts).
+ */
 import type { AuditEntryInput, SummaryContext } from "../audit/index.js";
 import type { Broker, SubmitResult } from "../broker/index.js";
 import type { BrokerKind } from "../broker/types.js";

@@ -86,6 +86,29 @@ async function json(url: string): Promise<Record<string, unknown> | undefined> {
   }
 }
 
+/**
+ * JetStream serves only once the meta group has a leader that every node knows, and every node is
+ * current with it: its `/healthz` says ok (before that, it answers that it has not established
+ * contact with a meta leader, or is not current with it, and a JetStream API request may time out).
+ */
+async function jetStreamReady(nodes: NatsNode[]): Promise<void> {
+  let last = "";
+  for (let i = 0; i < 150; i++) {
+    const views = await Promise.all(nodes.map((node) => json(`${node.monitorUrl}/jsz`)));
+    const leaders = views.map((v) => (v?.meta_cluster as { leader?: string } | undefined)?.leader);
+    const health = await Promise.all(nodes.map((node) => json(`${node.monitorUrl}/healthz`)));
+    if (
+      leaders.every((leader) => leader && leader === leaders[0]) &&
+      health.every((h) => h?.status === "ok")
+    ) {
+      return;
+    }
+    last = `meta leaders ${JSON.stringify(leaders)}, health ${JSON.stringify(health)}`;
+    await sleep(200);
+  }
+  throw new Error(`the NATS cluster's JetStream was not ready within 30 s: ${last}`);
+}
+
 export async function startNatsCluster(size = 3): Promise<NatsCluster> {
   const binary = natsServerPath;
   if (!binary) throw new Error("nats-server is not installed");
@@ -142,13 +165,7 @@ async function startOnFreePorts(binary: string, size: number): Promise<NatsClust
     const starts = await Promise.allSettled(nodes.map((node) => node.start()));
     const failed = starts.find((start) => start.status === "rejected");
     if (failed) throw failed.reason;
-    // JetStream serves only once the meta group has a leader that every node knows.
-    for (let i = 0; i < 150; i++) {
-      const views = await Promise.all(nodes.map((node) => json(`${node.monitorUrl}/jsz`)));
-      const leaders = views.map((v) => (v?.meta_cluster as { leader?: string } | undefined)?.leader);
-      if (leaders.every((leader) => leader && leader === leaders[0])) break;
-      await sleep(200);
-    }
+    await jetStreamReady(nodes);
   } catch (error) {
     await dispose();
     throw error;
