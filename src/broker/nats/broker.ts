@@ -45,7 +45,7 @@ import {
   instanceOfRoute,
 } from "../validation.js";
 import { ChangeFeed } from "./change-feed.js";
-import { connectNats } from "./connection.js";
+import { connectNats, patientSetUp } from "./connection.js";
 import { NatsHealth } from "./health.js";
 import { type InboxesHost, NatsInboxes } from "./inboxes.js";
 import { NatsBucket } from "./kv.js";
@@ -105,20 +105,23 @@ export class NatsBroker implements Broker, InboxesHost {
       });
     }
     const nc = await connectNats(options.nats);
+    const warn = warner(options, "acp broker (nats)");
     try {
       const jsm = await jetstreamManager(nc);
-      const lowerings = await ensureStreams(jsm, policy, replicas);
-      const legacyIndex = await LegacyIndex.open(jsm);
       const kvm = new Kvm(nc);
-      const statusKv = await kvm.create(STATUS_BUCKET, {
-        ...bucketOptions(STATUS_BUCKET, replicas),
-        ttl: policy.recordRetentionMs,
-      });
-      lowerings.push(...(await ensureBucketTtl(jsm, STATUS_BUCKET, policy.recordRetentionMs)));
-      const publisher = new StreamPublisher(nc);
-      const warn = warner(options, "acp broker (nats)");
       const quotas = resolveQuotas(options.quotas);
-      const ledger = quotas && (await UsageLedger.open(kvm, replicas, quotas, policy, warn));
+      const { lowerings, legacyIndex, statusKv, ledger } = await patientSetUp(async () => {
+        const lowerings = await ensureStreams(jsm, policy, replicas);
+        const legacyIndex = await LegacyIndex.open(jsm);
+        const statusKv = await kvm.create(STATUS_BUCKET, {
+          ...bucketOptions(STATUS_BUCKET, replicas),
+          ttl: policy.recordRetentionMs,
+        });
+        lowerings.push(...(await ensureBucketTtl(jsm, STATUS_BUCKET, policy.recordRetentionMs)));
+        const ledger = quotas && (await UsageLedger.open(kvm, replicas, quotas, policy, warn));
+        return { lowerings, legacyIndex, statusKv, ledger };
+      }, warn);
+      const publisher = new StreamPublisher(nc);
       // Last, once nothing else can fail; on a connection of its own, since the expiry runs inside its requests.
       const maxAge =
         lowerings.length > 0

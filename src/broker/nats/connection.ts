@@ -1,10 +1,12 @@
 import { readFileSync } from "node:fs";
 import { Socket } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
 import {
   connect,
   credsAuthenticator,
   type NatsConnection,
   type NodeConnectionOptions,
+  TimeoutError,
 } from "@nats-io/transport-node";
 import { BrokerError } from "../errors.js";
 import type { NatsConnectionOptions } from "../types.js";
@@ -90,5 +92,32 @@ export class TurnWrites {
       this.held = null;
       socket.uncork();
     });
+  }
+}
+
+/** How long set-up goes on after its requests time out, and the pause before each new try. */
+export const SETUP_PATIENCE_MS = 30_000;
+const SETUP_RETRY_PAUSE_MS = 500;
+
+/**
+ * Runs `setUp` (idempotent: it creates or finds streams and buckets) again while its JetStream
+ * requests time out, for up to SETUP_PATIENCE_MS. A replicated stream's create waits for its
+ * group to elect a leader, which on a cluster just formed, or busy, can outlast one request's
+ * timeout; anything else fails at once.
+ */
+export async function patientSetUp<T>(
+  setUp: () => Promise<T>,
+  warn: (message: string) => void,
+  patienceMs = SETUP_PATIENCE_MS,
+): Promise<T> {
+  const deadline = Date.now() + patienceMs;
+  for (;;) {
+    try {
+      return await setUp();
+    } catch (error) {
+      if (!(error instanceof TimeoutError) || Date.now() + SETUP_RETRY_PAUSE_MS >= deadline) throw error;
+      warn(`setting up JetStream timed out; trying again: ${String(error)}`);
+      await sleep(SETUP_RETRY_PAUSE_MS);
+    }
   }
 }
