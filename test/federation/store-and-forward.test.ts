@@ -175,18 +175,26 @@ describeWithNats("federation: a pair of gateways on NATS", () => {
   );
 });
 
+/**
+ * A linked pair with alpha@a.test and beta@b.test handshaken and alpha's first notification
+ * (`n: 1`) delivered: where each identity-lifecycle case starts.
+ */
+async function firstNotificationDelivered() {
+  const pair = await linkedPair();
+  const agents = await handshakenAgents(pair);
+  const got = collect(agents.beta);
+  await agents.alpha.notify("beta@b.test", { n: 1 });
+  await until(
+    () => got.length,
+    (n) => n === 1,
+    "beta got alpha's first notification",
+  );
+  return { ...pair, ...agents, got };
+}
+
 describe("federation: identity lifecycle across the link", () => {
   it("a revocation at a.test reaches b.test, which refuses the revoked agent from then on", async () => {
-    const pair = await linkedPair();
-    const { orgA, orgB, a, b } = pair;
-    const { alpha, alphaReg, beta, betaReg } = await handshakenAgents(pair);
-    const got = collect(beta);
-    await alpha.notify("beta@b.test", { n: 1 });
-    await until(
-      () => got.length,
-      (n) => n === 1,
-      "beta got alpha's notification",
-    );
+    const { orgA, orgB, a, b, alphaReg, betaReg, got } = await firstNotificationDelivered();
 
     const admin = { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } };
     expect((await api(a.url, "/api/v1/agents/alpha/revoke", { ...admin, body: {} })).status).toBe(200);
@@ -206,16 +214,7 @@ describe("federation: identity lifecycle across the link", () => {
   });
 
   it("a notice b.test cannot follow up (a.test went down) keeps b.test from taking the agent's messages on the record it had", async () => {
-    const pair = await linkedPair();
-    const { orgA, orgB, a } = pair;
-    const { alpha, alphaReg, beta } = await handshakenAgents(pair);
-    const got = collect(beta);
-    await alpha.notify("beta@b.test", { n: 1 });
-    await until(
-      () => got.length,
-      (n) => n === 1,
-      "beta got alpha's notification",
-    );
+    const { orgA, orgB, a, alphaReg, got } = await firstNotificationDelivered();
 
     await a.close();
     // a.test told of a change to alpha (a revocation, say) and cannot be reached to say which.
@@ -230,17 +229,8 @@ describe("federation: identity lifecycle across the link", () => {
   });
 
   it("a signing key rotated at a.test reaches b.test; what the earlier key signed before still verifies", async () => {
-    const pair = await linkedPair();
-    const { orgA, orgB, a, b } = pair;
-    const { alpha, alphaReg, beta, betaReg } = await handshakenAgents(pair);
-    const got = collect(beta);
+    const { orgA, orgB, a, b, alpha, alphaReg, betaReg, got } = await firstNotificationDelivered();
     const beforeRotation = new Date();
-    await alpha.notify("beta@b.test", { n: 1 });
-    await until(
-      () => got.length,
-      (n) => n === 1,
-      "beta got the first notification",
-    );
 
     const next = generateIdentity("alpha", "principal-alpha");
     const nextSigning = publicIdentity(next).signing;

@@ -96,7 +96,7 @@ export class TurnWrites {
 }
 
 /** How long set-up goes on after its requests time out, and the pause before each new try. */
-export const SETUP_PATIENCE_MS = 30_000;
+const SETUP_PATIENCE_MS = 30_000;
 const SETUP_RETRY_PAUSE_MS = 500;
 
 /**

@@ -8,8 +8,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { natsServerPath } from "../../helpers/nats.js";
 import { retryOnPortClash } from "../../helpers/ports.js";
+import { until } from "../../helpers/until.js";
 import type { LaunchOptions } from "./processes.js";
-import { exited, freePort, sleep } from "./processes.js";
+import { exited, freePort } from "./processes.js";
 
 export interface NatsNode {
   readonly name: string;
@@ -92,21 +93,23 @@ async function json(url: string): Promise<Record<string, unknown> | undefined> {
  * contact with a meta leader, or is not current with it, and a JetStream API request may time out).
  */
 async function jetStreamReady(nodes: NatsNode[]): Promise<void> {
-  let last = "";
-  for (let i = 0; i < 150; i++) {
-    const views = await Promise.all(nodes.map((node) => json(`${node.monitorUrl}/jsz`)));
-    const leaders = views.map((v) => (v?.meta_cluster as { leader?: string } | undefined)?.leader);
-    const health = await Promise.all(nodes.map((node) => json(`${node.monitorUrl}/healthz`)));
-    if (
-      leaders.every((leader) => leader && leader === leaders[0]) &&
-      health.every((h) => h?.status === "ok")
-    ) {
-      return;
-    }
-    last = `meta leaders ${JSON.stringify(leaders)}, health ${JSON.stringify(health)}`;
-    await sleep(200);
-  }
-  throw new Error(`the NATS cluster's JetStream was not ready within 30 s: ${last}`);
+  await until(
+    async () => ({
+      leaders: await Promise.all(
+        nodes.map(
+          async (node) =>
+            ((await json(`${node.monitorUrl}/jsz`))?.meta_cluster as { leader?: string } | undefined)?.leader,
+        ),
+      ),
+      health: await Promise.all(
+        nodes.map(async (node) => (await json(`${node.monitorUrl}/healthz`))?.status),
+      ),
+    }),
+    ({ leaders, health }) =>
+      leaders.every((leader) => leader && leader === leaders[0]) && health.every((status) => status === "ok"),
+    "the NATS cluster's JetStream is ready (one meta leader, every node healthy)",
+    30_000,
+  );
 }
 
 export async function startNatsCluster(size = 3): Promise<NatsCluster> {
