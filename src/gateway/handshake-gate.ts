@@ -187,9 +187,7 @@ export class HandshakeGate {
       throw new AcpError(
         "HandshakeRequired",
         `complete the four-step handshake between ${from} and ${to} first`,
-        {
-          peer: to,
-        },
+        { peer: to, missing: missingSteps(state, from, to) },
       );
     }
     const sameLayers = sameLayerSet(headers["skill-layers-loaded"], mine.layers);
@@ -210,6 +208,22 @@ export class HandshakeGate {
 function isComplete(state: PairState, a: string, b: string): boolean {
   const [one, other] = [state[a], state[b]];
   return Boolean(one?.announced && one.capabilities && other?.announced && other.capabilities);
+}
+
+/** One agent's handshake message, as named in a refusal's `data.missing`. */
+interface HandshakeStep {
+  agentId: string;
+  method: "agent.announce" | "agent.capabilities";
+}
+
+/** The handshake messages the gateway has not relayed yet for the pair, in protocol order. */
+function missingSteps(state: PairState | undefined, a: string, b: string): HandshakeStep[] {
+  const missing: HandshakeStep[] = [];
+  for (const agentId of [a, b])
+    if (!state?.[agentId]?.announced) missing.push({ agentId, method: "agent.announce" });
+  for (const agentId of [a, b])
+    if (!state?.[agentId]?.capabilities) missing.push({ agentId, method: "agent.capabilities" });
+  return missing;
 }
 
 const sortedKey = (layers: readonly number[]) => [...layers].sort((a, b) => a - b).join(",");

@@ -14,6 +14,7 @@ import { corkUntilNextTurn, type SocketBacklog } from "./outbound-buffers.js";
 import type { PresenceTracker } from "./presence.js";
 import type { ResolvedAgent } from "./registry.js";
 import type { Relay } from "./relay.js";
+import { type SettleFrame, SettleRetries } from "./settle-retries.js";
 import type { SubmitIntake } from "./submit-intake.js";
 import type { WsOptions } from "./ws.js";
 
@@ -77,6 +78,7 @@ export class AgentSession implements GroupMember {
   private readonly window: DeliveryWindow;
   /** Routed deliveries not acknowledged yet, by `refKey`. */
   private readonly routedOut = new Map<string, MessageRef>();
+  private readonly settleRetries: SettleRetries;
 
   constructor(
     private readonly ws: WebSocket,
@@ -102,6 +104,10 @@ export class AgentSession implements GroupMember {
     this.route = `${deps.broker.instanceId}/${this.id}`;
     this.receives = flow.consume === "all";
     this.window = new DeliveryWindow(flow.maxAckPending, () => deps.group.wake());
+    this.settleRetries = new SettleRetries(
+      (frame) => this.settle(frame),
+      (outcome) => deps.metrics.count("acp_settle_retries_total", { outcome }),
+    );
   }
 
   async start(): Promise<void> {
@@ -149,6 +155,7 @@ export class AgentSession implements GroupMember {
   private async end(code: number | undefined, reason: string | undefined): Promise<void> {
     this.stopped = true;
     clearInterval(this.heartbeat);
+    this.settleRetries.close();
     if (code !== undefined && this.ws.readyState === WebSocket.OPEN) this.framing.end(this.ws, code, reason);
     this.deps.backlog.release();
     this.window.stop();
@@ -164,6 +171,17 @@ export class AgentSession implements GroupMember {
     if (!this.deps.backlog.full) return true;
     this.pauseUntilDrained();
     return false;
+  }
+
+  /** Stores the agent's decision on a delivered message. */
+  private async settle(frame: SettleFrame): Promise<void> {
+    if (frame.type === "acknowledge") await this.deps.broker.ack(this.agentId, frame);
+    else await this.deps.broker.reject(this.agentId, frame, frame.reason);
+    this.deps.metrics.count(
+      frame.type === "acknowledge"
+        ? "acp_messages_acknowledged_total"
+        : "acp_messages_rejected_by_recipient_total",
+    );
   }
 
   /** A recipient that does not read: nothing more for it until its buffer drains (counted once per pause). */
@@ -280,14 +298,10 @@ export class AgentSession implements GroupMember {
       case "reject":
         this.deps.group.settled(frame);
         try {
-          if (frame.type === "acknowledge") await this.deps.broker.ack(this.agentId, frame);
-          else await this.deps.broker.reject(this.agentId, frame, frame.reason);
-          this.deps.metrics.count(
-            frame.type === "acknowledge"
-              ? "acp_messages_acknowledged_total"
-              : "acp_messages_rejected_by_recipient_total",
-          );
+          await this.settle(frame);
         } catch (err) {
+          // Told either way (the SDK counts it as the gateway's trouble); tried again if it passes.
+          this.settleRetries.retry(frame, err);
           return { type: "error", id: frame.id, from: frame.from, error: toErrorObject(brokerToAcp(err)) };
         }
         return undefined;

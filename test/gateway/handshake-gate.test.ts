@@ -261,11 +261,24 @@ describe("HandshakeGate", () => {
     });
     await gate.observe("agent.announce", headers("alice", "bob"), "alice#k");
     await refused("alice", "bob");
-    await refused("bob", "alice");
+    await expect(gate.require(headers("bob", "alice"), "bob#k")).rejects.toMatchObject({
+      data: {
+        peer: "alice",
+        missing: [
+          { agentId: "bob", method: "agent.announce" },
+          { agentId: "bob", method: "agent.capabilities" },
+          { agentId: "alice", method: "agent.capabilities" },
+        ],
+      },
+    });
     await gate.observe("agent.announce", headers("bob", "alice"), "bob#k");
     await refused("alice", "bob");
     await gate.observe("agent.capabilities", headers("alice", "bob"), "alice#k");
     await expect(gate.completed("alice", "bob")).resolves.toBe(false);
+    // The refusal names what the gateway has not relayed yet.
+    await expect(gate.require(headers("alice", "bob"), "alice#k")).rejects.toMatchObject({
+      data: { peer: "bob", missing: [{ agentId: "bob", method: "agent.capabilities" }] },
+    });
     await refused("alice", "bob");
     await refused("bob", "alice");
     await gate.observe("agent.capabilities", headers("bob", "alice"), "bob#k");

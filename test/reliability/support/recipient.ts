@@ -115,8 +115,10 @@ export async function pairAgents(
 export async function gatewayView(
   url: string,
   recipient: TestAgent,
-): Promise<{ records: number; redelivered: number; unsettled: number }> {
+): Promise<{ records: number; redelivered: number; unsettled: number; unsettledItems: string[] }> {
   let cursor: string | null = null;
+  /** The first few unsettled records, as listed: what a failing assertion shows. */
+  const unsettledItems: string[] = [];
   let records = 0;
   let redelivered = 0;
   let unsettled = 0;
@@ -134,12 +136,15 @@ export async function gatewayView(
       if (item.method !== "agent.notification") continue;
       records++;
       if (item.retryCount > 0) redelivered++;
-      if (item.status === "queued" || item.status === "delivered") unsettled++;
+      if (item.status === "queued" || item.status === "delivered") {
+        unsettled++;
+        if (unsettledItems.length < 5) unsettledItems.push(JSON.stringify(item).slice(0, 600));
+      }
     }
     cursor = body.nextCursor;
     if (!cursor) break;
   }
-  return { records, redelivered, unsettled };
+  return { records, redelivered, unsettled, unsettledItems };
 }
 
 /** The id a gateway process announces in its `ready` frame (a WebSocket as `agent`, closed again). */
