@@ -5,7 +5,7 @@
  * wait would have redelivered it, and the handler ran once. (A stopped server would not do: the
  * write waiting in its socket lands when it wakes, retry or not.)
  */
-import { afterEach, expect, it } from "vitest";
+import { afterEach, expect } from "vitest";
 import { AcpAgent } from "../../src/client/index.js";
 import { api, registerTestAgent, type TestAgent } from "../helpers/gateway.js";
 import { scrapeMetrics } from "../helpers/metrics.js";
