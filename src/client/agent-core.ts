@@ -211,10 +211,11 @@ export class AgentCore {
    * This agent lost its record of a handshake `peer` completed with it: the gateway keeps the
    * peer's side as relayed (its signed announce and capabilities), verified here like a saved
    * proof. True when the handshake is established again (and saved); false when the gateway has no
-   * such proof (or it does not verify): then only a fresh handshake will do.
+   * such proof (or it does not verify): then only a fresh handshake will do. Throws what the
+   * gateway answered if it could not be asked (the caller decides whether to ask again).
    */
   async recoverHandshake(peer: string): Promise<boolean> {
-    const proof = await this.http.handshakeProof?.(peer).catch(() => undefined);
+    const proof = await this.http.handshakeProof?.(peer);
     if (!proof || !(await this.replayProof(peer, proof))) return false;
     await this.store?.save(peer, this.proofs.get(peer) as PeerProof);
     this.handshakeProgressed(peer);

@@ -1,6 +1,11 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { AcpError, type MethodMessage, type VerifiedEnvelope } from "../protocol/index.js";
 import type { AgentCore } from "./agent-core.js";
 import type { NewMessageFrame } from "./connection.js";
+import { isGatewayTrouble } from "./health.js";
+
+/** How long the gateway's copy of a peer's side is asked for while the gateway is in trouble. */
+const GATEWAY_COPY_PATIENCE_MS = 30_000;
 
 /** A verified delivery waiting for a handshake with its sender. */
 export interface HeldDelivery {
@@ -50,7 +55,8 @@ export class HandshakeRecovery {
 
   /** The gateway's copy of the peer's side first; else a fresh handshake, which the peer answers. */
   private async recover(peer: string): Promise<void> {
-    if (await this.core.recoverHandshake(peer).catch(() => false)) {
+    // Only the agent closing (the pause aborted) rejects it; nothing is released then.
+    if (await this.fromGatewayCopy(peer).catch(() => false)) {
       if (!this.stopped.signal.aborted) this.release(peer, undefined);
       return;
     }
@@ -70,6 +76,26 @@ export class HandshakeRecovery {
         );
       },
     );
+  }
+
+  /**
+   * Re-establishes the handshake from the gateway's copy of `peer`'s side. A gateway in trouble
+   * (a 503 during a NATS election) is asked again, after 250 ms and then twice as long each time,
+   * for up to GATEWAY_COPY_PATIENCE_MS: a fresh announce instead would reset the pair at the
+   * gateway, and a sender that is offline (or does not answer handshakes) would then be refused
+   * until it handshakes again. False when the gateway has no usable copy.
+   */
+  private async fromGatewayCopy(peer: string): Promise<boolean> {
+    const giveUpAt = Date.now() + Math.min(GATEWAY_COPY_PATIENCE_MS, this.core.settings.handshakeWaitMs);
+    for (let delayMs = 250; ; delayMs = Math.min(delayMs * 2, 4_000)) {
+      try {
+        return await this.core.recoverHandshake(peer);
+      } catch (err) {
+        if (!isGatewayTrouble(err) || Date.now() + delayMs > giveUpAt) return false;
+        // Rejects (AbortError) when the agent closes: the held messages are given back then.
+        await sleep(delayMs, undefined, { signal: this.stopped.signal });
+      }
+    }
   }
 
   /** The held messages of `peer`, in arrival order; they are no longer held. */

@@ -1,4 +1,4 @@
-import { expect, it } from "vitest";
+import { expect, it, vi } from "vitest";
 import { readAudit } from "../../src/audit/index.js";
 import { ErrorCode } from "../../src/protocol/index.js";
 import { eventually, type GatewayFactory } from "./fixtures.js";
@@ -64,6 +64,39 @@ export function lostStateSuite(makeGateway: GatewayFactory): void {
     expect(paid).toEqual(["invoice 6"]);
     expect(bob.handshakeState("alice-assistant")).toBe("established");
     await eventually(async () => (await t.statusOf(t.alpha, id)).status === "acknowledged", "acknowledged");
+  });
+
+  it("the gateway in trouble when asked for its copy: asked again, not a fresh handshake the offline sender cannot answer", async () => {
+    const aliceBefore = await bobForgets({ aliceStays: true });
+    const { id } = await aliceBefore.notify("bob-assistant", { pay: "invoice 7" });
+    await aliceBefore.close();
+
+    // The fault: the gateway answers the first two requests for its copy 503, as during a NATS
+    // election (a fault the gateway cannot be made to show at just this request).
+    const realFetch = globalThis.fetch;
+    let refused = 0;
+    const spy = vi.spyOn(globalThis, "fetch").mockImplementation((input, init) => {
+      const url = String(input instanceof Request ? input.url : input);
+      if (url.endsWith("/api/v1/handshakes/alice-assistant") && refused < 2) {
+        refused++;
+        const error = { code: -32018, message: "NATS: TimeoutError" };
+        return Promise.resolve(new Response(JSON.stringify({ error }), { status: 503 }));
+      }
+      return realFetch(input, init);
+    });
+    try {
+      const paid: unknown[] = [];
+      const bob = await t.connected(t.beta, { state: false });
+      bob.onNotification((body) => {
+        paid.push(body.pay);
+      });
+      await eventually(() => paid.length === 1, "handled without alice");
+      expect(refused).toBe(2);
+      expect(bob.handshakeState("alice-assistant")).toBe("established");
+      await eventually(async () => (await t.statusOf(t.alpha, id)).status === "acknowledged", "acknowledged");
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   it("a queue longer than the agent's window is handled too, in order", async () => {
