@@ -3,6 +3,7 @@ import { AcpError, type MethodMessage, type VerifiedEnvelope } from "../protocol
 import type { AgentCore } from "./agent-core.js";
 import type { NewMessageFrame } from "./connection.js";
 import { isGatewayTrouble } from "./health.js";
+import { backoffDelay } from "./outbox.js";
 
 /** How long the gateway's copy of a peer's side is asked for while the gateway is in trouble. */
 const GATEWAY_COPY_PATIENCE_MS = 30_000;
@@ -80,17 +81,18 @@ export class HandshakeRecovery {
 
   /**
    * Re-establishes the handshake from the gateway's copy of `peer`'s side. A gateway in trouble
-   * (a 503 during a NATS election) is asked again, after 250 ms and then twice as long each time,
-   * for up to GATEWAY_COPY_PATIENCE_MS: a fresh announce instead would reset the pair at the
-   * gateway, and a sender that is offline (or does not answer handshakes) would then be refused
-   * until it handshakes again. False when the gateway has no usable copy.
+   * (a 503 during a NATS election) is asked again, with the SDK's backoff (250 ms doubling to
+   * 4 s, jittered), for up to GATEWAY_COPY_PATIENCE_MS: a fresh announce instead would reset the
+   * pair at the gateway, and a sender that is offline (or does not answer handshakes) would then
+   * be refused until it handshakes again. False when the gateway has no usable copy.
    */
   private async fromGatewayCopy(peer: string): Promise<boolean> {
     const giveUpAt = Date.now() + Math.min(GATEWAY_COPY_PATIENCE_MS, this.core.settings.handshakeWaitMs);
-    for (let delayMs = 250; ; delayMs = Math.min(delayMs * 2, 4_000)) {
+    for (let attempt = 0; ; attempt++) {
       try {
         return await this.core.recoverHandshake(peer);
       } catch (err) {
+        const delayMs = backoffDelay(attempt, 250, 4_000);
         if (!isGatewayTrouble(err) || Date.now() + delayMs > giveUpAt) return false;
         // Rejects (AbortError) when the agent closes: the held messages are given back then.
         await sleep(delayMs, undefined, { signal: this.stopped.signal });

@@ -1,9 +1,9 @@
 import { BrokerError } from "../broker/errors.js";
-import type { MessageRef } from "../broker/index.js";
 import { refKey } from "../broker/validation.js";
+import type { ClientFrame } from "../wire/api.js";
 
 /** An `acknowledge` or `reject` frame: the agent's decision on one delivered message. */
-export type SettleFrame = MessageRef & ({ type: "acknowledge" } | { type: "reject"; reason: string });
+export type SettleFrame = Extract<ClientFrame, { type: "acknowledge" | "reject" }>;
 
 export interface SettleRetryLimits {
   /** Decisions tried again at once (default 256, the largest window); past it the redelivery repairs. */
